@@ -1,0 +1,29 @@
+# Two commands for a new user (README): `make demo` and `make test`.
+# Both create .venv and install what they need. torch is pinned to the CPU wheel first so that
+# pip never pulls a multi-GB CUDA build.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+TORCH  ?= torch==2.13.0
+NMT_DATA_DIR ?= $(abspath ../shared/data)
+export NMT_DATA_DIR
+
+.PHONY: demo test install clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[test,plot]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(PY) -m nmt model-info --preset base
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,71 @@
+"""The `nmt` command line. Each subcommand's arguments and code live in the module of its concept."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .config import ConfigError, apply_overrides, load_model_config, parse_overrides, preset
+
+
+def model_config_from_args(args: argparse.Namespace, overrides: dict) -> "ModelConfig":  # noqa: F821
+    cfg = load_model_config(args.config) if args.config else preset(args.preset, args.vocab_size)
+    if args.config and args.vocab_size:
+        cfg = apply_overrides(cfg, {"src_vocab_size": args.vocab_size, "tgt_vocab_size": args.vocab_size},
+                              section="model")
+    return apply_overrides(cfg, overrides.get("model", {}), section="model")
+
+
+def cmd_model_info(args: argparse.Namespace, overrides: dict) -> int:
+    import torch
+
+    from .config import to_dict
+    from .model import Transformer, parameter_counts
+
+    unknown = sorted(set(overrides) - {"model"})
+    if unknown:
+        raise ConfigError(f"--{unknown[0]}.*: model-info takes only --model.* overrides")
+    cfg = model_config_from_args(args, overrides)
+    with torch.device("meta"):  # no memory, no init time: shapes are enough to count
+        model = Transformer(cfg)
+    print("model configuration:")
+    for k, v in to_dict(cfg).items():
+        print(f"  {k:20s} {v}")
+    print("parameters:")
+    for k, v in parameter_counts(model).items():
+        print(f"  {k:20s} {v:>13,d}  ({v / 1e6:.2f}M)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nmt", description="Transformer neural machine translation (Vaswani et al., 2017).",
+        epilog="Configuration overrides: --model.FIELD=VALUE (and --train.FIELD=VALUE for train).")
+    parser.add_argument("--version", action="version", version=f"nmt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("model-info", help="print a model configuration and its parameter counts")
+    p.add_argument("--preset", default="base", help="base | big | small | tiny (default: base)")
+    p.add_argument("--config", help="YAML/JSON file with a model: section")
+    p.add_argument("--vocab-size", type=int, help="shared vocabulary size (default: the preset's)")
+    p.set_defaults(func=cmd_model_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        overrides = parse_overrides(rest)
+        return args.func(args, overrides)
+    except ConfigError as e:
+        print(f"nmt {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

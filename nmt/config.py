@@ -1,0 +1,230 @@
+"""Typed configuration: dataclasses, presets as plain functions, YAML/JSON I/O and overrides.
+
+The field names follow the paper (Vaswani et al., 2017, Table 3): ``n_layers`` (N), ``d_model``,
+``d_ff``, ``n_heads`` (h), ``d_k``, ``d_v``, ``dropout`` (P_drop), ``label_smoothing`` (eps_ls,
+in :class:`TrainConfig`) and ``positional`` (sinusoidal / learned positional encoding).
+Every deviation from the paper is a named option whose default is the paper's choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value: the message names the field, the value and why."""
+
+
+def _check(ok: bool, name: str, value: Any, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}={value!r}: {why}")
+
+
+@dataclass
+class ModelConfig:
+    """The architecture. Defaults are the paper's base model (section 3, Table 3 row 'base')."""
+
+    src_vocab_size: int = 37000  # with share_embeddings, the one shared BPE vocabulary
+    tgt_vocab_size: int = 37000
+    n_layers: int = 6  # N, for the encoder and for the decoder
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8  # h
+    d_k: int = 64  # per-head query/key size, independent of d_model / h (Table 3 rows B)
+    d_v: int = 64  # per-head value size
+    dropout: float = 0.1  # P_drop: sublayer outputs and embedding+position sums (section 5.4)
+    positional: Literal["sinusoidal", "learned"] = "sinusoidal"  # Table 3 row E
+    max_positions: int = 1024  # table size for positions (learned) / precomputed (sinusoidal)
+    # --- beyond the paper; defaults are the paper's choices ---
+    norm_position: Literal["post", "pre"] = "post"  # post: LayerNorm(x + Dropout(Sublayer(x)))
+    activation: Literal["relu", "gelu"] = "relu"  # FFN max(0, xW1+b1)W2+b2
+    attention_dropout: float = 0.0  # dropout on attention weights (not in the paper)
+    activation_dropout: float = 0.0  # dropout after the FFN activation (not in the paper)
+    share_embeddings: bool = True  # one matrix: source emb, target emb, pre-softmax (section 3.4)
+    tie_output: bool = True  # pre-softmax projection = target embedding (section 3.4)
+    layer_norm_eps: float = 1e-5
+    pad_id: int = 0
+
+    def validate(self) -> "ModelConfig":
+        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads",
+                     "d_k", "d_v", "max_positions"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, f"model.{name}", value,
+                   "must be a positive integer")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            _check(0.0 <= value < 1.0, f"model.{name}", value, "must be in [0, 1)")
+        _check(self.positional in ("sinusoidal", "learned"), "model.positional", self.positional,
+               "must be 'sinusoidal' or 'learned'")
+        _check(self.norm_position in ("post", "pre"), "model.norm_position", self.norm_position,
+               "must be 'post' (the paper) or 'pre'")
+        _check(self.activation in ("relu", "gelu"), "model.activation", self.activation,
+               "must be 'relu' (the paper) or 'gelu'")
+        _check(self.positional != "sinusoidal" or self.d_model % 2 == 0, "model.d_model",
+               self.d_model, "sinusoidal positional encoding needs an even d_model")
+        if self.share_embeddings:
+            _check(self.src_vocab_size == self.tgt_vocab_size, "model.share_embeddings", True,
+                   f"a shared embedding needs src_vocab_size == tgt_vocab_size "
+                   f"(got {self.src_vocab_size} and {self.tgt_vocab_size}); "
+                   "set share_embeddings=false for separate vocabularies")
+        _check(0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size), "model.pad_id",
+               self.pad_id, "must be a valid token id")
+        _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps,
+               "must be positive")
+        return self
+
+
+# ----------------------------------------------------------------------------- presets
+def base(vocab_size: int = 37000) -> ModelConfig:
+    """The paper's base model: N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1."""
+    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
+
+
+def big(vocab_size: int = 37000) -> ModelConfig:
+    """The paper's big model: d_model=1024, d_ff=4096, h=16 (d_k=d_v=64), P_drop=0.3."""
+    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=1024,
+                       d_ff=4096, n_heads=16, d_k=64, d_v=64, dropout=0.3)
+
+
+def small(vocab_size: int = 8000) -> ModelConfig:
+    """Not in the paper: a model these 2-core CPUs train in an hour (Multi30k-sized data)."""
+    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, n_layers=3,
+                       d_model=256, d_ff=1024, n_heads=4, d_k=64, d_v=64, dropout=0.1)
+
+
+def tiny(vocab_size: int = 1000) -> ModelConfig:
+    """Not in the paper: for tests and smoke runs."""
+    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, n_layers=2,
+                       d_model=64, d_ff=128, n_heads=4, d_k=16, d_v=16, dropout=0.1,
+                       max_positions=256)
+
+
+PRESETS = {"base": base, "big": big, "small": small, "tiny": tiny}
+
+
+def preset(name: str, vocab_size: Optional[int] = None) -> ModelConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"preset={name!r}: unknown preset; choose from {sorted(PRESETS)}")
+    return PRESETS[name]() if vocab_size is None else PRESETS[name](vocab_size)
+
+
+# ----------------------------------------------------------------------------- (de)serialising
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(cls: type, data: dict, *, section: str = "model") -> Any:
+    """Build ``cls`` from a dict, type-checking each value; unknown keys are an error."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{section}.{unknown[0]}: unknown field; valid fields: {sorted(names)}")
+    hints = typing.get_type_hints(cls)
+    values = {k: _coerce(hints[k], v, f"{section}.{k}") for k, v in data.items()}
+    obj = cls(**values)
+    return obj.validate() if hasattr(obj, "validate") else obj
+
+
+def _coerce(tp: Any, value: Any, name: str) -> Any:
+    """Convert ``value`` (a Python value or a command-line string) to the annotated type."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union:  # Optional[X]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, name)
+    if origin is Literal:
+        _check(value in args, name, value, f"must be one of {list(args)}")
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{name}={value!r}: expected a boolean (true/false)")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r}: expected an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            return int(str(value).replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"{name}={value!r}: expected an integer") from None
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r}: expected a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}={value!r}: expected a number") from None
+    if tp is str:
+        return str(value)
+    return value
+
+
+def save(path: str | Path, sections: dict[str, Any]) -> None:
+    """Write ``{"model": ModelConfig, ...}`` as YAML (.yaml/.yml) or JSON (anything else)."""
+    path = Path(path)
+    data = {k: to_dict(v) for k, v in sections.items()}
+    if path.suffix in (".yaml", ".yml"):
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    else:
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def load_raw(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections (model:, train:, ...)")
+    return data
+
+
+def load_model_config(path: str | Path) -> ModelConfig:
+    data = load_raw(path)
+    return from_dict(ModelConfig, data.get("model", {}), section="model")
+
+
+def parse_overrides(args: list[str]) -> dict[str, dict[str, str]]:
+    """``["--model.d_ff=1024", "--train.lr_scale", "2"]`` -> ``{"model": {"d_ff": "1024"}, ...}``."""
+    out: dict[str, dict[str, str]] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or "." not in arg.split("=")[0]:
+            raise ConfigError(f"{arg}: unrecognised argument (overrides look like --model.d_ff=1024)")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise ConfigError(f"{arg}: missing value")
+            value = args[i + 1]
+            i += 1
+        section, _, name = key.partition(".")
+        out.setdefault(section, {})[name] = value
+        i += 1
+    return out
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, str], *, section: str) -> Any:
+    """Return a copy of dataclass ``cfg`` with string overrides converted to the field types."""
+    merged = {**to_dict(cfg), **overrides}
+    return from_dict(type(cfg), merged, section=section)

@@ -1,0 +1,336 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), batch-first.
+
+Axis legend used in the shape comments:
+    B batch, S source length, T target length (new tokens in a decoding step), P target positions
+    already in the cache, D d_model, H n_heads, K d_k, V d_v (per head), F d_ff, W vocabulary size.
+
+Interface (search and training live elsewhere and call it):
+    memory = model.encode(src_tokens)                              # EncoderOut
+    logits, cache = model.decode_step(tgt_tokens, memory, cache)   # cache: DecoderCache | None
+    logits = model(src_tokens, tgt_in)                             # training, teacher forcing
+Parameter names follow fairseq/Marian (embed_tokens, self_attn, encoder_attn, fc1, fc2, q_proj...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import ModelConfig
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]  # (1, D/2)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (P, D/2)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
+
+
+@dataclass
+class EncoderOut:
+    """Encoder memory: ``out`` (B, S, D) and ``padding_mask`` (B, S), True where src is padding."""
+
+    out: Tensor
+    padding_mask: Tensor
+
+    def reorder(self, indices: Tensor) -> "EncoderOut":
+        """Select/repeat batch rows, e.g. to expand for beams or drop finished sentences."""
+        return EncoderOut(self.out.index_select(0, indices), self.padding_mask.index_select(0, indices))
+
+
+@dataclass
+class LayerCache:
+    self_k: Tensor  # (B, H, P, K) keys of the target prefix, appended per step
+    self_v: Tensor  # (B, H, P, V)
+    cross_k: Tensor  # (B, H, S, K) computed once from the encoder memory
+    cross_v: Tensor  # (B, H, S, V)
+
+
+@dataclass
+class DecoderCache:
+    """Explicit decoder state: per-layer keys/values and the number of positions already seen."""
+
+    layers: list[LayerCache]
+    length: int
+
+    def reorder(self, indices: Tensor) -> "DecoderCache":
+        """Keep rows ``indices`` (B',) of every cached tensor (beam reordering, pruning)."""
+        return DecoderCache(
+            [LayerCache(*(t.index_select(0, indices) for t in (c.self_k, c.self_v, c.cross_k, c.cross_v)))
+             for c in self.layers],
+            self.length,
+        )
+
+
+class MultiheadAttention(nn.Module):
+    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, scaled dot-product heads."""
+
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0):
+        super().__init__()
+        self.n_heads, self.d_k, self.d_v, self.dropout = n_heads, d_k, d_v, dropout
+        self.q_proj = nn.Linear(d_model, n_heads * d_k)
+        self.k_proj = nn.Linear(d_model, n_heads * d_k)
+        self.v_proj = nn.Linear(d_model, n_heads * d_v)
+        self.out_proj = nn.Linear(n_heads * d_v, d_model)
+
+    def _split(self, x: Tensor, d: int) -> Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, self.n_heads, d).transpose(1, 2)  # (B, N, H*d) -> (B, H, N, d)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, N, D) -> keys (B, H, N, K), values (B, H, N, V)."""
+        return self._split(self.k_proj(x), self.d_k), self._split(self.v_proj(x), self.d_v)
+
+    def attend(self, query: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None,
+               is_causal: bool = False) -> Tensor:
+        """query (B, T, D), k (B, H, N, K), v (B, H, N, V); mask broadcastable to (B, H, T, N),
+        True where attention is allowed. Returns (B, T, D)."""
+        b, t, _ = query.shape
+        q = self._split(self.q_proj(query), self.d_k)  # (B, H, T, K)
+        # softmax(Q K^T / sqrt(d_k)) V; the scale is 1/sqrt(K) (the query's last dimension)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, V)
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (B, T, H*V)
+        return self.out_proj(out)  # (B, T, D)
+
+    def forward(self, query: Tensor, key_value: Tensor, *, mask: Tensor | None = None,
+                is_causal: bool = False) -> Tensor:
+        k, v = self.project_kv(key_value)
+        return self.attend(query, k, v, mask=mask, is_causal=is_causal)
+
+
+def feed_forward(layer: nn.Module, x: Tensor) -> Tensor:
+    """Section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, with the layer's ``fc1`` and ``fc2``."""
+    return layer.fc2(layer.activation_dropout(layer.activation(layer.fc1(x))))  # (B, T, F) -> (B, T, D)
+
+
+def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Dropout, pre: bool) -> Tensor:
+    """Section 5.4 post-norm: LayerNorm(x + Dropout(Sublayer(x))). With norm_position='pre'
+    (not the paper): x + Dropout(Sublayer(LayerNorm(x)))."""
+    if pre:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.activation = F.relu if cfg.activation == "relu" else F.gelu
+        self.activation_dropout = nn.Dropout(cfg.activation_dropout)
+        self.final_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.pre = cfg.norm_position == "pre"
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        x = sublayer_connection(x, lambda h: self.self_attn(h, h, mask=mask), self.self_attn_layer_norm,
+                                self.dropout, self.pre)
+        return sublayer_connection(x, lambda h: feed_forward(self, h), self.final_layer_norm, self.dropout, self.pre)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.encoder_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
+        self.encoder_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.activation = F.relu if cfg.activation == "relu" else F.gelu
+        self.activation_dropout = nn.Dropout(cfg.activation_dropout)
+        self.final_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.pre = cfg.norm_position == "pre"
+
+    def forward(self, x: Tensor, cache: LayerCache, memory_mask: Tensor, self_mask: Tensor | None,
+                is_causal: bool) -> tuple[Tensor, LayerCache]:
+        new_k = new_v = None
+
+        def self_attention(h: Tensor) -> Tensor:
+            nonlocal new_k, new_v
+            k, v = self.self_attn.project_kv(h)  # (B, H, T, K), (B, H, T, V)
+            new_k = torch.cat([cache.self_k, k], dim=2)  # (B, H, P+T, K)
+            new_v = torch.cat([cache.self_v, v], dim=2)
+            return self.self_attn.attend(h, new_k, new_v, mask=self_mask, is_causal=is_causal)
+
+        x = sublayer_connection(x, self_attention, self.self_attn_layer_norm, self.dropout, self.pre)
+        x = sublayer_connection(
+            x, lambda h: self.encoder_attn.attend(h, cache.cross_k, cache.cross_v, mask=memory_mask),
+            self.encoder_attn_layer_norm, self.dropout, self.pre)
+        x = sublayer_connection(x, lambda h: feed_forward(self, h), self.final_layer_norm, self.dropout, self.pre)
+        return x, LayerCache(new_k, new_v, cache.cross_k, cache.cross_v)
+
+
+class Embedding(nn.Module):
+    """Token embedding * sqrt(d_model) + positional encoding, then dropout (sections 3.4, 3.5, 5.4).
+    The token table is owned by the caller (it may be shared); this module holds the positions."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.scale = math.sqrt(cfg.d_model)
+        self.max_positions = cfg.max_positions
+        if cfg.positional == "learned":
+            self.embed_positions = nn.Embedding(cfg.max_positions, cfg.d_model)
+        else:
+            self.embed_positions = None
+            self.register_buffer("positions", sinusoidal_table(cfg.max_positions, cfg.d_model),
+                                 persistent=False)  # (max_positions, D), not a parameter
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, embed_tokens: nn.Embedding, tokens: Tensor, start: int = 0) -> Tensor:
+        """tokens (B, T) at positions start..start+T-1 -> (B, T, D)."""
+        end = start + tokens.size(1)
+        if end > self.max_positions:
+            raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.max_positions}")
+        table = self.positions if self.embed_positions is None else self.embed_positions.weight
+        return self.dropout(embed_tokens(tokens) * self.scale + table[start:end])  # (B, T, D)
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.embed = Embedding(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        # pre-norm stacks need a final LayerNorm; post-norm (the paper) ends normalised already
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
+
+    def forward(self, src_tokens: Tensor, padding_mask: Tensor) -> Tensor:
+        x = self.embed(self.embed_tokens, src_tokens)  # (B, S, D)
+        mask = ~padding_mask[:, None, None, :]  # (B, 1, 1, S), True = attend
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.layer_norm(x) if self.layer_norm is not None else x
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = embed_tokens
+        self.embed = Embedding(cfg)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
+        if cfg.tie_output:
+            self.output_projection = None  # logits = x @ embed_tokens.weight^T (section 3.4)
+        else:
+            self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+
+    def empty_cache(self, memory: EncoderOut) -> DecoderCache:
+        b = memory.out.size(0)
+        layers = []
+        for layer in self.layers:
+            cross_k, cross_v = layer.encoder_attn.project_kv(memory.out)  # (B, H, S, K/V), once
+            empty_k = cross_k.new_zeros(b, self.cfg.n_heads, 0, self.cfg.d_k)  # (B, H, 0, K)
+            empty_v = cross_v.new_zeros(b, self.cfg.n_heads, 0, self.cfg.d_v)
+            layers.append(LayerCache(empty_k, empty_v, cross_k, cross_v))
+        return DecoderCache(layers, 0)
+
+    def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+        """tokens (B, T) following the P cached positions -> logits (B, T, W), updated cache."""
+        p, t = cache.length, tokens.size(1)
+        x = self.embed(self.embed_tokens, tokens, start=p)  # (B, T, D)
+        memory_mask = ~memory.padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        if p == 0 and t > 1:
+            self_mask, is_causal = None, True  # plain causal mask (fast SDPA path)
+        elif t == 1:
+            self_mask, is_causal = None, False  # one new token sees every cached position
+        else:  # query i (absolute position p+i) may see keys 0..p+i
+            self_mask = torch.ones(t, p + t, dtype=torch.bool, device=tokens.device).tril(diagonal=p)
+            is_causal = False
+        layers = []
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            x, new_cache = layer(x, layer_cache, memory_mask, self_mask, is_causal)
+            layers.append(new_cache)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
+        logits = F.linear(x, weight)  # (B, T, W)
+        return logits, DecoderCache(layers, p + t)
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        tgt_embed = src_embed if cfg.share_embeddings else nn.Embedding(
+            cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        self.encoder = Encoder(cfg, src_embed)
+        self.decoder = Decoder(cfg, tgt_embed)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every projection matrix, zero biases (as tensor2tensor and fairseq);
+        embeddings N(0, d_model^-0.5) so that after the sqrt(d_model) scale they have unit variance;
+        LayerNorm gain 1, bias 0."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+                if module.padding_idx is not None:
+                    with torch.no_grad():
+                        module.weight[module.padding_idx].zero_()
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    def encode(self, src_tokens: Tensor) -> EncoderOut:
+        """src_tokens (B, S), padded with pad_id -> EncoderOut((B, S, D), padding mask (B, S))."""
+        padding_mask = src_tokens.eq(self.cfg.pad_id)  # (B, S), True = padding
+        return EncoderOut(self.encoder(src_tokens, padding_mask), padding_mask)
+
+    def decode_step(self, tgt_tokens: Tensor, memory: EncoderOut,
+                    cache: DecoderCache | None = None) -> tuple[Tensor, DecoderCache]:
+        """Feed the next target tokens (B, T) (usually T=1) -> logits (B, T, W), new cache.
+        With ``cache=None`` the cross-attention keys/values are computed from ``memory`` once and
+        the tokens are taken to start at position 0."""
+        if cache is None:
+            cache = self.decoder.empty_cache(memory)
+        return self.decoder(tgt_tokens, memory, cache)
+
+    def forward(self, src_tokens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in = BOS + target (B, T) -> logits (B, T, W)."""
+        memory = self.encode(src_tokens)
+        logits, _ = self.decode_step(tgt_in, memory, None)
+        return logits
+
+
+def parameter_counts(model: Transformer) -> dict[str, int]:
+    """Unique parameters per component (a tied matrix is counted once, under 'embeddings')."""
+    seen: set[int] = set()
+
+    def count(module: nn.Module | None) -> int:
+        if module is None:
+            return 0
+        n = 0
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                n += p.numel()
+        return n
+
+    out = {"embeddings": count(model.encoder.embed_tokens) + count(model.decoder.embed_tokens)}
+    out["positions (learned)"] = count(model.encoder.embed) + count(model.decoder.embed)
+    out["encoder"] = count(model.encoder)
+    out["decoder"] = count(model.decoder.layers) + count(model.decoder.layer_norm)
+    out["output projection"] = count(model.decoder.output_projection)
+    out["total"] = sum(out.values())
+    return out

@@ -1,0 +1,236 @@
+"""Numerics of the model (issue: the paper's Transformer)."""
+
+import math
+
+import pytest
+import torch
+
+from nmt.config import ModelConfig, base, big, tiny
+from nmt.model import Transformer, parameter_counts, sinusoidal_table
+
+
+def hand_count(*, V, d, d_ff, h, d_k, d_v, N):
+    """Parameters of the paper's architecture, from the architecture, with one shared V x d matrix."""
+    attn = d * h * d_k + h * d_k + d * h * d_k + h * d_k + d * h * d_v + h * d_v + h * d_v * d + d
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    ln = 2 * d
+    enc_layer = attn + ffn + 2 * ln
+    dec_layer = 2 * attn + ffn + 3 * ln
+    return V * d + N * enc_layer + N * dec_layer
+
+
+def test_parameter_counts_base_and_big():
+    for name, cfg, paper in (("base", base(37000), 65e6), ("big", big(37000), 213e6)):
+        with torch.device("meta"):
+            model = Transformer(cfg)
+        expected = hand_count(V=37000, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k,
+                              d_v=cfg.d_v, N=cfg.n_layers)
+        counts = parameter_counts(model)
+        print(f"{name}: {counts['total']:,} parameters (paper: {paper / 1e6:.0f}M)")
+        assert counts["total"] == expected
+        assert sum(p.numel() for p in model.parameters()) == expected  # shared matrix counted once
+    assert expected == 214_245_376
+
+
+def test_base_count_value():
+    with torch.device("meta"):
+        model = Transformer(base(37000))
+    assert parameter_counts(model)["total"] == 63_082_496
+
+
+@pytest.mark.parametrize("pos,i", [(0, 0), (1, 0), (5, 3), (17, 10), (99, 31)])
+def test_sinusoidal_matches_formula(pos, i):
+    d = 64
+    table = sinusoidal_table(128, d)
+    assert table[pos, 2 * i].item() == pytest.approx(math.sin(pos / 10000 ** (2 * i / d)), abs=1e-6)
+    assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / d)), abs=1e-6)
+
+
+def test_embedding_scale_and_positions():
+    cfg = tiny(50)
+    cfg.dropout = 0.0
+    model = Transformer(cfg).eval()
+    tokens = torch.tensor([[5, 7, 9]])
+    x = model.encoder.embed(model.encoder.embed_tokens, tokens)
+    expected = model.encoder.embed_tokens.weight[tokens] * math.sqrt(cfg.d_model) + sinusoidal_table(3, cfg.d_model)
+    torch.testing.assert_close(x, expected)
+
+
+def test_three_tied_matrices_are_one_tensor():
+    model = Transformer(tiny(50))
+    w = model.encoder.embed_tokens.weight
+    assert model.decoder.embed_tokens.weight is w
+    assert model.decoder.output_projection is None
+    # the logits use that same matrix: changing it changes them as x @ W^T
+    model.eval()
+    src, tgt = torch.tensor([[4, 5, 3]]), torch.tensor([[2, 6]])
+    memory = model.encode(src)
+    logits, _ = model.decode_step(tgt, memory)
+    with torch.no_grad():
+        w[7].add_(torch.randn(w.size(1)))  # (a constant shift is invisible after LayerNorm)
+    logits2, _ = model.decode_step(tgt, memory)
+    assert not torch.allclose(logits[..., 7], logits2[..., 7])
+
+
+def test_untied_vocabularies():
+    cfg = tiny(50)
+    cfg.share_embeddings, cfg.tie_output, cfg.tgt_vocab_size = False, False, 60
+    model = Transformer(cfg)
+    assert model.encoder.embed_tokens.weight is not model.decoder.embed_tokens.weight
+    logits = model(torch.tensor([[4, 5, 3]]), torch.tensor([[2, 6, 59]]))
+    assert logits.shape == (1, 3, 60)
+
+
+def eval_model(seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = tiny(40)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return Transformer(cfg.validate()).eval()
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_causality(norm_position):
+    model = eval_model(norm_position=norm_position)
+    src = torch.randint(4, 40, (2, 7))
+    tgt = torch.randint(4, 40, (2, 9))
+    base_logits = model(src, tgt)
+    for t in range(8):
+        changed = tgt.clone()
+        changed[:, t + 1] = (changed[:, t + 1] + 1 - 4) % 36 + 4
+        logits = model(src, changed)
+        torch.testing.assert_close(logits[:, : t + 1], base_logits[:, : t + 1], atol=1e-6, rtol=0)
+        assert not torch.allclose(logits[:, t + 1:], base_logits[:, t + 1:])
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_padding_invariance(positional):
+    model = eval_model(positional=positional)
+    src = torch.tensor([[5, 6, 7, 3]])
+    tgt = torch.tensor([[2, 8, 9]])
+    memory_alone = model.encode(src).out
+    logits_alone = model(src, tgt)
+    pad = 0
+    src_batch = torch.tensor([[5, 6, 7, 3, pad, pad, pad], [9, 9, 8, 7, 6, 5, 3], [4, 4, 4, 4, 4, 3, pad]])
+    tgt_batch = torch.tensor([[2, 8, 9, pad, pad, pad], [2, 5, 6, 7, 8, 9], [2, 4, 4, 4, pad, pad]])
+    memory_batch = model.encode(src_batch).out
+    logits_batch = model(src_batch, tgt_batch)
+    torch.testing.assert_close(memory_batch[0, :4], memory_alone[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits_batch[0, :3], logits_alone[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_incremental_decoding_equals_forward(norm_position):
+    model = eval_model(norm_position=norm_position)
+    src = torch.tensor([[5, 6, 7, 3, 0], [9, 9, 8, 7, 3]])
+    tgt = torch.randint(4, 40, (2, 8))
+    full = model(src, tgt)
+    memory = model.encode(src)
+    cache, steps = None, []
+    for t in range(tgt.size(1)):
+        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+    # a multi-token chunk after a cached prefix uses the offset causal mask
+    cache = None
+    l1, cache = model.decode_step(tgt[:, :3], memory, cache)
+    l2, cache = model.decode_step(tgt[:, 3:], memory, cache)
+    torch.testing.assert_close(torch.cat([l1, l2], 1), full, atol=1e-5, rtol=0)
+
+
+def test_incremental_decoding_after_reorder():
+    model = eval_model()
+    src = torch.tensor([[5, 6, 7, 3, 0], [9, 9, 8, 7, 3]])
+    tgt = torch.randint(4, 40, (2, 6))
+    memory = model.encode(src)
+    cache = None
+    for t in range(3):
+        _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+    order = torch.tensor([1, 0, 1])  # swap and duplicate rows, as beam search does
+    memory2, cache = memory.reorder(order), cache.reorder(order)
+    tgt2 = tgt[order]
+    steps = []
+    for t in range(3, 6):
+        logits, cache = model.decode_step(tgt2[:, t: t + 1], memory2, cache)
+        steps.append(logits)
+    full = model(src[order], tgt2)
+    torch.testing.assert_close(torch.cat(steps, 1), full[:, 3:], atol=1e-5, rtol=0)
+
+
+def record(modules: dict) -> dict:
+    """Forward hooks: name -> (first input, output) of each module's last call."""
+    seen = {}
+    for name, module in modules.items():
+        module.register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, (i[0], o)))
+    return seen
+
+
+def test_post_norm_order_by_hooks():
+    """Each encoder sublayer output is LayerNorm(x + sublayer(x)), observed with forward hooks."""
+    model = eval_model(norm_position="post")
+    layer = model.encoder.layers[0]
+    seen = record({"q": layer.self_attn.q_proj, "attn": layer.self_attn.out_proj,
+                   "ln1": layer.self_attn_layer_norm, "fc1": layer.fc1, "ffn": layer.fc2,
+                   "ln2": layer.final_layer_norm, "embed": model.encoder.embed})
+    memory = model.encode(torch.tensor([[5, 6, 7, 3]]))
+    x = seen["embed"][1]
+    torch.testing.assert_close(seen["q"][0], x)  # the sublayer sees the un-normalised x
+    torch.testing.assert_close(seen["ln1"][0], x + seen["attn"][1])  # LayerNorm(x + attn(x))
+    torch.testing.assert_close(seen["fc1"][0], seen["ln1"][1])
+    torch.testing.assert_close(seen["ln2"][0], seen["ln1"][1] + seen["ffn"][1])  # LayerNorm(x + ffn(x))
+    torch.testing.assert_close(model.encoder.layers[1](seen["ln2"][1], torch.ones(1, 1, 1, 4, dtype=torch.bool)),
+                               memory.out)  # the last LayerNorm output is the layer output
+
+
+def test_decoder_post_norm_order_by_hooks():
+    model = eval_model(norm_position="post")
+    layer = model.decoder.layers[1]
+    seen = record({"in": layer.self_attn.q_proj, "self": layer.self_attn.out_proj,
+                   "ln1": layer.self_attn_layer_norm, "cross_q": layer.encoder_attn.q_proj,
+                   "cross": layer.encoder_attn.out_proj, "ln2": layer.encoder_attn_layer_norm,
+                   "ffn": layer.fc2, "ln3": layer.final_layer_norm})
+    model(torch.tensor([[5, 6, 3]]), torch.tensor([[2, 7, 8]]))
+    torch.testing.assert_close(seen["ln1"][0], seen["in"][0] + seen["self"][1])
+    torch.testing.assert_close(seen["cross_q"][0], seen["ln1"][1])
+    torch.testing.assert_close(seen["ln2"][0], seen["ln1"][1] + seen["cross"][1])
+    torch.testing.assert_close(seen["ln3"][0], seen["ln2"][1] + seen["ffn"][1])
+
+
+def test_pre_norm_order_by_hooks():
+    model = eval_model(norm_position="pre")
+    layer = model.encoder.layers[0]
+    seen = record({"q": layer.self_attn.q_proj, "attn": layer.self_attn.out_proj,
+                   "ln1": layer.self_attn_layer_norm, "embed": model.encoder.embed})
+    model.encode(torch.tensor([[5, 6, 7, 3]]))
+    torch.testing.assert_close(seen["ln1"][0], seen["embed"][1])  # LayerNorm first
+    torch.testing.assert_close(seen["q"][0], seen["ln1"][1])
+
+
+def test_sdpa_matches_explicit_attention():
+    torch.manual_seed(0)
+    model = eval_model(d_k=8, d_v=24)  # d_k and d_v independent of d_model / h
+    attn = model.encoder.layers[0].self_attn
+    x = torch.randn(2, 5, 64)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]
+    out = attn(x, x, mask=mask)
+    q = attn.q_proj(x).view(2, 5, 4, 8).transpose(1, 2)
+    k = attn.k_proj(x).view(2, 5, 4, 8).transpose(1, 2)
+    v = attn.v_proj(x).view(2, 5, 4, 24).transpose(1, 2)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(8)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    ref = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 5, 96)
+    torch.testing.assert_close(out, attn.out_proj(ref), atol=1e-5, rtol=0)
+
+
+def test_initialisation():
+    torch.manual_seed(0)
+    cfg = ModelConfig(src_vocab_size=2000, tgt_vocab_size=2000, n_layers=1, d_model=256, d_ff=512,
+                      n_heads=4, d_k=64, d_v=64)
+    model = Transformer(cfg)
+    w = model.encoder.embed_tokens.weight
+    assert w[0].abs().sum() == 0  # padding row
+    assert w[1:].std().item() == pytest.approx(256 ** -0.5, rel=0.05)
+    fc1 = model.encoder.layers[0].fc1.weight
+    bound = math.sqrt(6 / (256 + 512))
+    assert fc1.abs().max() <= bound and fc1.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.05)
+    assert model.encoder.layers[0].fc1.bias.abs().sum() == 0
