@@ -50,6 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="YAML/JSON file with a model: section")
     p.add_argument("--vocab-size", type=int, help="shared vocabulary size (default: the preset's)")
     p.set_defaults(func=cmd_model_info)
+
+    from . import data, plot, train
+
+    p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
+    data.add_prepare_args(p)
+    p.set_defaults(func=lambda args, overrides: data.run_prepare(args))
+    p = sub.add_parser("train", help="train a Transformer on a prepared DATA_DIR")
+    train.add_train_args(p)
+    p.set_defaults(func=train.run_train)
+    p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
+    train.add_average_args(p)
+    p.set_defaults(func=train.run_average)
+    p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
+    plot.add_plot_args(p)
+    p.set_defaults(func=plot.run_plot)
     return parser
 
 
@@ -59,10 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from .checkpoint import CheckpointError
+    from .data import DataError
+    from .train import TrainError
+
     try:
         overrides = parse_overrides(rest)
+        if overrides and args.command not in ("model-info", "train"):
+            raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
-    except ConfigError as e:
+    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as e:
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
 

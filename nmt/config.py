@@ -81,6 +81,71 @@ class ModelConfig:
         return self
 
 
+@dataclass
+class TrainConfig:
+    """Training (section 5). Defaults are the paper's base recipe."""
+
+    max_tokens: int = 4096  # padded source (and target) tokens per micro-batch
+    update_tokens: int = 25000  # target tokens per optimizer step, reached by accumulation (5.1)
+    accum_steps: int = 0  # micro-batches per step; 0 = derived from update_tokens
+    label_smoothing: float = 0.1  # eps_ls (5.4)
+    lr_scale: float = 1.0  # multiplies eq. 3
+    warmup_steps: int = 4000
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # 0 = no clipping (the paper does not clip)
+    max_steps: int = 100000  # base: 100k steps (5.2)
+    max_epochs: int = 0  # 0 = no limit
+    max_time: float = 0.0  # minutes; 0 = no limit
+    seed: int = 1
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
+    save_every_steps: int = 0  # 0 = by time only
+    save_every_minutes: float = 10.0  # the paper: a checkpoint every 10 minutes (6.1)
+    keep_last: int = 20  # big models average the last 20 (6.1)
+    valid_every_steps: int = 1000  # 0 = only at the end
+    valid_bleu: bool = False  # also translate the valid split and compute BLEU
+    valid_bleu_beam: int = 1  # 1 = greedy (fast); 4 = the paper's beam
+    valid_bleu_max_sentences: int = 0  # 0 = all
+    best_metric: Literal["loss", "bleu"] = "loss"
+    log_every_steps: int = 10
+    num_threads: int = 0  # 0 = torch's default
+
+    def validate(self) -> "TrainConfig":
+        for name in ("max_tokens", "update_tokens", "warmup_steps", "log_every_steps", "keep_last"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, f"train.{name}", value, "must be a positive integer")
+        for name in ("accum_steps", "max_steps", "max_epochs", "save_every_steps", "valid_every_steps", "num_threads"):
+            _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "must be >= 0")
+        _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", self.label_smoothing, "must be in [0, 1)")
+        _check(0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0, "train.adam_beta1/adam_beta2",
+               (self.adam_beta1, self.adam_beta2), "must be in [0, 1)")
+        _check(self.adam_eps > 0, "train.adam_eps", self.adam_eps, "must be positive")
+        _check(self.lr_scale > 0, "train.lr_scale", self.lr_scale, "must be positive")
+        _check(self.max_steps or self.max_epochs or self.max_time, "train.max_steps", self.max_steps,
+               "set at least one of max_steps, max_epochs, max_time")
+        _check(self.precision in ("fp32", "bf16", "fp16", "auto"), "train.precision", self.precision,
+               "must be fp32, bf16, fp16 or auto")
+        _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
+               "best_metric=bleu needs valid_bleu=true")
+        _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
+        return self
+
+
+def train_preset(name: str) -> TrainConfig:
+    """Training defaults to go with a model preset: the paper's for base/big, CPU-sized otherwise."""
+    if name in ("base", "big"):
+        return TrainConfig()
+    if name == "small":  # Multi30k-sized data on a 2-core CPU: smaller batches, shorter warm-up
+        return TrainConfig(max_tokens=2048, update_tokens=4096, warmup_steps=1000, lr_scale=2.0,
+                           max_steps=20000, save_every_minutes=5.0, keep_last=5, valid_every_steps=500)
+    if name == "tiny":
+        return TrainConfig(max_tokens=1024, update_tokens=1024, warmup_steps=100, max_steps=200,
+                           save_every_minutes=0.0, save_every_steps=100, keep_last=3, valid_every_steps=100)
+    raise ConfigError(f"preset={name!r}: unknown preset; choose from {sorted(PRESETS)}")
+
+
 # ----------------------------------------------------------------------------- presets
 def base(vocab_size: int = 37000) -> ModelConfig:
     """The paper's base model: N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1."""

@@ -192,8 +192,9 @@ def fetch_multi30k(root: str | Path, langs: tuple[str, str], *, base_url: str | 
 
 
 def fetch_wmt14(root: str | Path, langs: tuple[str, str], *, base_url: str | None = None,
-                checksums: dict = WMT14_SHA256, need_train: bool = True) -> tuple[dict, dict]:
-    """Locate (or download and extract into `root/wmt14_en_de/`) WMT14 en-de.
+                checksums: dict = WMT14_SHA256,
+                splits: tuple[str, ...] = ("train", "valid", "test")) -> tuple[dict, dict]:
+    """Locate (or download and extract into `root/wmt14_en_de/`) the given splits of WMT14 en-de.
 
     Archives go to `root/wmt14_en_de/downloads/`; the extracted splits are written as plain text
     `train.{en,de}` (the three corpora concatenated), `valid.*` (newstest2013) and `test.*`
@@ -216,8 +217,7 @@ def fetch_wmt14(root: str | Path, langs: tuple[str, str], *, base_url: str | Non
                                      sha256=checksums.get(rel))
         return path
 
-    needed = ("train", "valid", "test") if need_train else ("valid", "test")
-    for split in needed:
+    for split in splits:
         if all(_local(folder, f"{split}.{lang}") for lang in langs):
             continue
         members = {"train": WMT14_TRAIN, "valid": (WMT14_VALID,)}.get(split, (WMT14_TEST,))
@@ -227,8 +227,7 @@ def fetch_wmt14(root: str | Path, langs: tuple[str, str], *, base_url: str | Non
                      for lang in ("en", "de")}
             sources.append((archive(rel), names))
         _extract_split(sources, folder, split, sgm=split == "test")
-    splits = {s: tuple(_local(folder, f"{s}.{lang}") for lang in langs) for s in needed}
-    return splits, downloaded
+    return {s: tuple(_local(folder, f"{s}.{lang}") for lang in langs) for s in splits}, downloaded
 
 
 def _extract_split(sources: list, folder: Path, split: str, *, sgm: bool) -> None:

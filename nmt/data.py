@@ -1,0 +1,482 @@
+"""Data preparation (`nmt prepare`, section 5.1 of the paper) and the reading API.
+
+Pipeline, streaming throughout (memory does not grow with the corpus):
+  1. read:  plain or .gz UTF-8 files, one sentence per line, aligned by line (`read_pairs`);
+  2. clean: strip + Unicode NFC on every split; train only: drop empty pairs; valid and test are
+            never filtered or reordered (an empty line stays an empty example);
+  3. vocab: one SentencePiece BPE model shared by both languages, trained on the cleaned train
+            split only (sampled to `input_sentence_size` lines with a fixed seed);
+  4. encode: train only: drop pairs longer than `max_len` pieces or with a length ratio above
+            `max_ratio`; write ids incrementally.
+
+A prepared directory holds everything later steps need:
+
+    meta.json                 languages, vocab size, dtype, counts, cleaning report, input sha256,
+                              the recipe (all prepare options)
+    spm.model, spm.vocab      SentencePiece model; ids pad=0 unk=1 bos=2 eos=3
+    {split}.{side}.bin        side in {src, tgt}: all token ids of the split back to back, raw
+                              little-endian `meta["dtype"]` (uint16 if the vocab fits, else int32),
+                              pieces only (no BOS/EOS)
+    {split}.{side}.offsets.npy  int64 [n + 1]: ids of example i are bin[offsets[i]:offsets[i+1]]
+    {split}.{lang}.txt        valid/test only: the cleaned text, line-aligned (BLEU references)
+
+Everything is written to a temporary folder next to the output and renamed at the end, so an
+error leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+import unicodedata
+from array import array
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nmt import download as dl
+from nmt.download import DataError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPLITS = ("train", "valid", "test")
+CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
+DEFAULT_VOCAB = {"multi30k": 8000, "wmt14": 37000}  # paper: ~37k shared BPE for WMT14 en-de
+META_VERSION = 1
+_CHUNK = 10_000  # lines per encode call
+
+__all__ = ["PAD", "UNK", "BOS", "EOS", "DataError", "PrepareOptions", "ParallelDataset",
+           "add_prepare_args", "clean_line", "load_meta", "load_spm", "prepare", "read_lines",
+           "read_pairs", "run_prepare"]
+
+
+# ------------------------------------------------------------------------------- reading text
+def read_lines(path: str | Path) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file (plain or gzip, detected by magic bytes; "-" = stdin).
+
+    Lines come without the trailing newline ("\\n" or "\\r\\n") and with a leading BOM removed;
+    only "\\n" separates lines. Invalid UTF-8 raises DataError naming the file and line.
+    """
+    if str(path) == "-":
+        yield from _decode_lines(sys.stdin.buffer, "<stdin>")
+        return
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            yield from _decode_lines(f, str(path))
+    except (OSError, EOFError) as e:  # missing file, truncated or corrupt gzip
+        raise DataError(f"cannot read {path}: {e}") from e
+
+
+def _decode_lines(f, name: str) -> Iterator[str]:
+    for n, raw in enumerate(f, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                            f"column {e.start + 1})") from None
+        if n == 1 and line.startswith("\ufeff"):
+            line = line[1:]
+        yield line.rstrip("\n").removesuffix("\r")
+
+
+def read_pairs(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
+    """Yield aligned (src, tgt) lines; DataError naming both files and counts if they differ."""
+    src_it, tgt_it = read_lines(src_path), read_lines(tgt_path)
+    n = 0
+    for pair in itertools.zip_longest(src_it, tgt_it):
+        if pair[0] is None or pair[1] is None:
+            rest = 1 + sum(1 for _ in (src_it if pair[1] is None else tgt_it))
+            n_src, n_tgt = (n + rest, n) if pair[1] is None else (n, n + rest)
+            raise DataError(f"line count mismatch: {src_path} has {n_src} lines but "
+                            f"{tgt_path} has {n_tgt} lines")
+        n += 1
+        yield pair
+
+
+def clean_line(text: str) -> str:
+    """The cleaning applied to every sentence (also at translation time): strip, then NFC."""
+    return unicodedata.normalize("NFC", text.strip())
+
+
+# ------------------------------------------------------------------------------- preparing
+@dataclass(frozen=True)
+class PrepareOptions:
+    """The recipe; stored verbatim in meta.json["recipe"]."""
+    dataset: str
+    src_lang: str
+    tgt_lang: str
+    vocab_size: int | None = None       # None: DEFAULT_VOCAB, or by train size for `files`
+    max_len: int = 250                  # train only: max pieces per side (without EOS/BOS)
+    max_ratio: float = 9.0              # train only: max(len)/min(len) in pieces (Moses default)
+    character_coverage: float | None = None  # None: 0.9995 with a CJK language, else 1.0
+    input_sentence_size: int = 2_000_000  # SentencePiece training sample (sentences, both sides)
+    seed: int = 0
+    threads: int = 2
+
+
+def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
+    if dataset in DEFAULT_VOCAB:
+        return DEFAULT_VOCAB[dataset]
+    return 8000 if n_train_pairs < 100_000 else 16000 if n_train_pairs < 1_000_000 else 32000
+
+
+def character_coverage(langs: tuple[str, ...]) -> float:
+    cjk = any(lang.lower().split("-")[0].split("_")[0] in CJK_LANGS for lang in langs)
+    return 0.9995 if cjk else 1.0
+
+
+def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: PrepareOptions,
+            downloads: dict | None = None, force: bool = False, log=print) -> dict:
+    """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict."""
+    out = Path(out)
+    if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
+        raise DataError(f"{out} already exists; pass --force to replace it")
+    if "train" not in splits:
+        raise DataError("a training split is required (the vocabulary is learned from it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict,
+                  log) -> dict:
+    o = options
+    langs = (o.src_lang, o.tgt_lang)
+    clock = time.perf_counter()
+    inputs = {s: {side: {"path": str(p), "sha256": dl.sha256_file(p)}
+                  for side, p in zip(("src", "tgt"), paths)} for s, paths in splits.items()}
+    cleaning, text_files = {}, {}
+    for split, (src_path, tgt_path) in splits.items():
+        if split == "train":  # cleaned train text is temporary: spm input + encoder input
+            files = (tmp / "train.clean.src", tmp / "train.clean.tgt")
+        else:
+            files = (tmp / f"{split}.{o.src_lang}.txt", tmp / f"{split}.{o.tgt_lang}.txt")
+        cleaning[split] = _clean_split(src_path, tgt_path, files, drop_empty=split == "train")
+        text_files[split] = files
+        log(f"{split}: read {cleaning[split]['read']} pairs from {src_path}, {tgt_path}")
+
+    log(f"cleaned in {time.perf_counter() - clock:.1f}s")
+    clock = time.perf_counter()
+    n_train = cleaning["train"]["kept"]
+    if n_train == 0:
+        raise DataError("no training pairs left after cleaning")
+    vocab_size = o.vocab_size or default_vocab_size(o.dataset, n_train)
+    coverage = o.character_coverage or character_coverage(langs)
+    spm_args = dict(model_type="bpe", vocab_size=vocab_size, character_coverage=coverage,
+                    pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+                    # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
+                    normalization_rule_name="identity", remove_extra_whitespaces=False,
+                    input_sentence_size=o.input_sentence_size, shuffle_input_sentence=True,
+                    hard_vocab_limit=False, num_threads=o.threads)
+    sp = _train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
+    dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
+    log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
+    clock = time.perf_counter()
+
+    split_meta = {}
+    for split, files in text_files.items():
+        limits = (o.max_len, o.max_ratio) if split == "train" else None
+        counts = _binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
+                           threads=o.threads)
+        if split == "train":
+            cleaning["train"]["dropped"].update(counts.pop("dropped"))
+            cleaning["train"]["kept"] = counts["pairs"]
+            for f in files:
+                f.unlink()
+        else:
+            counts.pop("dropped")
+            counts["text"] = [f.name for f in files]
+        split_meta[split] = counts
+    log(f"encoded in {time.perf_counter() - clock:.1f}s")
+
+    meta = {
+        "format": "nmt-prepared-data", "version": META_VERSION,
+        "dataset": o.dataset, "src_lang": o.src_lang, "tgt_lang": o.tgt_lang,
+        "vocab_size": sp.get_piece_size(), "dtype": dtype,
+        "special_ids": {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS},
+        "splits": split_meta, "cleaning": cleaning, "inputs": inputs, "downloads": downloads,
+        "spm": {k: v for k, v in spm_args.items() if k != "num_threads"},
+        "recipe": asdict(o),
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    return meta
+
+
+def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *,
+                 drop_empty: bool) -> dict:
+    """Write cleaned, line-aligned text of one split to `files`; return the cleaning counts."""
+    stats = {"read": 0, "kept": 0, "stripped": 0, "nfc_changed": 0, "dropped": {"empty": 0}}
+    if not drop_empty:
+        stats["empty_kept"] = 0
+    with open(files[0], "w", encoding="utf-8", newline="\n") as fs, \
+            open(files[1], "w", encoding="utf-8", newline="\n") as ft:
+        for src, tgt in read_pairs(src_path, tgt_path):
+            stats["read"] += 1
+            pair = []
+            for text in (src, tgt):
+                stripped = text.strip()
+                clean = unicodedata.normalize("NFC", stripped)
+                stats["stripped"] += stripped != text
+                stats["nfc_changed"] += clean != stripped
+                pair.append(clean)
+            if not (pair[0] and pair[1]):
+                if drop_empty:
+                    stats["dropped"]["empty"] += 1
+                    continue
+                stats["empty_kept"] += 1
+            fs.write(pair[0] + "\n")
+            ft.write(pair[1] + "\n")
+            stats["kept"] += 1
+    return stats
+
+
+def _train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
+    """Train SentencePiece on the lines of `inputs`; write {prefix}.model and {prefix}.vocab.
+
+    Sentences are streamed from Python (sentencepiece keeps only its `input_sentence_size`
+    sample), which also keeps our temporary paths out of the model: same data, same bytes.
+    """
+    import io
+
+    import sentencepiece as spm
+
+    def sentences() -> Iterator[str]:
+        for path in inputs:
+            with open(path, encoding="utf-8", newline="\n") as f:
+                for line in f:
+                    yield line[:-1]
+
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=sentences(), model_writer=model,
+                                       minloglevel=2, **kwargs)
+    except RuntimeError as e:
+        raise DataError(f"SentencePiece training failed: {e}") from e
+    Path(f"{prefix}.model").write_bytes(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
+        for i in range(sp.get_piece_size()):
+            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
+    return sp
+
+
+def _text_chunks(files: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
+    with open(files[0], encoding="utf-8", newline="\n") as fs, \
+            open(files[1], encoding="utf-8", newline="\n") as ft:
+        while True:
+            src = [line[:-1] for line in itertools.islice(fs, _CHUNK)]
+            tgt = [line[:-1] for line in itertools.islice(ft, _CHUNK)]
+            if not src:
+                return
+            yield src, tgt
+
+
+def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
+              limits: tuple[int, float] | None, threads: int) -> dict:
+    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` if given."""
+    lengths = {"src": array("q"), "tgt": array("q")}  # 8 bytes per example and side
+    dropped = {"too_long": 0, "ratio": 0}
+    with open(f"{prefix}.src.bin", "wb") as fs, open(f"{prefix}.tgt.bin", "wb") as ft:
+        for src_text, tgt_text in _text_chunks(files):
+            src_ids = sp.encode(src_text, out_type=int, num_threads=threads)
+            tgt_ids = sp.encode(tgt_text, out_type=int, num_threads=threads)
+            if limits:
+                max_len, max_ratio = limits
+                keep_s, keep_t = [], []
+                for s, t in zip(src_ids, tgt_ids):
+                    ls, lt = len(s), len(t)
+                    if max(ls, lt) > max_len:
+                        dropped["too_long"] += 1
+                    elif max(ls, lt) > max_ratio * max(1, min(ls, lt)):
+                        dropped["ratio"] += 1
+                    else:
+                        keep_s.append(s)
+                        keep_t.append(t)
+                src_ids, tgt_ids = keep_s, keep_t
+            for side, ids, f in (("src", src_ids, fs), ("tgt", tgt_ids, ft)):
+                lens = [len(x) for x in ids]
+                lengths[side].extend(lens)
+                flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
+                                   count=sum(lens))
+                f.write(flat.tobytes())
+    counts = {"pairs": len(lengths["src"]), "dropped": dropped}
+    for side, lens in lengths.items():
+        offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(lens, dtype=np.int64), out=offsets[1:])
+        np.save(f"{prefix}.{side}.offsets.npy", offsets)
+        counts[f"{side}_tokens"] = int(offsets[-1])
+    return counts
+
+
+# ------------------------------------------------------------------------------- reading back
+def load_meta(data_dir: str | Path) -> dict:
+    path = Path(data_dir) / "meta.json"
+    if not path.is_file():
+        raise DataError(f"{data_dir} is not a prepared data directory (no meta.json); "
+                        f"run `nmt prepare` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_spm(data_dir: str | Path):
+    """The shared SentencePiece processor of a prepared directory."""
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=str(Path(data_dir) / "spm.model"))
+
+
+class ParallelDataset:
+    """One binarized split, memory-mapped. Item i is (src_ids, tgt_ids): int64 arrays of pieces,
+    without EOS/BOS (collate adds them). Pickles without its maps (safe for DataLoader workers).
+    """
+
+    def __init__(self, data_dir: str | Path, split: str, meta: dict):
+        self.data_dir, self.split, self.meta = Path(data_dir), split, meta
+        prefix = self.data_dir / split
+        self._offsets = {side: np.load(f"{prefix}.{side}.offsets.npy") for side in ("src", "tgt")}
+        self.src_lengths = np.diff(self._offsets["src"])  # int64 [n]
+        self.tgt_lengths = np.diff(self._offsets["tgt"])  # int64 [n]
+        self._maps: dict | None = None
+
+    @classmethod
+    def load(cls, data_dir: str | Path, split: str) -> "ParallelDataset":
+        meta = load_meta(data_dir)
+        if split not in meta["splits"]:
+            raise DataError(f"{data_dir} has no split {split!r} (has {sorted(meta['splits'])})")
+        return cls(data_dir, split, meta)
+
+    def _ids(self, side: str) -> np.ndarray:
+        if self._maps is None:
+            dtype = np.dtype(self.meta["dtype"])
+            self._maps = {}
+            for s in ("src", "tgt"):
+                path = self.data_dir / f"{self.split}.{s}.bin"
+                empty = path.stat().st_size == 0  # np.memmap refuses empty files
+                self._maps[s] = (np.zeros(0, dtype) if empty
+                                 else np.memmap(path, dtype=dtype, mode="r"))
+        return self._maps[side]
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        out = []
+        for side in ("src", "tgt"):
+            o = self._offsets[side]
+            out.append(np.asarray(self._ids(side)[o[i]:o[i + 1]], dtype=np.int64))
+        return out[0], out[1]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_maps": None}
+
+
+# ------------------------------------------------------------------------------- command line
+def add_prepare_args(parser: argparse.ArgumentParser) -> None:
+    p = parser
+    p.add_argument("dataset", choices=("multi30k", "wmt14", "files"))
+    p.add_argument("--src", required=True, metavar="LANG", help="source language code, e.g. en")
+    p.add_argument("--tgt", required=True, metavar="LANG", help="target language code, e.g. de")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                   help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14, "
+                        "by train size for files)")
+    p.add_argument("--train", nargs=2, metavar=("SRC", "TGT"),
+                   help="training files (files; wmt14: instead of DATA_DIR/wmt14_en_de/train.*)")
+    p.add_argument("--valid", nargs=2, metavar=("SRC", "TGT"))
+    p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"))
+    p.add_argument("--data-dir", default=None,
+                   help="folder with local copies (multi30k/, wmt14_en_de/); downloads go there "
+                        "too (default: $NMT_DATA_DIR, else ~/.cache/nmt/data)")
+    p.add_argument("--base-url", default=None,
+                   help="replace the download base URL (mirror; default: $NMT_BASE_URL)")
+    p.add_argument("--max-len", type=int, default=PrepareOptions.max_len,
+                   help="train only: drop pairs with a side longer than this many pieces")
+    p.add_argument("--max-ratio", type=float, default=PrepareOptions.max_ratio,
+                   help="train only: drop pairs whose piece-length ratio exceeds this")
+    p.add_argument("--character-coverage", type=float, default=None,
+                   help="SentencePiece character coverage (default: 0.9995 if zh/ja/ko, else 1)")
+    p.add_argument("--input-sentence-size", type=int,
+                   default=PrepareOptions.input_sentence_size,
+                   help="max sentences sampled to train SentencePiece")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 8))
+    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    src, tgt = args.src, args.tgt
+    if src == tgt:
+        raise DataError(f"--src and --tgt are the same language ({src})")
+    root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR")
+                or Path.home() / ".cache" / "nmt" / "data")
+    given = {s: getattr(args, s) for s in SPLITS if getattr(args, s)}
+    downloads = {}
+    if args.dataset == "files":
+        if "train" not in given:
+            raise DataError("`files` needs --train SRC TGT (and usually --valid, --test)")
+        splits = given
+    elif args.dataset == "multi30k":
+        splits, downloads = dl.fetch_multi30k(root, (src, tgt), base_url=args.base_url)
+    else:
+        wanted = tuple(s for s in SPLITS if s not in given)
+        splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url,
+                                           splits=wanted)
+        splits.update(given)
+    for rel, digest in downloads.items():
+        print(f"downloaded {rel}: sha256 {digest}")
+    options = PrepareOptions(
+        dataset=args.dataset, src_lang=src, tgt_lang=tgt, vocab_size=args.vocab_size,
+        max_len=args.max_len, max_ratio=args.max_ratio,
+        character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads)
+    splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
+    meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
+    print(format_report(meta))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def format_report(meta: dict) -> str:
+    """A short table of what cleaning did per split."""
+    lines = [f"{meta['src_lang']}-{meta['tgt_lang']}: vocabulary {meta['vocab_size']} "
+             f"(BPE, shared, character coverage {meta['spm']['character_coverage']}), "
+             f"ids {meta['dtype']}",
+             f"{'split':<6} {'read':>9} {'kept':>9} {'src tok':>11} {'tgt tok':>11}  notes"]
+    for split, c in meta["cleaning"].items():
+        s = meta["splits"][split]
+        notes = [f"dropped {k} {v}" for k, v in c["dropped"].items() if v]
+        notes += [f"{k.replace('_', ' ')} {c[k]}" for k in ("empty_kept", "stripped",
+                                                            "nfc_changed") if c.get(k)]
+        lines.append(f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
+                     f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m nmt.data prepare ... (until nmt.cli wires it in)
+    parser = argparse.ArgumentParser(prog="python -m nmt.data")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_prepare_args(sub.add_parser("prepare"))
+    try:
+        sys.exit(run_prepare(parser.parse_args()))
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

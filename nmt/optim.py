@@ -1,0 +1,28 @@
+"""Adam and the learning-rate schedule of section 5.3."""
+
+from __future__ import annotations
+
+import torch
+
+
+def inverse_sqrt_lr(step: int, *, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -> float:
+    """lrate = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)  (eq. 3).
+
+    Linear warm-up for ``warmup_steps`` steps, then decay with the inverse square root of the step.
+    Steps count from 1 (step 0 is treated as step 1)."""
+    step = max(step, 1)
+    return lr_scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def build_adam(params, *, betas: tuple[float, float], eps: float, weight_decay: float = 0.0
+               ) -> torch.optim.Adam:
+    """The paper's optimizer: Adam with beta1=0.9, beta2=0.98, eps=1e-9; lr is set per step."""
+    params = list(params)
+    fused = bool(params) and all(p.is_cuda for p in params)
+    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps, weight_decay=weight_decay,
+                            **({"fused": True} if fused else {"foreach": True}))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

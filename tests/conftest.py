@@ -1,0 +1,37 @@
+"""Shared fixtures: paths to the real data (read-only, never copied into the repo)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """$NMT_DATA_DIR, else <repo>/../shared/data; skips the test when neither exists."""
+    env = os.environ.get("NMT_DATA_DIR")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path}: set NMT_DATA_DIR to a folder holding "
+                    f"multi30k/{{train,valid,test}}.{{en,de}}.gz")
+    return path
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(shared_data_dir: Path) -> Path:
+    """The shared folder if it holds Multi30k en-de; skips otherwise."""
+    need = [f"{s}.{lang}.gz" for s in ("train", "valid", "test") for lang in ("en", "de")]
+    missing = [n for n in need if not (shared_data_dir / "multi30k" / n).is_file()]
+    if missing:
+        pytest.skip(f"Multi30k not found in {shared_data_dir}/multi30k (missing {missing})")
+    return shared_data_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    """A prepared DATA_DIR of a tiny synthetic en-de corpus (made here, no downloads)."""
+    from train_fixtures import prepare_tiny
+
+    return prepare_tiny(tmp_path_factory.mktemp("tiny"))

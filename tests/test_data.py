@@ -1,0 +1,281 @@
+"""nmt prepare: reading, cleaning, vocabulary, binarized format, errors."""
+
+import argparse
+import gzip
+import json
+import pickle
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nmt import data
+from nmt.batching import TokenBatchSampler
+from nmt.data import DataError, ParallelDataset
+
+WORDS_EN = "a man dog runs the street in red blue small big child plays ball with on".split()
+WORDS_DE = "ein mann hund läuft die straße in rot blau klein groß kind spielt ball mit auf".split()
+
+
+def write(path: Path, lines, *, gz: bool = False, raw: bytes | None = None) -> Path:
+    body = raw if raw is not None else "".join(line + "\n" for line in lines).encode("utf-8")
+    path.write_bytes(gzip.compress(body) if gz else body)
+    return path
+
+
+def corpus(n: int, seed: int = 0):
+    """n synthetic aligned pairs with 3..12 words."""
+    rng = np.random.default_rng(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        k = rng.integers(3, 13)
+        idx = rng.integers(0, len(WORDS_EN), size=k)
+        src.append(" ".join(WORDS_EN[i] for i in idx))
+        tgt.append(" ".join(WORDS_DE[i] for i in idx))
+    return src, tgt
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    data.add_prepare_args(parser)
+    return parser.parse_args(argv)
+
+
+def prepare_files(tmp_path, train, valid=None, test=None, *, out="out", extra=()):
+    """Write the given (src_lines, tgt_lines) splits and run `prepare files`; return out dir."""
+    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / out),
+            "--vocab-size", "120", "--threads", "1", *extra]
+    for name, pair in (("train", train), ("valid", valid), ("test", test)):
+        if pair is not None:
+            s = write(tmp_path / f"{name}.en", pair[0])
+            t = write(tmp_path / f"{name}.de", pair[1], gz=True)
+            argv += [f"--{name}", str(s), str(t)]
+    assert data.run_prepare(parse(argv)) == 0
+    return tmp_path / out
+
+
+def leftovers(folder: Path):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.name == "out")
+
+
+# ------------------------------------------------------------------------------- reading
+def test_read_lines_plain_gz_bom_crlf(tmp_path):
+    raw = "\ufeffone\r\ntwo \n\nthree".encode("utf-8")
+    for gz in (False, True):
+        path = write(tmp_path / f"f{gz}", None, raw=raw, gz=gz)
+        assert list(data.read_lines(path)) == ["one", "two ", "", "three"]
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    bad = write(tmp_path / "bad.de", None, raw=b"gut\nauch gut\nschlecht \xff\xfe\n")
+    with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
+        list(data.read_lines(bad))
+    src = write(tmp_path / "ok.en", ["good", "also good", "bad"])
+    with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
+        data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
+                                str(tmp_path / "out"), "--train", str(src), str(bad)]))
+    assert leftovers(tmp_path) == []  # nothing half-written
+
+
+def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
+    src = write(tmp_path / "train.en", ["a", "b", "c", "d", "e"])
+    tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)
+    for a, b, na, nb in ((src, tgt, 5, 4), (tgt, src, 4, 5)):
+        with pytest.raises(DataError) as e:
+            data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
+                                    str(tmp_path / "out"), "--train", str(a), str(b)]))
+        msg = str(e.value)
+        assert f"{a} has {na} lines" in msg and f"{b} has {nb} lines" in msg, msg
+    assert leftovers(tmp_path) == []
+
+
+def test_mismatch_in_test_split_removes_everything(tmp_path):
+    """A late error (after the vocabulary was trained) still leaves no output."""
+    src, tgt = corpus(200)
+    with pytest.raises(DataError, match="line count mismatch"):
+        prepare_files(tmp_path, (src, tgt), test=(["x", "y"], ["x"]))
+    assert leftovers(tmp_path) == []
+
+
+def test_load_meta_not_prepared(tmp_path):
+    with pytest.raises(DataError, match=r"is not a prepared data directory \(no meta.json\); "
+                                        r"run `nmt prepare` first"):
+        data.load_meta(tmp_path)
+
+
+def test_out_exists_needs_force(tmp_path):
+    src, tgt = corpus(100)
+    prepare_files(tmp_path, (src, tgt))
+    with pytest.raises(DataError, match="already exists; pass --force"):
+        prepare_files(tmp_path, (src, tgt))
+    prepare_files(tmp_path, (src, tgt), extra=["--force"])
+
+
+def test_files_needs_train():
+    with pytest.raises(DataError, match="--train"):
+        data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))
+
+
+# ------------------------------------------------------------------------------- cleaning
+def test_nfc_and_strip(tmp_path):
+    src, tgt = corpus(200)
+    decomposed = "  Cafe\u0301 au lai\u0302t \t"  # NFD, padded with whitespace
+    src[0], tgt[0] = decomposed, "Kaffee  mit   Milch "
+    out = prepare_files(tmp_path, (src, tgt), valid=([decomposed], ["  Gru\u0308n "]))
+    sp, train, valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train",
+                                                                                    "valid"))
+    assert sp.decode(train[0][0].tolist()) == "Café au laît"
+    assert sp.decode(train[0][1].tolist()) == "Kaffee  mit   Milch"  # inner spaces kept
+    assert (out / "valid.en.txt").read_text(encoding="utf-8") == "Café au laît\n"
+    assert (out / "valid.de.txt").read_text(encoding="utf-8") == "Grün\n"
+    assert data.clean_line(decomposed) == unicodedata.normalize("NFC", decomposed.strip())
+    report = json.loads((out / "meta.json").read_text())["cleaning"]
+    assert report["train"]["stripped"] == 2 and report["train"]["nfc_changed"] == 1
+    assert report["valid"]["stripped"] == 2 and report["valid"]["nfc_changed"] == 2
+
+
+def test_train_filters_reported(tmp_path):
+    src, tgt = corpus(300)
+    long = " ".join(["man"] * 40)
+    src[:6] = ["", "dog", "  ", long, "a", "a"]
+    tgt[:6] = ["hund", "", "x", long, long, "man man man man man man man"]
+    out = prepare_files(tmp_path, (src, tgt), extra=["--max-len", "30", "--max-ratio", "3"])
+    meta = data.load_meta(out)
+    c = meta["cleaning"]["train"]
+    assert c["read"] == 300
+    assert c["dropped"]["empty"] == 3 and c["dropped"]["too_long"] == 2
+    assert c["dropped"]["ratio"] >= 1
+    assert c["dropped"]["empty"] + c["dropped"]["too_long"] + c["dropped"]["ratio"] == 300 - \
+        c["kept"]
+    assert c["kept"] == meta["splits"]["train"]["pairs"] == len(ParallelDataset.load(out, "train"))
+    ds = ParallelDataset.load(out, "train")
+    assert ds.src_lengths.max() <= 30 and ds.tgt_lengths.max() <= 30
+    ratio = np.maximum(ds.src_lengths, ds.tgt_lengths) / np.maximum(
+        1, np.minimum(ds.src_lengths, ds.tgt_lengths))
+    assert ratio.max() <= 3
+
+
+def test_valid_and_test_untouched(tmp_path):
+    """Never filtered or reordered: empty, too long and odd-ratio lines all stay, in order."""
+    src, tgt = corpus(300)
+    long = " ".join(["man"] * 40)
+    vsrc = ["the dog", "", long, "a", " red ball "]
+    vtgt = ["der hund", "leer", "klein", long, "roter ball"]
+    out = prepare_files(tmp_path, (src, tgt), valid=(vsrc, vtgt), test=(vtgt, vsrc),
+                        extra=["--max-len", "10", "--max-ratio", "2"])
+    sp = data.load_spm(out)
+    for split, (s, t) in (("valid", (vsrc, vtgt)), ("test", (vtgt, vsrc))):
+        ds = ParallelDataset.load(out, split)
+        assert len(ds) == 5
+        want_s, want_t = [x.strip() for x in s], [x.strip() for x in t]
+        assert (out / f"{split}.en.txt").read_text().splitlines() == want_s
+        assert (out / f"{split}.de.txt").read_text().splitlines() == want_t
+        assert [sp.decode(ds[i][0].tolist()) for i in range(5)] == want_s
+        assert [sp.decode(ds[i][1].tolist()) for i in range(5)] == want_t
+        c = data.load_meta(out)["cleaning"][split]
+        assert c["kept"] == 5 and c["empty_kept"] == 1 and c["dropped"] == {"empty": 0}
+
+
+# ------------------------------------------------------------------------------- format
+def test_format_special_ids_determinism(tmp_path):
+    src, tgt = corpus(300)
+    a = prepare_files(tmp_path, (src, tgt), valid=(src[:7], tgt[:7]), out="a")
+    b = prepare_files(tmp_path, (src, tgt), valid=(src[:7], tgt[:7]), out="b")
+    for name in ("spm.model", "spm.vocab", "train.src.bin", "train.tgt.bin",
+                 "train.src.offsets.npy", "valid.tgt.bin"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    sp = data.load_spm(a)
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
+    assert (data.PAD, data.UNK, data.BOS, data.EOS) == (0, 1, 2, 3)
+    meta = data.load_meta(a)
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] == sp.get_piece_size() <= 120
+    assert meta["recipe"]["vocab_size"] == 120 and meta["recipe"]["max_len"] == 250
+    assert meta["inputs"]["train"]["tgt"]["sha256"] == data.dl.sha256_file(tmp_path / "train.de")
+    assert meta["splits"]["valid"]["pairs"] == 7
+    # raw layout: ids back to back, offsets int64 [n + 1]
+    ids = np.fromfile(a / "train.src.bin", dtype=np.uint16)
+    offsets = np.load(a / "train.src.offsets.npy")
+    assert offsets.dtype == np.int64 and offsets[0] == 0 and offsets[-1] == len(ids)
+    ds = ParallelDataset.load(a, "train")
+    assert np.array_equal(ds[3][0], ids[offsets[3]:offsets[4]]) and ds[3][0].dtype == np.int64
+    assert sp.decode(ds[3][0].tolist()) == src[3] and sp.decode(ds[3][1].tolist()) == tgt[3]
+    clone = pickle.loads(pickle.dumps(ds))  # DataLoader workers
+    assert np.array_equal(clone[5][1], ds[5][1])
+    with pytest.raises(DataError, match="no split 'test'"):
+        ParallelDataset.load(a, "test")
+
+
+def test_chinese_character_coverage(tmp_path):
+    assert data.character_coverage(("zh", "en")) == 0.9995
+    assert data.character_coverage(("en", "de")) == 1.0
+    assert data.character_coverage(("ja-JP", "en")) == 0.9995
+    rng = np.random.default_rng(0)
+    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 300)]
+    zh = ["".join(rng.choice(chars, size=rng.integers(5, 20))) + "。" for _ in range(300)]
+    en, _ = corpus(300)
+    s, t = write(tmp_path / "t.zh", zh), write(tmp_path / "t.en", en)
+    argv = ["files", "--src", "zh", "--tgt", "en", "--out", str(tmp_path / "out"),
+            "--vocab-size", "500", "--threads", "1", "--train", str(s), str(t)]
+    data.run_prepare(parse(argv))
+    meta = data.load_meta(tmp_path / "out")
+    assert meta["spm"]["character_coverage"] == 0.9995
+    ds, sp = ParallelDataset.load(tmp_path / "out", "train"), data.load_spm(tmp_path / "out")
+    decoded = [sp.decode(ds[i][0].tolist()) for i in range(50)]
+    assert sum(d == z for d, z in zip(decoded, zh)) >= 45  # rare characters may map to unk
+
+
+# ------------------------------------------------------------------------------- real data
+@pytest.fixture(scope="module")
+def multi30k_prepared(multi30k_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("m30k") / "en-de"
+    argv = ["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
+            "--data-dir", str(multi30k_dir)]
+    assert data.run_prepare(parse(argv)) == 0
+    return out
+
+
+def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
+    out, raw = multi30k_prepared, multi30k_dir / "multi30k"
+    meta = data.load_meta(out)
+    assert meta["vocab_size"] == 8000 and meta["dtype"] == "uint16"
+    assert {s: meta["splits"][s]["pairs"] for s in meta["splits"]} == {
+        "train": 29000, "valid": 1014, "test": 1000}
+    sp = data.load_spm(out)
+    rng = np.random.default_rng(0)
+    for split in ("train", "valid", "test"):
+        ds = ParallelDataset.load(out, split)
+        src = [data.clean_line(x) for x in data.read_lines(raw / f"{split}.en.gz")]
+        tgt = [data.clean_line(x) for x in data.read_lines(raw / f"{split}.de.gz")]
+        assert len(ds) == len(src) == len(tgt)
+        for i in rng.choice(len(ds), size=200, replace=False):
+            s, t = ds[i]
+            if split != "train" and (data.UNK in s or data.UNK in t):
+                continue  # a character never seen in train
+            assert sp.decode(s.tolist()) == src[i] and sp.decode(t.tolist()) == tgt[i]
+        if split != "train":  # the references are the cleaned originals, in order
+            assert (out / f"{split}.de.txt").read_text(encoding="utf-8").splitlines() == tgt
+
+
+def test_multi30k_padding_under_10_percent(multi30k_prepared):
+    ds = ParallelDataset.load(multi30k_prepared, "train")
+    sampler = TokenBatchSampler(src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths,
+                                max_tokens=4096, seed=1)
+    s, t = ds.src_lengths + 1, ds.tgt_lengths + 1
+    padded = sum(len(b) * (s[b].max() + t[b].max()) for b in sampler.batches(0))
+    assert 1 - (s.sum() + t.sum()) / padded < 0.10
+
+
+def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
+    if not (shared_data_dir / "wmt14_en_de" / "test.en.gz").is_file():
+        pytest.skip(f"no wmt14_en_de test sets in {shared_data_dir}")
+    src, tgt = corpus(300)
+    s, t = write(tmp_path / "tr.en", src), write(tmp_path / "tr.de", tgt)
+    argv = ["wmt14", "--src", "de", "--tgt", "en", "--out", str(tmp_path / "out"),
+            "--data-dir", str(shared_data_dir), "--vocab-size", "300", "--threads", "1",
+            "--base-url", "http://127.0.0.1:9", "--train", str(t), str(s)]
+    data.run_prepare(parse(argv))
+    meta = data.load_meta(tmp_path / "out")
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
+        "train": 300, "valid": 3000, "test": 3003}
+    assert meta["src_lang"] == "de" and meta["downloads"] == {}

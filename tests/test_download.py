@@ -1,0 +1,200 @@
+"""Download paths, against an HTTP server on 127.0.0.1 serving small fixture files."""
+
+import argparse
+import functools
+import gzip
+import hashlib
+import io
+import socket
+import tarfile
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from nmt import data, download as dl
+from nmt.data import DataError
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    """(root folder served, base URL)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
+                                functools.partial(QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def closed_port_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    data.add_prepare_args(parser)
+    return parser.parse_args(argv)
+
+
+def lines(lang, n, tag):
+    words = {"en": "the small dog runs in the park", "de": "der kleine hund läuft im park"}
+    return "".join(f"{words[lang]} {tag} {i}\n" for i in range(n)).encode()
+
+
+# ------------------------------------------------------------------------------- download()
+def test_download_verifies_checksum(server, tmp_path):
+    root, url = server
+    body = b"hello\n" * 1000
+    (root / "f.txt").write_bytes(body)
+    dest = tmp_path / "got" / "f.txt"
+    assert dl.download(f"{url}/f.txt", dest, sha256=sha(body)) == sha(body)
+    assert dest.read_bytes() == body
+
+
+def test_checksum_mismatch_is_error_and_leaves_no_file(server, tmp_path):
+    root, url = server
+    (root / "f.txt").write_bytes(b"tampered\n")
+    dest = tmp_path / "got" / "f.txt"
+    with pytest.raises(DataError, match="checksum mismatch"):
+        dl.download(f"{url}/f.txt", dest, sha256="0" * 64)
+    assert list(dest.parent.iterdir()) == []  # neither f.txt nor f.txt.part
+
+
+def test_decompressed_checksum_accepted(server, tmp_path):
+    """Same text in another gzip container (the Multi30k case) passes via content_sha256."""
+    root, url = server
+    text = b"a caption\n"
+    (root / "f.gz").write_bytes(gzip.compress(text, mtime=123))
+    dest = tmp_path / "f.gz"
+    dl.download(f"{url}/f.gz", dest, sha256="1" * 64, content_sha256=sha(text))
+    assert gzip.decompress(dest.read_bytes()) == text
+
+
+def test_http_error_and_offline_messages(server, tmp_path):
+    _, url = server
+    with pytest.raises(DataError, match="could not download .*/nothing/.*train.en.gz"):
+        dl.fetch_multi30k(tmp_path, ("en", "de"), base_url=url + "/nothing")
+    with pytest.raises(DataError) as e:
+        dl.fetch_multi30k(tmp_path / "d", ("en", "de"), base_url=closed_port_url())
+    msg = str(e.value)
+    assert "Without network access, put the files in" in msg and str(tmp_path / "d" / "multi30k")\
+        in msg and "train,valid,test" in msg and "--data-dir" in msg
+    assert not any((tmp_path / "d" / "multi30k").iterdir())
+
+
+# ------------------------------------------------------------------------------- multi30k
+def serve_multi30k(root: Path, n=60):
+    raw = root / "data" / "task1" / "raw"
+    raw.mkdir(parents=True)
+    sums = {}
+    for split, upstream in dl.MULTI30K_UPSTREAM_SPLIT.items():
+        for lang in ("en", "de"):
+            body = gzip.compress(lines(lang, n, split))
+            (raw / f"{upstream}.{lang}.gz").write_bytes(body)
+            sums[f"{split}.{lang}.gz"] = (sha(body), None)
+    return sums
+
+
+def test_multi30k_download_then_prepare(server, tmp_path):
+    root, url = server
+    sums = serve_multi30k(root)
+    splits, got = dl.fetch_multi30k(tmp_path / "cache", ("en", "de"), base_url=url,
+                                    checksums=sums)
+    assert sorted(got) == sorted(sums) and splits["valid"][1].name == "valid.de.gz"
+    assert list(data.read_lines(splits["test"][0]))[0] == "the small dog runs in the park test 0"
+    # now local: run_prepare finds the files and downloads nothing
+    out = tmp_path / "out"
+    data.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
+                            "--data-dir", str(tmp_path / "cache"), "--vocab-size", "60",
+                            "--base-url", closed_port_url(), "--threads", "1"]))
+    meta = data.load_meta(out)
+    assert meta["downloads"] == {} and meta["splits"]["valid"]["pairs"] == 60
+
+
+def test_multi30k_embedded_checksums_reject_fixture(server, tmp_path):
+    """Through the CLI: fixture bytes do not match the pinned Multi30k digests."""
+    root, url = server
+    serve_multi30k(root)
+    out = tmp_path / "out"
+    with pytest.raises(DataError, match="checksum mismatch .*train.en.gz"):
+        data.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
+                                "--data-dir", str(tmp_path / "cache"), "--base-url", url]))
+    assert not out.exists() and list((tmp_path / "cache" / "multi30k").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------- wmt14
+def tgz(path: Path, members: dict[str, bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+
+
+def sgm(body: bytes) -> bytes:
+    segs = "".join(f'<seg id="{i}"> {line}  &amp; co </seg>\n'
+                   for i, line in enumerate(body.decode().splitlines(), 1))
+    return f'<srcset>\n<doc docid="x">\n{segs}</doc>\n</srcset>\n'.encode()
+
+
+def serve_wmt14(root: Path):
+    for n, (rel, member) in enumerate(dl.WMT14_TRAIN):
+        tgz(root / rel, {member.format(lang=lang): lines(lang, 40 + n, rel)
+                         for lang in ("en", "de")} | {"README": b"x"})
+    rel, member = dl.WMT14_VALID
+    tgz(root / rel, {member.format(lang=lang): lines(lang, 30, "dev") for lang in ("en", "de")})
+    rel, members = dl.WMT14_TEST
+    tgz(root / rel, {members[lang]: sgm(lines(lang, 20, "test")) for lang in ("en", "de")})
+
+
+def test_wmt14_download_extract_prepare(server, tmp_path):
+    root, url = server
+    serve_wmt14(root)
+    out = tmp_path / "out"
+    data.run_prepare(parse(["wmt14", "--src", "en", "--tgt", "de", "--out", str(out),
+                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
+                            "--vocab-size", "80", "--threads", "1"]))
+    meta = data.load_meta(out)
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
+        "train": 40 + 41 + 42, "valid": 30, "test": 20}
+    assert sorted(meta["downloads"]) == sorted(dl.WMT14_SHA256)
+    assert meta["vocab_size"] <= 80
+    test_en = (out / "test.en.txt").read_text().splitlines()
+    assert test_en[0] == "the small dog runs in the park test 0 & co"  # unescaped, collapsed
+    folder = tmp_path / "cache" / "wmt14_en_de"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "downloads", "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"]
+
+
+def test_wmt14_checksum_mismatch(server, tmp_path):
+    root, url = server
+    serve_wmt14(root)
+    sums = dict(dl.WMT14_SHA256)
+    sums["wmt14/dev.tgz"] = "f" * 64
+    with pytest.raises(DataError, match="checksum mismatch for .*dev.tgz"):
+        dl.fetch_wmt14(tmp_path, ("en", "de"), base_url=url, checksums=sums)
+    downloads = tmp_path / "wmt14_en_de" / "downloads"
+    assert "dev.tgz" not in {p.name for p in downloads.iterdir()}
+    assert not any(p.name.endswith(".part") for p in downloads.parent.rglob("*"))
+
+
+def test_wmt14_languages():
+    with pytest.raises(DataError, match="English-German"):
+        dl.fetch_wmt14("/nonexistent", ("en", "fr"))

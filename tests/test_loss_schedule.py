@@ -1,0 +1,50 @@
+"""The loss and the learning-rate schedule against their formulas."""
+
+import math
+
+import pytest
+import torch
+
+from nmt.loss import label_smoothed_nll_loss
+from nmt.optim import inverse_sqrt_lr
+
+
+def test_label_smoothed_loss_by_hand():
+    logits = torch.tensor([[[1.0, 2.0, 0.5, -1.0], [0.0, 0.0, 3.0, 1.0], [2.0, 2.0, 2.0, 2.0]]])  # (1, 3, 4)
+    target = torch.tensor([[1, 2, 0]])  # the last position is padding (id 0)
+    eps = 0.1
+    expected_loss = expected_nll = 0.0
+    for pos, y in ((0, 1), (1, 2)):
+        row = logits[0, pos].tolist()
+        log_z = math.log(sum(math.exp(v) for v in row))
+        logp = [v - log_z for v in row]
+        q = [eps / 4 + (1 - eps if w == y else 0.0) for w in range(4)]  # smoothed target distribution
+        expected_loss += -sum(qw * lw for qw, lw in zip(q, logp))
+        expected_nll += -logp[y]
+    loss, nll, n = label_smoothed_nll_loss(logits, target, epsilon=eps, ignore_index=0)
+    assert n == 2
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-6)
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+
+
+def test_no_smoothing_is_cross_entropy():
+    torch.manual_seed(0)
+    logits, target = torch.randn(2, 5, 11), torch.randint(1, 11, (2, 5))
+    loss, nll, n = label_smoothed_nll_loss(logits, target, epsilon=0.0, ignore_index=0)
+    ref = torch.nn.functional.cross_entropy(logits.view(-1, 11), target.view(-1), reduction="sum")
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6) and nll.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("step", [1, 4000, 40000])
+def test_schedule_formula(step):
+    d_model, warmup = 512, 4000
+    expected = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    assert inverse_sqrt_lr(step, d_model=d_model, warmup_steps=warmup) == pytest.approx(expected, rel=1e-12)
+
+
+def test_schedule_values():
+    assert inverse_sqrt_lr(1, d_model=512, warmup_steps=4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    peak = inverse_sqrt_lr(4000, d_model=512, warmup_steps=4000)
+    assert peak == pytest.approx(512 ** -0.5 / math.sqrt(4000))  # ~7.0e-4 at the end of warm-up
+    assert inverse_sqrt_lr(40000, d_model=512, warmup_steps=4000) == pytest.approx(peak / math.sqrt(10))
+    assert inverse_sqrt_lr(4000, d_model=512, warmup_steps=4000, lr_scale=2.0) == pytest.approx(2 * peak)

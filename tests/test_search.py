@@ -1,0 +1,216 @@
+"""Beam search (section 6.1): exact hypotheses and scores on hand-built distributions, and the
+invariances of the real model (beam 1 = greedy, batching, cache reuse)."""
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from nmt.config import tiny
+from nmt.model import Transformer
+from nmt.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
+                        length_penalty, max_score_bound)
+
+A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
+W = 6
+
+
+def test_length_penalty_formula():
+    assert length_penalty(1, 0.6) == 1.0  # ((5 + 1) / 6) ** alpha
+    assert length_penalty(10, 0.6) == pytest.approx((15 / 6) ** 0.6)
+    assert length_penalty(7, 0.0) == 1.0
+    # bound over lengths t+1..max_len: the largest lp, i.e. lp(max_len) for alpha > 0
+    assert max_score_bound(-2.0, 3, 10, 0.6) == pytest.approx(-2.0 / (15 / 6) ** 0.6)
+    assert max_score_bound(-2.0, 3, 10, 0.0) == -2.0
+    assert max_score_bound(-2.0, 3, 10, -0.5) == pytest.approx(-2.0 / (9 / 6) ** -0.5)
+
+
+# ----------------------------------------------------------------------------- a fake model
+@dataclass
+class FakeMemory:
+    src: torch.Tensor  # (B, S)
+
+    def reorder(self, indices):
+        return FakeMemory(self.src.index_select(0, indices))
+
+
+@dataclass
+class FakeCache:
+    prefix: torch.Tensor  # (B, t) tokens fed so far
+
+    def reorder(self, indices):
+        return FakeCache(self.prefix.index_select(0, indices))
+
+
+class FakeModel:
+    """p(next | prefix) from ``tables[src[0]][prefix]`` (prefix = generated tokens, no BOS);
+    a prefix missing from the table ends: p(EOS) = 1."""
+
+    @dataclass
+    class Cfg:
+        max_positions: int = 64
+
+    def __init__(self, tables):
+        self.tables, self.cfg, self.steps = tables, FakeModel.Cfg(), 0
+
+    def encode(self, src):
+        return FakeMemory(src)
+
+    def decode_step(self, tokens, memory, cache):
+        self.steps += 1
+        prefix = tokens if cache is None else torch.cat([cache.prefix, tokens], dim=1)
+        probs = torch.zeros(prefix.size(0), 1, W)
+        for row in range(prefix.size(0)):
+            table = self.tables[int(memory.src[row, 0])]
+            dist = table.get(tuple(prefix[row, 1:].tolist()), {EOS: 1.0})
+            for tok, p in dist.items():
+                probs[row, 0, tok] = p
+        return probs.log(), FakeCache(prefix)
+
+
+# One sentence where a longer output wins only with the length penalty, found after the beam
+# already holds k=2 finished hypotheses (a search stopping at k finished would miss it).
+LONG_WINS = {
+    (): {EOS: 0.45, A: 0.5, B_: 0.05},
+    (A,): {A: 0.95, EOS: 0.05},
+    (A, A): {A: 0.95, EOS: 0.05},
+    (A, A, A): {EOS: 0.95, A: 0.05},
+}
+L = math.log
+
+
+def src(*first_tokens, length=3):
+    return torch.tensor([[t] + [7] * (length - 2) + [EOS] for t in first_tokens])
+
+
+def test_length_penalty_changes_the_winner():
+    model = FakeModel({9: LONG_WINS})
+    short = Hypothesis([], L(0.45), [L(0.45)])
+    long_logp = [L(0.5), L(0.95), L(0.95), L(0.95)]
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2)
+    assert [h.tokens for h in hyps] == [[], [A, A, A]]
+    assert hyps[0].score == pytest.approx(L(0.45))
+    assert hyps[1].score == pytest.approx(sum(long_logp))
+    assert hyps[1].positional_scores == pytest.approx(long_logp)
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2)
+    assert [h.tokens for h in hyps] == [[A, A, A], []]
+    assert hyps[0].score == pytest.approx(sum(long_logp) / ((5 + 4) / 6) ** 0.6)  # |Y| = 4 with EOS
+    assert hyps[1].score == pytest.approx(short.score)
+
+
+def test_early_termination_is_exact_not_too_soon():
+    """Trace (beam 2, alpha 0.6, max length 10): step 1 finishes [EOS]; step 2 finishes [B EOS]
+    (2 finished = beam). The active [A A] (log p -0.744) could still reach -0.744/lp(10) = -0.43 >
+    the worst finished, so the search goes on; step 4 finishes [A A A EOS] (-0.663), the best.
+    Then the active [A A A A] (-3.79) is bounded by -3.79/lp(10) = -2.19 < -0.799: stop."""
+    model = FakeModel({9: LONG_WINS})
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2)
+    assert hyps[0].tokens == [A, A, A]
+    assert model.steps == 4  # ...and it does stop as soon as the bound allows
+    # stopping at k finished (after step 2) would have returned [] as the best
+    assert L(0.45) > L(0.05) + L(1.0)
+
+
+def test_max_length_finalizes_active_and_min_length():
+    model = FakeModel({9: {(): {A: 0.9, EOS: 0.1}, (A,): {A: 0.9, EOS: 0.1},
+                           (A, A): {A: 0.5, EOS: 0.5}, (A, A, A): {A: 0.9, EOS: 0.1}}})
+    # max length 3 (a=1 * |x|=2 + b=1): at step 3 only EOS may be chosen, scored with its real p
+    [hyps] = beam_search(model, src(9, length=2), beam=2, alpha=0.0, max_len_a=1, max_len_b=1, nbest=2)
+    assert [h.tokens for h in hyps] == [[A, A], []]
+    assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5))
+    assert model.steps == 3
+    # min_len = max length: no early EOS, the output length is fixed
+    [hyps] = beam_search(model, src(9, length=2), beam=2, alpha=0.0, max_len_a=0, max_len_b=4,
+                         min_len=4, nbest=2)
+    assert [h.tokens for h in hyps] == [[A, A, A]]  # the only finite-probability output
+    assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5) + L(0.1))
+
+
+def test_batch_of_fake_sentences_and_finished_rows_dropped():
+    """Three sentences with different tables searched together equal each searched alone."""
+    tables = {9: LONG_WINS, 10: {(): {B_: 0.6, EOS: 0.4}}, 11: {(): {A: 0.7, B_: 0.3}, (A,): {A: 1.0}}}
+    batch = beam_search(FakeModel(tables), src(9, 10, 11), beam=2, alpha=0.6, max_len_a=0,
+                        max_len_b=6, nbest=2)
+    for i, first in enumerate((9, 10, 11)):
+        [alone] = beam_search(FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0,
+                              max_len_b=6, nbest=2)
+        assert [(h.tokens, round(h.score, 9)) for h in batch[i]] == \
+               [(h.tokens, round(h.score, 9)) for h in alone]
+    assert batch[1][0].tokens == [B_] and batch[2][0].tokens == [A, A]
+
+
+# ----------------------------------------------------------------------------- the real model
+class EarlyEos:
+    """Wraps a model: +2 on the EOS logit after a token id divisible by 3, so that random weights
+    give outputs that end at different lengths (some early, some at the maximum)."""
+
+    def __init__(self, inner):
+        self.inner, self.cfg = inner, inner.cfg
+
+    def encode(self, src):
+        return self.inner.encode(src)
+
+    def decode_step(self, tokens, memory, cache):
+        logits, cache = self.inner.decode_step(tokens, memory, cache)  # (B, T, W)
+        eos = torch.arange(logits.size(-1)) == EOS  # (W,)
+        return logits + 2.0 * (tokens[:, :, None] % 3 == 0) * eos, cache
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    torch.manual_seed(0)
+    return Transformer(tiny(40)).eval()
+
+
+@pytest.fixture(scope="module")
+def model(transformer):
+    return EarlyEos(transformer)
+
+
+def padded(rows):
+    n = max(map(len, rows))
+    return torch.tensor([r + [0] * (n - len(r)) for r in rows])  # (B, S)
+
+
+@pytest.fixture(scope="module")
+def sources():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (2, 11, 5, 16, 8)]
+
+
+def plain_greedy(model, src, max_len):
+    """Argmax each step, re-running the whole prefix, until EOS or max_len (forced EOS)."""
+    memory = model.encode(torch.tensor([src]))
+    out = [2]
+    for t in range(max_len):
+        logits, _ = model.decode_step(torch.tensor([out]), memory, None)
+        tok = EOS if t + 1 == max_len else int(logits[0, -1].argmax())
+        if tok == EOS:
+            return out[1:]
+        out.append(tok)
+
+
+@torch.no_grad()
+def test_beam1_is_greedy(model, sources):
+    hyps = greedy_search(model, padded(sources), max_len_a=1, max_len_b=6)
+    assert [h.tokens for h in hyps] == [plain_greedy(model, s, len(s) + 6) for s in sources]
+    assert any(len(h.tokens) < len(s) + 5 for h, s in zip(hyps, sources))  # some stop early
+
+
+def test_same_alone_and_in_batch(model, sources):
+    batch = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6, nbest=3)
+    for s, hyps in zip(sources, batch):
+        [alone] = beam_search(model, padded([s]), beam=4, alpha=0.6, max_len_b=6, nbest=3)
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+def test_cache_reuse_equals_recomputing_prefix(model, sources):
+    assert isinstance(model.inner, Transformer)
+    cached = beam_search(model, padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3)
+    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), beam=3, alpha=0.6,
+                        max_len_b=5, nbest=3)
+    for a, b in zip(cached, naive):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)

@@ -1,0 +1,189 @@
+"""Training: exact resume, crash-safe checkpoints, DDP equivalence, averaging, errors, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nmt import checkpoint as ckpt
+from nmt.batching import TokenBatchSampler
+from nmt.cli import main
+from nmt.data import ParallelDataset
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
+        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+
+
+def train(data, out, *extra):
+    assert main(["train", str(data), "--out", str(out), *TINY, *extra]) == 0
+
+
+def batches_per_epoch(data, max_tokens, replicas=1):
+    ds = ParallelDataset.load(data, "train")
+    return len(TokenBatchSampler(src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths, max_tokens=max_tokens,
+                                 seed=1, num_replicas=replicas).batches(0))
+
+
+def assert_same_tensors(a: Path, b: Path):
+    ta, tb = load_file(str(a)), load_file(str(b))
+    assert ta.keys() == tb.keys()
+    for k in ta:
+        assert torch.equal(ta[k], tb[k]), k
+
+
+def test_resume_is_exact(tiny_data, tmp_path):
+    per_epoch = batches_per_epoch(tiny_data, 512)
+    n = per_epoch // 2 + 3  # the interruption is mid-epoch and the second half crosses an epoch boundary
+    common = ["--train.max_tokens=512", "--train.accum_steps=1", f"--train.save_every_steps={n}"]
+    train(tiny_data, tmp_path / "straight", *common, f"--train.max_steps={2 * n}")
+    train(tiny_data, tmp_path / "stopped", *common, f"--train.max_steps={n}")
+    state = json.loads((ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text())
+    assert state["epoch"] == 0 and 0 < state["position"] < per_epoch  # really mid-epoch
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "stopped"), "--resume",
+                 f"--train.max_steps={2 * n}"]) == 0
+    a = ckpt.list_step_checkpoints(tmp_path / "straight")[-1]
+    b = ckpt.list_step_checkpoints(tmp_path / "stopped")[-1]
+    assert a.name == b.name == f"step_{2 * n:08d}"
+    assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
+    assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")
+    sa, sb = (json.loads((d / "trainer_state.json").read_text()) for d in (a, b))
+    assert (sa["epoch"], sa["position"], sa["rng"]) == (sb["epoch"], sb["position"], sb["rng"]) and sa["epoch"] == 1
+
+
+def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_data, run, "--train.max_steps=50", "--train.max_tokens=1024", "--train.accum_steps=1",
+          "--train.valid_every_steps=25", "--train.lr_scale=0.1")
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in records if r["split"] == "train"]
+    valid = [r for r in records if r["split"] == "valid"]
+    assert len(train_losses) == 50 and len(valid) == 2
+    assert sum(train_losses[-5:]) / 5 < 0.7 * sum(train_losses[:5]) / 5
+    assert valid[1]["loss"] < valid[0]["loss"]
+    model, config = ckpt.load_model(run)  # the run directory resolves to its best checkpoint
+    assert config["model"]["d_model"] == 32 and (ckpt.resolve(run) / "spm.model").exists()
+    assert main(["plot", str(run)]) == 0 and (run / "loss.png").stat().st_size > 1000
+
+
+def test_average_is_elementwise_mean(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_data, run, "--train.max_steps=6", "--train.save_every_steps=2", "--train.max_tokens=512")
+    steps = ckpt.list_step_checkpoints(run)
+    assert [p.name for p in steps] == ["step_00000002", "step_00000004", "step_00000006"]
+    assert main(["average", str(run), "--last", "3", "--out", str(tmp_path / "avg")]) == 0
+    avg = load_file(str(tmp_path / "avg" / "model.safetensors"))
+    states = [load_file(str(p / "model.safetensors")) for p in steps]
+    for k, v in avg.items():
+        mean = (states[0][k].double() + states[1][k].double() + states[2][k].double()) / 3
+        assert torch.equal(v, mean.float()), k  # the mean, rounded once to float32
+    ckpt.load_model(tmp_path / "avg")
+    assert main(["average", str(run), "--last", "4", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_errors(tiny_data, tmp_path, capsys):
+    assert main(["train", str(tmp_path), "--out", str(tmp_path / "r"), *TINY]) == 2
+    assert "is not a prepared data directory" in capsys.readouterr().err
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "r"), *TINY, "--model.src_vocab_size=99",
+                 "--model.tgt_vocab_size=99"]) == 2
+    assert "do not match the vocabulary" in capsys.readouterr().err
+    train(tiny_data, tmp_path / "r", "--train.max_steps=1")
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "r"), *TINY, "--train.max_steps=2"]) == 2
+    assert "already holds a run; use --resume" in capsys.readouterr().err
+
+
+def test_no_disk_space_keeps_previous_checkpoint(tiny_data, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    train(tiny_data, run, "--train.max_steps=2", "--train.save_every_steps=1", "--train.max_tokens=512")
+    import nmt.checkpoint as module
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "save_file", full_disk)
+    assert main(["train", str(tiny_data), "--out", str(run), "--resume", "--train.max_steps=3"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    last = ckpt.list_step_checkpoints(run)[-1]
+    assert last.name == "step_00000002"
+    ckpt.verify(last)
+    assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]  # no half-written dirs
+
+
+def test_corrupt_checkpoint_is_named(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_data, run, "--train.max_steps=1")
+    path = ckpt.list_step_checkpoints(run)[-1] / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors: size"):
+        ckpt.load_model(path.parent)
+    path.write_bytes(data[:-10] + b"0123456789")
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors: sha256 mismatch"):
+        ckpt.load_model(path.parent)
+
+
+KILLER = """
+import sys, torch
+from nmt import checkpoint as ckpt
+from nmt.config import ModelConfig
+from nmt.model import Transformer
+model = Transformer(ModelConfig(src_vocab_size=20000, tgt_vocab_size=20000, n_layers=2, d_model=256, d_ff=1024))
+out = sys.argv[1]
+ckpt.save(out + "/step_00000001", model=model, config={"model": model.cfg.__dict__}, spm_model=None)
+print("ready", flush=True)
+i = 2
+while True:
+    ckpt.save(out + f"/step_{i:08d}", model=model, config={"model": model.cfg.__dict__}, spm_model=None,
+              optimizer_tensors={"m": torch.randn(4_000_000)})
+    i += 1
+"""
+
+
+def test_sigkill_while_writing_leaves_previous_checkpoint(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for delay in (0.05, 0.3, 0.7):
+        out = tmp_path / f"k{delay}" / "checkpoints"
+        out.mkdir(parents=True)
+        proc = subprocess.Popen([sys.executable, "-c", KILLER, str(out)], stdout=subprocess.PIPE, env=env)
+        assert proc.stdout.readline().strip() == b"ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        complete = ckpt.list_step_checkpoints(out.parent)
+        assert complete and complete[0].name == "step_00000001"
+        for directory in complete:  # every directory that looks complete verifies and loads
+            model, _ = ckpt.load_model(directory)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+def test_ddp_two_processes_match_one(tiny_data, tmp_path):
+    max_tokens = next(m for m in range(384, 1024, 16) if batches_per_epoch(tiny_data, m) % 2 == 0)
+    common = [*TINY, f"--train.max_tokens={max_tokens}", "--train.max_steps=4", "--model.dropout=0",
+              "--train.save_every_steps=4"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+                    "-m", "nmt", "train", str(tiny_data), "--out", str(tmp_path / "ddp"), *common,
+                    "--train.accum_steps=1"], env=env, timeout=240, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train(tiny_data, tmp_path / "single", *common, "--train.accum_steps=2")
+    curves = []
+    for name in ("ddp", "single"):
+        records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        curves.append([r["loss"] for r in records if r["split"] == "train"])
+    assert len(curves[0]) == len(curves[1]) == 4
+    for a, b in zip(*curves):
+        assert abs(a - b) < 1e-5, curves
+    wa = load_file(str(ckpt.list_step_checkpoints(tmp_path / "ddp")[-1] / "model.safetensors"))
+    wb = load_file(str(ckpt.list_step_checkpoints(tmp_path / "single")[-1] / "model.safetensors"))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-5)

@@ -1,0 +1,120 @@
+"""`nmt translate` and the Translator API on a tiny random-weight checkpoint."""
+
+import argparse
+import dataclasses
+import io
+import random
+import sys
+
+import pytest
+import torch
+
+from nmt.checkpoint import save
+from nmt.config import tiny
+from nmt.model import Transformer
+from nmt.translate import (TranslateError, Translator, add_translate_args, make_batches,
+                           run_translate, translate_ids)
+
+WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
+         "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    import sentencepiece as spm
+
+    tmp = tmp_path_factory.mktemp("ckpt")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?"])
+             for _ in range(400)]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=100, model_type="bpe",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+    torch.manual_seed(0)
+    cfg = tiny(100)
+    model = Transformer(cfg)
+    return save(tmp / "checkpoint", model=model, spm_model=tmp / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+
+
+def cli(*argv):
+    parser = argparse.ArgumentParser()
+    add_translate_args(parser)
+    return run_translate(parser.parse_args([str(a) for a in argv]), {})
+
+
+FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
+
+
+def test_line_count_kept_with_empty_long_and_odd_lines(checkpoint, tmp_path, capsys):
+    long_line = " ".join(["katze"] * 400)  # 400 pieces > max_positions=256
+    lines = ["der hund", "", "   ", long_line, "e\u0301 \u00e9 👩‍👩‍👧 \u202eabc\u202c שלום 漢字",
+             "ein baum\u2028neben dem haus", "tab\tinside\x00nul\x0bvt\x0cff\x1c\x85", "\ufeffbom",
+             "das haus\r", "\U0001F600" * 50, "", "blau"]
+    src = tmp_path / "in.txt"
+    src.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
+    out = tmp_path / "out.txt"
+    assert cli(checkpoint, "-i", src, "-o", out, *FAST) == 0
+    result = out.read_bytes().decode("utf-8").split("\n")
+    assert len(result) == len(lines) + 1 and result[-1] == ""
+    for line, hyp in zip(lines, result):
+        assert (hyp == "") == (line.strip() == "")
+    err = capsys.readouterr().err
+    assert "warning: line 4: 400 pieces, truncated to 255" in err
+    # the same through stdin/stdout, with no final newline on the input
+    sys_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO("\n".join(lines).encode("utf-8")))
+    try:
+        assert cli(checkpoint, *FAST) == 0
+    finally:
+        sys.stdin = sys_stdin
+    assert capsys.readouterr().out.split("\n") == result
+
+
+def test_invalid_utf8_names_the_line(checkpoint, tmp_path):
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"der hund\n\nein \xff baum\n")
+    with pytest.raises(TranslateError, match=r"line 3: invalid UTF-8 \(byte 0xff at column 5\)"):
+        cli(checkpoint, "-i", src, "-o", tmp_path / "o.txt", *FAST)
+    assert cli(checkpoint, "-i", src, "-o", tmp_path / "o.txt", "--errors", "replace", *FAST) == 0
+    assert len((tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")) == 4
+
+
+def test_nbest_output_and_api(checkpoint, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("der hund\n\nein baum und eine katze\n", encoding="utf-8")
+    assert cli(checkpoint, "-i", src, "--nbest", "2", "--beam", "2", "--max-len-b", "3", "--quiet") == 0
+    rows = [r.split("\t") for r in capsys.readouterr().out.splitlines()]
+    assert [r[0] for r in rows] == ["1", "1", "2", "3", "3"]
+    assert float(rows[0][1]) >= float(rows[1][1])
+
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    sentences = ["der hund", "", "ein baum und eine katze", "blau"]
+    texts = t.translate(sentences, beam=2, max_len_a=0, max_len_b=4)
+    assert len(texts) == 4 and texts[1] == ""
+    nbest = t.translate_nbest(sentences, beam=2, nbest=2, max_len_a=0, max_len_b=4, batch_tokens=8)
+    assert [n[0].text for n in nbest] == texts  # batching does not change the result
+    assert all(n[0].score >= n[-1].score for n in nbest if n)
+    with pytest.warns(UserWarning, match="sentence 0: 300 pieces"):
+        t.translate([" ".join(["katze"] * 300)], beam=1, alpha=0, max_len_a=0, max_len_b=2)
+
+
+def test_translate_ids_restores_training_mode(checkpoint):
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    model = t.model.train()
+    ids = [t.sp.encode("der hund"), [], t.sp.encode("ein baum und eine katze")]
+    out = translate_ids(model, ids, beam=1, alpha=0.0, max_len_a=0, max_len_b=5, batch_tokens=100)
+    assert model.training and len(out) == 3 and out[1] == []
+    assert all(3 not in o for o in out) and all(len(o) <= 4 for o in out)
+    model.eval()
+    assert out == [t.tokens for t in (n[0] for n in t.translate_nbest(
+        ["der hund", "", "ein baum und eine katze"], beam=1, alpha=0.0, max_len_a=0, max_len_b=5))]
+
+
+def test_make_batches():
+    lengths = [3, 10, 1, 7, 7, 2]
+    batches = make_batches(lengths, batch_tokens=15)
+    assert sorted(i for b in batches for i in b) == list(range(6))
+    assert all(len(b) * max(lengths[i] for i in b) <= 15 or len(b) == 1 for b in batches)
+    assert batches[0] == [1]  # longest first
+    assert make_batches(lengths, batch_tokens=10**6, max_sentences=4) == [[1, 3, 4, 0], [5, 2]]

@@ -1,0 +1,36 @@
+"""A tiny synthetic parallel corpus, prepared once per test session (no external data needed)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+WORDS = ["house", "dog", "cat", "tree", "man", "woman", "child", "car", "street", "water", "ball", "red",
+         "blue", "green", "small", "big", "runs", "sits", "plays", "sees", "a", "the", "on", "in", "with"]
+GERMAN = {w: w[::-1] + "en" for w in WORDS}  # a deterministic, learnable word mapping
+
+
+def write_corpus(folder: Path, *, n_train: int = 600, n_valid: int = 40, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    splits = {}
+    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_valid)):
+        src_lines, tgt_lines = [], []
+        for _ in range(n):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
+            src_lines.append(" ".join(words))
+            tgt_lines.append(" ".join(GERMAN[w] for w in words))
+        (folder / f"{split}.en").write_text("\n".join(src_lines) + "\n")
+        (folder / f"{split}.de").write_text("\n".join(tgt_lines) + "\n")
+        splits[split] = (folder / f"{split}.en", folder / f"{split}.de")
+    return splits
+
+
+def prepare_tiny(folder: Path, *, vocab_size: int = 120) -> Path:
+    from nmt.data import PrepareOptions, prepare
+
+    splits = write_corpus(folder / "text")
+    out = folder / "data"
+    prepare(splits, out, options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de",
+                                                vocab_size=vocab_size, threads=1), log=lambda *a: None)
+    return out
