@@ -1,18 +1,21 @@
 """Speed and peak memory of `nmt prepare files` on a synthetic corpus.
 
-    python benchmarks/prepare_speed.py                  # 100k and 1M pairs
-    python benchmarks/prepare_speed.py --pairs 200000   # 20k and 200k pairs
+    python benchmarks/prepare_speed.py                  # 500k and 1M pairs
+    python benchmarks/prepare_speed.py --pairs 200000   # 100k and 200k pairs
 
 The corpus (Zipf-distributed pseudo-words, 5-40 words per sentence, target about 1.1x the
 source) is generated into a temporary folder and deleted afterwards. Each prepare runs in a
 child process so its peak RSS (getrusage of children) is measured alone; running two sizes a
-factor 10 apart shows whether memory grows with the corpus.
+factor 2 apart shows whether memory grows with the corpus (it should not once the corpus has
+more sentences than prepare's --input-sentence-size sample, 1M by default).
+Stage times (clean, vocabulary, encode) are parsed from prepare's log.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -55,11 +58,12 @@ def run_prepare(src: Path, tgt: Path, out: Path, *, vocab_size: int, threads: in
            "--threads", str(threads)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    log = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True).stdout
     wall = time.perf_counter() - start
+    stages = [float(x) for x in re.findall(r" in ([0-9.]+)s$", log, flags=re.M)]
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # max over children
     meta = json.loads((out / "meta.json").read_text())
-    return {"wall": wall, "peak_mib": peak_kib / 1024, "grew": peak_kib > before,
+    return {"wall": wall, "stages": stages, "peak_mib": peak_kib / 1024, "grew": peak_kib > before,
             "kept": meta["splits"]["train"]["pairs"], "vocab": meta["vocab_size"],
             "tokens": meta["splits"]["train"]["src_tokens"] + meta["splits"]["train"]["tgt_tokens"]}
 
@@ -70,7 +74,7 @@ def main() -> None:
     p.add_argument("--vocab-size", type=int, default=32000)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
-    sizes = sorted({max(1000, args.pairs // 10), args.pairs})
+    sizes = sorted({max(1000, args.pairs // 2), args.pairs})
     rows = []
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
         for n in sizes:
@@ -82,17 +86,19 @@ def main() -> None:
             mb = (src.stat().st_size + tgt.stat().st_size) / 2**20
             r = run_prepare(src, tgt, folder / "out", vocab_size=args.vocab_size,
                             threads=args.threads)
-            rows.append((n, mb, gen, r))
-            print(f"  done {n} pairs", file=sys.stderr)
+            rows.append((n, mb, r))
+            print(f"  {n} pairs: generated in {gen:.0f}s, prepared in {r['wall']:.0f}s",
+                  file=sys.stderr)
     print(f"nmt prepare files, synthetic corpus, vocab {args.vocab_size}, "
           f"{args.threads} threads")
-    print(f"| {'pairs':>9} | {'text MiB':>8} | {'gen s':>6} | {'prepare s':>9} | "
+    print(f"| {'pairs':>9} | {'text MiB':>8} | {'prepare s':>9} | {'clean/vocab/encode s':>20} | "
           f"{'pairs/s':>8} | {'tokens/s':>9} | {'peak RSS MiB':>12} | {'vocab':>6} |")
-    print(f"|{'-' * 11}|{'-' * 10}|{'-' * 8}|{'-' * 11}|{'-' * 10}|{'-' * 11}|{'-' * 14}|"
+    print(f"|{'-' * 11}|{'-' * 10}|{'-' * 11}|{'-' * 22}|{'-' * 10}|{'-' * 11}|{'-' * 14}|"
           f"{'-' * 8}|")
-    for n, mb, gen, r in rows:
+    for n, mb, r in rows:
         rss = f"{r['peak_mib']:.0f}" if r["grew"] or n == rows[0][0] else f"<= {r['peak_mib']:.0f}"
-        print(f"| {n:>9} | {mb:>8.0f} | {gen:>6.1f} | {r['wall']:>9.1f} | "
+        stages = "/".join(f"{x:.1f}" for x in r["stages"])
+        print(f"| {n:>9} | {mb:>8.0f} | {r['wall']:>9.1f} | {stages:>20} | "
               f"{n / r['wall']:>8.0f} | {r['tokens'] / r['wall']:>9.0f} | {rss:>12} | "
               f"{r['vocab']:>6} |")
 

@@ -103,12 +103,13 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
         logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, W)
         w = logp.size(-1)
-        if t + 1 < min_len:
-            logp[:, eos] = float("-inf")
-        last = torch.tensor([t + 1 >= max_len[s] for s in alive], device=device)  # (B,)
-        if bool(last.any()):  # only EOS at the last allowed step
-            force = last.repeat_interleave(k)[:, None] & (torch.arange(w, device=device) != eos)
-            logp = logp.masked_fill(force, float("-inf"))  # (B*k, W)
+        last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
+        block_eos = t + 1 < min_len
+        if any(last) or block_eos:  # only EOS at the last allowed step; no EOS before min_len
+            last_rows = torch.tensor(last, device=device).repeat_interleave(k)[:, None]  # (B*k, 1)
+            eos_col = torch.arange(w, device=device) == eos  # (W,)
+            mask = (last_rows & ~eos_col) | (~last_rows & eos_col & block_eos)  # (B*k, W)
+            logp = logp.masked_fill(mask, float("-inf"))
         cand = (scores.view(b * k, 1) + logp).view(b, k * w)  # (B, k*W)
         top_scores, top_idx = cand.topk(min(2 * k, k * w), dim=1)  # (B, 2k)
         top_beam, top_tok = top_idx // w, top_idx % w  # (B, 2k) source row in beam, token
@@ -135,7 +136,7 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         best_active = scores.max(dim=1).values.tolist()  # (B,)
         keep = []
         for i, s in enumerate(alive):
-            done = bool(last[i]) or best_active[i] == float("-inf")
+            done = last[i] or best_active[i] == float("-inf")
             if not done and len(finished[s]) >= k:
                 bound = max_score_bound(best_active[i], t + 1, max_len[s], alpha)
                 done = bound <= finished[s][-1].score
@@ -152,7 +153,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             scores = scores[keep_t]  # (B', k)
             memory = memory.reorder(rows)  # rows of one sentence share its memory
             alive = [alive[i] for i in keep]
-        cache = cache.reorder(rows)
+        if k > 1 or len(keep) < b:  # with one hypothesis per sentence, rows only change by dropping
+            cache = cache.reorder(rows)
     return [f[:nbest] for f in finished]
 
 

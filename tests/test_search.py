@@ -16,6 +16,16 @@ A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos,
 W = 6
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models gain nothing from threads, and on a shared, loaded CPU the intra-op thread
+    handshakes make them many times slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def test_length_penalty_formula():
     assert length_penalty(1, 0.6) == 1.0  # ((5 + 1) / 6) ** alpha
     assert length_penalty(10, 0.6) == pytest.approx((15 / 6) ** 0.6)
