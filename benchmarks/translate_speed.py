@@ -85,7 +85,7 @@ def main() -> int:
     run(model, sources[:2], beam=2, batch=2, dtype=None, fixed_len=3, alpha=0.6)  # warm-up
     header = f"{'decoder':8s} {'beam':>4s} {'batch':>5s} {'prec':>5s} {'sent/s':>8s} {'tok/s':>8s} {'sec':>7s}"
     print(header + ("  BLEU" if refs else ""))
-    cached_speed = {}
+    cached_speed, fp32_out = {}, {}
     settings = [(m, b, n, pr) for m in (("cached", "naive") if args.naive else ("cached",))
                 for b in map(int, args.beams.split(",")) for n in map(int, args.batches.split(","))
                 for pr in args.precisions.split(",") if m == "cached" or pr == "fp32"]
@@ -98,6 +98,11 @@ def main() -> int:
         line = f"{mode:8s} {beam:4d} {batch:5d} {prec:>5s} {n_sent / sec:8.2f} {tokens / sec:8.1f} {sec:7.2f}"
         if mode == "cached":
             cached_speed[(beam, batch, prec)] = sec
+            if prec == "fp32":
+                fp32_out[(beam, batch)] = hyps
+            elif (beam, batch) in fp32_out:  # how often reduced precision changes the output
+                same = sum(a[0].tokens == b[0].tokens for a, b in zip(hyps, fp32_out[(beam, batch)]))
+                line += f"  (output = fp32 for {100 * same / len(hyps):.0f}%)"
         elif (beam, batch, "fp32") in cached_speed:
             line += f"  (cached is {sec / cached_speed[(beam, batch, 'fp32')]:.1f}x faster)"
         if refs is not None and translator is not None:

@@ -62,6 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
     train.add_average_args(p)
     p.set_defaults(func=train.run_average)
+    from .metrics import add_score_args, run_score
+    from .translate import add_translate_args, run_translate
+
+    p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
+    add_translate_args(p)
+    p.set_defaults(func=run_translate)
+    p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
+    add_score_args(p)
+    p.set_defaults(func=run_score)
     p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
     plot.add_plot_args(p)
     p.set_defaults(func=plot.run_plot)
@@ -76,14 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .checkpoint import CheckpointError
     from .data import DataError
+    from .metrics import ScoreError
     from .train import TrainError
+    from .translate import TranslateError
 
     try:
         overrides = parse_overrides(rest)
         if overrides and args.command not in ("model-info", "train"):
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
-    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as e:
+    except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
+            FileNotFoundError) as e:
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
 

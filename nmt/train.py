@@ -336,7 +336,12 @@ class Trainer:
         bar = None
         if self.progress:
             from tqdm import tqdm
-            bar = tqdm(total=cfg.max_steps or None, initial=self.step, unit="step", dynamic_ncols=True)
+            if cfg.max_time:  # the time limit binds: the bar (and its ETA) counts training seconds
+                bar = tqdm(total=round(cfg.max_time * 60), initial=round(self.elapsed), unit="s",
+                           dynamic_ncols=True, desc="train")
+            else:
+                bar = tqdm(total=cfg.max_steps or None, initial=self.step, unit="step", dynamic_ncols=True,
+                           desc="train")
         window_tokens, window_start, last = 0, time.time(), {}
         stop = None
         while stop is None:
@@ -361,9 +366,10 @@ class Trainer:
                         "grad_norm": stats["grad_norm"], "tgt_tokens_per_s": rate, "elapsed": self.elapsed}
                 self.metric(last)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{rate:.0f}")
+                    bar.set_postfix(step=self.step, loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}",
+                                    tok_s=f"{rate:.0f}")
             if bar is not None:
-                bar.update(1)
+                bar.update(round(self.elapsed) - bar.n if cfg.max_time else 1)
             if cfg.max_steps and self.step >= cfg.max_steps:
                 stop = "max_steps"
             elif cfg.max_time and self.elapsed >= cfg.max_time * 60:

@@ -4,6 +4,11 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# The suite runs on 2 shared cores: one intra-op thread per test process avoids oversubscription
+# (tests pin numbers, not speed).
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 

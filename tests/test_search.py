@@ -116,10 +116,10 @@ def test_early_termination_is_exact_not_too_soon():
     Then the active [A A A A] (-3.79) is bounded by -3.79/lp(10) = -2.19 < -0.799: stop."""
     model = FakeModel({9: LONG_WINS})
     [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2)
-    assert hyps[0].tokens == [A, A, A]
-    assert model.steps == 4  # ...and it does stop as soon as the bound allows
-    # stopping at k finished (after step 2) would have returned [] as the best
-    assert L(0.45) > L(0.05) + L(1.0)
+    # [B] (finished at step 2, score log(0.05)/lp(2)) was displaced: stopping once k=2
+    # hypotheses were finished would have returned [[], [B]]
+    assert [h.tokens for h in hyps] == [[A, A, A], []]
+    assert model.steps == 4  # ...and the search stops as soon as the bound allows
 
 
 def test_max_length_finalizes_active_and_min_length():
