@@ -8,7 +8,7 @@ TORCH  ?= torch==2.13.0
 NMT_DATA_DIR ?= $(abspath ../shared/data)
 export NMT_DATA_DIR
 
-.PHONY: demo test install clean
+.PHONY: demo recipe test install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,10 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(PY) -m nmt model-info --preset base
+	NMT="$(PY) -m nmt" sh recipes/demo.sh runs/demo
+
+recipe: $(VENV)/.installed
+	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de.sh runs/multi30k-en-de
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

@@ -122,6 +122,8 @@ def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Dro
 
 
 class EncoderLayer(nn.Module):
+    """Self-attention and FFN sublayers (Figure 1, left). The decoder layer adds encoder_attn."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
@@ -140,20 +142,13 @@ class EncoderLayer(nn.Module):
         return sublayer_connection(x, lambda h: feed_forward(self, h), self.final_layer_norm, self.dropout, self.pre)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(EncoderLayer):
+    """Masked self-attention, encoder-decoder attention and FFN sublayers (Figure 1, right)."""
+
     def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
-        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        super().__init__(cfg)
         self.encoder_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
         self.encoder_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.activation = F.relu if cfg.activation == "relu" else F.gelu
-        self.activation_dropout = nn.Dropout(cfg.activation_dropout)
-        self.final_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.dropout)
-        self.pre = cfg.norm_position == "pre"
 
     def forward(self, x: Tensor, cache: LayerCache, memory_mask: Tensor, self_mask: Tensor | None,
                 is_causal: bool) -> tuple[Tensor, LayerCache]:

@@ -19,16 +19,6 @@ WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeu
          "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and on a shared, loaded CPU the intra-op thread
-    handshakes make them many times slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     import sentencepiece as spm

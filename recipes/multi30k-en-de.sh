@@ -1,0 +1,27 @@
+#!/bin/sh
+# Multi30k en->de end to end: prepare, train (60 min on 2 CPU cores), average the last 5
+# checkpoints, translate test2016 with beam 4 / alpha 0.6, score with sacreBLEU and chrF.
+#   sh recipes/multi30k-en-de.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding multi30k/)
+# Uses `nmt` from PATH, or set NMT="python -m nmt".
+set -eu
+OUT=${1:-runs/multi30k-en-de}
+NMT=${NMT:-nmt}
+HERE=$(dirname "$0")
+mkdir -p "$OUT"
+[ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data"
+if [ -f "$OUT/run/config.json" ]; then
+  $NMT train "$OUT/data" --out "$OUT/run" --resume
+else
+  $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml"
+fi
+$NMT average "$OUT/run" --last 5 --out "$OUT/average"
+$NMT plot "$OUT/run"
+for model in average run/checkpoints/best; do
+  name=$(basename "$model")
+  $NMT translate "$OUT/$model" -i "$OUT/data/valid.en.txt" -o "$OUT/valid.$name.de" --beam 4 --alpha 0.6
+  echo "== valid, $model"; $NMT score --ref "$OUT/data/valid.de.txt" "$OUT/valid.$name.de"
+done
+# the test set is translated once, with the checkpoint chosen above on valid (the average)
+$NMT translate "$OUT/average" -i "$OUT/data/test.en.txt" -o "$OUT/test.hyp.de" --beam 4 --alpha 0.6
+echo "== test2016, averaged checkpoint, beam 4, alpha 0.6"
+$NMT score --ref "$OUT/data/test.de.txt" "$OUT/test.hyp.de" | tee "$OUT/test.score.txt"
