@@ -15,7 +15,6 @@ truncated (with a warning naming it).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import warnings
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Callable
 import torch
 
 from .data import clean_line
+from .precision import autocast, resolve
 from .search import EOS, PAD, Hypothesis, beam_search
 
 
@@ -41,24 +41,10 @@ class Translation:
 
 # ----------------------------------------------------------------------------- precision
 def resolve_precision(precision: str, device: torch.device) -> tuple[torch.dtype | None, str]:
-    """'fp32' -> None (no autocast), 'bf16' -> torch.bfloat16, 'auto' -> nmt.precision.auto_dtype."""
-    if precision == "fp32":
-        return None, "float32 (requested)"
-    if precision == "bf16":
-        return torch.bfloat16, "bfloat16 autocast (requested)"
-    if precision != "auto":
+    """fp32 -> None (no autocast), bf16 -> torch.bfloat16, auto -> what the hardware runs fast."""
+    if precision not in ("fp32", "bf16", "auto"):
         raise TranslateError(f"--precision {precision!r}: choose fp32, bf16 or auto")
-    try:
-        from .precision import auto_dtype
-    except ImportError:
-        return None, "float32 (nmt.precision not available)"
-    return auto_dtype(device)
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return resolve(precision, device)
 
 
 # ----------------------------------------------------------------------------- ids in, ids out
@@ -247,8 +233,9 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", default="-", help="raw text, one sentence per line (default: stdin)")
     parser.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4; 1 = greedy)")
-    parser.add_argument("--alpha", type=float, default=0.6,
-                        help="length penalty ((5+|Y|)/6)^alpha (paper: 0.6; use 0 with --beam 1 for plain greedy)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="length penalty ((5+|Y|)/6)^alpha (default: the paper's 0.6; 0 with --beam 1, "
+                             "which is then plain greedy search)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
     parser.add_argument("--nbest", type=int, default=1,
@@ -271,6 +258,8 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         raise TranslateError(f"--beam {args.beam} --nbest {args.nbest}: need beam >= 1 and 1 <= nbest <= beam")
     if args.batch_tokens < 1:
         raise TranslateError(f"--batch-tokens {args.batch_tokens}: must be positive")
+    if args.alpha is None:
+        args.alpha = 0.0 if args.beam == 1 else 0.6
     lines = read_text_lines(args.input, errors=args.errors)
     from .checkpoint import CheckpointError
 
