@@ -76,6 +76,18 @@ def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):
     assert main(["plot", str(run)]) == 0 and (run / "loss.png").stat().st_size > 1000
 
 
+def test_validation_bleu_picks_best(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_data, run, "--train.max_steps=4", "--train.valid_every_steps=2", "--train.valid_bleu=true",
+          "--train.best_metric=bleu", "--train.valid_bleu_max_sentences=10", "--train.max_tokens=512")
+    valid = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line)["split"] == "valid"]
+    assert [r["step"] for r in valid] == [2, 4] and all(0 <= r["bleu"] <= 100 for r in valid)
+    assert "BLEU|" in valid[0]["bleu_signature"] or "nrefs" in valid[0]["bleu_signature"]
+    best_step = json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["step"]
+    assert best_step == max(valid, key=lambda r: (r["bleu"], -r["step"]))["step"]
+
+
 def test_average_is_elementwise_mean(tiny_data, tmp_path):
     run = tmp_path / "run"
     train(tiny_data, run, "--train.max_steps=6", "--train.save_every_steps=2", "--train.max_tokens=512")
