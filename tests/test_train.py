@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -183,7 +184,10 @@ def test_ddp_two_processes_match_one(tiny_data, tmp_path):
     common = [*TINY, f"--train.max_tokens={max_tokens}", "--train.max_steps=4", "--model.dropout=0",
               "--train.save_every_steps=4"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
                     "-m", "nmt", "train", str(tiny_data), "--out", str(tmp_path / "ddp"), *common,
                     "--train.accum_steps=1"], env=env, timeout=240, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
