@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
-NMT_DATA_DIR ?= $(abspath ../shared/data)
+# real corpora: ../shared/data when it exists (else nmt prepare downloads to ~/.cache/nmt/data)
+NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe test install clean
