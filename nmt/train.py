@@ -343,6 +343,7 @@ class Trainer:
                 bar = tqdm(total=cfg.max_steps or None, initial=self.step, unit="step", dynamic_ncols=True,
                            desc="train")
         window_tokens, window_start, last = 0, time.time(), {}
+        window_loss = window_nll = 0.0  # token-weighted sums since the last log line
         stop = None
         while stop is None:
             micro = []
@@ -358,15 +359,18 @@ class Trainer:
             self.tokens_seen += int(stats["tokens"])
             self.elapsed = time.time() - start
             window_tokens += stats["tokens"]
+            window_loss += stats["loss"] * stats["tokens"]
+            window_nll += stats["nll"] * stats["tokens"]
             if self.step % cfg.log_every_steps == 0 or self.step == 1:
                 rate = window_tokens / max(time.time() - window_start, 1e-9)
-                window_tokens, window_start = 0, time.time()
-                last = {"split": "train", "step": self.step, "epoch": self.epoch, "loss": stats["loss"],
-                        "nll": stats["nll"], "ppl": math.exp(min(stats["nll"], 50)), "lr": stats["lr"],
+                loss, nll = window_loss / window_tokens, window_nll / window_tokens  # window means
+                window_tokens, window_start, window_loss, window_nll = 0, time.time(), 0.0, 0.0
+                last = {"split": "train", "step": self.step, "epoch": self.epoch, "loss": loss,
+                        "nll": nll, "ppl": math.exp(min(nll, 50)), "lr": stats["lr"],
                         "grad_norm": stats["grad_norm"], "tgt_tokens_per_s": rate, "elapsed": self.elapsed}
                 self.metric(last)
                 if bar is not None:
-                    bar.set_postfix(step=self.step, loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}",
+                    bar.set_postfix(step=self.step, loss=f"{loss:.3f}", lr=f"{stats['lr']:.2e}",
                                     tok_s=f"{rate:.0f}")
             if bar is not None:
                 bar.update(round(self.elapsed) - bar.n if cfg.max_time else 1)
