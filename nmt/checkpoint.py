@@ -1,4 +1,5 @@
-"""Checkpoints without pickles, written atomically, verified on load.
+"""Checkpoints as safetensors + JSON (nothing that executes code on load), written atomically,
+verified on load.
 
 A checkpoint is a directory:
     model.safetensors        weights (a tied matrix stored once)

@@ -58,28 +58,29 @@ __all__ = ["PAD", "UNK", "BOS", "EOS", "DataError", "PrepareOptions", "ParallelD
 
 
 # ------------------------------------------------------------------------------- reading text
-def read_lines(path: str | Path) -> Iterator[str]:
+def read_lines(path: str | Path, *, errors: str = "strict") -> Iterator[str]:
     """Yield the lines of a UTF-8 text file (plain or gzip, detected by magic bytes; "-" = stdin).
 
     Lines come without the trailing newline ("\\n" or "\\r\\n") and with a leading BOM removed;
-    only "\\n" separates lines. Invalid UTF-8 raises DataError naming the file and line.
+    only "\\n" separates lines. Invalid UTF-8 raises DataError naming the file and line, or
+    becomes U+FFFD with ``errors="replace"``.
     """
     if str(path) == "-":
-        yield from _decode_lines(sys.stdin.buffer, "<stdin>")
+        yield from _decode_lines(sys.stdin.buffer, "<stdin>", errors)
         return
     try:
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
-            yield from _decode_lines(f, str(path))
+            yield from _decode_lines(f, str(path), errors)
     except (OSError, EOFError) as e:  # missing file, truncated or corrupt gzip
         raise DataError(f"cannot read {path}: {e}") from e
 
 
-def _decode_lines(f, name: str) -> Iterator[str]:
+def _decode_lines(f, name: str, errors: str = "strict") -> Iterator[str]:
     for n, raw in enumerate(f, start=1):
         try:
-            line = raw.decode("utf-8")
+            line = raw.decode("utf-8", errors=errors)
         except UnicodeDecodeError as e:
             raise DataError(f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at "
                             f"column {e.start + 1})") from None

@@ -12,6 +12,7 @@ nccl on CUDA); rank 0 writes checkpoints and logs.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import math
@@ -243,17 +244,16 @@ class Trainer:
         total_tokens = counts.item()
         # DDP averages gradients over ranks; multiply by world so the result is d(sum)/total
         scale = self.world / total_tokens
-        loss_sum = nll_sum = 0.0
+        sums = torch.zeros(2, device=self.device)  # (loss, nll) sums of the update, read once
         model = self.ddp or self.model
         for i, batch in enumerate(micro):
             sync = self.ddp is None or i == len(micro) - 1
-            ctx = self.ddp.no_sync() if not sync else _null()
+            ctx = self.ddp.no_sync() if not sync else contextlib.nullcontext()
             with ctx:
                 loss, nll, _ = self.forward_loss(model, batch)
                 scaled = loss * scale
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-            loss_sum += loss.item()
-            nll_sum += nll.item()
+            sums += torch.stack([loss.detach(), nll.detach()])
         lr = inverse_sqrt_lr(self.step + 1, d_model=self.model_cfg.d_model,
                              warmup_steps=self.cfg.warmup_steps, lr_scale=self.cfg.lr_scale)
         set_lr(self.optimizer, lr)
@@ -268,7 +268,6 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        sums = torch.tensor([loss_sum, nll_sum])
         if self.world > 1:
             dist.all_reduce(sums)
         return {"loss": sums[0].item() / total_tokens, "nll": sums[1].item() / total_tokens,
@@ -395,10 +394,10 @@ class Trainer:
 
     def validate_and_keep_best(self, final: bool) -> None:
         """Save a step checkpoint; on rank 0 validate it and copy it to ``best`` when it improves."""
-        result = None
+        result, improved = None, False
         if self.is_main and self.valid_set is not None:
             result = self.validate()
-            score = -result["bleu"] if self.cfg.best_metric == "bleu" else result["loss"]
+            score = -result["bleu"] if self.cfg.best_metric == "bleu" else result["loss"]  # lower is better
             improved = self.best is None or score < self.best
             if improved:
                 self.best = score
@@ -411,8 +410,7 @@ class Trainer:
             dist.broadcast_object_list(shared, src=0)
             self.best = shared[0]
         directory = self.save()
-        if self.is_main and result is not None and self.best == (
-                -result["bleu"] if self.cfg.best_metric == "bleu" else result["loss"]):
+        if improved:
             best_dir = self.run_dir / "checkpoints" / "best"
             tmp = self.run_dir / "checkpoints" / ".best.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
@@ -420,14 +418,6 @@ class Trainer:
             if best_dir.exists():
                 shutil.rmtree(best_dir)
             os.rename(tmp, best_dir)
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from .data import clean_line
-from .precision import autocast, resolve
+from .data import DataError, clean_line, read_lines
+from .precision import autocast, resolve as resolve_precision
 from .search import EOS, PAD, Hypothesis, beam_search
 
 
@@ -39,15 +39,12 @@ class Translation:
     tokens: list[int]
 
 
-# ----------------------------------------------------------------------------- precision
-def resolve_precision(precision: str, device: torch.device) -> tuple[torch.dtype | None, str]:
-    """fp32 -> None (no autocast), bf16 -> torch.bfloat16, auto -> what the hardware runs fast."""
-    if precision not in ("fp32", "bf16", "auto"):
-        raise TranslateError(f"--precision {precision!r}: choose fp32, bf16 or auto")
-    return resolve(precision, device)
-
-
 # ----------------------------------------------------------------------------- ids in, ids out
+def default_alpha(beam: int) -> float:
+    """The paper's length penalty alpha=0.6 for beam search; 0 for beam 1 (plain greedy search)."""
+    return 0.0 if beam == 1 else 0.6
+
+
 def add_eos(pieces: list[int], max_positions: int) -> tuple[list[int], bool]:
     """pieces + [EOS], cut to ``max_positions`` tokens; returns (tokens, was_truncated)."""
     cut = len(pieces) > max_positions - 1
@@ -127,7 +124,7 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
     n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
     refs = (Path(data_dir) / f"{split}.{tgt_lang}.txt").read_text(encoding="utf-8").split("\n")[:n]
     ids = translate_ids(model, [data[i][0].tolist() for i in range(n)], beam=beam,
-                        alpha=(0.0 if beam == 1 else 0.6) if alpha is None else alpha,
+                        alpha=default_alpha(beam) if alpha is None else alpha,
                         batch_tokens=batch_tokens, device=device, dtype=amp_dtype)
     sp = load_spm(data_dir)
     hyps = [sp.decode(h) if h else "" for h in ids]
@@ -203,29 +200,13 @@ class Translator:
 
 # ----------------------------------------------------------------------------- CLI
 def read_text_lines(path: str, *, errors: str = "strict") -> list[str]:
-    """Lines of a UTF-8 file ("-" = stdin), split on "\\n" only; invalid UTF-8 raises
-    TranslateError naming the line unless ``errors="replace"`` (U+FFFD)."""
+    """Lines of a UTF-8 text file ("-" = stdin, .gz ok) via nmt.data.read_lines; invalid UTF-8
+    raises TranslateError naming the line unless ``errors="replace"`` (U+FFFD)."""
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as e:
-        raise TranslateError(f"cannot read {path}: {e.strerror}") from None
-    if data[:2] == b"\x1f\x8b":
-        import gzip
-
-        data = gzip.decompress(data)
-    raw_lines = data.split(b"\n")
-    if raw_lines[-1] == b"":  # a final newline ends the last line, it does not start a new one
-        raw_lines.pop()
-    lines = []
-    for n, raw in enumerate(raw_lines, start=1):
-        try:
-            line = raw.decode("utf-8", errors=errors)
-        except UnicodeDecodeError as e:
-            name = "<stdin>" if path == "-" else path
-            raise TranslateError(f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                                 f"{e.start + 1}); use --errors replace to translate it anyway") from None
-        lines.append(line.removeprefix("\ufeff") if n == 1 else line)
-    return lines
+        return list(read_lines(path, errors=errors))
+    except DataError as e:
+        hint = "; use --errors replace to translate it anyway" if "invalid UTF-8" in str(e) else ""
+        raise TranslateError(f"{e}{hint}") from None
 
 
 def add_translate_args(parser: argparse.ArgumentParser) -> None:
@@ -259,7 +240,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if args.batch_tokens < 1:
         raise TranslateError(f"--batch-tokens {args.batch_tokens}: must be positive")
     if args.alpha is None:
-        args.alpha = 0.0 if args.beam == 1 else 0.6
+        args.alpha = default_alpha(args.beam)
     lines = read_text_lines(args.input, errors=args.errors)
     from .checkpoint import CheckpointError
 
