@@ -53,7 +53,7 @@ def make_corpus(folder: Path, n_pairs: int, *, seed: int = 0) -> tuple[Path, Pat
 
 
 def run_prepare(src: Path, tgt: Path, out: Path, *, vocab_size: int, threads: int) -> dict:
-    cmd = [sys.executable, "-m", "nmt.data", "prepare", "files", "--src", "xx", "--tgt", "yy",
+    cmd = [sys.executable, "-m", "nmt", "prepare", "files", "--src", "xx", "--tgt", "yy",
            "--out", str(out), "--train", str(src), str(tgt), "--vocab-size", str(vocab_size),
            "--threads", str(threads)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

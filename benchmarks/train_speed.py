@@ -18,9 +18,9 @@ import time
 import torch
 
 from nmt.config import ModelConfig, base, small
-from nmt.loss import label_smoothed_nll_loss
+from nmt.train.loss import label_smoothed_nll_loss
 from nmt.model import Transformer
-from nmt.optim import build_adam
+from nmt.train.optim import build_adam
 from nmt.precision import autocast, cpu_has_fast_bf16
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}

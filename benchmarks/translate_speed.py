@@ -26,10 +26,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.config import preset  # noqa: E402
-from nmt.data import clean_line, read_lines  # noqa: E402
+from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
-from nmt.search import RecomputePrefix  # noqa: E402
-from nmt.translate import Translator, add_eos, search_sources  # noqa: E402
+from nmt.infer.search import RecomputePrefix  # noqa: E402
+from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
 
 
 def load(args):

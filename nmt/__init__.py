@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     """`from nmt import Translator` without importing torch on `import nmt`."""
     if name == "Translator":
-        from .translate import Translator
+        from .infer.translate import Translator
 
         return Translator
     raise AttributeError(f"module 'nmt' has no attribute {name!r}")

@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, help="shared vocabulary size (default: the preset's)")
     p.set_defaults(func=cmd_model_info)
 
-    from . import data, plot, train
+    from . import plot
+    from .data import prepare as data
+    from .train import trainer as train
 
     p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
     data.add_prepare_args(p)
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_average_args(p)
     p.set_defaults(func=train.run_average)
     from .metrics import add_score_args, run_score
-    from .translate import add_translate_args, run_translate
+    from .infer.translate import add_translate_args, run_translate
 
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
     add_translate_args(p)
@@ -84,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     from .checkpoint import CheckpointError
-    from .data import DataError
+    from .data.prepare import DataError
     from .metrics import ScoreError
-    from .train import TrainError
-    from .translate import TranslateError
+    from .train.trainer import TrainError
+    from .infer.translate import TranslateError
 
     try:
         overrides = parse_overrides(rest)

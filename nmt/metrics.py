@@ -72,7 +72,7 @@ def paper_bleu(hyps: list[str], refs: list[list[str]]) -> float:
 # ----------------------------------------------------------------------------- CLI
 def read_lines(path: str) -> list[str]:
     """A plain or .gz UTF-8 file ("-" = stdin) as lines; errors name the file and line."""
-    from .data import DataError, read_lines as data_read_lines
+    from .data.prepare import DataError, read_lines as data_read_lines
 
     try:
         return list(data_read_lines(path))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.batching import Batch, TokenBatchSampler, collate, equalize, pack
+from nmt.data.batching import Batch, TokenBatchSampler, collate, equalize, pack
 
 
 def lengths(n=1000, seed=0):

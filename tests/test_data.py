@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt import data
-from nmt.batching import TokenBatchSampler
-from nmt.data import DataError, ParallelDataset
+from nmt.data import prepare as data
+from nmt.data.batching import TokenBatchSampler
+from nmt.data.prepare import DataError, ParallelDataset
 
 WORDS_EN = "a man dog runs the street in red blue small big child plays ball with on".split()
 WORDS_DE = "ein mann hund läuft die straße in rot blau klein groß kind spielt ball mit auf".split()

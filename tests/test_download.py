@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt import data, download as dl
-from nmt.data import DataError
+from nmt.data import prepare as data, download as dl
+from nmt.data.prepare import DataError
 
 
 class QuietHandler(SimpleHTTPRequestHandler):

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from nmt.loss import label_smoothed_nll_loss
-from nmt.optim import inverse_sqrt_lr
+from nmt.train.loss import label_smoothed_nll_loss
+from nmt.train.optim import inverse_sqrt_lr
 
 
 def test_label_smoothed_loss_by_hand():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from nmt.data import read_lines
+from nmt.data.prepare import read_lines
 from nmt.metrics import (PAPER_BLEU_LABEL, ScoreError, add_score_args, corpus_scores, paper_bleu,
                          run_score, split_compounds)
 

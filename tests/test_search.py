@@ -9,7 +9,7 @@ import torch
 
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
+from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
                         length_penalty, max_score_bound)
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)

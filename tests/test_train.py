@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file
 
 from nmt import checkpoint as ckpt
-from nmt.batching import TokenBatchSampler
+from nmt.data.batching import TokenBatchSampler
 from nmt.cli import main
-from nmt.data import ParallelDataset
+from nmt.data.prepare import ParallelDataset
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",

@@ -12,7 +12,7 @@ import torch
 from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.translate import (TranslateError, Translator, add_translate_args, make_batches,
+from nmt.infer.translate import (TranslateError, Translator, add_translate_args, make_batches,
                            run_translate, translate_ids)
 
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
@@ -122,8 +122,8 @@ def test_make_batches():
 
 def test_bleu_on_split_for_training(tmp_path):
     """Validation BLEU during training: a prepared split, a model, sacreBLEU against the text."""
-    from nmt.data import PrepareOptions, prepare
-    from nmt.translate import bleu_on_split
+    from nmt.data.prepare import PrepareOptions, prepare
+    from nmt.infer.translate import bleu_on_split
 
     rng = random.Random(1)
     for split, n in (("train", 300), ("valid", 6)):

@@ -27,7 +27,7 @@ def write_corpus(folder: Path, *, n_train: int = 600, n_valid: int = 40, seed: i
 
 
 def prepare_tiny(folder: Path, *, vocab_size: int = 120) -> Path:
-    from nmt.data import PrepareOptions, prepare
+    from nmt.data.prepare import PrepareOptions, prepare
 
     splits = write_corpus(folder / "text")
     out = folder / "data"

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt import download as dl
-from nmt.download import DataError
+from nmt.data import download as dl
+from nmt.data.download import DataError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")
@@ -472,13 +472,3 @@ def format_report(meta: dict) -> str:
                      f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
     return "\n".join(lines)
 
-
-if __name__ == "__main__":  # python -m nmt.data prepare ... (until nmt.cli wires it in)
-    parser = argparse.ArgumentParser(prog="python -m nmt.data")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_prepare_args(sub.add_parser("prepare"))
-    try:
-        sys.exit(run_prepare(parser.parse_args()))
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)

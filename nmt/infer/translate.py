@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from .data import DataError, clean_line, read_lines
-from .precision import autocast, resolve as resolve_precision
+from ..data.prepare import DataError, clean_line, read_lines
+from ..precision import autocast, resolve as resolve_precision
 from .search import EOS, PAD, Hypothesis, beam_search
 
 
@@ -116,8 +116,8 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
     """sacreBLEU of the model on a prepared split (validation during training): translates the
     split's source ids, detokenizes, scores against ``{split}.{tgt_lang}.txt``. ``alpha`` defaults
     to 0 for beam 1 (greedy) and the paper's 0.6 otherwise; ``max_sentences`` > 0: the first N."""
-    from .data import ParallelDataset, load_spm
-    from .metrics import corpus_scores
+    from ..data.prepare import ParallelDataset, load_spm
+    from ..metrics import corpus_scores
 
     data = ParallelDataset.load(data_dir, split)
     tgt_lang = data.meta.get("tgt_lang", "")
@@ -144,7 +144,7 @@ class Translator:
         """A checkpoint directory or a run directory (its best / latest checkpoint)."""
         import sentencepiece as spm
 
-        from .checkpoint import load_model, resolve
+        from ..checkpoint import load_model, resolve
 
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model, _ = load_model(checkpoint, device=device)
@@ -242,7 +242,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if args.alpha is None:
         args.alpha = default_alpha(args.beam)
     lines = read_text_lines(args.input, errors=args.errors)
-    from .checkpoint import CheckpointError
+    from ..checkpoint import CheckpointError
 
     try:
         translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")

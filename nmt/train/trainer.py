@@ -26,15 +26,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import checkpoint as ckpt
-from .batching import Batch, TokenBatchSampler, collate
-from .config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, from_dict, load_raw,
+from .. import checkpoint as ckpt
+from ..data.batching import Batch, TokenBatchSampler, collate
+from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, from_dict, load_raw,
                      preset, to_dict, train_preset)
-from .data import ParallelDataset, load_meta
+from ..data.prepare import ParallelDataset, load_meta
 from .loss import label_smoothed_nll_loss
-from .model import Transformer
+from ..model import Transformer
 from .optim import build_adam, inverse_sqrt_lr, set_lr
-from .precision import autocast, resolve as resolve_precision
+from ..precision import autocast, resolve as resolve_precision
 
 
 class TrainError(Exception):
@@ -288,7 +288,7 @@ class Trainer:
         return out
 
     def validate_bleu(self) -> dict:
-        from .translate import bleu_on_split
+        from ..infer.translate import bleu_on_split
         return bleu_on_split(self.model, self.data_dir, "valid", beam=self.cfg.valid_bleu_beam,
                              max_sentences=self.cfg.valid_bleu_max_sentences, device=self.device,
                              amp_dtype=self.amp_dtype)
