@@ -108,11 +108,6 @@ class MultiheadAttention(nn.Module):
         return self.attend(query, k, v, mask=mask, is_causal=is_causal)
 
 
-def feed_forward(layer: nn.Module, x: Tensor) -> Tensor:
-    """Section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, with the layer's ``fc1`` and ``fc2``."""
-    return layer.fc2(layer.activation_dropout(layer.activation(layer.fc1(x))))  # (B, T, F) -> (B, T, D)
-
-
 def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Dropout, pre: bool) -> Tensor:
     """Section 5.4 post-norm: LayerNorm(x + Dropout(Sublayer(x))). With norm_position='pre'
     (not the paper): x + Dropout(Sublayer(LayerNorm(x)))."""
@@ -121,37 +116,59 @@ def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Dro
     return norm(x + dropout(sublayer(x)))
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention and FFN sublayers (Figure 1, left). The decoder layer adds encoder_attn."""
+class FeedForwardSublayer(nn.Module):
+    """Section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2, applied at every position.
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
-        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+    A mixin for the encoder and decoder layers: it owns ``fc1``, ``fc2`` and the final LayerNorm
+    under the layer's own names (fairseq's ``layers.N.fc1``), so checkpoints and converters see the
+    flat names they expect."""
+
+    def _init_feed_forward(self, cfg: ModelConfig) -> None:
         self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
         self.activation = F.relu if cfg.activation == "relu" else F.gelu
         self.activation_dropout = nn.Dropout(cfg.activation_dropout)
         self.final_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, T, F) -> (B, T, D)."""
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(x))))
+
+
+class EncoderLayer(FeedForwardSublayer, nn.Module):
+    """Self-attention and FFN sublayers (Figure 1, left)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self._init_feed_forward(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
         self.pre = cfg.norm_position == "pre"
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (B, S, D), mask (B, 1, 1, S) True = attend -> (B, S, D)."""
         x = sublayer_connection(x, lambda h: self.self_attn(h, h, mask=mask), self.self_attn_layer_norm,
                                 self.dropout, self.pre)
-        return sublayer_connection(x, lambda h: feed_forward(self, h), self.final_layer_norm, self.dropout, self.pre)
+        return sublayer_connection(x, self.feed_forward, self.final_layer_norm, self.dropout, self.pre)
 
 
-class DecoderLayer(EncoderLayer):
+class DecoderLayer(FeedForwardSublayer, nn.Module):
     """Masked self-attention, encoder-decoder attention and FFN sublayers (Figure 1, right)."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
+        super().__init__()
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.encoder_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
         self.encoder_attn_layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self._init_feed_forward(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.pre = cfg.norm_position == "pre"
 
     def forward(self, x: Tensor, cache: LayerCache, memory_mask: Tensor, self_mask: Tensor | None,
                 is_causal: bool) -> tuple[Tensor, LayerCache]:
+        """x (B, T, D) after the P cached positions -> (B, T, D) and the layer's new cache."""
         new_k = new_v = None
 
         def self_attention(h: Tensor) -> Tensor:
@@ -165,46 +182,60 @@ class DecoderLayer(EncoderLayer):
         x = sublayer_connection(
             x, lambda h: self.encoder_attn.attend(h, cache.cross_k, cache.cross_v, mask=memory_mask),
             self.encoder_attn_layer_norm, self.dropout, self.pre)
-        x = sublayer_connection(x, lambda h: feed_forward(self, h), self.final_layer_norm, self.dropout, self.pre)
+        x = sublayer_connection(x, self.feed_forward, self.final_layer_norm, self.dropout, self.pre)
         return x, LayerCache(new_k, new_v, cache.cross_k, cache.cross_v)
 
 
-class Embedding(nn.Module):
-    """Token embedding * sqrt(d_model) + positional encoding, then dropout (sections 3.4, 3.5, 5.4).
-    The token table is owned by the caller (it may be shared); this module holds the positions."""
+class PositionalEncoding(nn.Module):
+    """Section 3.5: the sinusoidal table (a buffer, not a parameter) or, as the paper's Table 3
+    row (E), a learned table (``weight``, fairseq's ``embed_positions.weight``)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.scale = math.sqrt(cfg.d_model)
         self.max_positions = cfg.max_positions
         if cfg.positional == "learned":
-            self.embed_positions = nn.Embedding(cfg.max_positions, cfg.d_model)
+            self.weight = nn.Parameter(torch.empty(cfg.max_positions, cfg.d_model))
+            nn.init.normal_(self.weight, mean=0.0, std=cfg.d_model ** -0.5)
         else:
-            self.embed_positions = None
-            self.register_buffer("positions", sinusoidal_table(cfg.max_positions, cfg.d_model),
-                                 persistent=False)  # (max_positions, D), not a parameter
-        self.dropout = nn.Dropout(cfg.dropout)
+            self.register_buffer("weight", sinusoidal_table(cfg.max_positions, cfg.d_model),
+                                 persistent=False)  # (max_positions, D)
 
-    def forward(self, embed_tokens: nn.Embedding, tokens: Tensor, start: int = 0) -> Tensor:
-        """tokens (B, T) at positions start..start+T-1 -> (B, T, D)."""
-        end = start + tokens.size(1)
+    def forward(self, start: int, length: int) -> Tensor:
+        """Positions start..start+length-1 -> (length, D)."""
+        end = start + length
         if end > self.max_positions:
             raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.max_positions}")
-        table = self.positions if self.embed_positions is None else self.embed_positions.weight
-        return self.dropout(embed_tokens(tokens) * self.scale + table[start:end])  # (B, T, D)
+        return self.weight[start:end]
+
+
+class Embedding(nn.Module):
+    """Sections 3.4, 3.5, 5.4: dropout(embed_tokens(x) * sqrt(d_model) + PE). Owns the positions and
+    holds the token table it is given (one table may be shared by both sides and the output)."""
+
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.embed_positions = PositionalEncoding(cfg)
+        self.scale = math.sqrt(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
+        """tokens (B, T) at positions start..start+T-1 -> (B, T, D)."""
+        positions = self.embed_positions(start, tokens.size(1))  # (T, D)
+        return self.dropout(self.embed_tokens(tokens) * self.scale + positions)  # (B, T, D)
 
 
 class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding):
         super().__init__()
-        self.embed_tokens = embed_tokens
-        self.embed = Embedding(cfg)
+        self.embed_tokens = embed_tokens  # the (maybe shared) table: parameter name encoder.embed_tokens
+        self.embed = Embedding(cfg, embed_tokens)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         # pre-norm stacks need a final LayerNorm; post-norm (the paper) ends normalised already
         self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
 
     def forward(self, src_tokens: Tensor, padding_mask: Tensor) -> Tensor:
-        x = self.embed(self.embed_tokens, src_tokens)  # (B, S, D)
+        x = self.embed(src_tokens)  # (B, S, D)
         mask = ~padding_mask[:, None, None, :]  # (B, 1, 1, S), True = attend
         for layer in self.layers:
             x = layer(x, mask)
@@ -216,7 +247,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = embed_tokens
-        self.embed = Embedding(cfg)
+        self.embed = Embedding(cfg, embed_tokens)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
         self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
         if cfg.tie_output:
@@ -237,7 +268,7 @@ class Decoder(nn.Module):
     def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """tokens (B, T) following the P cached positions -> logits (B, T, W), updated cache."""
         p, t = cache.length, tokens.size(1)
-        x = self.embed(self.embed_tokens, tokens, start=p)  # (B, T, D)
+        x = self.embed(tokens, start=p)  # (B, T, D)
         memory_mask = ~memory.padding_mask[:, None, None, :]  # (B, 1, 1, S)
         if p == 0 and t > 1:
             self_mask, is_causal = None, True  # plain causal mask (fast SDPA path)

@@ -51,7 +51,7 @@ def test_embedding_scale_and_positions():
     cfg.dropout = 0.0
     model = Transformer(cfg).eval()
     tokens = torch.tensor([[5, 7, 9]])
-    x = model.encoder.embed(model.encoder.embed_tokens, tokens)
+    x = model.encoder.embed(tokens)
     expected = model.encoder.embed_tokens.weight[tokens] * math.sqrt(cfg.d_model) + sinusoidal_table(3, cfg.d_model)
     torch.testing.assert_close(x, expected)
 
@@ -234,3 +234,20 @@ def test_initialisation():
     bound = math.sqrt(6 / (256 + 512))
     assert fc1.abs().max() <= bound and fc1.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.05)
     assert model.encoder.layers[0].fc1.bias.abs().sum() == 0
+
+
+def test_checkpoint_written_before_model_refactor_loads_and_matches():
+    """A checkpoint saved by the model code before Embedding/PositionalEncoding/FeedForwardSublayer
+    (learned positions, separate tables, untied output) loads with the same parameter names and
+    gives the logits it gave then."""
+    import json
+    from pathlib import Path
+
+    from nmt.checkpoint import load_model
+
+    here = Path(__file__).parent / "fixtures"
+    model, _ = load_model(here / "pre_refactor_ckpt")
+    ref = json.loads((here / "pre_refactor_ckpt_logits.json").read_text())
+    with torch.no_grad():
+        logits = model(torch.tensor(ref["src"]), torch.tensor(ref["tgt_in"]))
+    assert torch.allclose(logits, torch.tensor(ref["logits"]), atol=1e-5)
