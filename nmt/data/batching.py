@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from nmt.data.prepare import BOS, EOS, PAD
+from nmt.vocab import BOS, EOS, PAD
 
 
 class TokenBatchSampler:

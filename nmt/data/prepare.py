@@ -44,8 +44,8 @@ import numpy as np
 
 from nmt.data import download as dl
 from nmt.data.download import DataError
+from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")
 CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
 DEFAULT_VOCAB = {"multi30k": 8000, "wmt14": 37000}  # paper: ~37k shared BPE for WMT14 en-de
@@ -214,7 +214,7 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         "format": "nmt-prepared-data", "version": META_VERSION,
         "dataset": o.dataset, "src_lang": o.src_lang, "tgt_lang": o.tgt_lang,
         "vocab_size": sp.get_piece_size(), "dtype": dtype,
-        "special_ids": {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS},
+        "special_ids": SPECIAL_IDS,
         "splits": split_meta, "cleaning": cleaning, "inputs": inputs, "downloads": downloads,
         "spm": {k: v for k, v in spm_args.items() if k != "num_threads"},
         "recipe": asdict(o),

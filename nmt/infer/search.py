@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-PAD, BOS, EOS = 0, 2, 3
+from ..vocab import BOS, EOS, PAD
 
 
 def length_penalty(length: int, alpha: float) -> float:
