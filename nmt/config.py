@@ -17,6 +17,8 @@ from typing import Any, Literal, Optional
 
 import yaml
 
+from .vocab import PAD
+
 
 class ConfigError(ValueError):
     """An invalid configuration value: the message names the field, the value and why."""
@@ -50,7 +52,7 @@ class ModelConfig:
     share_embeddings: bool = True  # one matrix: source emb, target emb, pre-softmax (section 3.4)
     tie_output: bool = True  # pre-softmax projection = target embedding (section 3.4)
     layer_norm_eps: float = 1e-5
-    pad_id: int = 0
+    # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (issue 10, defect 3)
 
     def validate(self) -> "ModelConfig":
         for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads",
@@ -74,8 +76,6 @@ class ModelConfig:
                    f"a shared embedding needs src_vocab_size == tgt_vocab_size "
                    f"(got {self.src_vocab_size} and {self.tgt_vocab_size}); "
                    "set share_embeddings=false for separate vocabularies")
-        _check(0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size), "model.pad_id",
-               self.pad_id, "must be a valid token id")
         _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps,
                "must be positive")
         return self
@@ -89,6 +89,9 @@ class TrainConfig:
     update_tokens: int = 25000  # target tokens per optimizer step, reached by accumulation (5.1)
     accum_steps: int = 0  # micro-batches per step; 0 = derived from update_tokens
     label_smoothing: float = 0.1  # eps_ls (5.4)
+    # uniform: eps/V on every token (Szegedy et al., cited by the paper); fairseq: gold exactly
+    # 1-eps, others eps/(V-1) (tensor2tensor, fairseq). See nmt/train/loss.py.
+    label_smoothing_kind: Literal["uniform", "fairseq"] = "uniform"
     lr_scale: float = 1.0  # multiplies eq. 3
     warmup_steps: int = 4000
     adam_beta1: float = 0.9
@@ -119,6 +122,8 @@ class TrainConfig:
         for name in ("accum_steps", "max_steps", "max_epochs", "save_every_steps", "valid_every_steps", "num_threads"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "must be >= 0")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", self.label_smoothing, "must be in [0, 1)")
+        _check(self.label_smoothing_kind in ("uniform", "fairseq"), "train.label_smoothing_kind",
+               self.label_smoothing_kind, "must be 'uniform' (Szegedy et al.) or 'fairseq'")
         _check(0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0, "train.adam_beta1/adam_beta2",
                (self.adam_beta1, self.adam_beta2), "must be in [0, 1)")
         _check(self.adam_eps > 0, "train.adam_eps", self.adam_eps, "must be positive")
@@ -188,6 +193,11 @@ def to_dict(cfg: Any) -> dict:
 def from_dict(cls: type, data: dict, *, section: str = "model") -> Any:
     """Build ``cls`` from a dict, type-checking each value; unknown keys are an error."""
     names = {f.name for f in dataclasses.fields(cls)}
+    if cls is ModelConfig and "pad_id" in data:  # config.json written before the field was removed
+        data = dict(data)
+        legacy = data.pop("pad_id")
+        _check(legacy == PAD, f"{section}.pad_id", legacy, f"padding is token {PAD} in nmt "
+               "(nmt.vocab.PAD, the id `nmt prepare` writes); the field is no longer settable")
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{section}.{unknown[0]}: unknown field; valid fields: {sorted(names)}")

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import ModelConfig
+from .vocab import PAD
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
@@ -293,9 +294,9 @@ class Transformer(nn.Module):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
-        src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
         tgt_embed = src_embed if cfg.share_embeddings else nn.Embedding(
-            cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+            cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         self.encoder = Encoder(cfg, src_embed)
         self.decoder = Decoder(cfg, tgt_embed)
         self.reset_parameters()
@@ -319,8 +320,8 @@ class Transformer(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def encode(self, src_tokens: Tensor) -> EncoderOut:
-        """src_tokens (B, S), padded with pad_id -> EncoderOut((B, S, D), padding mask (B, S))."""
-        padding_mask = src_tokens.eq(self.cfg.pad_id)  # (B, S), True = padding
+        """src_tokens (B, S), padded with nmt.vocab.PAD -> EncoderOut((B, S, D), padding mask (B, S))."""
+        padding_mask = src_tokens.eq(PAD)  # (B, S), True = padding
         return EncoderOut(self.encoder(src_tokens, padding_mask), padding_mask)
 
     def decode_step(self, tgt_tokens: Tensor, memory: EncoderOut,

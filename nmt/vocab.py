@@ -17,6 +17,10 @@ def check_special_ids(recorded: dict | None, source: str) -> None:
     (``None``: nothing recorded, accepted)."""
     if recorded is None:
         return
-    if {k: int(v) for k, v in recorded.items()} != SPECIAL_IDS:
+    try:
+        same = {k: int(v) for k, v in recorded.items()} == SPECIAL_IDS
+    except (AttributeError, TypeError, ValueError):  # not a mapping of integers
+        same = False
+    if not same:
         raise ValueError(f"{source}: special token ids {recorded} differ from nmt's {SPECIAL_IDS} "
                          "(pad, unk, bos, eos); re-run `nmt prepare`")

@@ -12,8 +12,9 @@ import torch
 from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.infer.translate import (TranslateError, Translator, add_translate_args, make_batches,
-                           run_translate, translate_ids)
+from nmt.data.batching import make_batches
+from nmt.infer.translate import (TranslateError, Translator, add_translate_args, run_translate,
+                                 translate_ids)
 
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
          "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
@@ -95,7 +96,7 @@ def test_nbest_output_and_api(checkpoint, tmp_path, capsys):
     nbest = t.translate_nbest(sentences, beam=2, nbest=2, max_len_a=0, max_len_b=4, batch_tokens=8)
     assert [n[0].text for n in nbest] == texts  # batching does not change the result
     assert all(n[0].score >= n[-1].score for n in nbest if n)
-    with pytest.warns(UserWarning, match="sentence 0: 300 pieces"):
+    with pytest.warns(UserWarning, match="line 1: 300 pieces"):
         t.translate([" ".join(["katze"] * 300)], beam=1, alpha=0, max_len_a=0, max_len_b=2)
 
 

@@ -12,6 +12,8 @@ Typical use:
                                 max_tokens=4096, seed=1, num_replicas=world, rank=rank)
     loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
     sampler.set_epoch(epoch)  # or load_state_dict(saved) to resume mid-epoch
+
+Translation batches with the same packer (`make_batches`: one side, longest first).
 """
 
 from __future__ import annotations
@@ -105,8 +107,9 @@ class TokenBatchSampler:
 
 
 def pack(order: np.ndarray, src_sizes: np.ndarray, tgt_sizes: np.ndarray, *,
-         max_tokens: int) -> list[list[int]]:
-    """Cut `order` greedily into consecutive batches with n * max(size) <= max_tokens per side.
+         max_tokens: int, max_sentences: int | None = None) -> list[list[int]]:
+    """Cut `order` greedily into consecutive batches with n * max(size) <= max_tokens per side
+    (and at most `max_sentences` examples, if given).
 
     Sizes are the padded-tensor lengths (pieces + 1). An example over budget alone gets its
     own batch.
@@ -115,7 +118,8 @@ def pack(order: np.ndarray, src_sizes: np.ndarray, tgt_sizes: np.ndarray, *,
     max_s = max_t = 0
     for i, s, t in zip(order.tolist(), src_sizes[order].tolist(), tgt_sizes[order].tolist()):
         new_s, new_t = max(max_s, s), max(max_t, t)
-        if batch and (len(batch) + 1) * max(new_s, new_t) > max_tokens:
+        full = max_sentences is not None and len(batch) >= max_sentences
+        if batch and (full or (len(batch) + 1) * max(new_s, new_t) > max_tokens):
             batches.append(batch)
             batch, new_s, new_t = [], s, t
         batch.append(i)
@@ -123,6 +127,16 @@ def pack(order: np.ndarray, src_sizes: np.ndarray, tgt_sizes: np.ndarray, *,
     if batch:
         batches.append(batch)
     return batches
+
+
+def make_batches(lengths: Sequence[int], *, batch_tokens: int,
+                 max_sentences: int | None = None) -> list[list[int]]:
+    """Translation's batches (one side): indices longest first (ties in input order), cut by
+    `pack` so that each batch holds at most `batch_tokens` padded tokens (n * longest) and
+    `max_sentences` sentences (always at least one). `lengths` are padded-tensor lengths."""
+    sizes = np.asarray(lengths, dtype=np.int64).reshape(-1)  # (N,)
+    order = np.argsort(-sizes, kind="stable")  # (N,) longest first
+    return pack(order, sizes, sizes, max_tokens=batch_tokens, max_sentences=max_sentences)
 
 
 def equalize(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
@@ -162,9 +176,10 @@ class Batch:
                      self.n_src_tokens, self.n_tgt_tokens)
 
 
-def collate(examples: Sequence[tuple[np.ndarray, np.ndarray]], *, pad: int = PAD,
-            bos: int = BOS, eos: int = EOS) -> Batch:
-    """Pad a list of (src_ids, tgt_ids) piece arrays into a Batch (see its field comments)."""
+def collate(examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> Batch:
+    """Pad a list of (src_ids, tgt_ids) piece arrays into a Batch (see its field comments); the
+    special ids are nmt.vocab's, the ones `nmt prepare` wrote the data with."""
+    pad, bos, eos = PAD, BOS, EOS
     b = len(examples)
     s_len = max((len(s) for s, _ in examples), default=0) + 1
     t_len = max((len(t) for _, t in examples), default=0) + 1

@@ -2,8 +2,9 @@
 
 Pipeline, streaming throughout (memory does not grow with the corpus):
   1. read:  plain or .gz UTF-8 files, one sentence per line, aligned by line (`read_pairs`);
-  2. clean: strip + Unicode NFC on every split; train only: drop empty pairs; valid and test are
-            never filtered or reordered (an empty line stays an empty example);
+  2. clean: strip, control characters inside a line to spaces, Unicode NFC on every split
+            (`clean_line`; counted per sentence in the report); train only: drop empty pairs;
+            valid and test are never filtered or reordered (an empty line stays an empty example);
   3. vocab: one SentencePiece BPE model shared by both languages, trained on the cleaned train
             split only (sampled to `input_sentence_size` lines with a fixed seed);
   4. encode: train only: drop pairs longer than `max_len` pieces or with a length ratio above
@@ -31,6 +32,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -44,7 +46,7 @@ import numpy as np
 
 from nmt.data import download as dl
 from nmt.data.download import DataError
-from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
+from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids
 
 SPLITS = ("train", "valid", "test")
 CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
@@ -103,9 +105,21 @@ def read_pairs(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str
         yield pair
 
 
+# Control characters inside a line: C0 (tab, CR, NUL, ...), DEL, C1 (incl. NEL U+0085) and the
+# Unicode line / paragraph separators U+2028/2029 become one space each (as Moses'
+# remove-non-printing-char and HF's BertNormalizer clean_text do); U+FEFF (byte-order mark, or
+# zero-width no-break space) is removed. Other format characters (ZWJ, bidi marks) are kept.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+
+
+def _control_to_space(match: re.Match) -> str:
+    return "" if match.group() == "\ufeff" else " "
+
+
 def clean_line(text: str) -> str:
-    """The cleaning applied to every sentence (also at translation time): strip, then NFC."""
-    return unicodedata.normalize("NFC", text.strip())
+    """The cleaning applied to every sentence (also at translation time): strip, control
+    characters inside the line to one space each (U+FEFF removed), strip, then NFC."""
+    return unicodedata.normalize("NFC", _CONTROL.sub(_control_to_space, text.strip()).strip())
 
 
 # ------------------------------------------------------------------------------- preparing
@@ -226,7 +240,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
 def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *,
                  drop_empty: bool) -> dict:
     """Write cleaned, line-aligned text of one split to `files`; return the cleaning counts."""
-    stats = {"read": 0, "kept": 0, "stripped": 0, "nfc_changed": 0, "dropped": {"empty": 0}}
+    stats = {"read": 0, "kept": 0, "stripped": 0, "control_chars": 0, "nfc_changed": 0,
+             "dropped": {"empty": 0}}
     if not drop_empty:
         stats["empty_kept"] = 0
     with open(files[0], "w", encoding="utf-8", newline="\n") as fs, \
@@ -236,8 +251,11 @@ def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *,
             pair = []
             for text in (src, tgt):
                 stripped = text.strip()
-                clean = unicodedata.normalize("NFC", stripped)
+                spaced = _CONTROL.sub(_control_to_space, stripped).strip()  # as clean_line
+                clean = unicodedata.normalize("NFC", spaced)
                 stats["stripped"] += stripped != text
+                stats["control_chars"] += spaced != stripped
+                stripped = spaced
                 stats["nfc_changed"] += clean != stripped
                 pair.append(clean)
             if not (pair[0] and pair[1]):
@@ -336,7 +354,12 @@ def load_meta(data_dir: str | Path) -> dict:
     if not path.is_file():
         raise DataError(f"{data_dir} is not a prepared data directory (no meta.json); "
                         f"run `nmt prepare` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    try:  # the ids the data was written with must be nmt.vocab's (issue 10, defect 3)
+        check_special_ids(meta.get("special_ids"), str(path))
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    return meta
 
 
 def load_spm(data_dir: str | Path):
@@ -467,7 +490,7 @@ def format_report(meta: dict) -> str:
         s = meta["splits"][split]
         notes = [f"dropped {k} {v}" for k, v in c["dropped"].items() if v]
         notes += [f"{k.replace('_', ' ')} {c[k]}" for k in ("empty_kept", "stripped",
-                                                            "nfc_changed") if c.get(k)]
+                                                            "control_chars", "nfc_changed") if c.get(k)]
         lines.append(f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
                      f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
     return "\n".join(lines)

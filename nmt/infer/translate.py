@@ -9,13 +9,17 @@ Sentences are cleaned as at training time (strip, NFC), encoded with the checkpo
 SentencePiece model, given EOS, sorted by length into batches of at most ``batch_tokens`` padded
 source tokens, searched (nmt.search), and returned in input order. An empty sentence translates
 to an empty string without calling the model; a sentence longer than the model's positions is
-truncated (with a warning naming it).
+truncated (with a warning naming it, sentences counted from 1). ``translate`` also takes one
+str and returns one str; anything but str in the list is a TypeError naming its position.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +27,11 @@ from typing import Callable
 
 import torch
 
+from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
 from .search import EOS, PAD, Hypothesis, beam_search
+from ..vocab import check_special_ids
 
 
 class TranslateError(Exception):
@@ -51,24 +57,7 @@ def add_eos(pieces: list[int], max_positions: int) -> tuple[list[int], bool]:
     return list(pieces[: max_positions - 1]) + [EOS], cut
 
 
-def make_batches(lengths: list[int], *, batch_tokens: int, max_sentences: int | None = None) -> list[list[int]]:
-    """Indices grouped longest first so that each batch holds at most ``batch_tokens`` padded
-    tokens (n_sentences * longest) and ``max_sentences`` sentences (always at least one)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches, current = [], []
-    for i in order:
-        longest = lengths[current[0]] if current else lengths[i]
-        full = max_sentences is not None and len(current) >= max_sentences
-        if current and (full or (len(current) + 1) * longest > batch_tokens):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: float = 0.6,
+def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: float | None = None,
                    max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
                    batch_tokens: int = 2048, max_sentences: int | None = None,
                    device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
@@ -76,6 +65,7 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each."""
     device = torch.device(device)
+    alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens,
@@ -93,12 +83,12 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
     return results
 
 
-def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha: float = 0.6,
+def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
                   device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source given as pieces without EOS (as stored by
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
-    gives []. Greedy search: beam=1, alpha=0. The model is put in eval mode and restored."""
+    gives []. alpha None: default_alpha(beam) (beam 1 is greedy). The model is put in eval mode and restored."""
     sources = [add_eos(ids, model.cfg.max_positions)[0] if len(ids) else [] for ids in src_id_lists]
     was_training = model.training
     model.eval()
@@ -133,6 +123,35 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
 
 
 # ----------------------------------------------------------------------------- text in, text out
+def truncation_message(index: int, n_pieces: int, limit: int) -> str:
+    """The warning for a sentence cut to the model's positions (API and CLI; counted from 1)."""
+    return f"line {index + 1}: {n_pieces} pieces, truncated to {limit - 1} (model.max_positions={limit})"
+
+
+def check_sentences(sentences) -> None:
+    """TypeError unless ``sentences`` is a list/tuple of str (naming the first bad item, from 1)."""
+    if not isinstance(sentences, (list, tuple)):
+        raise TypeError(f"sentences: expected a str or a list of str, got {type(sentences).__name__}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"sentence {i + 1}: expected str, got {type(s).__name__}")
+
+
+def check_checkpoint_ids(directory: Path, config: dict, sp) -> None:
+    """The special ids of a checkpoint's data (config.json["data"]["special_ids"], the meta.json it
+    was trained on) and of its spm.model must be nmt.vocab's; CheckpointError naming the file."""
+    from ..checkpoint import CheckpointError
+
+    data = config.get("data") if isinstance(config, dict) else None
+    recorded = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
+    try:
+        check_special_ids(data.get("special_ids") if isinstance(data, dict) else None,
+                          f"{directory / 'config.json'} (data.special_ids)")
+        check_special_ids(recorded, str(directory / "spm.model"))
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+
+
 class Translator:
     """A model with its SentencePiece model: text in, text out."""
 
@@ -147,8 +166,9 @@ class Translator:
         from ..checkpoint import load_model, resolve
 
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        model, _ = load_model(checkpoint, device=device)
+        model, config = load_model(checkpoint, device=device)
         sp = spm.SentencePieceProcessor(model_file=str(resolve(checkpoint) / "spm.model"))
+        check_checkpoint_ids(resolve(checkpoint), config, sp)
         dtype, _ = resolve_precision(precision, device)
         return cls(model, sp, device=device, dtype=dtype)
 
@@ -172,27 +192,39 @@ class Translator:
         text = self.sp.decode(tokens) if tokens else ""
         return text.replace("\r", " ").replace("\n", " ")
 
-    def translate_nbest(self, sentences: list[str], *, beam: int = 4, alpha: float = 0.6,
+    def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None) -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
-        is called for each sentence cut to the model's positions (default: a warning)."""
+        is called for each sentence cut to the model's positions (default: a warning counting
+        sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
+        instead of a list gives the one sentence's list of translations."""
+        if isinstance(sentences, str):
+            return self.translate_nbest([sentences], beam=beam, alpha=alpha, max_len_a=max_len_a,
+                                        max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
+                                        on_truncate=on_truncate, on_batch=on_batch)[0]
+        check_sentences(sentences)
+        alpha = default_alpha(beam) if alpha is None else alpha
         sources, truncated = self.encode(sentences)
         limit = self.model.cfg.max_positions
         for i, n in truncated:
             if on_truncate is not None:
                 on_truncate(i, n)
             else:
-                warnings.warn(f"sentence {i}: {n} pieces, truncated to {limit - 1} (model.max_positions={limit})")
+                warnings.warn(truncation_message(i, n, limit))
         hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
                               max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
                               device=self.device, dtype=self.dtype, on_batch=on_batch)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
-    def translate(self, sentences: list[str], *, beam: int = 4, alpha: float = 0.6,
+    def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048) -> list[str]:
-        """The best translation of each sentence (beam=1, alpha=0 for greedy search)."""
+        """The best translation of each sentence; one str in, one str out. ``alpha`` None:
+        default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0)."""
+        if isinstance(sentences, str):
+            return self.translate([sentences], beam=beam, alpha=alpha, max_len_a=max_len_a,
+                                  max_len_b=max_len_b, batch_tokens=batch_tokens)[0]
         return [t[0].text for t in self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
             batch_tokens=batch_tokens)]
@@ -222,12 +254,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nbest", type=int, default=1,
                         help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="auto",
-                        help="auto: bf16 autocast only where nmt.precision finds it fast")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto"), default="auto",
+                        help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="invalid UTF-8 input: an error naming the line, or U+FFFD")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)")
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
@@ -239,8 +273,10 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         raise TranslateError(f"--beam {args.beam} --nbest {args.nbest}: need beam >= 1 and 1 <= nbest <= beam")
     if args.batch_tokens < 1:
         raise TranslateError(f"--batch-tokens {args.batch_tokens}: must be positive")
+    check_options(args)
     if args.alpha is None:
         args.alpha = default_alpha(args.beam)
+    check_output(args.output)  # before translating anything
     lines = read_text_lines(args.input, errors=args.errors)
     from ..checkpoint import CheckpointError
 
@@ -248,14 +284,16 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")
     except CheckpointError as e:
         raise TranslateError(str(e)) from None
-    translator.dtype, reason = resolve_precision(args.precision, translator.device)
+    try:
+        translator.dtype, reason = resolve_precision(args.precision, translator.device)
+    except ValueError as e:  # fp16 on a CPU
+        raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
     if not args.quiet:
         print(f"nmt translate: precision: {reason}", file=sys.stderr)
     limit = translator.model.cfg.max_positions
 
     def warn(i: int, n: int) -> None:
-        print(f"nmt translate: warning: line {i + 1}: {n} pieces, truncated to {limit - 1} "
-              f"(model.max_positions={limit})", file=sys.stderr)
+        print(f"nmt translate: warning: {truncation_message(i, n, limit)}", file=sys.stderr)
 
     bar = tqdm(total=sum(1 for s in lines if s.strip()), unit="sent", file=sys.stderr,
                disable=args.quiet or args.input == "-")
@@ -272,5 +310,70 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.flush()
     else:
-        Path(args.output).write_text(text, encoding="utf-8", newline="\n")
+        write_output(args.output, text)
     return 0
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Numbers, --device and --threads, checked before anything is read or loaded; sets threads."""
+    for name in ("alpha", "max_len_a"):
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            raise TranslateError(f"--{name.replace('_', '-')} {value}: must be a finite number")
+    if args.max_len_a < 0 or args.max_len_b < 0:
+        raise TranslateError(f"--max-len-a {args.max_len_a} --max-len-b {args.max_len_b}: must be >= 0")
+    if args.threads < 0:
+        raise TranslateError(f"--threads {args.threads}: must be >= 1 (0: torch's default)")
+    if args.device is not None:
+        try:
+            device = torch.device(args.device)
+        except (RuntimeError, ValueError):
+            raise TranslateError(f"--device {args.device}: not a device name (cpu, cuda, cuda:1, ...)") from None
+        try:
+            torch.empty(1, device=device)
+        except Exception as e:  # noqa: BLE001 (torch raises RuntimeError or AssertionError here)
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise TranslateError(f"--device {args.device}: not available on this machine ({why})") from None
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+
+def check_output(path: str) -> None:
+    """TranslateError unless ``path`` ("-" = stdout) can be written: not a folder, in an existing
+    writable folder (a probe file is created there and removed), not a read-only file."""
+    if path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise TranslateError(f"{p}: is a directory; -o takes a file name")
+    if not p.parent.is_dir():
+        raise TranslateError(f"{p}: cannot write: folder {p.parent} does not exist")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise TranslateError(f"{p}: cannot write: the file is read-only")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.tmp-", dir=p.parent)
+    except OSError as e:
+        raise TranslateError(f"{p}: cannot write in {p.parent} ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def write_output(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed): a
+    failure leaves no partial output, and an existing file is replaced whole or not at all."""
+    p = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.tmp-", dir=p.parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain write would give 0666 & ~umask
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as e:
+        raise TranslateError(f"{p}: cannot write ({e.strerror})") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

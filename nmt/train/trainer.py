@@ -233,7 +233,7 @@ class Trainer:
         with autocast(self.device, self.amp_dtype):
             logits = model(batch.src, batch.tgt_in)  # (B, T, W)
         return label_smoothed_nll_loss(logits, batch.tgt_out, epsilon=self.cfg.label_smoothing,
-                                       ignore_index=self.model_cfg.pad_id)
+                                       kind=self.cfg.label_smoothing_kind)  # ignores nmt.vocab.PAD
 
     def train_step(self, micro: list[Batch]) -> dict:
         self.model.train()
