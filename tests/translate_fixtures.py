@@ -1,0 +1,35 @@
+"""A tiny random-weight checkpoint with its own SentencePiece model (made here, no downloads)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
+         "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
+
+
+def make_checkpoint(folder: Path, *, data: dict | None = None, spm_ids: tuple = (0, 1, 2, 3)) -> Path:
+    """Save a `tiny` model (vocabulary 100, seed 0) at folder/checkpoint; ``data`` is what
+    config.json records as the prepared data's meta.json; ``spm_ids`` the (pad, unk, bos, eos)
+    the SentencePiece model is trained with."""
+    import sentencepiece as spm
+    import torch
+
+    from nmt.checkpoint import save
+    from nmt.config import tiny
+    from nmt.model import Transformer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?"])
+             for _ in range(400)]
+    pad, unk, bos, eos = spm_ids
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(folder / "spm"), vocab_size=100, model_type="bpe",
+        pad_id=pad, unk_id=unk, bos_id=bos, eos_id=eos, character_coverage=1.0, minloglevel=2)
+    torch.manual_seed(0)
+    cfg = tiny(100)
+    return save(folder / "checkpoint", model=Transformer(cfg), spm_model=folder / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": data or {}})
