@@ -16,6 +16,7 @@ str and returns one str; anything but str in the list is a TypeError naming its 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -137,6 +138,18 @@ def check_sentences(sentences) -> None:
             raise TypeError(f"sentence {i + 1}: expected str, got {type(s).__name__}")
 
 
+def one_or_many(method):
+    """Let a Translator method that takes a list of sentences take one str as well (it then
+    returns that sentence's result); a list must hold only str (TypeError naming the item)."""
+    @functools.wraps(method)
+    def wrapper(self, sentences, *args, **kwargs):
+        if isinstance(sentences, str):
+            return method(self, [sentences], *args, **kwargs)[0]
+        check_sentences(sentences)
+        return method(self, sentences, *args, **kwargs)
+    return wrapper
+
+
 def check_checkpoint_ids(directory: Path, config: dict, sp) -> None:
     """The special ids of a checkpoint's data (config.json["data"]["special_ids"], the meta.json it
     was trained on) and of its spm.model must be nmt.vocab's; CheckpointError naming the file."""
@@ -192,6 +205,7 @@ class Translator:
         text = self.sp.decode(tokens) if tokens else ""
         return text.replace("\r", " ").replace("\n", " ")
 
+    @one_or_many
     def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
@@ -200,12 +214,6 @@ class Translator:
         is called for each sentence cut to the model's positions (default: a warning counting
         sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
         instead of a list gives the one sentence's list of translations."""
-        if isinstance(sentences, str):
-            return self.translate_nbest([sentences], beam=beam, alpha=alpha, max_len_a=max_len_a,
-                                        max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
-                                        on_truncate=on_truncate, on_batch=on_batch)[0]
-        check_sentences(sentences)
-        alpha = default_alpha(beam) if alpha is None else alpha
         sources, truncated = self.encode(sentences)
         limit = self.model.cfg.max_positions
         for i, n in truncated:
@@ -218,13 +226,11 @@ class Translator:
                               device=self.device, dtype=self.dtype, on_batch=on_batch)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
+    @one_or_many
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0)."""
-        if isinstance(sentences, str):
-            return self.translate([sentences], beam=beam, alpha=alpha, max_len_a=max_len_a,
-                                  max_len_b=max_len_b, batch_tokens=batch_tokens)[0]
         return [t[0].text for t in self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
             batch_tokens=batch_tokens)]
