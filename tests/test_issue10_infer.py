@@ -145,6 +145,26 @@ def test_label_smoothing_kinds_by_hand(kind):
     with pytest.raises(ConfigError, match="label_smoothing_kind"):
         TrainConfig(label_smoothing_kind="t2t").validate()
 
+    # the training loop passes the option to the loss
+    from types import SimpleNamespace
+
+    from nmt.config import tiny
+    from nmt.data.batching import collate
+    from nmt.model import Transformer
+    from nmt.train.trainer import Trainer
+
+    torch.manual_seed(0)
+    model = Transformer(tiny(20)).eval()
+    batch = collate([(np.array([5, 6, 7]), np.array([8, 9])), (np.array([4]), np.array([10, 11, 12]))])
+    losses = {}
+    for k in ("uniform", "fairseq"):
+        fake = SimpleNamespace(device=torch.device("cpu"), amp_dtype=None, cfg=TrainConfig(label_smoothing_kind=k))
+        with torch.no_grad():
+            losses[k] = Trainer.forward_loss(fake, model, batch)[0].item()
+            direct = label_smoothed_nll_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.1, kind=k)
+        assert losses[k] == pytest.approx(direct[0].item(), rel=1e-6)
+    assert losses["uniform"] != pytest.approx(losses["fairseq"], rel=1e-9)
+
 
 # ----------------------------------------------------------------------------- defect 7
 def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
