@@ -195,7 +195,7 @@ def from_dict(cls: type, data: dict, *, section: str = "model") -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     if cls is ModelConfig and "pad_id" in data:  # config.json written before the field was removed
         data = dict(data)
-        legacy = data.pop("pad_id")
+        legacy = _coerce(int, data.pop("pad_id"), f"{section}.pad_id")
         _check(legacy == PAD, f"{section}.pad_id", legacy, f"padding is token {PAD} in nmt "
                "(nmt.vocab.PAD, the id `nmt prepare` writes); the field is no longer settable")
     unknown = sorted(set(data) - names)
