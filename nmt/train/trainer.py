@@ -445,7 +445,7 @@ def add_train_args(parser) -> None:
     parser.add_argument("--preset", choices=["base", "big", "small", "tiny"],
                         help="model and training defaults (default: base, or the config file's preset:)")
     parser.add_argument("--config", help="YAML/JSON with model: and train: sections (and optional preset:)")
-    parser.add_argument("--resume", nargs="?", const="strict", choices=["auto"], default=None,
+    parser.add_argument("--resume", nargs="?", const="strict", choices=["strict", "auto"], default=None,
                         help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
                              "has one, else start fresh (for preemptible jobs: re-run the same command)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
@@ -474,6 +474,7 @@ def run_train(args, overrides: dict) -> int:
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None
     if dist.is_initialized():
+        trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
         dist.destroy_process_group()
     return 0
 
