@@ -201,6 +201,13 @@ def test_resume_auto_starts_fresh_and_resume_stays_strict(tiny_data, tmp_path, c
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002", "step_00000003"]
 
 
+def test_resume_with_another_world_size_is_refused(tiny_data, straight, capsys):
+    run = straight.parent.parent  # the 2-process run, resumed by a single process
+    assert main(["train", str(tiny_data), "--out", str(run), "--resume", f"--train.max_steps={RESUME_STEPS + 1}"]) == 2
+    assert "saved with 2 processes; resume with the same number (now 1)" in capsys.readouterr().err
+    assert ckpt.list_step_checkpoints(run)[-1] == straight  # nothing written
+
+
 # ----------------------------------------------------------------------------- multi-node, failures
 def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
     """Two torchrun invocations (--nnodes 2 --nproc-per-node 1, c10d rendezvous on 127.0.0.1) are the
@@ -269,7 +276,7 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
     real_run = trainer_module.Trainer.run
 
     def run_with_meta_default(self):
-        assert self.coll.active and self.ddp is not None  # the distributed path, in one process
+        assert dist.is_initialized() and self.ddp is not None  # the distributed path, in one process
         torch.set_default_device("meta")
         try:
             return real_run(self)
