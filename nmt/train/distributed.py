@@ -130,9 +130,11 @@ class Collectives:
         try:
             yield
         except RuntimeError as e:  # gloo and nccl raise RuntimeError (DistBackendError) subclasses
-            if not self.active:
-                raise
-            lines = str(e).strip().splitlines()
+            text = str(e)
+            if not self.active or not (isinstance(e, dist.DistError) or any(
+                    mark in text.lower() for mark in ("gloo", "nccl", "timed out", "connection", "peer"))):
+                raise  # not a communication failure (e.g. out of memory in backward): as it is
+            lines = text.strip().splitlines()
             raise DistributedError(
                 f"rank {self.rank} of {self.world}: {what} failed at update {self.step}: "
                 f"{lines[0] if lines else type(e).__name__} (another rank crashed or hung, or the "
