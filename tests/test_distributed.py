@@ -44,12 +44,36 @@ def free_port() -> int:
 
 
 def launch(data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "", **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", distributed.TEST_DELAY_ENV: delay}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "NMT_TEST_DELAY": delay}
     if "--rdzv-endpoint" not in " ".join(torchrun):
         torchrun = (*torchrun, f"--master-port={free_port()}")
-    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun, "-m", "nmt", "train", str(data),
+    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun, str(REPO / "tests" / "delayed_nmt.py"), "train", str(data),
            "--out", str(out), *TINY, *extra]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    LAUNCHED.append(proc)
+    return proc
+
+
+LAUNCHED: list[subprocess.Popen] = []
+
+
+def kill_job(proc: subprocess.Popen) -> None:
+    """SIGKILL a torchrun process and its workers (which torchrun starts in sessions of their own)."""
+    for pid in (*worker_pids(proc.pid).values(), proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test():
+    yield
+    while LAUNCHED:
+        proc = LAUNCHED.pop()
+        if proc.poll() is None:
+            kill_job(proc)
+            proc.communicate()
 
 
 def torchrun(data, out, *extra, timeout: float = 120, **kwargs) -> tuple[int, str]:
@@ -57,7 +81,7 @@ def torchrun(data, out, *extra, timeout: float = 120, **kwargs) -> tuple[int, st
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:  # the hang this file is about: fail, never wait forever
-        proc.kill()
+        kill_job(proc)
         output, _ = proc.communicate()
         pytest.fail(f"the job did not finish in {timeout} s (hang?):\n{output[-3000:]}")
     return proc.returncode, output
@@ -132,14 +156,17 @@ def straight(tiny_data, tmp_path_factory) -> Path:
 
 
 def worker_pids(torchrun_pid: int) -> dict[int, int]:
-    """{rank: pid} of the workers of a torchrun process (Linux /proc)."""
+    """{rank: pid} of the live workers of a torchrun process (Linux /proc)."""
     workers = {}
-    for task in Path(f"/proc/{torchrun_pid}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            env = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0")
-                       if "=" in item)
-            if "RANK" in env:
-                workers[int(env["RANK"])] = int(pid)
+    try:
+        for task in Path(f"/proc/{torchrun_pid}/task").iterdir():
+            for pid in (task / "children").read_text().split():
+                env = dict(item.split("=", 1) for item in
+                           Path(f"/proc/{pid}/environ").read_text(errors="replace").split("\0") if "=" in item)
+                if "RANK" in env:
+                    workers[int(env["RANK"])] = int(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):  # it has exited meanwhile
+        pass
     return workers
 
 
@@ -174,9 +201,8 @@ def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straigh
     args = [*RESUME, f"--train.max_steps={RESUME_STEPS}", "--train.save_every_steps=3", "--resume", "auto"]
     proc = launch(tiny_data, run, *args, delay="0:0:0.1")
     wait_for(lambda: bool(ckpt.list_step_checkpoints(run)), proc)
-    workers = worker_pids(proc.pid)  # torchrun starts them in sessions of their own
-    for pid in (proc.pid, *workers.values()):  # the whole job, no warning
-        os.kill(pid, signal.SIGKILL)
+    workers = worker_pids(proc.pid)
+    kill_job(proc)  # the whole job, no warning
     proc.communicate()
     for pid in workers.values():  # reaped by init; wait until they are gone
         while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():

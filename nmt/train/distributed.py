@@ -29,7 +29,6 @@ import datetime
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -38,7 +37,6 @@ import torch.distributed as dist
 
 # Reasons a run stops; the index is the code exchanged between ranks (0 = keep going).
 STOP_REASONS = (None, "max_steps", "max_time", "max_epochs", "preempted")
-TEST_DELAY_ENV = "NMT_TEST_DELAY"  # tests only: "RANK:SECONDS[:PER_UPDATE]" slows one rank
 
 
 class DistributedError(Exception):
@@ -208,30 +206,3 @@ class Preemption:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
             self._previous = None
-
-
-class SlowRank:
-    """Tests only: ``NMT_TEST_DELAY=RANK:SECONDS[:PER_UPDATE]`` makes rank RANK sleep SECONDS before its
-    first update (after its clock started later than the others') and PER_UPDATE before each update.
-    Sleeps end early on SIGTERM so that a stopped job does not linger."""
-
-    def __init__(self, rank: int, preemption: Preemption):
-        spec = os.environ.get(TEST_DELAY_ENV, "")
-        parts = [float(p) for p in spec.split(":")] if spec else []
-        self.active = bool(parts) and int(parts[0]) == rank
-        self.first = parts[1] if self.active and len(parts) > 1 else 0.0
-        self.each = parts[2] if self.active and len(parts) > 2 else 0.0
-        self.preemption = preemption
-
-    def sleep(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end and not self.preemption.requested:
-            time.sleep(min(0.05, max(0.0, end - time.monotonic())))
-
-    def before_first(self) -> None:
-        if self.active:
-            self.sleep(self.first)
-
-    def before_update(self) -> None:
-        if self.active and self.each:
-            self.sleep(self.each)

@@ -340,8 +340,6 @@ class Trainer:
                  f"world size {self.world}; {self.accum} micro-batch(es) of <= {cfg.max_tokens} tokens per update "
                  f"(~{cfg.update_tokens} target tokens)")
         stream = self.micro_batches()
-        slow = distributed.SlowRank(self.rank, self.preemption)
-        slow.before_first()  # tests only (NMT_TEST_DELAY): this rank's clock starts late
         start, last_save = time.time() - self.elapsed, time.time()
         bar = None
         if self.progress:
@@ -356,7 +354,6 @@ class Trainer:
         window_loss = window_nll = 0.0  # token-weighted sums since the last log line
         stop = None
         while stop is None:
-            slow.before_update()
             self.coll.step = self.step + 1
             micro = list(itertools.islice(stream, self.accum))
             # one all-reduce: the update's target tokens, and whether some rank's data has ended
