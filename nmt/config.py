@@ -114,6 +114,7 @@ class TrainConfig:
     best_metric: Literal["loss", "bleu"] = "loss"
     log_every_steps: int = 10
     num_threads: int = 0  # 0 = torch's default
+    collective_timeout: float = 30.0  # minutes a multi-process collective may wait before the job fails
 
     def validate(self) -> "TrainConfig":
         for name in ("max_tokens", "update_tokens", "warmup_steps", "log_every_steps", "keep_last"):
@@ -134,6 +135,7 @@ class TrainConfig:
                "must be fp32, bf16, fp16 or auto")
         _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
                "best_metric=bleu needs valid_bleu=true")
+        _check(self.collective_timeout > 0, "train.collective_timeout", self.collective_timeout, "must be positive")
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
         return self
 

@@ -6,7 +6,8 @@ across ranks, backpropagate the label-smoothed loss sum divided by that count (5
 learning rate of eq. 3 (5.3), Adam step, log, validate, checkpoint.
 
 Run under ``torchrun --nproc_per_node=K -m nmt train ...`` for DistributedDataParallel (gloo on CPU,
-nccl on CUDA); rank 0 writes checkpoints and logs.
+nccl on CUDA); rank 0 writes checkpoints and logs. Every stop/save/validate decision is taken once per
+update for the whole job (`distributed.py`); SIGTERM checkpoints at the next update and exits 0.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -31,6 +33,7 @@ from ..data.batching import Batch, TokenBatchSampler, collate
 from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, from_dict, load_raw,
                      preset, to_dict, train_preset)
 from ..data.prepare import ParallelDataset, load_meta
+from . import distributed
 from .loss import label_smoothed_nll_loss
 from ..model import Transformer
 from .optim import build_adam, inverse_sqrt_lr, set_lr
@@ -109,17 +112,19 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
 # ----------------------------------------------------------------------------- the loop
 class Trainer:
     def __init__(self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                 meta: dict, *, resume: bool, device: str | None = None, progress: bool = True):
+                 meta: dict, *, resume: bool, device: str | None = None, progress: bool = True,
+                 restart: bool = False):
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
+        topo = distributed.Topology.from_env()
+        self.world, self.rank = topo.world, topo.rank
         self.is_main = self.rank == 0
-        if device is None:
-            device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
-        if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        self.device = distributed.resolve_device(device, topo.local_rank)
+        if (topo.launched or self.world > 1) and not dist.is_initialized():
+            distributed.init_process_group(self.device, timeout_minutes=train_cfg.collective_timeout)
+        self.coll = distributed.Collectives(device=self.device, rank=self.rank, world=self.world,
+                                            active=dist.is_initialized(),
+                                            timeout_minutes=train_cfg.collective_timeout)
         if train_cfg.num_threads:
             torch.set_num_threads(train_cfg.num_threads)
         self.amp_dtype, self.precision_note = resolve_precision(train_cfg.precision, self.device)
@@ -136,7 +141,7 @@ class Trainer:
         torch.manual_seed(train_cfg.seed)
         self.model = Transformer(model_cfg).to(self.device)
         self.ddp = None
-        if self.world > 1:
+        if self.coll.active:
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.optimizer = build_adam(self.model.parameters(), betas=(train_cfg.adam_beta1, train_cfg.adam_beta2),
@@ -147,19 +152,23 @@ class Trainer:
         self.elapsed = 0.0
         self.tokens_seen = 0
         self.tb = None
-        self._prepare_run_dir(resume)
+        self._prepare_run_dir(resume, restart=restart)
 
     # -- set-up
     def _accumulation_steps(self) -> int:
-        """Micro-batches per update so that world * accum * (mean target tokens per batch) ~ update_tokens."""
+        """Micro-batches per update so that world * accum * (mean target tokens per batch) ~ update_tokens.
+
+        The mean is over the batches of all shards (summed across ranks), so every rank gets the same count."""
         if self.cfg.accum_steps:
             return self.cfg.accum_steps
         batches = self.sampler.batches(0)
         tgt = self.train_set.tgt_lengths
-        mean_tokens = float(np.mean([int(tgt[b].sum()) + len(b) for b in batches])) if batches else 1.0
+        tokens = sum(int(tgt[b].sum()) + len(b) for b in batches)  # target tokens incl. EOS
+        tokens, n_batches = self.coll.sum([tokens, len(batches)], what="the accumulation count")
+        mean_tokens = tokens / n_batches if n_batches else 1.0
         return max(1, round(self.cfg.update_tokens / (self.world * mean_tokens)))
 
-    def _prepare_run_dir(self, resume: bool) -> None:
+    def _prepare_run_dir(self, resume: bool, *, restart: bool = False) -> None:
         config_path = self.run_dir / "config.json"
         if resume:
             last = ckpt.list_step_checkpoints(self.run_dir)
@@ -167,11 +176,11 @@ class Trainer:
                 raise TrainError(f"--resume: {self.run_dir} has no complete checkpoint to resume from")
             self._load(last[-1])
             return
-        if self.run_dir.exists() and (config_path.exists() or ckpt.list_step_checkpoints(self.run_dir)):
+        if self.run_dir.exists() and (config_path.exists() or ckpt.list_step_checkpoints(self.run_dir)) and not (
+                restart and not ckpt.list_step_checkpoints(self.run_dir)):  # --resume auto: no checkpoint yet
             raise TrainError(f"{self.run_dir} already holds a run; use --resume to continue it or "
                              "choose another --out")
-        if self.world > 1:
-            dist.barrier()  # every rank has checked before rank 0 writes
+        self.coll.barrier(what="the run directory check")  # every rank has checked before rank 0 writes
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             config_path.write_text(json.dumps(self.full_config(), indent=2) + "\n")
@@ -196,6 +205,8 @@ class Trainer:
             raise TrainError(f"{directory}: saved with {state.get('world_size', 1)} processes; resume "
                              f"with the same number (now {self.world}) for an exact continuation")
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        if "positions" in state:  # every rank's data position (equal by construction; checked)
+            self.epoch, self.position = state["positions"][self.rank]
         self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
         set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
         self.log(f"resumed from {directory} at step {self.step} (epoch {self.epoch}, batch {self.position})")
@@ -235,13 +246,9 @@ class Trainer:
         return label_smoothed_nll_loss(logits, batch.tgt_out, epsilon=self.cfg.label_smoothing,
                                        kind=self.cfg.label_smoothing_kind)  # ignores nmt.vocab.PAD
 
-    def train_step(self, micro: list[Batch]) -> dict:
+    def train_step(self, micro: list[Batch], total_tokens: float) -> dict:
+        """One update on this rank's ``micro``-batches; ``total_tokens``: target tokens of the update on all ranks."""
         self.model.train()
-        local_tokens = sum(b.n_tgt_tokens for b in micro)
-        counts = torch.tensor([float(local_tokens)])
-        if self.world > 1:
-            dist.all_reduce(counts)
-        total_tokens = counts.item()
         # DDP averages gradients over ranks; multiply by world so the result is d(sum)/total
         scale = self.world / total_tokens
         sums = torch.zeros(2, device=self.device)  # (loss, nll) sums of the update, read once
@@ -249,7 +256,7 @@ class Trainer:
         for i, batch in enumerate(micro):
             sync = self.ddp is None or i == len(micro) - 1
             ctx = self.ddp.no_sync() if not sync else contextlib.nullcontext()
-            with ctx:
+            with ctx, (self.coll.guard("the gradient all-reduce") if sync else contextlib.nullcontext()):
                 loss, nll, _ = self.forward_loss(model, batch)
                 scaled = loss * scale
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()
@@ -268,8 +275,7 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        if self.world > 1:
-            dist.all_reduce(sums)
+        self.coll.sum_(sums, what="the loss all-reduce")
         return {"loss": sums[0].item() / total_tokens, "nll": sums[1].item() / total_tokens,
                 "lr": lr, "grad_norm": float(grad_norm), "tokens": total_tokens}
 
@@ -295,16 +301,15 @@ class Trainer:
 
     def save(self) -> Path:
         directory = self.run_dir / "checkpoints" / f"step_{self.step:08d}"
-        rngs = [rng_state()]
-        if self.world > 1:
-            gathered = [None] * self.world
-            dist.all_gather_object(gathered, rng_state())
-            rngs = gathered
+        ranks = self.coll.gather_objects({"rng": rng_state(), "position": [self.epoch, self.position]},
+                                         what="gathering RNG states and data positions for the checkpoint")
+        rngs = [r["rng"] for r in ranks]
         if self.is_main:
             tensors, meta = optimizer_tensors(self.optimizer)
             state = {"step": self.step, "epoch": self.epoch, "position": self.position, "best": self.best,
                      "elapsed": self.elapsed, "tokens_seen": self.tokens_seen, "world_size": self.world,
-                     "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0]}
+                     "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0],
+                     "positions": [r["position"] for r in ranks]}
             try:
                 ckpt.save(directory, model=self.model, config=self.full_config(),
                           spm_model=self.data_dir / "spm.model", trainer_state=state,
@@ -314,11 +319,15 @@ class Trainer:
                                  "(the previous checkpoints are intact)") from e
             for old in ckpt.list_step_checkpoints(self.run_dir)[:-self.cfg.keep_last]:
                 shutil.rmtree(old, ignore_errors=True)
-        if self.world > 1:
-            dist.barrier()
+        self.coll.barrier(what="the barrier after writing a checkpoint")
         return directory
 
     def run(self) -> dict:
+        """Train until a limit, the end of the data (max_epochs) or SIGTERM; returns the last train record."""
+        with distributed.Preemption() as self.preemption:
+            return self._loop()
+
+    def _loop(self) -> dict:
         cfg = self.cfg
         if self.is_main:
             try:
@@ -345,16 +354,15 @@ class Trainer:
         window_loss = window_nll = 0.0  # token-weighted sums since the last log line
         stop = None
         while stop is None:
-            micro = []
-            for _ in range(self.accum):
-                try:
-                    micro.append(next(stream))
-                except StopIteration:
-                    break
-            if not micro:
+            self.coll.step = self.step + 1
+            micro = list(itertools.islice(stream, self.accum))
+            # one all-reduce: the update's target tokens, and whether some rank's data has ended
+            total_tokens, exhausted = self.coll.sum([sum(b.n_tgt_tokens for b in micro), not micro],
+                                                    what="the token count all-reduce")
+            if exhausted:  # max_epochs: every rank stops at the same update
                 stop = "max_epochs"
                 break
-            stats = self.train_step(micro)
+            stats = self.train_step(micro, total_tokens)
             self.tokens_seen += int(stats["tokens"])
             self.elapsed = time.time() - start
             window_tokens += stats["tokens"]
@@ -373,20 +381,27 @@ class Trainer:
                                     tok_s=f"{rate:.0f}")
             if bar is not None:
                 bar.update(round(self.elapsed) - bar.n if cfg.max_time else 1)
-            if cfg.max_steps and self.step >= cfg.max_steps:
-                stop = "max_steps"
-            elif cfg.max_time and self.elapsed >= cfg.max_time * 60:
-                stop = "max_time"
-            if stop or (cfg.valid_every_steps and self.step % cfg.valid_every_steps == 0):
+            # one decision for the whole job: rank 0's counters and clock, any rank's SIGTERM
+            decision = self.coll.decide(distributed.local_decision(
+                step=self.step, elapsed=self.elapsed, since_save=time.time() - last_save,
+                max_steps=cfg.max_steps, max_time=cfg.max_time, save_every_steps=cfg.save_every_steps,
+                save_every_minutes=cfg.save_every_minutes, valid_every_steps=cfg.valid_every_steps),
+                preempted=self.preemption.requested)
+            stop = decision.stop
+            if stop == "preempted":  # the scheduler's grace period is short: checkpoint, no validation
+                self.save()
+            elif stop or decision.validate:
                 self.validate_and_keep_best(stop is not None)
-            elif (cfg.save_every_steps and self.step % cfg.save_every_steps == 0) or (
-                    cfg.save_every_minutes and time.time() - last_save >= cfg.save_every_minutes * 60):
+                last_save = time.time()
+            elif decision.save:
                 self.save()
                 last_save = time.time()
         if bar is not None:
             bar.close()
         if stop == "max_epochs":
             self.validate_and_keep_best(True)
+        if stop == "preempted":
+            self.log(f"preempted at step {self.step} (SIGTERM): checkpoint written; continue with --resume auto")
         self.log(f"stopped ({stop}) at step {self.step}, epoch {self.epoch}, {self.elapsed / 60:.1f} min")
         if self.tb is not None:
             self.tb.close()
@@ -427,13 +442,17 @@ def add_train_args(parser) -> None:
     parser.add_argument("--preset", choices=["base", "big", "small", "tiny"],
                         help="model and training defaults (default: base, or the config file's preset:)")
     parser.add_argument("--config", help="YAML/JSON with model: and train: sections (and optional preset:)")
-    parser.add_argument("--resume", action="store_true", help="continue RUN_DIR from its last checkpoint")
+    parser.add_argument("--resume", nargs="?", const="strict", choices=["strict", "auto"], default=None,
+                        help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
+                             "has one, else start fresh (for preemptible jobs: re-run the same command)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
 
 
 def run_train(args, overrides: dict) -> int:
     data_dir, run_dir = Path(args.data_dir), Path(args.out)
-    if args.resume and (run_dir / "config.json").exists():
+    restart = args.resume == "auto" and not ckpt.list_step_checkpoints(run_dir)  # auto, nothing to resume
+    resume = bool(args.resume) and not restart
+    if resume and (run_dir / "config.json").exists():
         saved = json.loads((run_dir / "config.json").read_text())
         model_cfg = from_dict(ModelConfig, saved["model"], section="model")
         train_cfg = apply_overrides(from_dict(TrainConfig, saved["train"], section="train"),
@@ -445,9 +464,14 @@ def run_train(args, overrides: dict) -> int:
     else:
         model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
                                                    config_file=args.config, overrides=overrides)
-    trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=args.resume, device=args.device)
-    trainer.run()
+    try:
+        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=args.device,
+                          restart=restart)
+        trainer.run()
+    except distributed.DistributedError as e:
+        raise TrainError(str(e)) from None
     if dist.is_initialized():
+        trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
         dist.destroy_process_group()
     return 0
 

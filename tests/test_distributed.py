@@ -1,0 +1,334 @@
+"""Multi-process training (CPU, gloo, 2 processes): one decision per update for the whole job, accumulation
+from all shards, exact resume, SIGTERM / SIGKILL / `--resume auto`, multi-node rendezvous, collective
+timeouts, and the device of every tensor handed to a collective (which pins the NCCL path without a GPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from safetensors.torch import load_file
+
+from nmt import checkpoint as ckpt
+from nmt.cli import main
+from nmt.train import distributed
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
+        "--train.save_every_steps=0", "--train.valid_every_steps=0", "--train.warmup_steps=10",
+        "--train.num_threads=1", "--train.keep_last=100"]
+# tiny data at max_tokens=512: 11 batches per rank per epoch, and a per-shard mean of 427 / 454 target
+# tokens, so a per-shard accumulation count would differ between the ranks (2 / 1 at update_tokens=1300)
+UNEVEN = ["--train.max_tokens=512", "--train.update_tokens=1300"]
+# the resume runs: 2 micro-batches per update (update_tokens=2200 over 2 ranks), updates cross epochs
+RESUME = ["--train.max_tokens=512", "--train.update_tokens=2200"]
+RESUME_STEPS = 24
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "", **popen) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "NMT_TEST_DELAY": delay}
+    if "--rdzv-endpoint" not in " ".join(torchrun):
+        torchrun = (*torchrun, f"--master-port={free_port()}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun, str(REPO / "tests" / "delayed_nmt.py"), "train", str(data),
+           "--out", str(out), *TINY, *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    LAUNCHED.append(proc)
+    return proc
+
+
+LAUNCHED: list[subprocess.Popen] = []
+
+
+def kill_job(proc: subprocess.Popen) -> None:
+    """SIGKILL a torchrun process and its workers (which torchrun starts in sessions of their own)."""
+    for pid in (*worker_pids(proc.pid).values(), proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test():
+    yield
+    while LAUNCHED:
+        proc = LAUNCHED.pop()
+        if proc.poll() is None:
+            kill_job(proc)
+            proc.communicate()
+
+
+def torchrun(data, out, *extra, timeout: float = 120, **kwargs) -> tuple[int, str]:
+    proc = launch(data, out, *extra, **kwargs)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # the hang this file is about: fail, never wait forever
+        kill_job(proc)
+        output, _ = proc.communicate()
+        pytest.fail(f"the job did not finish in {timeout} s (hang?):\n{output[-3000:]}")
+    return proc.returncode, output
+
+
+def state_of(directory: Path) -> dict:
+    return json.loads((directory / "trainer_state.json").read_text())
+
+
+def train_steps(run: Path) -> list[int]:
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()
+            if line.endswith("}") and json.loads(line)["split"] == "train"]
+
+
+def assert_identical(a: Path, b: Path) -> None:
+    """Two checkpoints hold bit-identical weights, Adam moments, RNG states and data positions."""
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        ta, tb = load_file(str(a / name)), load_file(str(b / name))
+        assert ta.keys() == tb.keys()
+        for k in ta:
+            assert torch.equal(ta[k], tb[k]), (name, k)
+    sa, sb = state_of(a), state_of(b)
+    for key in ("step", "epoch", "position", "positions", "rng", "accum", "tokens_seen"):
+        assert sa[key] == sb[key], key
+
+
+# ----------------------------------------------------------------------------- limits and accumulation
+@pytest.mark.parametrize("limit", ["max_time", "save_every_minutes"])
+def test_time_limits_stop_cleanly_with_a_slow_rank(tiny_data, tmp_path, limit):
+    """Rank 1 starts its clock 1.5 s late (and is slower per update): rank 0's clock decides for both."""
+    run = tmp_path / "run"
+    if limit == "max_time":  # 2.4 s of training, then stop with a final checkpoint
+        extra, stop = ["--train.max_time=0.04", "--train.max_steps=100000"], "max_time"
+    else:  # a checkpoint every 0.6 s of rank 0's clock, 30 updates of >= 0.05 s each
+        extra, stop = ["--train.save_every_minutes=0.01", "--train.max_steps=30"], "max_steps"
+    rc, out = torchrun(tiny_data, run, *UNEVEN, *extra, delay="1:1.5:0.05")
+    assert rc == 0, out[-3000:]
+    assert f"stopped ({stop}) at step" in out
+    steps = ckpt.list_step_checkpoints(run)
+    final = state_of(steps[-1])
+    assert final["step"] == train_steps(run)[-1] and final["positions"][0] == final["positions"][1]
+    if limit == "save_every_minutes":
+        assert final["step"] == 30 and len(steps) >= 3, (out[-2000:], [p.name for p in steps])  # saves + final
+
+
+def test_max_epochs_with_uneven_shards_stops_together(tiny_data, tmp_path):
+    """Shards whose mean batch sizes differ get one accumulation count (from all shards), so both ranks
+    run out of data at the same update; the job stops at max_epochs with a final checkpoint."""
+    run = tmp_path / "run"
+    rc, out = torchrun(tiny_data, run, *UNEVEN, "--train.max_epochs=2", "--train.max_steps=0",
+                       delay="1:1.5")
+    assert rc == 0, out[-3000:]
+    assert "stopped (max_epochs) at step 22" in out  # 2 epochs x 11 batches per rank, 1 per update
+    final = state_of(ckpt.list_step_checkpoints(run)[-1])
+    assert final["step"] == 22 and final["accum"] == 1
+    assert final["positions"] == [[2, 0], [2, 0]]  # every rank consumed exactly its shard, twice
+
+
+# ----------------------------------------------------------------------------- exact resume, preemption
+@pytest.fixture(scope="module")
+def straight(tiny_data, tmp_path_factory) -> Path:
+    """The uninterrupted 2-process run that the interrupted ones must reproduce bit for bit."""
+    run = tmp_path_factory.mktemp("straight") / "run"
+    rc, out = torchrun(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}")
+    assert rc == 0, out[-3000:]
+    final = ckpt.list_step_checkpoints(run)[-1]
+    assert final.name == f"step_{RESUME_STEPS:08d}" and state_of(final)["accum"] == 2
+    return final
+
+
+def worker_pids(torchrun_pid: int) -> dict[int, int]:
+    """{rank: pid} of the live workers of a torchrun process (Linux /proc)."""
+    workers = {}
+    try:
+        for task in Path(f"/proc/{torchrun_pid}/task").iterdir():
+            for pid in (task / "children").read_text().split():
+                env = dict(item.split("=", 1) for item in
+                           Path(f"/proc/{pid}/environ").read_text(errors="replace").split("\0") if "=" in item)
+                if "RANK" in env:
+                    workers[int(env["RANK"])] = int(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):  # it has exited meanwhile
+        pass
+    return workers
+
+
+def wait_for(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
+    end = time.time() + timeout
+    while not condition():
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert time.time() < end, "timed out waiting for the run to progress"
+        time.sleep(0.05)
+
+
+def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_path, straight):
+    run = tmp_path / "run"
+    args = [*RESUME, f"--train.max_steps={RESUME_STEPS}", "--resume", "auto"]  # the scheduler's one command
+    proc = launch(tiny_data, run, *args, delay="0:0:0.15")
+    wait_for(lambda: len(train_steps(run)) >= 3, proc)
+    os.kill(worker_pids(proc.pid)[1], signal.SIGTERM)  # one rank is told: the whole job stops together
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-3000:]
+    line = next(x for x in out.splitlines() if "preempted at step" in x)
+    step = int(line.split("preempted at step ")[1].split()[0])
+    assert 3 <= step < RESUME_STEPS
+    assert ckpt.list_step_checkpoints(run)[-1].name == f"step_{step:08d}"
+    rc, out = torchrun(tiny_data, run, *args)
+    assert rc == 0, out[-3000:]
+    assert f"resumed from {run / 'checkpoints' / f'step_{step:08d}'}" in out
+    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+
+
+def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straight):
+    run = tmp_path / "run"
+    args = [*RESUME, f"--train.max_steps={RESUME_STEPS}", "--train.save_every_steps=3", "--resume", "auto"]
+    proc = launch(tiny_data, run, *args, delay="0:0:0.1")
+    wait_for(lambda: bool(ckpt.list_step_checkpoints(run)), proc)
+    workers = worker_pids(proc.pid)
+    kill_job(proc)  # the whole job, no warning
+    proc.communicate()
+    for pid in workers.values():  # reaped by init; wait until they are gone
+        while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+            time.sleep(0.01)
+    killed_at = state_of(ckpt.list_step_checkpoints(run)[-1])["step"]
+    assert killed_at < RESUME_STEPS
+    rc, out = torchrun(tiny_data, run, *args)
+    assert rc == 0, out[-3000:]
+    assert f"resumed from {ckpt.list_step_checkpoints(run)[0].parent / f'step_{killed_at:08d}'}" in out
+    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+
+
+def test_resume_auto_starts_fresh_and_resume_stays_strict(tiny_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=2", "--resume"]) == 2
+    assert "has no complete checkpoint" in capsys.readouterr().err
+    (run).mkdir()
+    (run / "config.json").write_text("{}")  # a job killed before its first checkpoint
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=2", "--resume", "auto"]) == 0
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=3", "--resume", "auto"]) == 0
+    assert "resumed from" in (run / "train.log").read_text()
+    assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002", "step_00000003"]
+
+
+def test_resume_with_another_world_size_is_refused(tiny_data, straight, capsys):
+    run = straight.parent.parent  # the 2-process run, resumed by a single process
+    assert main(["train", str(tiny_data), "--out", str(run), "--resume", f"--train.max_steps={RESUME_STEPS + 1}"]) == 2
+    assert "saved with 2 processes; resume with the same number (now 1)" in capsys.readouterr().err
+    assert ckpt.list_step_checkpoints(run)[-1] == straight  # nothing written
+
+
+# ----------------------------------------------------------------------------- multi-node, failures
+def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
+    """Two torchrun invocations (--nnodes 2 --nproc-per-node 1, c10d rendezvous on 127.0.0.1) are the
+    same job as one torchrun with 2 processes."""
+    run = tmp_path / "run"
+    port = free_port()
+    rdzv = ("--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+            "--rdzv-id=nmt-test")
+    nodes = [launch(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}", torchrun=rdzv) for _ in range(2)]
+    outputs = [node.communicate(timeout=120)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+
+
+def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
+    """Rank 1 hangs before its first update: rank 0 fails after train.collective_timeout, saying where."""
+    start = time.time()
+    rc, out = torchrun(tiny_data, tmp_path / "run", *UNEVEN, "--train.max_steps=5",
+                       "--train.collective_timeout=0.03", delay="1:60", timeout=60)
+    assert rc != 0
+    assert "nmt train: error: rank 0 of 2: the token count all-reduce failed at update 1" in out, out[-3000:]
+    assert "train.collective_timeout=0.03 min" in out
+    assert time.time() - start < 45
+
+
+# ----------------------------------------------------------------------------- device placement (NCCL path)
+def test_set_device_before_nccl_init(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kw: calls.append(("init", backend, kw.get("device_id"))))
+    cuda1 = distributed.resolve_device("cuda", 1)
+    assert cuda1 == torch.device("cuda", 1) and distributed.resolve_device("cpu", 1) == torch.device("cpu")
+    distributed.init_process_group(cuda1, timeout_minutes=1)
+    distributed.init_process_group(torch.device("cpu"), timeout_minutes=1)
+    assert calls == [("set_device", cuda1), ("init", "nccl", cuda1), ("init", "gloo", None)]
+
+
+def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, monkeypatch):
+    """Run the real loop in a 1-process gloo group with every collective recorded. Factory calls without
+    an explicit device land on the meta device (torch.set_default_device), so a tensor built for a
+    collective without `device=` (the bug that breaks NCCL) shows up here as a meta tensor."""
+    from nmt.train import trainer as trainer_module
+
+    seen: list[tuple[str, torch.device]] = []
+
+    def recording(name, real):
+        def wrapper(tensor_or_list, *args, **kwargs):
+            tensors = tensor_or_list if isinstance(tensor_or_list, list) else [tensor_or_list]
+            for t in tensors:
+                if isinstance(t, torch.Tensor):
+                    seen.append((name, t.device))
+                    assert t.device == torch.device("cpu"), f"{name} got a tensor on {t.device}, not the trainer's cpu"
+            return real(tensor_or_list, *args, **kwargs)
+        return wrapper
+
+    c10d = dist.distributed_c10d
+    for name in ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter"):
+        real = getattr(c10d, name)
+        monkeypatch.setattr(c10d, name, recording(name, real))
+        monkeypatch.setattr(dist, name, recording(name, real))
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1",
+                       "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+
+    real_run = trainer_module.Trainer.run
+
+    def run_with_meta_default(self):
+        assert dist.is_initialized() and self.ddp is not None  # the distributed path, in one process
+        torch.set_default_device("meta")
+        try:
+            return real_run(self)
+        finally:
+            torch.set_default_device(None)
+
+    monkeypatch.setattr(trainer_module.Trainer, "run", run_with_meta_default)
+    try:
+        assert main(["train", str(tiny_data), "--out", str(tmp_path / "run"), *TINY, "--train.max_steps=3",
+                     "--train.max_tokens=512", "--train.update_tokens=1300", "--train.save_every_steps=2"]) == 0
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    names = {name for name, _ in seen}
+    assert {"all_reduce", "all_gather"} <= names, names
+    assert all(device == torch.device("cpu") for _, device in seen), seen
+
+
+def test_one_decision_per_update():
+    limits = dict(max_steps=10, max_time=1.0, save_every_steps=4, save_every_minutes=0.5, valid_every_steps=5)
+    assert distributed.local_decision(step=3, elapsed=1.0, since_save=1.0, **limits) == [0, 0, 0]
+    assert distributed.local_decision(step=4, elapsed=1.0, since_save=1.0, **limits) == [0, 1, 0]
+    assert distributed.local_decision(step=5, elapsed=1.0, since_save=31.0, **limits) == [0, 1, 1]
+    assert distributed.local_decision(step=6, elapsed=60.0, since_save=1.0, **limits) == [2, 0, 0]  # max_time
+    assert distributed.local_decision(step=10, elapsed=60.0, since_save=1.0, **limits) == [1, 0, 1]  # max_steps
+    coll = distributed.Collectives(device=torch.device("cpu"), rank=0, world=1, active=False, timeout_minutes=1)
+    assert coll.decide([0, 1, 0], preempted=True) == distributed.Decision(stop="preempted", save=True, validate=False)
+    assert coll.decide([1, 0, 1], preempted=True).stop == "max_steps"  # a limit wins: validate, then stop
+    assert coll.decide([0, 0, 0], preempted=False) == distributed.Decision(stop=None, save=False, validate=False)
