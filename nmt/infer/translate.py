@@ -140,9 +140,16 @@ class Translator:
         self.model, self.sp, self.device, self.dtype = model.eval(), sp, torch.device(device), dtype
 
     @classmethod
-    def load(cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto") -> "Translator":
-        """A checkpoint directory or a run directory (its best / latest checkpoint)."""
+    def load(cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto",
+             engine: str = "torch") -> "Translator":
+        """A checkpoint directory or a run directory (its best / latest checkpoint). engine="ctranslate2":
+        search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes `nmt export ctranslate2` output)."""
         import sentencepiece as spm
+
+        if engine == "ctranslate2":
+            from .engine_ctranslate2 import CTranslate2Translator
+
+            return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
 
         from ..checkpoint import load_model, resolve
 
@@ -228,6 +235,8 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="invalid UTF-8 input: an error naming the line, or U+FFFD")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")
+    parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+                        help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory")
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
@@ -243,12 +252,17 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         args.alpha = default_alpha(args.beam)
     lines = read_text_lines(args.input, errors=args.errors)
     from ..checkpoint import CheckpointError
+    from .export_ctranslate2 import ExportError
 
     try:
-        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")
-    except CheckpointError as e:
+        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32"
+                                     if args.engine == "torch" else args.precision, engine=args.engine)
+    except (CheckpointError, ExportError) as e:
         raise TranslateError(str(e)) from None
-    translator.dtype, reason = resolve_precision(args.precision, translator.device)
+    if args.engine == "torch":
+        translator.dtype, reason = resolve_precision(args.precision, translator.device)
+    else:
+        reason = f"ctranslate2 compute type {translator.model.translator.compute_type}"
     if not args.quiet:
         print(f"nmt translate: precision: {reason}", file=sys.stderr)
     limit = translator.model.cfg.max_positions
