@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ModelConfig, from_dict
-from ..vocab import PAD
+from ..vocab import UNK
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from .translate import Translation, Translator, make_batches
 
@@ -83,6 +83,8 @@ class CTranslate2Translator(Translator):
 
     def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu"):
         self.model, self.sp, self.device, self.dtype = model, sp, device, None
+        self.vocab = json.loads((model.directory / "shared_vocabulary.json").read_text(encoding="utf-8"))
+        self.piece_ids = {p: i for i, p in enumerate(self.vocab)}
 
     @classmethod
     def load(cls, checkpoint: str | Path, *, device: str | None = None,
@@ -108,22 +110,31 @@ class CTranslate2Translator(Translator):
                 on_truncate(i, n)
             else:
                 warnings.warn(f"sentence {i}: {n} pieces, truncated to {limit - 1} (model.max_positions={limit})")
-        results = [[Translation("", 0.0, [])] for _ in sources]
+        hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
+                               nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch)
+        return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
+
+    def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float = 0.6,
+                   max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, min_len: int = 1,
+                   batch_tokens: int = 2048, max_sentences: int | None = None,
+                   on_batch: Callable[[int], None] | None = None) -> list[list[tuple[list[int], float]]]:
+        """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
+        length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score)."""
+        limit = self.model.cfg.max_positions
+        results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
-        for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens):
+        for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens,
+                                  max_sentences=max_sentences):
             rows = [sources[todo[j]] for j in batch]
             # |Y| (with EOS) <= a*|x| + b, |x| counting EOS; CTranslate2 appends the EOS itself
             max_len = [max(1, min(math.floor(max_len_a * len(r) + max_len_b), limit)) for r in rows]
             out = self.model.translator.translate_batch(
-                [[self.sp.id_to_piece(t) for t in r[:-1]] for r in rows], beam_size=beam,
+                [[self.vocab[t] for t in r[:-1]] for r in rows], beam_size=beam,
                 length_penalty=alpha, num_hypotheses=nbest, return_scores=True,
                 max_decoding_length=max(max_len), min_decoding_length=max(0, min_len - 1), max_input_length=0)
             for j, n, res in zip(batch, max_len, out):
-                hyps = []
-                for pieces, score in zip(res.hypotheses, res.scores):
-                    ids = [PAD if p == "<blank>" else self.sp.piece_to_id(p) for p in pieces][: n - 1]
-                    hyps.append(Translation(self.decode(ids), float(score), ids))
-                results[todo[j]] = hyps
+                results[todo[j]] = [([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
+                                    for pieces, score in zip(res.hypotheses, res.scores)]
             if on_batch is not None:
                 on_batch(len(batch))
         return results

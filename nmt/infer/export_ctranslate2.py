@@ -53,8 +53,9 @@ def vocabulary(sp) -> list[str]:
     return ["<blank>" if p == "<pad>" else p for p in pieces]
 
 
-def build_spec(model, sp):
-    """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32)."""
+def build_spec(model, vocab: list[str]):
+    """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
+    shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
     import numpy as np
 
     import_ctranslate2()
@@ -63,8 +64,8 @@ def build_spec(model, sp):
 
     cfg = model.cfg
     check_head_size(cfg, "CTranslate2")
-    if sp.get_piece_size() != cfg.tgt_vocab_size or sp.get_piece_size() != cfg.src_vocab_size:
-        raise ExportError(f"SentencePiece model has {sp.get_piece_size()} pieces, the model "
+    if len(vocab) != cfg.tgt_vocab_size or len(vocab) != cfg.src_vocab_size:
+        raise ExportError(f"SentencePiece model has {len(vocab)} pieces, the model "
                           f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
@@ -122,7 +123,6 @@ def build_spec(model, sp):
     out = dec.embed_tokens.weight if dec.output_projection is None else dec.output_projection.weight
     spec.decoder.projection.weight = arr(out)  # no bias: logits = x W^T (tied: the embedding)
 
-    vocab = vocabulary(sp)
     spec.register_source_vocabulary(vocab)
     spec.register_target_vocabulary(vocab)
     spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = "<s>", "</s>", "<unk>"
@@ -149,20 +149,14 @@ or directly (source pieces from `spm.model`; CTranslate2 appends EOS and starts 
 """
 
 
-def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None) -> Path:
-    """Write the CTranslate2 directory ``out_dir`` atomically (built in a temporary sibling, then
-    renamed; an existing ``out_dir`` is replaced only once the new one is complete)."""
-    import sentencepiece as spm
-
-    from ..checkpoint import load_model, resolve
-
+def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: str | None = None,
+                 spm_model: str | Path | None = None, source: str = "") -> Path:
+    """Write the CTranslate2 directory of ``model`` (an nmt Transformer) and its ``vocab`` (pieces
+    in id order) atomically: built in a temporary sibling, then renamed (an existing ``out_dir`` is
+    replaced only once the new one is complete)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
-    import_ctranslate2()
-    source = resolve(checkpoint)
-    model, _ = load_model(source, device="cpu")
-    sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
-    spec = build_spec(model, sp)
+    spec = build_spec(model, vocab)
     spec.validate()
     spec.optimize(quantization=quantization)
     out_dir = Path(out_dir)
@@ -170,11 +164,12 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantizat
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         spec.save(str(tmp))
-        shutil.copyfile(source / "spm.model", tmp / "spm.model")
+        if spm_model is not None:
+            shutil.copyfile(spm_model, tmp / "spm.model")
         (tmp / "README.md").write_text(README.format(source=source, quantization=quantization or "none (float32)",
                                                      out=out_dir), encoding="utf-8")
         (tmp / "nmt_export.json").write_text(json.dumps(
-            {"source": str(source), "quantization": quantization or "float32",
+            {"source": source, "quantization": quantization or "float32",
              "model": dataclasses.asdict(model.cfg)}, indent=2) + "\n")
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
@@ -187,3 +182,19 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantizat
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None) -> Path:
+    """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model."""
+    import sentencepiece as spm
+
+    from ..checkpoint import load_model, resolve
+
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
+    import_ctranslate2()
+    source = resolve(checkpoint)
+    model, _ = load_model(source, device="cpu")
+    sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
+    return export_model(model, vocabulary(sp), out_dir, quantization=quantization,
+                        spm_model=source / "spm.model", source=str(source))
