@@ -66,7 +66,7 @@ def permuted_state(model, perm: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
-def marian_config(cfg, *, max_length: int):
+def marian_config(cfg):
     transformers = import_transformers()
     return transformers.MarianConfig(
         vocab_size=cfg.tgt_vocab_size, decoder_vocab_size=cfg.tgt_vocab_size,
@@ -76,8 +76,15 @@ def marian_config(cfg, *, max_length: int):
         encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation,
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, scale_embedding=True,
         share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS,
-        forced_eos_token_id=EOS, max_length=max_length, num_beams=1)
+        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS)
+
+
+def generation_config(cfg):
+    """Greedy by default; at the length limit EOS is forced (as nmt.search does)."""
+    transformers = import_transformers()
+    return transformers.GenerationConfig(
+        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+        forced_eos_token_id=EOS, max_length=min(512, cfg.max_positions), num_beams=1)
 
 
 def to_marian(model):
@@ -90,7 +97,8 @@ def to_marian(model):
                           f"{cfg.norm_position}, positional={cfg.positional})")
     if not (cfg.share_embeddings and cfg.tie_output) or cfg.layer_norm_eps != 1e-5:
         raise ExportError("HF Marian export needs share_embeddings, tie_output and layer_norm_eps=1e-5")
-    marian = transformers.MarianMTModel(marian_config(cfg, max_length=min(512, cfg.max_positions))).eval()
+    marian = transformers.MarianMTModel(marian_config(cfg)).eval()
+    marian.generation_config = generation_config(cfg)
     state = permuted_state(model, halves_permutation(cfg.d_model))
     state["final_logits_bias"] = torch.zeros(1, cfg.tgt_vocab_size)
     missing, unexpected = marian.load_state_dict(state, strict=False)
