@@ -146,6 +146,8 @@ class Translator:
         search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes `nmt export ctranslate2` output)."""
         import sentencepiece as spm
 
+        if engine not in ("torch", "ctranslate2"):
+            raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Translator
 
