@@ -1,22 +1,30 @@
-"""Decoding speed: sentences/s and target tokens/s for beam 4 and greedy, batch 32 and 1, float32
-and bf16 autocast, with the cached decoder and (--naive) a decoder re-running the whole prefix.
+"""Decoding speed of nmt and CTranslate2 side by side, in one run on the same weights: float32 and
+int8, beam 4 and greedy, search time only (token ids in, token ids out), with the ratio to nmt and
+BLEU where references exist.
 
-    # a trained checkpoint on the Multi30k test set (add --ref-file for BLEU of each setting)
-    python benchmarks/translate_speed.py --checkpoint runs/m30k --src-file ../shared/data/multi30k/test.en.gz \
-        --ref-file ../shared/data/multi30k/test.de.gz
-    # the paper's base model with random weights on newstest2014 sources, output length fixed
-    python benchmarks/translate_speed.py --preset base --vocab 37000 \
-        --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 32 --naive
+    # a trained checkpoint on the Multi30k test set
+    python benchmarks/translate_speed.py --checkpoint runs/demo/average \\
+        --src-file ../shared/data/multi30k/test2016.en.gz --ref-file ../shared/data/multi30k/test2016.de.gz
+    # the paper's base model with random weights on newstest2014 sources, output length fixed at 30
+    python benchmarks/translate_speed.py --preset base --vocab 37000 \\
+        --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 200
 
-Target tokens = generated tokens of the best hypothesis including EOS. With --fixed-len N every
-output has exactly N tokens (EOS masked before step N, forced at N). Without a checkpoint the
-source text is mapped to random ids one per word (the speed depends only on the lengths).
+Both engines get the same length-sorted batches (``--batch-tokens`` padded source tokens, as
+`nmt translate`) and the same number of threads. nmt int8 is ``Translator.load(precision="int8")``
+(dynamic int8 linear layers); a row says "unavailable" where this nmt does not offer it. CTranslate2
+int8 loads the float32 export with ``compute_type="int8"``. Target tokens = generated tokens of the
+best hypothesis including EOS. Without a checkpoint the source text is mapped to random ids, one per
+word (speed depends only on the lengths) and --fixed-len is required. Columns: "x nmt fp32" = speed
+relative to nmt float32 at the same beam; "nmt/ct2" (CTranslate2 rows) = nmt's speed over
+CTranslate2's at the same precision and beam; "= nmt fp32" = share of outputs identical to nmt float32.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -25,92 +33,129 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nmt.checkpoint import resolve, save  # noqa: E402
 from nmt.config import preset  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
-from nmt.model import Transformer  # noqa: E402
-from nmt.infer.search import RecomputePrefix  # noqa: E402
+from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
+from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
 from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
+from nmt.model import Transformer  # noqa: E402
 
 
-def load(args):
-    """(model, sources as ids with EOS, translator or None)."""
-    lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
-    if args.checkpoint:
-        t = Translator.load(args.checkpoint, device="cpu", precision="fp32")
-        sources, _ = t.encode(lines)
-        return t.model, sources, t
+def random_checkpoint(args, lines: list[str], tmp: Path) -> Path:
+    """A random-weight preset model saved as a checkpoint (with a throwaway 100-piece SentencePiece
+    model so that Translator.load accepts it; the benchmark feeds ids, never text)."""
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=100,
+                                   pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
     torch.manual_seed(0)
-    model = Transformer(preset(args.preset, args.vocab)).eval()
-    sources = [add_eos([4 + zlib.crc32(w.encode()) % (args.vocab - 4) for w in s.split()],
-                       model.cfg.max_positions)[0] if s else [] for s in lines]
-    return model, sources, None
+    cfg = preset(args.preset, args.vocab)
+    return save(tmp / "ckpt", model=Transformer(cfg).eval(), spm_model=tmp / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
 
 
-def run(model, sources, *, beam, batch, dtype, fixed_len, alpha):
-    length = dict(max_len_a=0.0, max_len_b=fixed_len, min_len=fixed_len) if fixed_len else {}
-    start = time.perf_counter()
-    hyps = search_sources(model, sources, beam=beam, alpha=alpha if beam > 1 else 0.0,
-                          batch_tokens=10**9, max_sentences=batch, dtype=dtype, **length)
-    seconds = time.perf_counter() - start
-    return hyps, seconds
+def nmt_translator(checkpoint: Path, precision: str):
+    try:
+        return Translator.load(checkpoint, device="cpu", precision=precision)
+    except Exception as e:  # an nmt without int8: the row says so
+        return f"unavailable ({type(e).__name__})"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", help="trained checkpoint (else --preset with random weights)")
-    p.add_argument("--preset", default="tiny")
-    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--preset", default="base")
+    p.add_argument("--vocab", type=int, default=37000)
     p.add_argument("--src-file", required=True)
-    p.add_argument("--ref-file", help="references: add sacreBLEU of each setting (checkpoint only)")
+    p.add_argument("--ref-file", help="references: add sacreBLEU of each row (checkpoint only)")
     p.add_argument("--limit", type=int, default=None, help="first N sentences")
     p.add_argument("--fixed-len", type=int, default=0, help="force N output tokens (no early EOS)")
     p.add_argument("--beams", default="4,1")
-    p.add_argument("--batches", default="32,1")
-    p.add_argument("--precisions", default="fp32,bf16")
-    p.add_argument("--naive", action="store_true", help="also time the prefix-recomputing decoder (fp32)")
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch intra-op threads (1 gives stable numbers on a shared, loaded machine)")
+    p.add_argument("--precisions", default="fp32,int8")
+    p.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch (both engines)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty for beam > 1 (greedy: 0)")
+    p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: torch's)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not args.checkpoint and not args.fixed_len:
+        p.error("random weights (no --checkpoint) need --fixed-len")
 
-    model, sources, translator = load(args)
-    refs = [clean_line(s) for s in read_lines(args.ref_file)][: len(sources)] if args.ref_file else None
+    lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
+    refs = [clean_line(s) for s in read_lines(args.ref_file)][: len(lines)] if args.ref_file else None
+    tmp = Path(tempfile.mkdtemp(prefix="nmt-bench-"))
+    ckpt = resolve(args.checkpoint) if args.checkpoint else random_checkpoint(args, lines, tmp)
+    base = Translator.load(ckpt, device="cpu", precision="fp32")
+    cfg = base.model.cfg
+    if args.checkpoint:
+        sources, _ = base.encode(lines)
+        vocab = vocabulary(base.sp)
+    else:
+        sources = [add_eos([4 + zlib.crc32(w.encode()) % (args.vocab - 4) for w in s.split()],
+                           cfg.max_positions)[0] if s else [] for s in lines]
+        vocab = ["<blank>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, cfg.tgt_vocab_size)]
+    ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt))
     n_sent = sum(1 for s in sources if s)
-    cfg = model.cfg
-    print(f"model: {args.checkpoint or args.preset} (N={cfg.n_layers}, d_model={cfg.d_model}, "
+    threads = torch.get_num_threads()
+    print(f"model: {args.checkpoint or args.preset + ' (random weights)'} (N={cfg.n_layers}, d_model={cfg.d_model}, "
           f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
-          f"{torch.get_num_threads()} threads; fixed length: {args.fixed_len or 'no'}")
-    run(model, sources[:2], beam=2, batch=2, dtype=None, fixed_len=3, alpha=0.6)  # warm-up
-    header = f"{'decoder':8s} {'beam':>4s} {'batch':>5s} {'prec':>5s} {'sent/s':>8s} {'tok/s':>8s} {'sec':>7s}"
-    print(header + ("  BLEU" if refs else ""))
-    cached_speed, fp32_out = {}, {}
-    settings = [(m, b, n, pr) for m in (("cached", "naive") if args.naive else ("cached",))
-                for b in map(int, args.beams.split(",")) for n in map(int, args.batches.split(","))
-                for pr in args.precisions.split(",") if m == "cached" or pr == "fp32"]
-    for mode, beam, batch, prec in settings:
-        dtype = torch.bfloat16 if prec == "bf16" else None
-        decoder = model if mode == "cached" else RecomputePrefix(model)
-        hyps, sec = run(decoder, sources, beam=beam, batch=batch, dtype=dtype, fixed_len=args.fixed_len,
-                        alpha=args.alpha)
-        tokens = sum(len(h[0].tokens) + 1 for h, s in zip(hyps, sources) if s)
-        line = f"{mode:8s} {beam:4d} {batch:5d} {prec:>5s} {n_sent / sec:8.2f} {tokens / sec:8.1f} {sec:7.2f}"
-        if mode == "cached":
-            cached_speed[(beam, batch, prec)] = sec
-            if prec == "fp32":
-                fp32_out[(beam, batch)] = hyps
-            elif (beam, batch) in fp32_out:  # how often reduced precision changes the output
-                same = sum(a[0].tokens == b[0].tokens for a, b in zip(hyps, fp32_out[(beam, batch)]))
-                line += f"  (output = fp32 for {100 * same / len(hyps):.0f}%)"
-        elif (beam, batch, "fp32") in cached_speed:
-            line += f"  (cached is {sec / cached_speed[(beam, batch, 'fp32')]:.1f}x faster)"
-        if refs is not None and translator is not None:
-            from nmt.metrics import corpus_scores
+          f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}")
+    length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}
 
-            out = [translator.decode(h[0].tokens) if s else "" for h, s in zip(hyps, sources)]
-            line += f"  {corpus_scores(out, [refs]).bleu:5.2f}"
-        print(line, flush=True)
+    def run_nmt(t, beam):
+        hyps = search_sources(t.model, sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
+                              batch_tokens=args.batch_tokens, dtype=t.dtype, **length)
+        return [h[0].tokens for h in hyps]
+
+    def run_ct2(t, beam):
+        hyps = t.search_ids(sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
+                            batch_tokens=args.batch_tokens, **length)
+        return [h[0][0] for h in hyps]
+
+    engines = {}
+    for prec in args.precisions.split(","):
+        engines[("nmt", prec)] = base if prec == "fp32" else nmt_translator(ckpt, prec)
+        ct2 = CTranslate2Translator(load_ctranslate2(ct2_dir, compute_type={"fp32": "float32"}.get(prec, prec),
+                                                     threads=threads), base.sp)
+        engines[("ct2", prec)] = ct2
+
+    print("\n| decoder | precision | beam | sent/s | tok/s | sec | x nmt fp32 | nmt/ct2 | = nmt fp32 |"
+          + (" BLEU |" if refs else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if refs else ""))
+    for beam in map(int, args.beams.split(",")):
+        speed, out = {}, {}
+        for prec in args.precisions.split(","):
+            for name in ("nmt", "ct2"):
+                t = engines[(name, prec)]
+                label = "nmt" if name == "nmt" else "CTranslate2 4.8.5"
+                if isinstance(t, str):
+                    print(f"| {label} | {prec} | {beam} | {t} | | | | | |" + (" |" if refs else ""), flush=True)
+                    continue
+                runner = run_nmt if name == "nmt" else run_ct2
+                small = sources[:4]  # warm-up (first-call allocations, int8 packing)
+                (search_sources(t.model, small, beam=beam, batch_tokens=args.batch_tokens, dtype=t.dtype)
+                 if name == "nmt" else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens))
+                start = time.perf_counter()
+                ids = runner(t, beam)
+                sec = time.perf_counter() - start
+                tokens = sum(len(h) + 1 for h, s in zip(ids, sources) if s)
+                speed[(name, prec)], out[(name, prec)] = n_sent / sec, ids
+                ref_speed = speed.get(("nmt", "fp32"))
+                rel = f"{speed[(name, prec)] / ref_speed:.2f}" if ref_speed else ""
+                vs = (f"{speed[('nmt', prec)] / speed[(name, prec)]:.2f}"
+                      if name == "ct2" and ("nmt", prec) in speed else "")
+                same = ""
+                if ("nmt", "fp32") in out:
+                    same = f"{100 * sum(a == b for a, b in zip(ids, out[('nmt', 'fp32')])) / len(ids):.1f}%"
+                line = (f"| {label} | {prec} | {beam} | {n_sent / sec:.1f} | {tokens / sec:.0f} | {sec:.2f} | "
+                        f"{rel} | {vs} | {same} |")
+                if refs is not None and args.checkpoint:
+                    from nmt.metrics import corpus_scores
+
+                    hyp = [base.decode(h) if s else "" for h, s in zip(ids, sources)]
+                    line += f" {corpus_scores(hyp, [refs]).bleu:.2f} |"
+                print(line, flush=True)
     return 0
 
 

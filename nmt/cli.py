@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
     add_translate_args(p)
     p.set_defaults(func=run_translate)
+    from .infer.export import add_export_args, run_export
+
+    p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
+    add_export_args(p)
+    p.set_defaults(func=run_export)
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from .metrics import ScoreError
     from .train.trainer import TrainError
     from .infer.translate import TranslateError
+    from .infer.export_ctranslate2 import ExportError
 
     try:
         overrides = parse_overrides(rest)
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            FileNotFoundError) as e:
+            ExportError, FileNotFoundError) as e:
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
 

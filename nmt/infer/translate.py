@@ -172,9 +172,18 @@ class Translator:
         self.model, self.sp, self.device, self.dtype = model.eval(), sp, torch.device(device), dtype
 
     @classmethod
-    def load(cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto") -> "Translator":
-        """A checkpoint directory or a run directory (its best / latest checkpoint)."""
+    def load(cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto",
+             engine: str = "torch") -> "Translator":
+        """A checkpoint directory or a run directory (its best / latest checkpoint). engine="ctranslate2":
+        search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes `nmt export ctranslate2` output)."""
         import sentencepiece as spm
+
+        if engine not in ("torch", "ctranslate2"):
+            raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
+        if engine == "ctranslate2":
+            from .engine_ctranslate2 import CTranslate2Translator
+
+            return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
 
         from ..checkpoint import load_model, resolve
 
@@ -268,6 +277,8 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")
     parser.add_argument("--threads", type=int, default=0,
                         help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)")
+    parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+                        help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory")
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
@@ -285,15 +296,20 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     check_output(args.output)  # before translating anything
     lines = read_text_lines(args.input, errors=args.errors)
     from ..checkpoint import CheckpointError
+    from .export_ctranslate2 import ExportError
 
     try:
-        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")
-    except CheckpointError as e:
+        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32"
+                                     if args.engine == "torch" else args.precision, engine=args.engine)
+    except (CheckpointError, ExportError) as e:
         raise TranslateError(str(e)) from None
-    try:
-        translator.dtype, reason = resolve_precision(args.precision, translator.device)
-    except ValueError as e:  # fp16 on a CPU
-        raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
+    if args.engine == "torch":
+        try:
+            translator.dtype, reason = resolve_precision(args.precision, translator.device)
+        except ValueError as e:  # fp16 on a CPU
+            raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
+    else:
+        reason = f"ctranslate2 compute type {translator.model.translator.compute_type}"
     if not args.quiet:
         print(f"nmt translate: precision: {reason}", file=sys.stderr)
     limit = translator.model.cfg.max_positions

@@ -1,0 +1,140 @@
+"""The CTranslate2 engine: ``Translator.load(path, engine="ctranslate2")`` and
+``nmt translate --engine ctranslate2``.
+
+``path`` is a directory written by ``nmt export ctranslate2``, or an nmt checkpoint / run directory,
+which is then exported once (float32) into a cache directory keyed by the checkpoint's manifest
+(``$NMT_CACHE_DIR`` or ``~/.cache/nmt``, then ``ctranslate2/<sha256>``). Weights are quantized when
+loaded if ``compute_type`` asks for it (``int8``: CTranslate2's int8 GEMMs).
+
+The input/output contract is the torch engine's (``Translator``): cleaning, SentencePiece, EOS,
+truncation to the model's positions with a warning, empty lines give empty outputs without calling
+the model, results in input order. Differences: CTranslate2's own beam search (its early stopping
+and length normalisation differ in detail from nmt.search), the max length a*|x|+b is applied per
+batch and outputs are then cut to each sentence's own limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import ModelConfig, from_dict
+from ..vocab import UNK
+from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
+from .translate import Translation, Translator, make_batches
+
+
+COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+
+
+@dataclass
+class CTranslate2Model:
+    """What the engine needs of a model: its configuration and a ``ctranslate2.Translator``."""
+
+    cfg: ModelConfig
+    translator: Any  # ctranslate2.Translator
+    directory: Path
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("NMT_CACHE_DIR") or Path.home() / ".cache" / "nmt") / "ctranslate2"
+
+
+def exported_dir(path: str | Path) -> Path:
+    """``path`` if it is a CTranslate2 export, else the cached export of the nmt checkpoint there."""
+    path = Path(path)
+    if (path / "model.bin").exists():
+        if not (path / "nmt_export.json").exists():
+            raise ExportError(f"{path}: a CTranslate2 model not exported by `nmt export ctranslate2` "
+                              "(no nmt_export.json)")
+        return path
+    from ..checkpoint import MANIFEST, resolve
+
+    source = resolve(path)
+    key = hashlib.sha256((source / MANIFEST).read_bytes()).hexdigest()[:32]
+    out = cache_dir() / key
+    if not (out / "nmt_export.json").exists():
+        export_ctranslate2(source, out)  # atomic: a concurrent or interrupted export leaves no half
+    return out
+
+
+def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_type: str = "default",
+                     threads: int | None = None) -> CTranslate2Model:
+    ctranslate2 = import_ctranslate2()
+    import torch
+
+    directory = exported_dir(path)
+    meta = json.loads((directory / "nmt_export.json").read_text())
+    cfg = from_dict(ModelConfig, meta["model"], section="model")
+    translator = ctranslate2.Translator(
+        str(directory), device=device or "cpu", compute_type=compute_type,
+        intra_threads=threads or torch.get_num_threads(), inter_threads=1)
+    return CTranslate2Model(cfg, translator, directory)
+
+
+class CTranslate2Translator(Translator):
+    """``Translator`` (same encode/decode, same contract) whose search runs in CTranslate2."""
+
+    def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu"):
+        self.model, self.sp, self.device, self.dtype = model, sp, device, None
+        self.vocab = json.loads((model.directory / "shared_vocabulary.json").read_text(encoding="utf-8"))
+        self.piece_ids = {p: i for i, p in enumerate(self.vocab)}
+
+    @classmethod
+    def load(cls, checkpoint: str | Path, *, device: str | None = None,
+             precision: str = "auto") -> "CTranslate2Translator":
+        """precision: fp32, bf16, int8 (CTranslate2 quantizes when loading), or auto (as exported)."""
+        import sentencepiece as spm
+
+        if precision not in COMPUTE_TYPES:
+            raise ExportError(f"precision {precision!r}: the ctranslate2 engine takes {', '.join(COMPUTE_TYPES)}")
+        model = load_ctranslate2(checkpoint, device=device, compute_type=COMPUTE_TYPES[precision])
+        sp = spm.SentencePieceProcessor(model_file=str(model.directory / "spm.model"))
+        return cls(model, sp, device=device or "cpu")
+
+    def translate_nbest(self, sentences: list[str], *, beam: int = 4, alpha: float = 0.6,
+                        max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
+                        batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
+                        on_batch: Callable[[int], None] | None = None,
+                        min_len: int = 1) -> list[list[Translation]]:
+        sources, truncated = self.encode(sentences)
+        limit = self.model.cfg.max_positions
+        for i, n in truncated:
+            if on_truncate is not None:
+                on_truncate(i, n)
+            else:
+                warnings.warn(f"sentence {i}: {n} pieces, truncated to {limit - 1} (model.max_positions={limit})")
+        hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
+                               nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch)
+        return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
+
+    def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float = 0.6,
+                   max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, min_len: int = 1,
+                   batch_tokens: int = 2048, max_sentences: int | None = None,
+                   on_batch: Callable[[int], None] | None = None) -> list[list[tuple[list[int], float]]]:
+        """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
+        length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score)."""
+        limit = self.model.cfg.max_positions
+        results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
+        todo = [i for i, s in enumerate(sources) if s]
+        for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens,
+                                  max_sentences=max_sentences):
+            rows = [sources[todo[j]] for j in batch]
+            # |Y| (with EOS) <= a*|x| + b, |x| counting EOS; CTranslate2 appends the EOS itself
+            max_len = [max(1, min(math.floor(max_len_a * len(r) + max_len_b), limit)) for r in rows]
+            out = self.model.translator.translate_batch(
+                [[self.vocab[t] for t in r[:-1]] for r in rows], beam_size=beam,
+                length_penalty=alpha, num_hypotheses=nbest, return_scores=True,
+                max_decoding_length=max(max_len), min_decoding_length=max(0, min_len - 1), max_input_length=0)
+            for j, n, res in zip(batch, max_len, out):
+                results[todo[j]] = [([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
+                                    for pieces, score in zip(res.hypotheses, res.scores)]
+            if on_batch is not None:
+                on_batch(len(batch))
+        return results

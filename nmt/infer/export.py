@@ -1,0 +1,36 @@
+"""`nmt export {ctranslate2,huggingface} CHECKPOINT OUT_DIR`: the CLI of the two exporters."""
+
+from __future__ import annotations
+
+import argparse
+
+from .export_ctranslate2 import QUANTIZATIONS, ExportError
+
+
+def add_export_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("format", choices=("ctranslate2", "huggingface"),
+                        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer")
+    parser.add_argument("checkpoint", help="checkpoint directory or run directory")
+    parser.add_argument("out_dir", help="output directory (replaced atomically if it exists)")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
+                        help="ctranslate2 only: weight quantization (default: float32)")
+
+
+def run_export(args: argparse.Namespace, overrides: dict) -> int:
+    from ..checkpoint import CheckpointError
+
+    try:
+        if args.format == "ctranslate2":
+            from .export_ctranslate2 import export_ctranslate2
+
+            out = export_ctranslate2(args.checkpoint, args.out_dir, quantization=args.quantization)
+        else:
+            if args.quantization:
+                raise ExportError("--quantization applies to ctranslate2 exports only")
+            from .export_huggingface import export_huggingface
+
+            out = export_huggingface(args.checkpoint, args.out_dir)
+    except CheckpointError as e:
+        raise ExportError(str(e)) from None
+    print(f"nmt export: wrote {out} (see {out}/README.md)")
+    return 0

@@ -1,0 +1,200 @@
+"""`nmt export ctranslate2`: an nmt checkpoint as a CTranslate2 model directory.
+
+Built with CTranslate2's own Python spec API (``ctranslate2.specs.TransformerSpec``), as its fairseq
+converter does, so CTranslate2 writes its binary format itself. The directory holds ``model.bin``,
+``shared_vocabulary.json`` (or source/target vocabularies), ``config.json``, the SentencePiece model
+``spm.model``, ``nmt_export.json`` (nmt's model configuration, for the ctranslate2 engine) and a
+``README.md`` saying how to use it.
+
+Mapping (our names are fairseq's, so it is a list of assignments):
+  * embeddings scaled by sqrt(d_model) (``scale_embeddings``), the decoder starts with BOS, the
+    source gets EOS appended (``add_source_eos``), ``<pad>`` is called ``<blank>`` (CTranslate2's
+    padding token).
+  * Positions: nmt's sinusoidal table interleaves sin and cos (section 3.5: column 2i sin, 2i+1 cos)
+    while CTranslate2's default table puts sines and cosines in halves, so the table is written
+    explicitly from ``PositionalEncoding.weight`` (learned tables likewise).
+  * q/k/v projections are fused as CTranslate2 expects (self-attention: qkv; cross-attention: q, kv).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+QUANTIZATIONS = ("int8", "int8_float32", "float16", "bfloat16")
+
+
+class ExportError(Exception):
+    """A checkpoint that cannot be exported (missing extra, unsupported configuration)."""
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ExportError("ctranslate2 is not installed: pip install 'nmt[ct2]' (ctranslate2==4.8.5)") from None
+    return ctranslate2
+
+
+def check_head_size(cfg, target: str) -> None:
+    """CTranslate2 and HF Marian derive the head size as d_model / n_heads."""
+    if cfg.d_k != cfg.d_v or cfg.d_k * cfg.n_heads != cfg.d_model:
+        raise ExportError(f"{target} needs d_k = d_v = d_model / n_heads (model has d_model={cfg.d_model}, "
+                          f"n_heads={cfg.n_heads}, d_k={cfg.d_k}, d_v={cfg.d_v})")
+
+
+def vocabulary(sp) -> list[str]:
+    """The SentencePiece pieces in id order, with CTranslate2's name for padding."""
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    return ["<blank>" if p == "<pad>" else p for p in pieces]
+
+
+def build_spec(model, vocab: list[str]):
+    """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
+    shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
+    import numpy as np
+
+    import_ctranslate2()
+    from ctranslate2.converters import utils
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.cfg
+    check_head_size(cfg, "CTranslate2")
+    if len(vocab) != cfg.tgt_vocab_size or len(vocab) != cfg.src_vocab_size:
+        raise ExportError(f"SentencePiece model has {len(vocab)} pieces, the model "
+                          f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported")
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
+    spec = transformer_spec.TransformerSpec.from_config(
+        cfg.n_layers, cfg.n_heads, pre_norm=cfg.norm_position == "pre", activation=activation)
+
+    def arr(t):
+        return t.detach().float().cpu().numpy()
+
+    def linear(s, m):
+        s.weight = arr(m.weight)
+        if m.bias is not None:
+            s.bias = arr(m.bias)
+
+    def norm(s, m):
+        s.gamma, s.beta = arr(m.weight), arr(m.bias)
+
+    def attention(s, m, self_attention: bool):
+        parts = [common_spec.LinearSpec() for _ in range(3)]
+        for p, proj in zip(parts, (m.q_proj, m.k_proj, m.v_proj)):
+            linear(p, proj)
+        if self_attention:
+            utils.fuse_linear(s.linear[0], parts)
+        else:
+            s.linear[0].weight, s.linear[0].bias = parts[0].weight, parts[0].bias
+            utils.fuse_linear(s.linear[1], parts[1:])
+        linear(s.linear[-1], m.out_proj)
+
+    def ffn(s, layer):
+        norm(s.layer_norm, layer.final_layer_norm)
+        linear(s.linear_0, layer.fc1)
+        linear(s.linear_1, layer.fc2)
+
+    def inputs(s, side):
+        emb = s.embeddings[0] if isinstance(s.embeddings, list) else s.embeddings
+        emb.weight = arr(side.embed_tokens.weight)
+        s.scale_embeddings = True  # x * sqrt(d_model) (section 3.4)
+        s.position_encodings.encodings = np.ascontiguousarray(arr(side.embed.embed_positions.weight))
+
+    enc, dec = model.encoder, model.decoder
+    inputs(spec.encoder, enc)
+    for s, layer in zip(spec.encoder.layer, enc.layers):
+        attention(s.self_attention, layer.self_attn, True)
+        norm(s.self_attention.layer_norm, layer.self_attn_layer_norm)
+        ffn(s.ffn, layer)
+    inputs(spec.decoder, dec)
+    for s, layer in zip(spec.decoder.layer, dec.layers):
+        attention(s.self_attention, layer.self_attn, True)
+        norm(s.self_attention.layer_norm, layer.self_attn_layer_norm)
+        attention(s.attention, layer.encoder_attn, False)
+        norm(s.attention.layer_norm, layer.encoder_attn_layer_norm)
+        ffn(s.ffn, layer)
+    if cfg.norm_position == "pre":
+        norm(spec.encoder.layer_norm, enc.layer_norm)
+        norm(spec.decoder.layer_norm, dec.layer_norm)
+    out = dec.embed_tokens.weight if dec.output_projection is None else dec.output_projection.weight
+    spec.decoder.projection.weight = arr(out)  # no bias: logits = x W^T (tied: the embedding)
+
+    spec.register_source_vocabulary(vocab)
+    spec.register_target_vocabulary(vocab)
+    spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = "<s>", "</s>", "<unk>"
+    spec.config.decoder_start_token = "<s>"  # nmt's decoder input starts with BOS
+    spec.config.add_source_eos = True
+    spec.config.add_source_bos = False
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    return spec
+
+
+README = """# CTranslate2 export of an nmt checkpoint
+
+Exported by `nmt export ctranslate2` from `{source}` (quantization: {quantization}).
+
+    nmt translate {out} --engine ctranslate2 -i input.txt   # or Translator.load(..., engine="ctranslate2")
+
+or directly (source pieces from `spm.model`; CTranslate2 appends EOS and starts with BOS itself):
+
+    import ctranslate2, sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file="{out}/spm.model")
+    tr = ctranslate2.Translator("{out}", device="cpu")
+    res = tr.translate_batch([sp.encode("A dog runs.", out_type=str)], beam_size=4, length_penalty=0.6)
+    print(sp.decode(res[0].hypotheses[0]))
+"""
+
+
+def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: str | None = None,
+                 spm_model: str | Path | None = None, source: str = "") -> Path:
+    """Write the CTranslate2 directory of ``model`` (an nmt Transformer) and its ``vocab`` (pieces
+    in id order) atomically: built in a temporary sibling, then renamed (an existing ``out_dir`` is
+    replaced only once the new one is complete)."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
+    spec = build_spec(model, vocab)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        spec.save(str(tmp))
+        if spm_model is not None:
+            shutil.copyfile(spm_model, tmp / "spm.model")
+        (tmp / "README.md").write_text(README.format(source=source, quantization=quantization or "none (float32)",
+                                                     out=out_dir), encoding="utf-8")
+        (tmp / "nmt_export.json").write_text(json.dumps(
+            {"source": source, "quantization": quantization or "float32",
+             "model": dataclasses.asdict(model.cfg)}, indent=2) + "\n")
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            os.rename(out_dir, old / "model")
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None) -> Path:
+    """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model."""
+    import sentencepiece as spm
+
+    from ..checkpoint import load_model, resolve
+
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
+    import_ctranslate2()
+    source = resolve(checkpoint)
+    model, _ = load_model(source, device="cpu")
+    sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
+    return export_model(model, vocabulary(sp), out_dir, quantization=quantization,
+                        spm_model=source / "spm.model", source=str(source))

@@ -1,0 +1,156 @@
+"""Exports to CTranslate2 and Hugging Face Marian, and the ctranslate2 engine (optional extras:
+the tests skip with a message when ctranslate2 / transformers are not installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_model, save
+from nmt.cli import main
+from nmt.config import tiny
+from nmt.model import Transformer
+from nmt.infer.translate import Translator
+
+TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1000", "--train.save_every_minutes=0",
+        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, tmp_path_factory):
+    """A tiny model trained for a few seconds: non-trivial, input-dependent greedy outputs."""
+    run = tmp_path_factory.mktemp("export") / "run"
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=200",
+                 "--train.max_tokens=1024", "--train.accum_steps=1", "--train.lr_scale=0.3"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def test_lines(tiny_data):
+    return (tiny_data.parent / "text" / "test.en").read_text().splitlines()
+
+
+def random_checkpoint(tmp_path, src_ckpt, **changes):
+    """A random-weight tiny model with ``changes`` (e.g. pre-norm), saved with the spm of src_ckpt."""
+    from nmt.checkpoint import resolve
+
+    _, config = load_model(src_ckpt)
+    cfg = dataclasses.replace(tiny(config["model"]["tgt_vocab_size"]), **changes)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    with torch.no_grad():  # non-trivial LayerNorm gains and biases
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return save(tmp_path / "ckpt", model=model, spm_model=resolve(src_ckpt) / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+
+
+def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypatch):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    out = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(trained), str(out)]) == 0
+    for name in ("model.bin", "spm.model", "README.md", "shared_vocabulary.json"):
+        assert (out / name).exists(), name
+    ref = Translator.load(trained, precision="fp32").translate(test_lines, beam=1, alpha=0.0)
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32").translate(test_lines, beam=1, alpha=0.0)
+    assert len(set(ref)) > 10 and sum(len(r.split()) for r in ref) > 3 * len(ref)  # non-trivial outputs
+    same = sum(a == b for a, b in zip(ref, ct2))
+    assert same >= 0.97 * len(ref), f"{same}/{len(ref)} identical"
+    # an nmt checkpoint given to the engine is exported on the fly into the cache
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+    t = Translator.load(trained, engine="ctranslate2", precision="fp32")
+    assert t.translate(test_lines[:5], beam=1, alpha=0.0) == ct2[:5]
+    assert len(list((tmp_path / "cache" / "ctranslate2").iterdir())) == 1
+    # int8 quantized export loads and translates every line
+    assert main(["export", "ctranslate2", str(trained), str(tmp_path / "q"), "--quantization", "int8"]) == 0
+    q = Translator.load(tmp_path / "q", engine="ctranslate2").translate(test_lines[:5], beam=2)
+    assert len(q) == 5
+
+
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+def test_ctranslate2_scores_equal_nmt_log_probs(trained, tmp_path, norm_position):
+    """Exact check of the weight mapping (positions, fused q/k/v, pre-norm final norms): CTranslate2's
+    teacher-forced log-probabilities equal nmt's on a random-weight model."""
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    import sentencepiece as spm
+
+    from nmt.infer.export_ctranslate2 import export_ctranslate2
+
+    ckpt = random_checkpoint(tmp_path, trained, norm_position=norm_position)
+    export_ctranslate2(ckpt, tmp_path / "ct2")
+    model, _ = load_model(ckpt)
+    sp = spm.SentencePieceProcessor(model_file=str(ckpt / "spm.model"))
+    rng = random.Random(0)
+    n = sp.get_piece_size()
+    pairs = [([rng.randrange(4, n) for _ in range(rng.randint(1, 9))],
+              [rng.randrange(4, n) for _ in range(rng.randint(1, 9))]) for _ in range(6)]
+    tr = ctranslate2.Translator(str(tmp_path / "ct2"), compute_type="float32", intra_threads=1)
+    res = tr.score_batch([[sp.id_to_piece(i) for i in s] for s, _ in pairs],
+                         [[sp.id_to_piece(i) for i in t] for _, t in pairs])
+    for (src, tgt), r in zip(pairs, res):
+        with torch.no_grad():
+            logits = model(torch.tensor([src + [3]]), torch.tensor([[2] + tgt]))  # (1, T, W)
+        logp = torch.log_softmax(logits[0], -1)
+        expected = [float(logp[i, tok]) for i, tok in enumerate(tgt + [3])]
+        assert r.log_probs == pytest.approx(expected, abs=1e-4)
+
+
+def test_ctranslate2_engine_keeps_the_translate_contract(trained, tmp_path, capsys):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    lines = ["a dog runs", "", "   ", " ".join(["the"] * 300), "a \xff cat"]  # 300 pieces > 256 positions
+    src = tmp_path / "in.txt"
+    src.write_bytes("\n".join(lines[:4]).encode() + b"\n" + b"a \xff cat\n")
+    base = ["translate", str(trained), "--engine", "ctranslate2", "--beam", "2", "--quiet", "--max-len-b", "5"]
+    assert main([*base, "-i", str(src), "-o", str(tmp_path / "o.txt")]) == 2
+    assert "line 5: invalid UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "o.txt").exists()
+    assert main([*base, "-i", str(src), "-o", str(tmp_path / "o.txt"), "--errors", "replace"]) == 0
+    out = (tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")
+    assert len(out) == len(lines) + 1 and out[-1] == ""
+    assert [o == "" for o in out[:-1]] == [line.strip() == "" for line in lines]
+    assert "line 4: 300 pieces, truncated to 255" in capsys.readouterr().err
+
+
+def test_huggingface_export_is_exact(trained, test_lines, tmp_path):
+    pytest.importorskip("transformers", reason="transformers not installed (pip install 'nmt[hf]')")
+    from transformers import MarianMTModel, pipeline
+
+    from nmt.infer.export_huggingface import to_marian
+
+    # logits equality on a random model with non-trivial LayerNorms (the permutation is exact)
+    ckpt = random_checkpoint(tmp_path / "r", trained)
+    model, _ = load_model(ckpt)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])  # (B, S), padded
+    tgt = torch.tensor([[2, 5, 6, 7], [2, 11, 12, 13]])
+    with torch.no_grad():
+        expected = model(src, tgt)
+        got = to_marian(model)(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
+    assert (got - expected).abs().max() < 1e-4
+    # the exported directory loads in transformers and gives nmt's greedy outputs
+    out = tmp_path / "hf"
+    assert main(["export", "huggingface", str(trained), str(out)]) == 0
+    assert isinstance(MarianMTModel.from_pretrained(out), MarianMTModel)
+    translator = Translator.load(trained, precision="fp32")
+    pipe = pipeline("translation", model=str(out))
+    lines = test_lines[:20]
+    ref = translator.translate(lines, beam=1, alpha=0.0, max_len_b=10)
+    for line, r in zip(lines, ref):  # nmt's max length |x| + b (|x| with EOS) per sentence
+        n = len(translator.encode([line])[0][0]) + 10
+        assert pipe(line, num_beams=1, max_new_tokens=n)[0]["translation_text"] == r
+
+
+def test_export_errors(trained, tmp_path, capsys):
+    pytest.importorskip("transformers", reason="transformers not installed (pip install 'nmt[hf]')")
+    ckpt = random_checkpoint(tmp_path, trained, norm_position="pre")
+    assert main(["export", "huggingface", str(ckpt), str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nmt export: error: HF Marian is post-norm") and err.count("\n") == 1
+    assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf.tmp-*"))
+    assert main(["export", "ctranslate2", str(tmp_path / "nope"), str(tmp_path / "c")]) == 2
+    assert "not a checkpoint directory" in capsys.readouterr().err
