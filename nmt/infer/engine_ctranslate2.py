@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..config import ModelConfig, from_dict
 from ..vocab import UNK
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
-from .translate import Translation, Translator, make_batches
+from .translate import Translation, Translator, default_alpha, make_batches, one_or_many, truncation_message
 
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -98,7 +98,8 @@ class CTranslate2Translator(Translator):
         sp = spm.SentencePieceProcessor(model_file=str(model.directory / "spm.model"))
         return cls(model, sp, device=device or "cpu")
 
-    def translate_nbest(self, sentences: list[str], *, beam: int = 4, alpha: float = 0.6,
+    @one_or_many
+    def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None,
@@ -109,17 +110,19 @@ class CTranslate2Translator(Translator):
             if on_truncate is not None:
                 on_truncate(i, n)
             else:
-                warnings.warn(f"sentence {i}: {n} pieces, truncated to {limit - 1} (model.max_positions={limit})")
+                warnings.warn(truncation_message(i, n, limit))
         hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
                                nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch)
         return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
 
-    def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float = 0.6,
+    def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float | None = None,
                    max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, min_len: int = 1,
                    batch_tokens: int = 2048, max_sentences: int | None = None,
                    on_batch: Callable[[int], None] | None = None) -> list[list[tuple[list[int], float]]]:
         """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
-        length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score)."""
+        length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score).
+        ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6)."""
+        alpha = default_alpha(beam) if alpha is None else alpha
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
