@@ -70,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
     add_translate_args(p)
     p.set_defaults(func=run_translate)
+    from .plot_attention import add_plot_attention_args, run_plot_attention
+
+    p = sub.add_parser("plot-attention", help="heatmaps of every attention layer and head for one sentence")
+    add_plot_attention_args(p)
+    p.set_defaults(func=run_plot_attention)
+    p = sub.add_parser("serve", help="HTTP API with dynamic batching and a web page (needs nmt[serve])")
+    from .serve.options import add_serve_args, run_serve
+
+    add_serve_args(p)
+    p.set_defaults(func=run_serve)
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
@@ -90,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     from .metrics import ScoreError
     from .train.trainer import TrainError
     from .infer.translate import TranslateError
+    from .plot_attention import PlotAttentionError
+    from .serve.options import ServeError
 
     try:
         overrides = parse_overrides(rest)
@@ -97,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            FileNotFoundError) as e:
+            PlotAttentionError, ServeError, FileNotFoundError) as e:
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
 

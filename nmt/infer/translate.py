@@ -228,6 +228,9 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="invalid UTF-8 input: an error naming the line, or U+FFFD")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")
+    parser.add_argument("--alignment", action="store_true",
+                        help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
+                             "layer's encoder-decoder attention averaged over heads (fairseq's convention)")
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
@@ -267,6 +270,13 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         out = [r[0].text for r in results]
     else:
         out = [f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(results, start=1) for t in r]
+    if args.alignment:  # nmt.infer.attention: last layer, heads averaged, 0-based piece indices
+        from .attention import align, format_alignment
+
+        sources, _ = translator.encode(lines)
+        pairs = [format_alignment(align(translator.model, sources[i], t.tokens))
+                 for i, r in enumerate(results) for t in r]
+        out = [f"{line}\t{a}" for line, a in zip(out, pairs)]
     text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))
