@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import ipaddress
+import signal
 import sys
 from pathlib import Path
 
@@ -139,6 +140,12 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
     names = ", ".join(f"{n}={p}" for n, p in paths.items())
     print(f"nmt serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     # uvicorn answers SIGTERM/SIGINT by refusing new connections and finishing in-flight
-    # requests; the app's lifespan then drains the batchers.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=60)
+    # requests; the app's lifespan then drains the batchers. uvicorn re-raises the signal to the
+    # handler installed before it: a no-op here, so a drained server exits with status 0.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print("nmt serve: stopped (in-flight requests answered)", file=sys.stderr)
     return 0
