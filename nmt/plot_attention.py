@@ -28,6 +28,7 @@ def add_plot_attention_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sentence", help="the source sentence (raw text)")
     parser.add_argument("-o", "--output", required=True, help="folder for the PNG files")
     parser.add_argument("--beam", type=int, default=4, help="beam size of the translation (paper: 4)")
+    parser.add_argument("--max-len-b", type=int, default=50, help="output length limit |x| + b (paper: 50)")
     parser.add_argument("--device", default="cpu")
 
 
@@ -79,7 +80,8 @@ def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
     sources, _ = translator.encode([args.sentence])
     if not sources[0]:
         raise PlotAttentionError("the sentence is empty")
-    best = translator.translate_nbest([args.sentence], beam=args.beam, alpha=0.0 if args.beam == 1 else 0.6)[0][0]
+    best = translator.translate_nbest([args.sentence], beam=args.beam, alpha=0.0 if args.beam == 1 else 0.6,
+                                       max_len_b=args.max_len_b)[0][0]
     maps = attention_maps(translator.model, sources[0], best.tokens)
     src = piece_labels(translator.sp, sources[0])
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)
