@@ -262,7 +262,7 @@ def test_page_in_chromium(run_dir, tmp_path):
 
     checkpoint = os.environ.get("NMT_SERVE_TEST_CHECKPOINT", str(run_dir))
     sentence = os.environ.get("NMT_SERVE_TEST_SENTENCE", SENTENCES[0])
-    server = Server(f"model={checkpoint}", log=tmp_path / "serve.log")
+    server = Server(f"en-de={checkpoint}", log=tmp_path / "serve.log")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
