@@ -116,6 +116,7 @@ def test_health_models_metrics_page_docs_attention(client, translator, run_dir):
     assert {"/translate", "/attention", "/health", "/models", "/metrics"} <= set(client.get("/openapi.json").json()["paths"])
     missing = client.get("/no/such/page")
     assert missing.status_code == 404 and missing.json()["error"]["status"] == 404
+    assert client.post("/translate", json={"text": SENTENCES[0], "beam": 1}).status_code == 200
     metrics = client.get("/metrics").text
     assert 'nmt_requests_total{endpoint="/translate",status="200"}' in metrics
     assert 'nmt_errors_total{status="404"}' in metrics
@@ -299,3 +300,21 @@ def test_page_in_chromium(run_dir, tmp_path):
     finally:
         browser.quit()
         server.stop()
+
+
+def test_other_engine_serves_text_but_no_attention(run_dir, translator):
+    """A translator whose model is not nmt's (the ctranslate2 engine): translation works,
+    alignment and attention are a 400 naming the reason."""
+
+    class OtherEngine:
+        model, sp = object(), translator.sp
+        encode, translate_nbest = translator.encode, translator.translate_nbest
+
+    app, models = make_app(run_dir)
+    models["tiny"].batcher.translator = OtherEngine()
+    with TestClient(app) as c:
+        assert c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]["text"] == \
+            translator.translate([SENTENCES[0]])[0]
+        for path, body in (("/translate", {"text": "a", "alignment": True}), ("/attention", {"text": "a"})):
+            r = c.post(path, json=body)
+            assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]

@@ -71,6 +71,13 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
+def torch_model(m: "ServedModel") -> bool:
+    """Attention and alignment need nmt's own model (not the ctranslate2 engine's)."""
+    import torch
+
+    return isinstance(getattr(m.batcher.translator, "model", None), torch.nn.Module)
+
+
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": {"status": status, "message": message}}, status_code=status, headers=headers)
 
@@ -194,6 +201,8 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         chars = sum(map(len, sentences))
         if chars > limits.max_chars:
             raise ApiError(413, f"{chars} characters: at most {limits.max_chars} per request")
+        if req.alignment and not torch_model(m):
+            raise ApiError(400, f"model {m.name!r}: alignment needs the torch engine")
         if not sentences:
             return {"model": m.name, "translations": []}
         alpha = default_alpha(req.beam) if req.alpha is None else req.alpha
@@ -218,7 +227,7 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         m = pick(req.model)
         if len(req.text) > limits.max_chars:
             raise ApiError(413, f"{len(req.text)} characters: at most {limits.max_chars} per request")
-        if not hasattr(m.batcher.translator, "model"):
+        if not torch_model(m):
             raise ApiError(400, f"model {m.name!r}: attention needs the torch engine")
         alpha = default_alpha(req.beam) if req.alpha is None else req.alpha
         maps, best = await wait(m, [req.text], SearchOptions(req.beam, alpha, 1), kind="attention")
