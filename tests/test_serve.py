@@ -11,6 +11,7 @@ import shutil
 import signal
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -187,10 +188,9 @@ def test_batching_never_changes_a_translation(translator):
 
 
 def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
-    import uvicorn
-
-    from nmt.infer.translate import Translator as T
     import inspect
+
+    import uvicorn
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
@@ -209,7 +209,7 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
     assert main(["serve", f"a={run_dir}", f"a={run_dir}"]) == 2
     assert "given twice" in capsys.readouterr().err
     assert main(["serve", str(run_dir), "--max-batch-tokens", "0"]) == 2
-    if "engine" not in inspect.signature(T.load).parameters:
+    if "engine" not in inspect.signature(Translator.load).parameters:
         assert main(["serve", str(run_dir), "--engine", "ctranslate2"]) == 2
         assert "--engine ctranslate2: this nmt has no ctranslate2 engine" in capsys.readouterr().err
 
@@ -236,7 +236,7 @@ def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
         assert len(results) == 320
         assert [r for r in results if r[1] != 200] == []
         assert [r for r in results if r[2] != single[r[0]]] == []
-        status, metrics = 200, __import__("urllib.request").request.urlopen(server.url + "/metrics").read().decode()
+        metrics = urllib.request.urlopen(server.url + "/metrics").read().decode()
         batches = [line for line in metrics.splitlines() if line.startswith("nmt_batch_sentences_count")]
         assert batches and float(batches[0].split()[-1]) < 320 + len(SENTENCES)  # requests were batched
         # SIGTERM while a long request is in flight: it is answered, then the server exits
