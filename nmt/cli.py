@@ -75,6 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
     add_export_args(p)
     p.set_defaults(func=run_export)
+    from .plot_attention import add_plot_attention_args, run_plot_attention
+
+    p = sub.add_parser("plot-attention", help="heatmaps of every attention layer and head for one sentence")
+    add_plot_attention_args(p)
+    p.set_defaults(func=run_plot_attention)
+    p = sub.add_parser("serve", help="HTTP API with dynamic batching and a web page (needs nmt[serve])")
+    from .serve.options import add_serve_args, run_serve
+
+    add_serve_args(p)
+    p.set_defaults(func=run_serve)
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
@@ -96,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     from .train.trainer import TrainError
     from .infer.translate import TranslateError
     from .infer.export_ctranslate2 import ExportError
+    from .plot_attention import PlotAttentionError
+    from .serve.options import ServeError
 
     try:
         overrides = parse_overrides(rest)
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            ExportError, FileNotFoundError) as e:
+            ExportError, PlotAttentionError, ServeError, FileNotFoundError) as e:
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -279,6 +279,9 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                         help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)")
     parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
                         help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory")
+    parser.add_argument("--alignment", action="store_true",
+                        help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
+                             "layer's encoder-decoder attention averaged over heads (fairseq's convention)")
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
@@ -327,6 +330,13 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         out = [r[0].text for r in results]
     else:
         out = [f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(results, start=1) for t in r]
+    if args.alignment:  # nmt.infer.attention: last layer, heads averaged, 0-based piece indices
+        from .attention import align, format_alignment
+
+        sources, _ = translator.encode(lines)
+        pairs = [format_alignment(align(translator.model, sources[i], t.tokens))
+                 for i, r in enumerate(results) for t in r]
+        out = [f"{line}\t{a}" for line, a in zip(out, pairs)]
     text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))

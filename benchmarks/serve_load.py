@@ -1,0 +1,176 @@
+"""Load test of `nmt serve` on loopback: throughput and latency percentiles at several
+concurrencies, with dynamic batching and with batching off, against offline translation.
+
+    python benchmarks/serve_load.py runs/demo/average --sentences runs/demo/data/test.en.txt
+
+Each client sends one sentence per request (beam 4, alpha 0.6) over a kept-alive connection, in
+a loop over the first --n sentences, until --requests requests per level or --max-seconds. The
+server runs as a subprocess on 127.0.0.1 (never another address). Baselines on the same
+sentences and threads: offline = one `Translator.translate` call over all of them (what
+`nmt translate` does, model load excluded), and the `nmt translate` command itself (wall time,
+model load included); direct = `Translator.translate([s])` one sentence at a time (latency).
+Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(checkpoint: str, extra: list[str]) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", f"m={checkpoint}", "--host", "127.0.0.1",
+                             "--port", str(port), *extra], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc, port
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit("nmt serve did not start")
+
+
+def load_level(port: int, sentences: list[str], *, concurrency: int, requests: int,
+               max_seconds: float) -> dict:
+    latencies: list[float] = []
+    errors = [0]
+    counter = [0]
+    lock = threading.Lock()
+    stop_at = time.monotonic() + max_seconds
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while True:
+            with lock:
+                i = counter[0]
+                if i >= requests or time.monotonic() > stop_at:
+                    return
+                counter[0] += 1
+            body = json.dumps({"text": sentences[i % len(sentences)], "beam": 4, "alpha": 0.6})
+            start = time.perf_counter()
+            conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            elapsed = time.perf_counter() - start
+            with lock:
+                if response.status == 200:
+                    latencies.append(elapsed)
+                else:
+                    errors[0] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    return {"n": len(latencies), "errors": errors[0], "sent_s": len(latencies) / wall,
+            "p50": percentile(latencies, 50), "p95": percentile(latencies, 95), "p99": percentile(latencies, 99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint")
+    parser.add_argument("--sentences", required=True, help="raw source sentences, one per line")
+    parser.add_argument("--n", type=int, default=200, help="distinct sentences used")
+    parser.add_argument("--concurrency", default="1,8,32,128")
+    parser.add_argument("--requests", type=int, default=200, help="requests per level (bound)")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="time per level (bound)")
+    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of the server and the baselines (OMP_NUM_THREADS)")
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the server and `nmt translate`
+    sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][: args.n]
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    import torch
+
+    from nmt.infer.translate import Translator
+
+    torch.set_num_threads(args.threads)
+
+    t = Translator.load(args.checkpoint, device="cpu", precision="fp32")
+    t.translate(sentences[:4])  # warm-up
+    start = time.perf_counter()
+    t.translate(sentences, beam=4, alpha=0.6)
+    offline = len(sentences) / (time.perf_counter() - start)
+    direct = []
+    for s in sentences[: min(len(sentences), 100)]:
+        start = time.perf_counter()
+        t.translate([s], beam=4, alpha=0.6)
+        direct.append(time.perf_counter() - start)
+    del t
+    src = Path("/tmp") / f"serve_load_{os.getpid()}.txt"
+    src.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nmt", "translate", args.checkpoint, "-i", str(src), "-o", os.devnull,
+                    "--quiet", "--precision", "fp32"], check=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    cli = len(sentences) / (time.perf_counter() - start)
+    src.unlink()
+
+    rows = []
+    for mode, extra in (("dynamic batching", ["--max-wait-ms", str(args.max_wait_ms)]),
+                        ("batching off", ["--no-batching"])):
+        proc, port = start_server(args.checkpoint, extra)
+        try:
+            load_level(port, sentences[:8], concurrency=2, requests=8, max_seconds=30)  # warm-up
+            for c in levels:
+                r = load_level(port, sentences, concurrency=c, requests=args.requests, max_seconds=args.max_seconds)
+                rows.append((mode, c, r))
+                print(f"# {mode} c={c}: {r}", file=sys.stderr)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
+
+    print(f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n")
+    print("| server | clients | requests | errors | sent/s | vs offline | p50 ms | p95 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode, c, r in rows:
+        print(f"| {mode} | {c} | {r['n']} | {r['errors']} | {r['sent_s']:.1f} | {r['sent_s'] / offline:.2f} | "
+              f"{1000 * r['p50']:.0f} | {1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |")
+    print()
+    print("| baseline | sent/s | p50 ms |")
+    print("|---|---|---|")
+    print(f"| offline `Translator.translate` (all sentences, one call) | {offline:.1f} | |")
+    print(f"| `nmt translate` command (wall, model load included) | {cli:.1f} | |")
+    print(f"| direct `Translator.translate([s])`, one at a time | {1 / statistics.mean(direct):.1f} | "
+          f"{1000 * percentile(direct, 50):.0f} |")
+    c1 = [r for mode, c, r in rows if mode == "dynamic batching" and c == 1]
+    if c1:
+        print(f"\nconcurrency 1, dynamic batching: p50 {1000 * c1[0]['p50']:.0f} ms = "
+              f"{c1[0]['p50'] / percentile(direct, 50):.2f}x the direct call")
+
+
+if __name__ == "__main__":
+    main()

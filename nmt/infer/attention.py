@@ -1,0 +1,118 @@
+"""Attention weights and word alignment from a trained model (the paper's appendix, Figures 3-5).
+
+    maps = attention_maps(model, src, tgt)   # src: pieces + EOS, tgt: output pieces (no BOS/EOS)
+    maps.encoder_self   # (L, H, S, S)  layer, head, query source position, key source position
+    maps.decoder_self   # (L, H, T, T)  query target position, key target position (causal)
+    maps.cross          # (L, H, T, S)  encoder-decoder attention: target query, source key
+
+Axis legend: L layers, H heads, S source tokens (pieces + EOS), T decoder inputs (BOS + output
+pieces), so row t of ``cross`` is the attention used to predict output token t (the last row
+predicts EOS).
+
+The weights are not taken from the model's forward (which calls fused scaled_dot_product_attention
+and never forms them): a teacher-forced ``encode`` + ``decode_step`` runs with forward hooks on
+each attention module's ``q_proj`` and ``k_proj``, and the weights are recomputed here as
+softmax(Q K^T / sqrt(d_k)) with the same masks as the model (source padding; causal in the
+decoder). The model code is not changed.
+
+Alignment (``nmt translate --alignment``, the server's ``"alignment": true``) follows fairseq's
+convention (``--print-alignment``, ``utils.extract_hard_alignment``): the encoder-decoder attention
+of the LAST decoder layer, AVERAGED over its heads; each output piece (EOS excluded) is aligned to
+the source piece (EOS excluded) it attends to most. Pairs are written "s-t", 0-based
+SentencePiece piece indices of source and output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..vocab import BOS, EOS, PAD
+
+
+@dataclass
+class AttentionMaps:
+    encoder_self: Tensor  # (L, H, S, S)
+    decoder_self: Tensor  # (L, H, T, T)
+    cross: Tensor  # (L, H, T, S)
+
+
+def _weights(q: Tensor, k: Tensor, n_heads: int, d_k: int, allowed: Tensor) -> Tensor:
+    """q (1, T, H*K), k (1, N, H*K), allowed (T, N) True = may attend -> (H, T, N)."""
+    t, n = q.size(1), k.size(1)
+    q = q.view(t, n_heads, d_k).transpose(0, 1)  # (H, T, K)
+    k = k.view(n, n_heads, d_k).transpose(0, 1)  # (H, N, K)
+    scores = q.float() @ k.float().transpose(1, 2) / math.sqrt(d_k)  # (H, T, N)
+    return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)  # (H, T, N)
+
+
+@torch.no_grad()
+def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
+    """Attention weights of every layer and head for one source (token ids ending with EOS) and
+    one target (output ids without BOS/EOS; the decoder is fed BOS + tgt)."""
+    cfg = model.cfg
+    if not src:
+        raise ValueError("attention_maps needs a non-empty source")
+    device = next(model.parameters()).device
+    src_t = torch.tensor([src], device=device)  # (1, S)
+    tgt_in = torch.tensor([[BOS] + list(tgt)], device=device)  # (1, T)
+    captured: dict[int, Tensor] = {}
+    handles = []
+    modules = ([layer.self_attn for layer in model.encoder.layers]
+               + [layer.self_attn for layer in model.decoder.layers]
+               + [layer.encoder_attn for layer in model.decoder.layers])
+    for attn in modules:
+        for proj in (attn.q_proj, attn.k_proj):
+            handles.append(proj.register_forward_hook(
+                lambda mod, inputs, out: captured.__setitem__(id(mod), out.detach())))
+    was_training = model.training
+    model.eval()
+    try:
+        memory = model.encode(src_t)
+        model.decode_step(tgt_in, memory, None)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    s, t = src_t.size(1), tgt_in.size(1)
+    src_ok = src_t[0].ne(PAD)  # (S,)
+    enc_allowed = src_ok[None, :].expand(s, s)  # (S, S)
+    causal = torch.ones(t, t, dtype=torch.bool, device=device).tril()  # (T, T)
+    cross_allowed = src_ok[None, :].expand(t, s)  # (T, S)
+
+    def stack(attns, allowed) -> Tensor:
+        return torch.stack([_weights(captured[id(a.q_proj)], captured[id(a.k_proj)], cfg.n_heads, cfg.d_k,
+                                     allowed) for a in attns]).cpu()  # (L, H, ., .)
+
+    return AttentionMaps(
+        encoder_self=stack([layer.self_attn for layer in model.encoder.layers], enc_allowed),
+        decoder_self=stack([layer.self_attn for layer in model.decoder.layers], causal),
+        cross=stack([layer.encoder_attn for layer in model.decoder.layers], cross_allowed))
+
+
+def hard_alignment(cross: Tensor, src: list[int], tgt: list[int], *, layer: int = -1) -> list[tuple[int, int]]:
+    """fairseq's convention: the ``layer`` (default: last) encoder-decoder attention averaged over
+    heads; for each output piece j of ``tgt`` (no BOS/EOS) the source piece i (EOS and padding
+    excluded) with the largest weight. ``cross`` (L, H, T, S) from ``attention_maps``; returns
+    [(i, j), ...] in output order, empty when either side has no pieces."""
+    n_src = sum(1 for x in src if x not in (EOS, PAD))
+    if n_src == 0 or not tgt:
+        return []
+    avg = cross[layer].mean(dim=0)  # (T, S)
+    rows = avg[: len(tgt), :n_src]  # (|tgt|, |src| without EOS): row j predicts tgt[j]
+    return [(int(i), j) for j, i in enumerate(rows.argmax(dim=1).tolist())]
+
+
+def format_alignment(pairs: list[tuple[int, int]]) -> str:
+    """'0-0 1-2 ...' (source-target), fairseq's text format."""
+    return " ".join(f"{i}-{j}" for i, j in pairs)
+
+
+def align(model, src: list[int], tgt: list[int]) -> list[tuple[int, int]]:
+    """Hard alignment of a source (ids + EOS) and its translation (ids without BOS/EOS)."""
+    if not src or not tgt:
+        return []
+    return hard_alignment(attention_maps(model, src, tgt).cross, src, tgt)

@@ -1,0 +1,81 @@
+"""A small trained checkpoint (about 8 s on one core) and a `nmt serve` subprocess for the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
+SENTENCES = ["the dog sees a red ball", "a man sits on the street", "the small cat plays with the child",
+             "a woman runs in the water", "the big tree", "a blue car on the green street with a dog",
+             "the child sees the man", "a cat", "the woman plays with a ball in the house",
+             "a small red car runs on the street with the big blue ball", "", "the green house"]
+TRAIN_ARGS = ["--preset", "tiny", "--model.dropout=0", "--model.d_model=32", "--model.d_ff=64",
+              "--model.n_heads=2", "--model.d_k=16", "--model.d_v=16", "--train.precision=fp32",
+              "--train.save_every_minutes=0", "--train.valid_every_steps=0", "--train.warmup_steps=60",
+              "--train.num_threads=1", "--train.label_smoothing=0", "--train.max_steps=300",
+              "--train.max_tokens=512", "--train.accum_steps=1"]
+
+
+def train_small(data: Path, out: Path) -> Path:
+    from nmt.cli import main
+
+    assert main(["train", str(data), "--out", str(out), *TRAIN_ARGS]) == 0
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(url: str, body: dict | None = None, *, timeout: float = 60) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+class Server:
+    """`python -m nmt serve ...` on 127.0.0.1 and a free port, waited for until /health answers."""
+
+    def __init__(self, *args: str, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", *args, "--port", str(self.port)],
+                                     stdout=subprocess.PIPE, stderr=open(log, "wb"), env=env, cwd=REPO)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nmt serve exited: {log.read_text()}")
+            try:
+                if request(self.url + "/health", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"nmt serve did not start: {log.read_text()}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode

@@ -1,0 +1,320 @@
+"""`nmt serve`: every endpoint and error through FastAPI's TestClient, dynamic batching, the CLI,
+a real server under 32 concurrent clients with SIGTERM draining, and the page in Debian's chromium."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from nmt.cli import main  # noqa: E402
+from nmt.infer.translate import Translator  # noqa: E402
+from nmt.serve.app import Limits, create_app  # noqa: E402
+from nmt.serve.batcher import Batcher, SearchOptions  # noqa: E402
+from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+from serve_fixtures import SENTENCES, Server, request, train_small  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_data, tmp_path_factory) -> Path:
+    return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir) -> Translator:
+    return Translator.load(run_dir, device="cpu", precision="fp32")
+
+
+def make_app(run_dir, *extra, api_key=None, limits=None):
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    args = parser.parse_args([f"tiny={run_dir}", *extra])
+    models = build_models({"tiny": run_dir}, args)
+    return create_app(models, api_key=api_key, limits=limits), models
+
+
+@pytest.fixture(scope="module")
+def client(run_dir):
+    app, _ = make_app(run_dir, limits=Limits(max_chars=500, max_sentences=20))
+    with TestClient(app) as c:
+        yield c
+
+
+def test_translate_matches_translator_in_input_order(client, translator):
+    expected = translator.translate_nbest(SENTENCES, beam=4, alpha=0.6, nbest=2)
+    r = client.post("/translate", json={"model": "tiny", "text": SENTENCES, "nbest": 2, "alignment": True})
+    assert r.status_code == 200
+    out = r.json()["translations"]
+    assert len(out) == len(SENTENCES) and any(t["text"] for t in out)
+    for sent, got, want in zip(SENTENCES, out, expected):
+        assert got["text"] == want[0].text and [h["text"] for h in got["nbest"]] == [w.text for w in want]
+        assert got["score"] == pytest.approx(want[0].score, abs=1e-5)
+        n_src, n_tgt = len(translator.encode([sent])[0][0]) - 1, len(want[0].tokens)
+        assert [t for _, t in got["alignment"]] == list(range(n_tgt if n_src > 0 else 0))
+        assert all(0 <= s < n_src for s, _ in got["alignment"])
+    assert out[SENTENCES.index("")] == {"text": "", "score": 0.0, "nbest": [{"text": "", "score": 0.0}],
+                                        "alignment": []}
+    # one string, greedy, default model; alpha defaults to 0 for beam 1
+    r = client.post("/translate", json={"text": SENTENCES[0], "beam": 1})
+    assert r.json()["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam=1, alpha=0.0)[0]
+    assert client.post("/translate", json={"text": []}).json() == {"model": "tiny", "translations": []}
+
+
+@pytest.mark.parametrize("body, status, message", [
+    (b'{"text": "a dog', 400, "not valid JSON"),
+    (b'{"text": "a \xff dog"}', 400, "not valid UTF-8 (byte 0xff at offset 12)"),
+    (b'{"text": 3}', 422, "text"),
+    (b'{"text": "a", "beam": "4"}', 422, "beam"),
+    (b'{"text": "a", "beam": 0}', 422, "beam"),
+    (b'{"text": "a", "colour": 1}', 422, "colour"),
+    (b'{"text": ["a", 2]}', 422, "text"),
+    (b'{"text": "a", "beam": 2, "nbest": 3}', 422, "nbest: 3 must be <= beam (2)"),
+    (b'{"text": "a", "model": "fr-en"}', 404, "unknown model 'fr-en' (serving: tiny)"),
+    (json.dumps({"text": ["a"] * 21}).encode(), 413, "21 sentences: at most 20"),
+    (json.dumps({"text": "a" * 501}).encode(), 413, "501 characters: at most 500"),
+])
+def test_translate_errors(client, body, status, message):
+    r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == status
+    assert r.json()["error"]["status"] == status and message in r.json()["error"]["message"]
+
+
+def test_health_models_metrics_page_docs_attention(client, translator, run_dir):
+    assert client.get("/health").json() == {"status": "ok", "models": ["tiny"], "auth": False}
+    info = client.get("/models").json()["models"][0]
+    assert info["name"] == "tiny" and (info["src_lang"], info["tgt_lang"]) == ("en", "de")
+    assert info["vocabulary_size"] == 120 and info["config"]["model"]["d_model"] == 32
+    assert info["parameters"] == sum(p.numel() for p in translator.model.parameters())
+    r = client.post("/attention", json={"text": SENTENCES[1]})
+    att = r.json()
+    best = translator.translate_nbest([SENTENCES[1]])[0][0]
+    assert att["text"] == best.text and att["target_pieces"] == ["<s>"] + [
+        translator.sp.id_to_piece(i) for i in best.tokens]
+    assert att["source_pieces"][-1] == "</s>"
+    layers, heads = len(att["cross"]), len(att["cross"][0])
+    assert (layers, heads) == (2, 2)
+    for head in att["cross"][1]:
+        assert len(head) == len(att["target_pieces"]) and all(len(row) == len(att["source_pieces"]) for row in head)
+        assert all(abs(sum(row) - 1) < 1e-3 for row in head)
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text and 'name="viewport"' in page.text
+    assert "http" not in client.get("/static/app.js").text.replace("HTTP ", "")  # nothing fetched outside
+    assert client.get("/static/style.css").status_code == 200
+    assert client.get("/docs").status_code == 200
+    assert {"/translate", "/attention", "/health", "/models", "/metrics"} <= set(client.get("/openapi.json").json()["paths"])
+    missing = client.get("/no/such/page")
+    assert missing.status_code == 404 and missing.json()["error"]["status"] == 404
+    assert client.post("/translate", json={"text": SENTENCES[0], "beam": 1}).status_code == 200
+    metrics = client.get("/metrics").text
+    assert 'nmt_requests_total{endpoint="/translate",status="200"}' in metrics
+    assert 'nmt_errors_total{status="404"}' in metrics
+    assert 'nmt_request_latency_seconds_bucket{endpoint="/translate"' in metrics
+    assert 'nmt_batch_sentences_count{model="tiny"}' in metrics
+    assert 'nmt_queue_sentences{model="tiny"} 0.0' in metrics
+
+
+def test_api_key(run_dir):
+    app, _ = make_app(run_dir, api_key="s3cret")
+    with TestClient(app) as c:
+        body = {"text": SENTENCES[0], "beam": 1}
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"X-API-Key": "s3cre"}):
+            r = c.post("/translate", json=body, headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+            assert "API key" in r.json()["error"]["message"]
+        assert c.get("/models").status_code == 401
+        assert c.post("/translate", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.post("/translate", json=body, headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert c.get("/health").json()["auth"] is True
+
+
+def test_queue_full_is_503_with_retry_after(run_dir):
+    app, models = make_app(run_dir, "--max-queue", "1")
+    batcher = models["tiny"].batcher
+    release, entered = threading.Event(), threading.Event()
+    real = batcher.translator.translate_nbest
+
+    def blocking(*args, **kwargs):
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    batcher.translator.translate_nbest = blocking
+    with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
+        first = pool.submit(c.post, "/translate", json={"text": "a dog", "beam": 1})
+        assert entered.wait(30)  # the worker holds the first request
+        second = pool.submit(c.post, "/translate", json={"text": "a cat", "beam": 1})
+        deadline = time.monotonic() + 30
+        while batcher.queue_length < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        r = c.post("/translate", json={"text": "the tree", "beam": 1})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert "queue full" in r.json()["error"]["message"]
+        release.set()
+        assert first.result().status_code == second.result().status_code == 200
+
+
+def test_batching_never_changes_a_translation(translator):
+    sizes = []
+    batcher = Batcher(translator, max_batch_tokens=4096, max_wait_ms=300, on_batch=sizes.append)
+    sentences = [s for s in SENTENCES if s] * 2
+
+    async def all_at_once():
+        futures = [batcher.submit([s], SearchOptions(4, 0.6, 2)) for s in sentences]
+        return await asyncio.gather(*futures)
+
+    batcher.start()
+    try:
+        batched = asyncio.run(all_at_once())
+    finally:
+        batcher.stop()
+    assert max(sizes) > 1  # the worker did combine requests
+    for s, got in zip(sentences, batched):
+        alone = translator.translate_nbest([s], beam=4, alpha=0.6, nbest=2)[0]
+        assert [(t.text, t.tokens) for t in got[0]] == [(t.text, t.tokens) for t in alone]
+        assert [t.score for t in got[0]] == pytest.approx([t.score for t in alone], abs=1e-5)
+
+
+def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
+    import inspect
+
+    import uvicorn
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    assert main(["serve", f"en-de={run_dir}", "--host", "0.0.0.0", "--port", "8123"]) == 0
+    assert calls[-1]["host"] == "0.0.0.0" and calls[-1]["port"] == 8123
+    assert "warning: listening on 0.0.0.0" in capsys.readouterr().err
+    key = tmp_path / "key"
+    key.write_text("k\n")
+    assert main(["serve", str(run_dir), "--host", "0.0.0.0", "--api-key-file", str(key)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    key.write_text("\n")
+    assert main(["serve", str(run_dir), "--api-key-file", str(key)]) == 2
+    assert f"nmt serve: error: {key}: line 1: empty API key" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path / "nope")]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err
+    assert main(["serve", f"a={run_dir}", f"a={run_dir}"]) == 2
+    assert "given twice" in capsys.readouterr().err
+    assert main(["serve", str(run_dir), "--max-batch-tokens", "0"]) == 2
+    if "engine" not in inspect.signature(Translator.load).parameters:
+        assert main(["serve", str(run_dir), "--engine", "ctranslate2"]) == 2
+        assert "--engine ctranslate2: this nmt has no ctranslate2 engine" in capsys.readouterr().err
+
+
+def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
+    server = Server(f"tiny={run_dir}", "--max-wait-ms", "10", log=tmp_path / "serve.log")
+    try:
+        single = {}
+        for s in SENTENCES:  # one request at a time: the reference
+            status, body = request(server.url + "/translate", {"text": s})
+            assert status == 200
+            single[s] = body["translations"][0]["text"]
+
+        def client(i: int) -> list[tuple[str, int, str]]:
+            out = []
+            for j in range(10):
+                s = SENTENCES[(i + j) % len(SENTENCES)]
+                status, body = request(server.url + "/translate", {"text": s})
+                out.append((s, status, body["translations"][0]["text"] if status == 200 else body))
+            return out
+
+        with ThreadPoolExecutor(32) as pool:
+            results = [r for rs in pool.map(client, range(32)) for r in rs]
+        assert len(results) == 320
+        assert [r for r in results if r[1] != 200] == []
+        assert [r for r in results if r[2] != single[r[0]]] == []
+        metrics = urllib.request.urlopen(server.url + "/metrics").read().decode()
+        batches = [line for line in metrics.splitlines() if line.startswith("nmt_batch_sentences_count")]
+        assert batches and float(batches[0].split()[-1]) < 320 + len(SENTENCES)  # requests were batched
+        # SIGTERM while a long request is in flight: it is answered, then the server exits
+        with ThreadPoolExecutor(1) as pool:
+            long = pool.submit(request, server.url + "/translate", {"text": SENTENCES * 15, "beam": 8})
+            time.sleep(0.5)
+            server.proc.send_signal(signal.SIGTERM)
+            status, body = long.result(timeout=60)
+        assert status == 200 and len(body["translations"]) == len(SENTENCES) * 15
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        server.stop()
+
+
+def test_page_in_chromium(run_dir, tmp_path):
+    """Types, clicks, waits, checks that the heatmap is drawn; screenshot (phone-sized window) to
+    tmp_path and, with NMT_SCREENSHOT=FILE, to FILE. NMT_SERVE_TEST_CHECKPOINT serves another model."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    checkpoint = os.environ.get("NMT_SERVE_TEST_CHECKPOINT", str(run_dir))
+    sentence = os.environ.get("NMT_SERVE_TEST_SENTENCE", SENTENCES[0])
+    server = Server(f"en-de={checkpoint}", log=tmp_path / "serve.log")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    # a phone-sized screen (headless windows are at least 500 px wide; emulation is not)
+    options.add_experimental_option("mobileEmulation", {"deviceMetrics": {"width": 390, "height": 844,
+                                                                          "pixelRatio": 2}})
+    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
+    try:
+        browser.get(server.url + "/")
+        WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "model").get_attribute("value"))
+        browser.find_element(By.ID, "source").send_keys(sentence)
+        browser.find_element(By.ID, "go").click()
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "heatmap").get_attribute("data-drawn"))
+        translation = browser.find_element(By.ID, "translation").text
+        assert translation.strip() != ""
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#nbestlist li")) >= 1
+        canvas = browser.find_element(By.ID, "heatmap")
+        assert canvas.size["width"] > 50 and canvas.size["height"] > 50
+        # something other than white was painted in the heatmap's cells
+        colours = browser.execute_script(
+            "const c = document.getElementById('heatmap'); const d = c.getContext('2d')"
+            ".getImageData(0, 0, c.width, c.height).data; const s = new Set();"
+            "for (let i = 0; i < d.length; i += 4) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]); return s.size;")
+        assert colours > 5
+        # no horizontal scrolling of the page on a phone-sized screen
+        assert browser.execute_script("return window.innerWidth") == 390
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
+        shot = tmp_path / "serve-page.png"
+        browser.save_screenshot(str(shot))
+        assert shot.stat().st_size > 5000
+        if os.environ.get("NMT_SCREENSHOT"):
+            shutil.copyfile(shot, os.environ["NMT_SCREENSHOT"])
+    finally:
+        browser.quit()
+        server.stop()
+
+
+def test_other_engine_serves_text_but_no_attention(run_dir, translator):
+    """A translator whose model is not nmt's (the ctranslate2 engine): translation works,
+    alignment and attention are a 400 naming the reason."""
+
+    class OtherEngine:
+        model, sp = object(), translator.sp
+        encode, translate_nbest = translator.encode, translator.translate_nbest
+
+    app, models = make_app(run_dir)
+    models["tiny"].batcher.translator = OtherEngine()
+    with TestClient(app) as c:
+        assert c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]["text"] == \
+            translator.translate([SENTENCES[0]])[0]
+        for path, body in (("/translate", {"text": "a", "alignment": True}), ("/attention", {"text": "a"})):
+            r = c.post(path, json=body)
+            assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]
