@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
     add_export_args(p)
     p.set_defaults(func=run_export)
-    from .plot_attention import add_plot_attention_args, run_plot_attention
+    from .infer.plot_attention import add_plot_attention_args, run_plot_attention
 
     p = sub.add_parser("plot-attention", help="heatmaps of every attention layer and head for one sentence")
     add_plot_attention_args(p)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from .train.trainer import TrainError
     from .infer.translate import TranslateError
     from .infer.export_ctranslate2 import ExportError
-    from .plot_attention import PlotAttentionError
+    from .infer.plot_attention import PlotAttentionError
     from .serve.options import ServeError
 
     try:

@@ -67,9 +67,9 @@ def draw(weights, rows: list[str], cols: list[str], title: str, path: Path) -> N
 
 
 def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
-    from .checkpoint import CheckpointError
-    from .infer.attention import attention_maps
-    from .infer.translate import Translator
+    from ..checkpoint import CheckpointError
+    from .attention import attention_maps
+    from .translate import Translator
 
     if args.beam < 1:
         raise PlotAttentionError(f"--beam {args.beam}: must be >= 1")
