@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,13 +131,18 @@ class TrainConfig:
         _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
                "best_metric=bleu needs valid_bleu=true")
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
+        for name in ("clip_norm", "weight_decay", "max_time", "save_every_minutes", "valid_bleu_max_sentences"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "must be >= 0")
         return self
 
 
 def train_preset(name: str) -> TrainConfig:
     """Training defaults to go with a model preset: the paper's for base/big, CPU-sized otherwise."""
-    if name in ("base", "big"):
+    if name == "base":
         return TrainConfig()
+    if name == "big":  # section 5.2: "The big models were trained for 300,000 steps (3.5 days)"
+        return TrainConfig(max_steps=300000)
     if name == "small":  # Multi30k-sized data on a 2-core CPU: smaller batches, shorter warm-up
         return TrainConfig(max_tokens=2048, update_tokens=4096, warmup_steps=1000, lr_scale=2.0,
                            max_steps=20000, save_every_minutes=5.0, keep_last=5, valid_every_steps=500)
@@ -266,6 +272,9 @@ def load_raw(path: str | Path) -> dict:
 
 def load_model_config(path: str | Path) -> ModelConfig:
     data = load_raw(path)
+    misspelled = sorted(set(data) - {"preset", "model", "train"})
+    if misspelled:
+        raise ConfigError(f"{path}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
     return from_dict(ModelConfig, data.get("model", {}), section="model")
 
 
