@@ -117,12 +117,19 @@ def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict |
 
 
 def replace_dir(new: Path, directory: Path) -> None:
-    """Rename directory ``new`` to ``directory``; an existing one is renamed aside first and
-    deleted after, so ``directory`` is at every moment either the old or the new complete one."""
+    """Rename directory ``new`` to ``directory``. An existing one is renamed aside first (to
+    ``.NAME.old-*/ckpt``) and deleted only after the new one is in place: the old one is never
+    lost. An error between the two renames puts it back; after a kill between them `resolve`
+    finds it aside and `clean_stale` puts it back."""
     if directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
         os.rename(directory, old / "ckpt")
-        os.rename(new, directory)
+        try:
+            os.rename(new, directory)
+        except BaseException:
+            os.rename(old / "ckpt", directory)
+            shutil.rmtree(old, ignore_errors=True)
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(new, directory)
@@ -133,7 +140,10 @@ def copy_checkpoint(source: Path, directory: Path) -> Path:
     """Copy checkpoint ``source`` to ``directory`` (e.g. ``best``), replacing it atomically."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        try:
+            shutil.copytree(source, tmp, dirs_exist_ok=True)
+        except shutil.Error as e:  # a list of (src, dst, why): report the first
+            raise OSError(f"{e.args[0][0][1]}: {e.args[0][0][2]}") from None
         _fsync_dir(tmp)
         replace_dir(tmp, directory)
     except BaseException:
@@ -157,12 +167,20 @@ def clean_stale(folder: Path) -> list[str]:
     removed = []
     if not folder.is_dir():
         return removed
-    for p in folder.iterdir():
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith(".") and ".old-" in p.name:  # a replaced checkpoint set aside
+            name = p.name[1:].split(".old-")[0]
+            if not (folder / name).exists() and ((p / "ckpt" / MANIFEST).exists()):
+                os.rename(p / "ckpt", folder / name)  # killed before its successor was in place
+                removed.append(f"{p.name} (restored as {name})")
         if p.name.startswith(".") and (p.name == ".best.tmp" or any(
                 tag in p.name for tag in (".tmp-", ".old-", ".deleting-"))):
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
             removed.append(p.name)
-    return sorted(removed)
+    return removed
 
 
 def verify(directory: str | Path) -> dict:
@@ -364,6 +382,9 @@ def resolve(path: str | Path) -> Path:
     if ckpts.is_dir():
         if (ckpts / "best" / MANIFEST).exists():
             return ckpts / "best"
+        aside = sorted(ckpts.glob(f".best.old-*/ckpt/{MANIFEST}"))  # killed while best was replaced
+        if aside:
+            return aside[-1].parent
         steps = list_step_checkpoints(path)
         if steps:
             return steps[-1]
