@@ -263,8 +263,12 @@ def load_raw(path: str | Path) -> dict:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     try:
         data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
+    except yaml.YAMLError as e:  # one line: where and what (its str() spans several lines)
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ConfigError(f"{path}: {where}not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections (model:, train:, ...)")
     return data
