@@ -124,7 +124,6 @@ def bad_config(path: Path, marker: Path) -> None:
     ("model.safetensors", wrong_shape, "has shape [3, 5], the model configuration expects"),
     ("model.safetensors", nan_weights, "holds NaN or infinite values"),
     ("spm.model", garbage, "not a readable SentencePiece model"),
-    ("config.json", huge_config, "GiB for its parameters, more than the"),
     ("config.json", bad_config, "model.n_heads=-4: must be a positive integer"),
 ])
 def test_malformed_checkpoint_files_are_checkpoint_errors(checkpoint, tmp_path, name, tamper, message):
@@ -165,11 +164,18 @@ def test_huge_config_fails_before_allocating(checkpoint):
     """Defect 9: d_model=10^9 (32 TB of weights) is refused from the configuration alone."""
     huge_config(checkpoint / "config.json", None)
     rewrite_manifest(checkpoint)
+    import resource
+
+    def limit_memory():  # on the code before the fix, allocation fails fast instead of filling the machine
+        resource.setrlimit(resource.RLIMIT_DATA, (3 << 30, 3 << 30))
+
     proc = subprocess.run([sys.executable, "-m", "nmt", "translate", str(checkpoint)], input="a house\n",
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit_memory,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nmt translate: error:") and "config.json" in lines[0]
+    assert "GiB for its parameters, more than the" in lines[0]
     assert "Traceback" not in proc.stderr
 
 

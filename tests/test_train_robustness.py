@@ -193,7 +193,7 @@ def test_misspelled_yaml_section_is_an_error(tiny_data, tmp_path, capsys):
     for section in ("modle", "trian"):
         path = tmp_path / f"{section}.yaml"
         path.write_text(f"{section}:\n  max_steps: 1\n")
-        assert main(["train", str(tiny_data), "--out", str(tmp_path / "r"), "--config", str(path)]) == 2
+        assert train(tiny_data, tmp_path / "r", "--config", str(path), "--train.max_steps=1") == 2
         assert f"{path}: unknown section '{section}'" in capsys.readouterr().err
         assert main(["model-info", "--config", str(path)]) == 2
         assert f"unknown section '{section}'" in capsys.readouterr().err
