@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from . import __version__
 from .config import ConfigError, apply_overrides, load_model_config, parse_overrides, preset
+
+REPORT = ("this is a bug in nmt: please report it on the nmt issue tracker with the command line "
+          "(rerun with --debug for the traceback)")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
+    return value
 
 
 def model_config_from_args(args: argparse.Namespace, overrides: dict) -> "ModelConfig":  # noqa: F821
@@ -43,17 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nmt", description="Transformer neural machine translation (Vaswani et al., 2017).",
         epilog="Configuration overrides: --model.FIELD=VALUE (and --train.FIELD=VALUE for train).")
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("model-info", help="print a model configuration and its parameter counts")
     p.add_argument("--preset", default="base", help="base | big | small | tiny (default: base)")
     p.add_argument("--config", help="YAML/JSON file with a model: section")
-    p.add_argument("--vocab-size", type=int, help="shared vocabulary size (default: the preset's)")
+    p.add_argument("--vocab-size", type=positive_int, help="shared vocabulary size (default: the preset's)")
     p.set_defaults(func=cmd_model_info)
 
     from . import plot
     from .data import prepare as data
-    from .train import trainer as train
+    from .train import average, trainer as train
 
     p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
     data.add_prepare_args(p)
@@ -62,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_train_args(p)
     p.set_defaults(func=train.run_train)
     p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
-    train.add_average_args(p)
-    p.set_defaults(func=train.run_average)
+    average.add_average_args(p)
+    p.set_defaults(func=average.run_average)
     from .metrics import add_score_args, run_score
     from .infer.translate import add_translate_args, run_translate
 
@@ -91,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
     plot.add_plot_args(p)
     p.set_defaults(func=plot.run_plot)
+    for p in sub.choices.values():  # `nmt COMMAND ... --debug` works too
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
@@ -103,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from .checkpoint import CheckpointError
     from .data.prepare import DataError
     from .metrics import ScoreError
+    from .train.average import AverageError
     from .train.trainer import TrainError
     from .infer.translate import TranslateError
     from .infer.export_ctranslate2 import ExportError
@@ -115,9 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            ExportError, PlotAttentionError, ServeError, FileNotFoundError) as e:
+            AverageError, ExportError, PlotAttentionError, ServeError, FileNotFoundError) as e:
+        if args.debug:
+            traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # not a user error: one line and where to report it, unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"nmt {args.command}: internal error: {type(e).__name__}: {e}; {REPORT}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,13 +138,18 @@ class TrainConfig:
                "best_metric=bleu needs valid_bleu=true")
         _check(self.collective_timeout > 0, "train.collective_timeout", self.collective_timeout, "must be positive")
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
+        for name in ("clip_norm", "weight_decay", "max_time", "save_every_minutes", "valid_bleu_max_sentences"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "must be >= 0")
         return self
 
 
 def train_preset(name: str) -> TrainConfig:
     """Training defaults to go with a model preset: the paper's for base/big, CPU-sized otherwise."""
-    if name in ("base", "big"):
+    if name == "base":
         return TrainConfig()
+    if name == "big":  # section 5.2: "The big models were trained for 300,000 steps (3.5 days)"
+        return TrainConfig(max_steps=300000)
     if name == "small":  # Multi30k-sized data on a 2-core CPU: smaller batches, shorter warm-up
         return TrainConfig(max_tokens=2048, update_tokens=4096, warmup_steps=1000, lr_scale=2.0,
                            max_steps=20000, save_every_minutes=5.0, keep_last=5, valid_every_steps=500)
@@ -269,8 +275,12 @@ def load_raw(path: str | Path) -> dict:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     try:
         data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
+    except yaml.YAMLError as e:  # one line: where and what (its str() spans several lines)
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ConfigError(f"{path}: {where}not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections (model:, train:, ...)")
     return data
@@ -278,6 +288,9 @@ def load_raw(path: str | Path) -> dict:
 
 def load_model_config(path: str | Path) -> ModelConfig:
     data = load_raw(path)
+    misspelled = sorted(set(data) - {"preset", "model", "train"})
+    if misspelled:
+        raise ConfigError(f"{path}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
     return from_dict(ModelConfig, data.get("model", {}), section="model")
 
 

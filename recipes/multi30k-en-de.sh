@@ -14,7 +14,7 @@ if [ -f "$OUT/run/config.json" ]; then
 else
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml"
 fi
-$NMT average "$OUT/run" --last 5 --out "$OUT/average"
+$NMT average "$OUT/run" --last 5 --out "$OUT/average" --force  # a rerun replaces the average
 $NMT plot "$OUT/run"
 for model in average run/checkpoints/best; do
   name=$(basename "$model")

@@ -119,22 +119,3 @@ def test_make_batches():
     assert all(len(b) * max(lengths[i] for i in b) <= 15 or len(b) == 1 for b in batches)
     assert batches[0] == [1]  # longest first
     assert make_batches(lengths, batch_tokens=10**6, max_sentences=4) == [[1, 3, 4, 0], [5, 2]]
-
-
-def test_bleu_on_split_for_training(tmp_path):
-    """Validation BLEU during training: a prepared split, a model, sacreBLEU against the text."""
-    from nmt.data.prepare import PrepareOptions, prepare
-    from nmt.infer.translate import bleu_on_split
-
-    rng = random.Random(1)
-    for split, n in (("train", 300), ("valid", 6)):
-        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6))) for _ in range(n)]
-        for lang in ("de", "en"):
-            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    splits = {s: (tmp_path / f"{s}.de", tmp_path / f"{s}.en") for s in ("train", "valid")}
-    meta = prepare(splits, tmp_path / "data", log=lambda *a: None,
-                   options=PrepareOptions(dataset="files", src_lang="de", tgt_lang="en", vocab_size=60))
-    torch.manual_seed(0)
-    model = Transformer(tiny(meta["vocab_size"]))
-    out = bleu_on_split(model, tmp_path / "data", "valid", beam=1, max_sentences=4)
-    assert 0.0 <= out["bleu"] <= 100.0 and "tok:13a" in out["bleu_signature"]

@@ -159,6 +159,7 @@ def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: P
     if "train" not in splits:
         raise DataError("a training split is required (the vocabulary is learned from it)")
     out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(out)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -171,6 +172,21 @@ def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: P
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return meta
+
+
+def _remove_stale_temporaries(out: Path) -> None:
+    """Remove ``.OUT.tmp-PID`` folders left by a killed `nmt prepare` (its PID no longer runs)."""
+    for p in out.parent.glob(f".{out.name}.tmp-*"):
+        pid = p.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running: another prepare is writing it
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:  # a live process of another user
+            continue
 
 
 def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict,
@@ -212,7 +228,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     for split, files in text_files.items():
         limits = (o.max_len, o.max_ratio) if split == "train" else None
         counts = _binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
-                           threads=o.threads)
+                           threads=o.threads, warn_len=o.max_len)
+        longer = counts.pop("longer")
         if split == "train":
             cleaning["train"]["dropped"].update(counts.pop("dropped"))
             cleaning["train"]["kept"] = counts["pairs"]
@@ -221,6 +238,10 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         else:
             counts.pop("dropped")
             counts["text"] = [f.name for f in files]
+            cleaning[split]["longer_than_max_len"] = longer
+            if longer:  # kept (valid/test are never filtered); a model with fewer positions truncates them
+                log(f"warning: {split}: {longer} pairs have a side longer than --max-len {o.max_len} "
+                    "pieces (kept; validation and translation truncate them to the model's positions)")
         split_meta[split] = counts
     log(f"encoded in {time.perf_counter() - clock:.1f}s")
 
@@ -312,10 +333,12 @@ def _text_chunks(files: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str
 
 
 def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
-              limits: tuple[int, float] | None, threads: int) -> dict:
-    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` if given."""
+              limits: tuple[int, float] | None, threads: int, warn_len: int | None = None) -> dict:
+    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` if given;
+    count the pairs (kept) with a side longer than `warn_len`."""
     lengths = {"src": array("q"), "tgt": array("q")}  # 8 bytes per example and side
     dropped = {"too_long": 0, "ratio": 0}
+    longer = 0
     with open(f"{prefix}.src.bin", "wb") as fs, open(f"{prefix}.tgt.bin", "wb") as ft:
         for src_text, tgt_text in _text_chunks(files):
             src_ids = sp.encode(src_text, out_type=int, num_threads=threads)
@@ -333,13 +356,15 @@ def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
                         keep_s.append(s)
                         keep_t.append(t)
                 src_ids, tgt_ids = keep_s, keep_t
+            elif warn_len is not None:
+                longer += sum(max(len(s), len(t)) > warn_len for s, t in zip(src_ids, tgt_ids))
             for side, ids, f in (("src", src_ids, fs), ("tgt", tgt_ids, ft)):
                 lens = [len(x) for x in ids]
                 lengths[side].extend(lens)
                 flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
                                    count=sum(lens))
                 f.write(flat.tobytes())
-    counts = {"pairs": len(lengths["src"]), "dropped": dropped}
+    counts = {"pairs": len(lengths["src"]), "dropped": dropped, "longer": longer}
     for side, lens in lengths.items():
         offsets = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(np.frombuffer(lens, dtype=np.int64), out=offsets[1:])
@@ -451,6 +476,12 @@ def run_prepare(args: argparse.Namespace) -> int:
     src, tgt = args.src, args.tgt
     if src == tgt:
         raise DataError(f"--src and --tgt are the same language ({src})")
+    if args.vocab_size is not None and args.vocab_size < 1:
+        raise DataError(f"--vocab-size {args.vocab_size}: must be a positive number of pieces")
+    for split in SPLITS:
+        for path in getattr(args, split) or ():
+            if Path(path).exists() and not Path(path).is_file():
+                raise DataError(f"--{split} {path}: not a regular file (a text file, one sentence per line)")
     root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR")
                 or Path.home() / ".cache" / "nmt" / "data")
     given = {s: getattr(args, s) for s in SPLITS if getattr(args, s)}
@@ -489,8 +520,8 @@ def format_report(meta: dict) -> str:
     for split, c in meta["cleaning"].items():
         s = meta["splits"][split]
         notes = [f"dropped {k} {v}" for k, v in c["dropped"].items() if v]
-        notes += [f"{k.replace('_', ' ')} {c[k]}" for k in ("empty_kept", "stripped",
-                                                            "control_chars", "nfc_changed") if c.get(k)]
+        notes += [f"{k.replace('_', ' ')} {c[k]}" for k in ("empty_kept", "stripped", "control_chars",
+                                                            "nfc_changed", "longer_than_max_len") if c.get(k)]
         lines.append(f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
                      f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
     return "\n".join(lines)

@@ -101,28 +101,6 @@ def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha:
     return [h[0].tokens for h in hyps]
 
 
-def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alpha: float | None = None,
-                  max_sentences: int = 0, device: str | torch.device = "cpu",
-                  amp_dtype: torch.dtype | None = None, batch_tokens: int = 2048) -> dict:
-    """sacreBLEU of the model on a prepared split (validation during training): translates the
-    split's source ids, detokenizes, scores against ``{split}.{tgt_lang}.txt``. ``alpha`` defaults
-    to 0 for beam 1 (greedy) and the paper's 0.6 otherwise; ``max_sentences`` > 0: the first N."""
-    from ..data.prepare import ParallelDataset, load_spm
-    from ..metrics import corpus_scores
-
-    data = ParallelDataset.load(data_dir, split)
-    tgt_lang = data.meta.get("tgt_lang", "")
-    n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
-    refs = (Path(data_dir) / f"{split}.{tgt_lang}.txt").read_text(encoding="utf-8").split("\n")[:n]
-    ids = translate_ids(model, [data[i][0].tolist() for i in range(n)], beam=beam,
-                        alpha=default_alpha(beam) if alpha is None else alpha,
-                        batch_tokens=batch_tokens, device=device, dtype=amp_dtype)
-    sp = load_spm(data_dir)
-    hyps = [sp.decode(h) if h else "" for h in ids]
-    s = corpus_scores(hyps, [refs], tokenize="zh" if tgt_lang == "zh" else "13a")
-    return {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature}
-
-
 # ----------------------------------------------------------------------------- text in, text out
 def truncation_message(index: int, n_pieces: int, limit: int) -> str:
     """The warning for a sentence cut to the model's positions (API and CLI; counted from 1)."""
@@ -176,8 +154,6 @@ class Translator:
              engine: str = "torch") -> "Translator":
         """A checkpoint directory or a run directory (its best / latest checkpoint). engine="ctranslate2":
         search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes `nmt export ctranslate2` output)."""
-        import sentencepiece as spm
-
         if engine not in ("torch", "ctranslate2"):
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         if engine == "ctranslate2":
@@ -185,11 +161,11 @@ class Translator:
 
             return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
 
-        from ..checkpoint import load_model, resolve
+        from ..checkpoint import load_model, load_spm, resolve
 
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model, config = load_model(checkpoint, device=device)
-        sp = spm.SentencePieceProcessor(model_file=str(resolve(checkpoint) / "spm.model"))
+        sp = load_spm(resolve(checkpoint))
         check_checkpoint_ids(resolve(checkpoint), config, sp)
         dtype, _ = resolve_precision(precision, device)
         return cls(model, sp, device=device, dtype=dtype)

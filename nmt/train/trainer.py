@@ -38,6 +38,7 @@ from .loss import label_smoothed_nll_loss
 from ..model import Transformer
 from .optim import build_adam, inverse_sqrt_lr, set_lr
 from ..precision import autocast, resolve as resolve_precision
+from . import validate as validation
 
 
 class TrainError(Exception):
@@ -50,6 +51,9 @@ def build_configs(data_dir: Path, *, preset_name: str | None, config_file: str |
     meta = load_meta(data_dir)  # raises a clear error when DATA_DIR is not prepared
     vocab = int(meta["vocab_size"])
     raw = load_raw(config_file) if config_file else {}
+    misspelled = sorted(set(raw) - {"preset", "model", "train"})
+    if misspelled:
+        raise ConfigError(f"{config_file}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
     name = preset_name or raw.get("preset") or "base"
     model_cfg = preset(name, vocab)
     train_cfg = train_preset(name)
@@ -112,14 +116,18 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
 # ----------------------------------------------------------------------------- the loop
 class Trainer:
     def __init__(self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                 meta: dict, *, resume: bool, device: str | None = None, progress: bool = True,
-                 restart: bool = False):
+                 meta: dict, *, resume: bool, device: str | None = None, progress: bool = True):
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
         topo = distributed.Topology.from_env()
         self.world, self.rank = topo.world, topo.rank
         self.is_main = self.rank == 0
-        self.device = distributed.resolve_device(device, topo.local_rank)
+        try:
+            self.device = distributed.resolve_device(device, topo.local_rank)
+        except RuntimeError:
+            raise TrainError(f"--device {device}: not a device (cpu, cuda, cuda:1 ...)") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise TrainError(f"--device {device}: CUDA is not available on this machine")
         if (topo.launched or self.world > 1) and not dist.is_initialized():
             distributed.init_process_group(self.device, timeout_minutes=train_cfg.collective_timeout)
         self.coll = distributed.Collectives(device=self.device, rank=self.rank, world=self.world,
@@ -127,7 +135,10 @@ class Trainer:
                                             timeout_minutes=train_cfg.collective_timeout)
         if train_cfg.num_threads:
             torch.set_num_threads(train_cfg.num_threads)
-        self.amp_dtype, self.precision_note = resolve_precision(train_cfg.precision, self.device)
+        try:
+            self.amp_dtype, self.precision_note = resolve_precision(train_cfg.precision, self.device)
+        except ValueError as e:
+            raise ConfigError(f"train.{e}") from None
         self.progress = progress and self.is_main and sys.stderr.isatty()
 
         self.train_set = ParallelDataset.load(data_dir, "train")
@@ -137,7 +148,10 @@ class Trainer:
                                          max_tokens=train_cfg.max_tokens, seed=train_cfg.seed,
                                          num_replicas=self.world, rank=self.rank)
         self.accum = self._accumulation_steps()
+        self.valid_too_long = (validation.too_long(self.valid_set, model_cfg.max_positions)
+                               if self.valid_set is not None else 0)
 
+        ckpt.check_fits_in_memory(model_cfg, source="the model configuration")
         torch.manual_seed(train_cfg.seed)
         self.model = Transformer(model_cfg).to(self.device)
         self.ddp = None
@@ -147,12 +161,12 @@ class Trainer:
         self.optimizer = build_adam(self.model.parameters(), betas=(train_cfg.adam_beta1, train_cfg.adam_beta2),
                                     eps=train_cfg.adam_eps, weight_decay=train_cfg.weight_decay)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        self.step, self.epoch, self.position = 0, 0, 0
+        self.step = 0  # the data position (epoch, batch) is the sampler's state
         self.best: float | None = None
         self.elapsed = 0.0
         self.tokens_seen = 0
         self.tb = None
-        self._prepare_run_dir(resume, restart=restart)
+        self._prepare_run_dir(resume)
 
     # -- set-up
     def _accumulation_steps(self) -> int:
@@ -168,27 +182,80 @@ class Trainer:
         mean_tokens = tokens / n_batches if n_batches else 1.0
         return max(1, round(self.cfg.update_tokens / (self.world * mean_tokens)))
 
-    def _prepare_run_dir(self, resume: bool, *, restart: bool = False) -> None:
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    @property
+    def position(self) -> int:
+        return self.sampler.position
+
+    def _prepare_run_dir(self, resume: bool) -> None:
+        """Start or resume RUN_DIR. A run directory with no complete checkpoint (killed before its
+        first one, or stopped by the disk check) is not stuck: a plain start begins it again with
+        the new configuration, ``--resume`` begins it again with its saved config.json."""
         config_path = self.run_dir / "config.json"
-        if resume:
-            last = ckpt.list_step_checkpoints(self.run_dir)
-            if not last:
-                raise TrainError(f"--resume: {self.run_dir} has no complete checkpoint to resume from")
-            self._load(last[-1])
+        stale = ckpt.clean_stale(self.run_dir / "checkpoints") if self.is_main else []
+        complete = ckpt.list_step_checkpoints(self.run_dir)
+        if resume and complete:
+            self._load(complete[-1])
+            self._trim_metrics()
+            if stale:
+                self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
             return
-        if self.run_dir.exists() and (config_path.exists() or ckpt.list_step_checkpoints(self.run_dir)) and not (
-                restart and not ckpt.list_step_checkpoints(self.run_dir)):  # --resume auto: no checkpoint yet
+        if resume and not config_path.exists():
+            raise TrainError(f"--resume: {self.run_dir} holds no run to resume (no config.json)")
+        if complete:
             raise TrainError(f"{self.run_dir} already holds a run; use --resume to continue it or "
                              "choose another --out")
+        restart = config_path.exists()
         self.coll.barrier(what="the run directory check")  # every rank has checked before rank 0 writes
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            config_path.write_text(json.dumps(self.full_config(), indent=2) + "\n")
             free = shutil.disk_usage(self.run_dir).free
-            need = 4 * sum(p.numel() for p in self.model.parameters()) * 3 * 2  # weights + 2 moments, x2
+            each = 4 * sum(p.numel() for p in self.model.parameters()) * 3  # weights + 2 Adam moments
+            need = each * (self.cfg.keep_last + 2)  # keep_last step checkpoints, best, one being written
             if free < need:
-                raise TrainError(f"{self.run_dir}: only {free / 1e6:.0f} MB free, a checkpoint needs "
-                                 f"about {need / 2e6:.0f} MB (x2 while it is written)")
+                raise TrainError(f"{self.run_dir}: only {free / 1e6:.0f} MB free; keep_last="
+                                 f"{self.cfg.keep_last} checkpoints of about {each / 1e6:.0f} MB, best and "
+                                 f"one being written need about {need / 1e6:.0f} MB (lower --train.keep_last "
+                                 "or free some space)")
+            if restart:  # a start that never reached a checkpoint: its logs describe nothing kept
+                self._trim_metrics()
+            config_path.write_text(json.dumps(self.full_config(), indent=2) + "\n")
+            if restart:
+                self.log(f"{self.run_dir} has no complete checkpoint (a start killed before its first "
+                         "one): starting it again from step 0")
+            if stale:
+                self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
+
+    def _trim_metrics(self) -> None:
+        """Drop metrics.jsonl records past the step training continues from (a killed run wrote
+        them after its last checkpoint; they will be written again)."""
+        path = self.run_dir / "metrics.jsonl"
+        if not self.is_main or not path.exists():
+            return
+        kept = []
+        for line in path.read_text().splitlines(keepends=True):
+            try:
+                if json.loads(line).get("step", 0) <= self.step:
+                    kept.append(line)
+            except json.JSONDecodeError:  # a line cut by the kill
+                pass
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text("".join(kept))
+        os.replace(tmp, path)
+
+    def finished(self) -> str | None:
+        """The limit a (resumed) run has already reached, or None."""
+        cfg = self.cfg
+        if cfg.max_steps and self.step >= cfg.max_steps:
+            return f"max_steps={cfg.max_steps}"
+        if cfg.max_epochs and self.epoch >= cfg.max_epochs:
+            return f"max_epochs={cfg.max_epochs}"
+        if cfg.max_time and self.elapsed >= cfg.max_time * 60:
+            return f"max_time={cfg.max_time} min"
+        return None
 
     def full_config(self) -> dict:
         return {"model": to_dict(self.model_cfg), "train": to_dict(self.cfg), "data": self.meta,
@@ -196,19 +263,26 @@ class Trainer:
 
     def _load(self, directory: Path) -> None:
         ckpt.verify(directory)
-        ckpt.load_weights(self.model, ckpt.load_state(directory), source=str(directory))
-        from safetensors.torch import load_file
-        load_optimizer(self.optimizer, load_file(str(directory / "optimizer.safetensors")),
-                       json.loads((directory / "optimizer.json").read_text()))
-        state = json.loads((directory / "trainer_state.json").read_text())
+        ckpt.load_weights(self.model, ckpt.load_state(directory), source=str(directory / "model.safetensors"))
+        optimizer_meta, state = (_read_json(directory / name) for name in ("optimizer.json", "trainer_state.json"))
+        try:
+            load_optimizer(self.optimizer, ckpt.load_tensors(directory / "optimizer.safetensors"), optimizer_meta)
+        except (KeyError, ValueError, TypeError, RuntimeError) as e:
+            raise ckpt.CheckpointError(f"{directory / 'optimizer.safetensors'}: does not match the model's "
+                                       f"optimizer ({e})") from None
         if state.get("world_size", 1) != self.world:
             raise TrainError(f"{directory}: saved with {state.get('world_size', 1)} processes; resume "
                              f"with the same number (now {self.world}) for an exact continuation")
-        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
-        if "positions" in state:  # every rank's data position (equal by construction; checked)
-            self.epoch, self.position = state["positions"][self.rank]
-        self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
-        set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
+        try:
+            self.step = int(state["step"])
+            sampler_state = dict(state)
+            if "positions" in state:  # every rank's data position (equal by construction; checked)
+                sampler_state["epoch"], sampler_state["position"] = state["positions"][self.rank]
+            self.sampler.load_state_dict(sampler_state)
+            self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
+            set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
+            raise ckpt.CheckpointError(f"{directory / 'trainer_state.json'}: malformed ({type(e).__name__}: {e})") from None
         self.log(f"resumed from {directory} at step {self.step} (epoch {self.epoch}, batch {self.position})")
 
     # -- logging
@@ -232,12 +306,9 @@ class Trainer:
         while True:
             if self.cfg.max_epochs and self.epoch >= self.cfg.max_epochs:
                 return
-            batches = self.sampler.batches(self.epoch)
-            while self.position < len(batches):
-                indices = batches[self.position]
-                self.position += 1
+            for indices in self.sampler:  # advances the sampler's position
                 yield collate([self.train_set[i] for i in indices])
-            self.epoch, self.position = self.epoch + 1, 0
+            self.sampler.set_epoch(self.epoch + 1)
 
     def forward_loss(self, model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         batch = batch.to(self.device)
@@ -285,8 +356,10 @@ class Trainer:
         sampler = TokenBatchSampler(src_lengths=self.valid_set.src_lengths, tgt_lengths=self.valid_set.tgt_lengths,
                                     max_tokens=self.cfg.max_tokens, shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
+        limit = self.model_cfg.max_positions  # longer pairs are truncated, as translation does
         for indices in sampler.batches(0):
-            loss, nll, n = self.forward_loss(self.model, collate([self.valid_set[i] for i in indices]))
+            batch = collate([validation.truncate(self.valid_set[i], limit) for i in indices])
+            loss, nll, n = self.forward_loss(self.model, batch)
             loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + n
         out = {"loss": loss_sum / tokens, "nll": nll_sum / tokens, "ppl": math.exp(min(nll_sum / tokens, 50))}
         if self.cfg.valid_bleu:
@@ -294,8 +367,7 @@ class Trainer:
         return out
 
     def validate_bleu(self) -> dict:
-        from ..infer.translate import bleu_on_split
-        return bleu_on_split(self.model, self.data_dir, "valid", beam=self.cfg.valid_bleu_beam,
+        return validation.bleu_on_split(self.model, self.data_dir, "valid", beam=self.cfg.valid_bleu_beam,
                              max_sentences=self.cfg.valid_bleu_max_sentences, device=self.device,
                              amp_dtype=self.amp_dtype)
 
@@ -306,7 +378,7 @@ class Trainer:
         rngs = [r["rng"] for r in ranks]
         if self.is_main:
             tensors, meta = optimizer_tensors(self.optimizer)
-            state = {"step": self.step, "epoch": self.epoch, "position": self.position, "best": self.best,
+            state = {"step": self.step, **self.sampler.state_dict(), "best": self.best,
                      "elapsed": self.elapsed, "tokens_seen": self.tokens_seen, "world_size": self.world,
                      "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0],
                      "positions": [r["position"] for r in ranks]}
@@ -316,9 +388,9 @@ class Trainer:
                           optimizer_tensors=tensors, optimizer_meta=meta)
             except OSError as e:
                 raise TrainError(f"could not write checkpoint {directory}: {e.strerror or e} "
-                                 "(the previous checkpoints are intact)") from e
+                                 "(the previous checkpoints are intact)") from None
             for old in ckpt.list_step_checkpoints(self.run_dir)[:-self.cfg.keep_last]:
-                shutil.rmtree(old, ignore_errors=True)
+                ckpt.remove_checkpoint(old)
         self.coll.barrier(what="the barrier after writing a checkpoint")
         return directory
 
@@ -329,6 +401,15 @@ class Trainer:
 
     def _loop(self) -> dict:
         cfg = self.cfg
+        done = self.finished()
+        if done:  # a resumed run that already reached its limit: training past it changes the run
+            self.log(f"{self.run_dir}: the run already finished at step {self.step} ({done}); nothing "
+                     "to do (raise the limit with --train.* to train further)")
+            return {}
+        if self.valid_too_long:
+            self.log(f"warning: {self.valid_too_long} of {len(self.valid_set)} valid pairs have a side longer "
+                     f"than model.max_positions={self.model_cfg.max_positions} (with EOS/BOS); validation "
+                     "truncates them")
         if self.is_main:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -391,7 +472,7 @@ class Trainer:
             if stop == "preempted":  # the scheduler's grace period is short: checkpoint, no validation
                 self.save()
             elif stop or decision.validate:
-                self.validate_and_keep_best(stop is not None)
+                self.validate_and_keep_best()
                 last_save = time.time()
             elif decision.save:
                 self.save()
@@ -399,7 +480,7 @@ class Trainer:
         if bar is not None:
             bar.close()
         if stop == "max_epochs":
-            self.validate_and_keep_best(True)
+            self.validate_and_keep_best()
         if stop == "preempted":
             self.log(f"preempted at step {self.step} (SIGTERM): checkpoint written; continue with --resume auto")
         self.log(f"stopped ({stop}) at step {self.step}, epoch {self.epoch}, {self.elapsed / 60:.1f} min")
@@ -407,7 +488,7 @@ class Trainer:
             self.tb.close()
         return last
 
-    def validate_and_keep_best(self, final: bool) -> None:
+    def validate_and_keep_best(self) -> None:
         """Save a step checkpoint; on rank 0 validate it and copy it to ``best`` when it improves."""
         result, improved = None, False
         if self.is_main and self.valid_set is not None:
@@ -426,13 +507,11 @@ class Trainer:
             self.best = shared[0]
         directory = self.save()
         if improved:
-            best_dir = self.run_dir / "checkpoints" / "best"
-            tmp = self.run_dir / "checkpoints" / ".best.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(directory, tmp)
-            if best_dir.exists():
-                shutil.rmtree(best_dir)
-            os.rename(tmp, best_dir)
+            try:
+                ckpt.copy_checkpoint(directory, self.run_dir / "checkpoints" / "best")
+            except OSError as e:
+                raise TrainError(f"could not copy {directory} to best: {e.strerror or e} "
+                                 "(the previous best is intact)") from None
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -450,11 +529,32 @@ def add_train_args(parser) -> None:
 
 def run_train(args, overrides: dict) -> int:
     data_dir, run_dir = Path(args.data_dir), Path(args.out)
-    restart = args.resume == "auto" and not ckpt.list_step_checkpoints(run_dir)  # auto, nothing to resume
-    resume = bool(args.resume) and not restart
+    auto = args.resume == "auto"
+    # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
+    # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
+    resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
+    if resume and not auto and (args.preset or args.config):
+        raise ConfigError(f"--resume continues {run_dir} with its saved configuration ({run_dir}/config.json); "
+                          f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)")
     if resume and (run_dir / "config.json").exists():
-        saved = json.loads((run_dir / "config.json").read_text())
-        model_cfg = from_dict(ModelConfig, saved["model"], section="model")
+        unknown = sorted(set(overrides) - {"model", "train"})
+        if unknown:
+            raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
+        saved = _read_json(run_dir / "config.json")
+        try:
+            model_cfg = from_dict(ModelConfig, saved["model"], section="model")
+        except (KeyError, TypeError, ConfigError) as e:
+            raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
+        if auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
+            asked = build_configs(data_dir, preset_name=args.preset, config_file=args.config,
+                                  overrides=overrides)[0]
+        else:
+            asked = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
+        changed = [k for k, v in to_dict(asked).items() if v != getattr(model_cfg, k)]
+        if changed:
+            raise ConfigError(f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
+                              f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
+                              "the model of a run cannot change")
         train_cfg = apply_overrides(from_dict(TrainConfig, saved["train"], section="train"),
                                     overrides.get("train", {}), section="train")
         meta = load_meta(data_dir)
@@ -465,8 +565,7 @@ def run_train(args, overrides: dict) -> int:
         model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
                                                    config_file=args.config, overrides=overrides)
     try:
-        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=args.device,
-                          restart=restart)
+        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=args.device)
         trainer.run()
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None
@@ -476,22 +575,13 @@ def run_train(args, overrides: dict) -> int:
     return 0
 
 
-def add_average_args(parser) -> None:
-    parser.add_argument("run_dir", help="a run directory with checkpoints/step_*")
-    parser.add_argument("--last", type=int, default=5, help="how many of the last checkpoints (paper: 5 base, 20 big)")
-    parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")
-
-
-def run_average(args, overrides: dict) -> int:
-    steps = ckpt.list_step_checkpoints(args.run_dir)
-    if len(steps) < args.last:
-        raise TrainError(f"{args.run_dir}: {len(steps)} checkpoints, fewer than --last {args.last}")
-    chosen = steps[-args.last:]
-    averaged = ckpt.average(chosen)
-    config = ckpt.read_config(chosen[-1])
-    model = Transformer(from_dict(ModelConfig, config["model"], section="model"))
-    ckpt.load_weights(model, averaged, source="average")
-    config["averaged_from"] = [p.name for p in chosen]
-    ckpt.save(args.out, model=model, config=config, spm_model=chosen[-1] / "spm.model")
-    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {args.out}")
-    return 0
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ckpt.CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ckpt.CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ckpt.CheckpointError(f"{path}: expected a JSON object")
+    return data

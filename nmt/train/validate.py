@@ -1,0 +1,56 @@
+"""Validation during training: the valid split's loss inputs (truncated to the model's
+positions, as translation truncates) and its BLEU (greedy or beam search, sacreBLEU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..data.prepare import ParallelDataset, load_spm, read_lines
+from ..infer.translate import default_alpha, translate_ids
+from ..metrics import corpus_scores
+
+
+def too_long(dataset: ParallelDataset, max_positions: int) -> int:
+    """How many pairs have a side that does not fit ``max_positions`` with its EOS / BOS."""
+    return int(np.count_nonzero((dataset.src_lengths + 1 > max_positions)
+                                | (dataset.tgt_lengths + 1 > max_positions)))
+
+
+def truncate(pair: tuple[np.ndarray, np.ndarray], max_positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cut both sides to ``max_positions - 1`` pieces (collate adds EOS / BOS)."""
+    return pair[0][: max_positions - 1], pair[1][: max_positions - 1]
+
+
+def reference_lines(data_dir: str | Path, split: str, n: int) -> list[str]:
+    """The first ``n`` target lines of a prepared split, read as every other text is read
+    (`read_lines`: only "\\n" ends a line, so a "\\r" inside a line never shifts the others)."""
+    data = ParallelDataset.load(data_dir, split)
+    path = Path(data_dir) / f"{split}.{data.meta.get('tgt_lang', '')}.txt"
+    refs = []
+    for line in read_lines(path):
+        if len(refs) == n:
+            break
+        refs.append(line)
+    return refs
+
+
+def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alpha: float | None = None,
+                  max_sentences: int = 0, device: str | torch.device = "cpu",
+                  amp_dtype: torch.dtype | None = None, batch_tokens: int = 2048) -> dict:
+    """sacreBLEU of the model on a prepared split: translates the split's source ids,
+    detokenizes, scores against ``{split}.{tgt_lang}.txt``. ``alpha`` defaults to 0 for beam 1
+    (greedy) and the paper's 0.6 otherwise; ``max_sentences`` > 0: the first N."""
+    data = ParallelDataset.load(data_dir, split)
+    tgt_lang = data.meta.get("tgt_lang", "")
+    n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
+    refs = reference_lines(data_dir, split, n)
+    ids = translate_ids(model, [data[i][0].tolist() for i in range(n)], beam=beam,
+                        alpha=default_alpha(beam) if alpha is None else alpha,
+                        batch_tokens=batch_tokens, device=device, dtype=amp_dtype)
+    sp = load_spm(data_dir)
+    hyps = [sp.decode(h) if h else "" for h in ids]
+    s = corpus_scores(hyps, [refs], tokenize="zh" if tgt_lang == "zh" else "13a")
+    return {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature}

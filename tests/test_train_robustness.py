@@ -1,0 +1,264 @@
+"""Issue 10, defects 2, 5, 12, 13, 14, 16, 18 and the one resume position: long validation pairs,
+the big preset, `nmt average --out`, stuck and finished run directories, options that were
+silently ignored, and the CLI's last line of defence (--debug)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nmt import checkpoint as ckpt
+from nmt.cli import main
+from nmt.config import TrainConfig, train_preset
+
+TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+        "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.valid_every_steps=0",
+        "--train.warmup_steps=10", "--train.num_threads=1", "--train.max_tokens=512"]
+
+
+def train(data, out, *extra):
+    return main(["train", str(data), "--out", str(out), *TINY, *extra])
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_data, tmp_path_factory):
+    """A tiny run finished at max_steps=2 with step_1, step_2 and best."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert train(tiny_data, out, "--train.max_steps=2", "--train.save_every_steps=1") == 0
+    return out
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path):
+    shutil.copytree(finished, tmp_path / "run")
+    return tmp_path / "run"
+
+
+# ----------------------------------------------------------------------------- defect 2
+@pytest.fixture(scope="module")
+def long_valid_data(tmp_path_factory):
+    """The tiny corpus with one 400-word valid pair (longer than the tiny preset's 256 positions)."""
+    from train_fixtures import GERMAN, WORDS, write_corpus
+
+    from nmt.data.prepare import PrepareOptions, prepare
+
+    folder = tmp_path_factory.mktemp("longvalid")
+    splits = write_corpus(folder / "text", n_train=300, n_valid=10)
+    words = [WORDS[i % len(WORDS)] for i in range(400)]
+    with open(splits["valid"][0], "a") as f:
+        f.write(" ".join(words) + "\n")
+    with open(splits["valid"][1], "a") as f:
+        f.write(" ".join(GERMAN[w] for w in words) + "\n")
+    lines = []
+    prepare(splits, folder / "data", log=lines.append,
+            options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1,
+                                   max_len=100))
+    return folder / "data", lines
+
+
+def test_prepare_warns_about_long_valid_pairs(long_valid_data):
+    """Defect 2: prepare counts (and keeps) valid/test pairs longer than --max-len."""
+    data, lines = long_valid_data
+    meta = json.loads((data / "meta.json").read_text())
+    assert meta["cleaning"]["valid"]["longer_than_max_len"] == 1
+    assert meta["cleaning"]["test"]["longer_than_max_len"] == 0 and meta["splits"]["valid"]["pairs"] == 11
+    assert [line for line in lines if line.startswith("warning:")] == [
+        "warning: valid: 1 pairs have a side longer than --max-len 100 pieces (kept; validation and "
+        "translation truncate them to the model's positions)"]
+    from nmt.data.prepare import format_report
+    assert "longer than max len 1" in format_report(meta)
+
+
+def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp_path, capsys):
+    """Defect 2: a 400-piece valid pair raised `sequence of length ... exceeds model.max_positions`
+    at the first validation; now validation (loss and BLEU) truncates it, with one warning."""
+    data, _ = long_valid_data
+    assert train(data, tmp_path / "run", "--train.max_steps=2", "--train.valid_every_steps=1",
+                 "--train.valid_bleu=true", "--train.valid_bleu_max_sentences=11", "--train.max_tokens=1024") == 0
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert ("warning: 1 of 11 valid pairs have a side longer than model.max_positions=256 (with EOS/BOS); "
+            "validation truncates them") in err
+    valid = [r for r in records(tmp_path / "run") if r["split"] == "valid"]
+    assert [r["step"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)
+
+
+# ----------------------------------------------------------------------------- defect 5
+def test_big_has_its_own_training_preset():
+    """Defect 5: section 5.2, base 100k steps, big 300k steps (3.5 days on 8 P100)."""
+    assert train_preset("base").max_steps == 100_000
+    big = train_preset("big")
+    assert big.max_steps == 300_000
+    assert {k: v for k, v in vars(big).items() if k != "max_steps"} == \
+        {k: v for k, v in vars(TrainConfig()).items() if k != "max_steps"}
+
+
+# ----------------------------------------------------------------------------- defect 12
+def test_average_out_refuses_existing_dir_and_the_run(run_copy, tmp_path, capsys):
+    """Defect 12: --out deleted an existing directory, and --out RUN wiped the run (exit 0)."""
+    before = sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*"))
+    for out in (run_copy, run_copy.parent, run_copy / "checkpoints", run_copy / "checkpoints" / "best"):
+        assert main(["average", str(run_copy), "--last", "2", "--out", str(out), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is the run directory") == 2 and err.count("holds the run's own checkpoints") == 2
+    assert sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*")) == before
+    other = tmp_path / "precious"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    assert main(["average", str(run_copy), "--last", "2", "--out", str(other)]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert main(["average", str(run_copy), "--last", "2", "--out", str(other), "--force"]) == 2
+    assert "is not a checkpoint directory" in capsys.readouterr().err
+    assert (other / "notes.txt").read_text() == "keep me"
+    avg = tmp_path / "avg"
+    assert main(["average", str(run_copy), "--last", "2", "--out", str(avg)]) == 0
+    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg)]) == 2
+    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg), "--force"]) == 0
+    assert json.loads((avg / "config.json").read_text())["averaged_from"] == ["step_00000002"]
+
+
+# ----------------------------------------------------------------------------- defect 13
+@pytest.mark.parametrize("resume", [False, True])
+def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_copy, resume):
+    """Defect 13: a run dir with config.json and no complete checkpoint could neither --resume
+    ('no complete checkpoint') nor restart ('already holds a run')."""
+    shutil.rmtree(run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
+    extra = ["--resume"] if resume else TINY
+    assert main(["train", str(tiny_data), "--out", str(run_copy), *extra, "--train.max_steps=2",
+                 "--train.save_every_steps=1"]) == 0
+    assert [p.name for p in ckpt.list_step_checkpoints(run_copy)] == ["step_00000001", "step_00000002"]
+    assert [(r["split"], r["step"]) for r in records(run_copy)] == [("train", 1), ("valid", 2)]  # not twice
+    assert "starting it again from step 0" in (run_copy / "train.log").read_text()
+
+
+def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path, monkeypatch, capsys):
+    """Defects 13 and 18: the early disk check counted one checkpoint (x2), not keep_last of them,
+    and wrote config.json before failing, so the directory was stuck."""
+    import nmt.train.trainer as trainer
+
+    class Usage:
+        free = 0
+
+    run = tmp_path / "run"
+    assert train(tiny_data, tmp_path / "probe", "--train.max_steps=1") == 0
+    each = sum(f.stat().st_size for f in (ckpt.list_step_checkpoints(tmp_path / "probe")[0]).iterdir()
+               if f.suffix == ".safetensors")
+    Usage.free = 4 * each  # room for 3 checkpoints, not for keep_last=10 + best + one being written
+    monkeypatch.setattr(trainer.shutil, "disk_usage", lambda path: Usage)
+    assert train(tiny_data, run, "--train.max_steps=1", "--train.keep_last=10") == 2
+    err = capsys.readouterr().err
+    assert "keep_last=10 checkpoints" in err and "lower --train.keep_last" in err
+    assert not (run / "config.json").exists()
+    assert train(tiny_data, run, "--train.max_steps=1", "--train.keep_last=2") == 0
+
+
+# ----------------------------------------------------------------------------- defect 14
+def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, run_copy, capsys):
+    """Defect 14: --resume of a run at max_steps trained step 3 of 2."""
+    before = (run_copy / "metrics.jsonl").read_text()
+    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume"]) == 0
+    assert "the run already finished at step 2 (max_steps=2); nothing to do" in capsys.readouterr().err
+    assert [p.name for p in ckpt.list_step_checkpoints(run_copy)] == ["step_00000001", "step_00000002"]
+    assert (run_copy / "metrics.jsonl").read_text() == before
+    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]) == 0
+    assert ckpt.list_step_checkpoints(run_copy)[-1].name == "step_00000003"
+
+
+# ----------------------------------------------------------------------------- resume position
+def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
+    """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
+    from nmt.config import ModelConfig, from_dict
+    from nmt.data.prepare import load_meta
+    from nmt.train.trainer import Trainer
+
+    saved = json.loads((run_copy / "config.json").read_text())
+    state = json.loads((ckpt.list_step_checkpoints(run_copy)[-1] / "trainer_state.json").read_text())
+    t = Trainer(tiny_data, run_copy, from_dict(ModelConfig, saved["model"]),
+                from_dict(TrainConfig, saved["train"], section="train"), load_meta(tiny_data), resume=True)
+    assert state["position"] > 0
+    assert t.sampler.state_dict() == {"epoch": state["epoch"], "position": state["position"]}
+    t.sampler.set_epoch(5)
+    assert (t.epoch, t.position) == (5, 0)
+
+
+# ----------------------------------------------------------------------------- defect 16
+def test_misspelled_yaml_section_is_an_error(tiny_data, tmp_path, capsys):
+    for section in ("modle", "trian"):
+        path = tmp_path / f"{section}.yaml"
+        path.write_text(f"{section}:\n  max_steps: 1\n")
+        assert train(tiny_data, tmp_path / "r", "--config", str(path), "--train.max_steps=1") == 2
+        assert f"{path}: unknown section '{section}'" in capsys.readouterr().err
+        assert main(["model-info", "--config", str(path)]) == 2
+        assert f"unknown section '{section}'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_model_options_with_resume_are_checked_not_dropped(tiny_data, run_copy, capsys):
+    base = ["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]
+    assert main([*base, "--model.d_model=64"]) == 2
+    assert "--model.d_model=64: the run being resumed has model.d_model=32" in capsys.readouterr().err
+    assert main([*base, "--preset", "tiny"]) == 2
+    assert "--preset cannot change it" in capsys.readouterr().err
+    assert main([*base, "--config", str(run_copy / "config.json")]) == 2
+    assert "--config cannot change it" in capsys.readouterr().err
+    assert ckpt.list_step_checkpoints(run_copy)[-1].name == "step_00000002"
+    assert main([*base, "--model.d_model=32"]) == 0  # the same value: nothing to change
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--train.clip_norm=-1"], "train.clip_norm=-1.0: must be >= 0"),
+    (["--train.max_time=-5"], "train.max_time=-5.0: must be >= 0"),
+    (["--train.weight_decay=nan"], "train.weight_decay=nan: must be >= 0"),
+    (["--train.precision=fp16"], "precision='fp16' needs a CUDA device"),
+    (["--device", "bogus"], "--device bogus: not a device"),
+])
+def test_nonsense_train_options_are_refused(tiny_data, tmp_path, capsys, argv, message):
+    """Defects 16 and 18 (fp16 on CPU was a ValueError traceback)."""
+    import torch
+    if "fp16" in message and torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert train(tiny_data, tmp_path / "r", "--train.max_steps=1", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("nmt train: error:") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["average", "RUN", "--last", "0", "--out", "OUT"], "--last 0: must be a positive number"),
+    (["average", "RUN", "--last", "-2", "--out", "OUT"], "--last -2: must be a positive number"),
+    (["model-info", "--preset", "tiny", "--vocab-size", "0"], "0 must be a positive integer"),
+])
+def test_nonsense_counts_are_refused(run_copy, tmp_path, capsys, argv, message):
+    argv = [str(run_copy) if a == "RUN" else str(tmp_path / "avg") if a == "OUT" else a for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse: usage error, status 2
+        rc = e.code
+    assert rc == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "avg").exists()
+
+
+# ----------------------------------------------------------------------------- the CLI's last resort
+def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
+    import nmt.metrics
+
+    def boom(args, overrides):
+        raise RuntimeError("something nobody expected")
+
+    monkeypatch.setattr(nmt.metrics, "run_score", boom)
+    assert main(["score", "hyp.txt", "--ref", "ref.txt"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "nmt score: internal error: RuntimeError: something nobody expected; this is a bug in nmt: please "
+        "report it on the nmt issue tracker with the command line (rerun with --debug for the traceback)"]
+    for argv in (["--debug", "score", "hyp.txt", "--ref", "ref.txt"], ["score", "hyp.txt", "--ref", "ref.txt", "--debug"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "Traceback (most recent call last)" in err and "RuntimeError: something nobody expected" in err
