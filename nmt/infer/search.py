@@ -225,14 +225,14 @@ def sentence_rng(seed: int, index: int) -> random.Random:
 
 
 def filter_probs(probs: Tensor, *, topk: int = 0, topp: float = 1.0) -> Tensor:
-    """probs (N, W) with all but the ``topk`` most probable tokens (0: all) and all but the
-    smallest most-probable set reaching probability ``topp`` (nucleus, Holtzman et al. 2020) set
-    to 0; not renormalised."""
+    """probs (N, W) with all but the ``topk`` most probable tokens (0: all; ties with the k-th
+    stay) and all but the smallest most-probable set reaching probability ``topp`` (nucleus,
+    Holtzman et al. 2020) set to 0; not renormalised."""
     if 0 < topk < probs.size(-1):
         kth = probs.topk(topk, dim=-1).values[:, -1:]  # (N, 1) the k-th largest
         probs = probs.masked_fill(probs < kth, 0.0)
     if topp < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)  # (N, W)
+        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)  # (N, W), ties: lower id first
         total = sorted_p.sum(dim=-1, keepdim=True)  # (N, 1)
         before = sorted_p.cumsum(dim=-1) - sorted_p  # (N, W) mass of the more probable tokens
         drop = before >= topp * total  # the set already reached topp without this token
