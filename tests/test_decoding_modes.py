@@ -180,3 +180,76 @@ def test_int8_quantizes_every_linear_and_stays_close():
     assert (p_float - p_int8).abs().max() < 0.02
     # incremental decoding and search run on the quantized model
     assert len(beam_search(q, source, beam=2, max_len_b=4)) == 2
+
+
+# ----------------------------------------------------------------------------- the CLI and the API
+def make_checkpoint(folder, *, vocab_seed=0, weight_seed=0):
+    import dataclasses
+
+    import sentencepiece as spm
+
+    from nmt.checkpoint import save
+
+    rng = random.Random(vocab_seed)
+    words = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "der", "die", "und"]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) + "." for _ in range(300)]
+    folder.mkdir()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(folder / "spm"), vocab_size=60 + vocab_seed,
+        model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+    torch.manual_seed(weight_seed)
+    cfg = tiny(60 + vocab_seed)
+    return save(folder / "checkpoint", model=Transformer(cfg), spm_model=folder / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("modes")
+    return (make_checkpoint(tmp / "a"), make_checkpoint(tmp / "b", weight_seed=1),
+            make_checkpoint(tmp / "other_vocab", vocab_seed=1))
+
+
+def run_cli(tmp_path, *argv):
+    from nmt.cli import main
+
+    out = tmp_path / "out.txt"
+    out.unlink(missing_ok=True)
+    status = main(["translate", *map(str, argv), "-o", str(out), "--quiet", "--max-len-a", "0",
+                   "--max-len-b", "5"])
+    return status, out.read_text(encoding="utf-8").splitlines() if out.exists() else None
+
+
+def test_cli_modes(checkpoints, tmp_path, capsys):
+    from nmt.infer.translate import Sampling, Translator
+
+    a, b, other = checkpoints
+    src = tmp_path / "src.txt"
+    src.write_text("der hund laeuft.\n\ndie katze.\n", encoding="utf-8")
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("rot\n\n\n", encoding="utf-8")
+    status, plain = run_cli(tmp_path, a, "-i", src, "--beam", "2")
+    assert status == 0 and len(plain) == 3 and plain[1] == ""
+    status, forced = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--prefix-file", prefix)
+    assert status == 0 and forced[0].startswith("rot") and forced[2] == plain[2]
+    api = Translator.load(a).translate(["der hund laeuft.", "die katze."], beam=2, max_len_a=0, max_len_b=5,
+                                       prefix=["rot", ""])
+    assert api == [forced[0], forced[2]]
+    status, drawn = run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")
+    assert status == 0 and run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")[1] == drawn
+    assert Translator.load(a).translate(["der hund laeuft.", "", "die katze."], max_len_a=0, max_len_b=5,
+                                        sampling=Sampling(topk=10, seed=3)) == drawn
+    status, ensemble = run_cli(tmp_path, a, b, "-i", src, "--beam", "2")
+    assert status == 0 and len(ensemble) == 3
+    status, int8 = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--precision", "int8")
+    assert status == 0 and len(int8) == 3
+    capsys.readouterr()
+    # one-line errors: ensemble vocabularies differ, prefix line count, sampling with nbest
+    assert run_cli(tmp_path, a, other, "-i", src) == (2, None)
+    err = capsys.readouterr().err
+    assert err.startswith("nmt translate: error: ") and "spm.model" in err and err.count("\n") == 1
+    prefix.write_text("rot\n", encoding="utf-8")
+    assert run_cli(tmp_path, a, "-i", src, "--prefix-file", prefix) == (2, None)
+    assert "prefix.txt: 1 prefix lines for 3 input lines" in capsys.readouterr().err
+    assert run_cli(tmp_path, a, "-i", src, "--sampling", "--beam", "2", "--nbest", "2") == (2, None)
+    assert "--sampling --nbest 2" in capsys.readouterr().err

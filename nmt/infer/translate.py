@@ -156,6 +156,11 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
 
 
 # ----------------------------------------------------------------------------- text in, text out
+def pieces(sp) -> list[str]:
+    """The vocabulary of a SentencePiece model: its pieces in id order."""
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
 class Translator:
     """A model with its SentencePiece model: text in, text out."""
 
@@ -184,15 +189,16 @@ class Translator:
             dtype = None
         else:
             dtype, _ = resolve_precision(precision, device)
-        vocab = (resolve(paths[0]) / "spm.model").read_bytes()
-        models = []
+        models, sp = [], None
         for path in paths:
-            if (resolve(path) / "spm.model").read_bytes() != vocab:
-                raise TranslateError(f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and this "
-                                     f"SentencePiece model differs from {resolve(paths[0]) / 'spm.model'}")
             model, _ = load_model(path, device=device)
             models.append(quantize_int8(model) if precision == "int8" else model)
-        sp = spm.SentencePieceProcessor(model_file=str(resolve(paths[0]) / "spm.model"))
+            this = spm.SentencePieceProcessor(model_file=str(resolve(path) / "spm.model"))
+            if sp is None:
+                sp = this
+            elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
+                raise TranslateError(f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
+                                     f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}")
         return cls(models[0] if len(models) == 1 else Ensemble(models), sp, device=device, dtype=dtype)
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
