@@ -224,6 +224,8 @@ class DecoderLayer(FeedForwardSublayer, nn.Module):
             end = p + k.size(2)
             cache.self_k[:, :, p:end] = k
             cache.self_v[:, :, p:end] = v
+            if p == 0:  # nothing cached before (training, first step): the new keys are all the keys
+                return self.self_attn.attend(h, k, v, mask=self_mask, is_causal=is_causal)
             return self.self_attn.attend(h, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
                                          mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K)
 

@@ -56,6 +56,8 @@ def test_prefix_forces_the_start_then_searches_on():
     assert [h[0].tokens for h in both] == [[], [A, A, A]]
     with pytest.raises(ValueError, match="no room for EOS"):
         beam_search(model, src(9), beam=2, prefix=[[A] * 64])
+    with pytest.raises(ValueError, match="PAD, BOS or EOS"):
+        beam_search(model, src(9), beam=2, prefix=[[A, EOS]])
 
 
 @torch.no_grad()

@@ -88,8 +88,8 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
-def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, pad: int,
-                   prefix: list[list[int]] | None) -> list[int]:
+def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
+                   prefix: list[list[int]] | None, pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring)."""
     src_len = src_tokens.ne(pad).sum(dim=1).tolist()  # |x| per sentence
     limit = model.cfg.max_positions
@@ -98,6 +98,8 @@ def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: in
         if len(prefix) != len(max_len):
             raise ValueError(f"{len(prefix)} prefixes for {len(max_len)} sentences")
         for i, pre in enumerate(prefix):
+            if set(pre) & {pad, bos, eos}:
+                raise ValueError(f"sentence {i}: a prefix may not hold PAD, BOS or EOS ({pre})")
             if len(pre) + 1 > limit:
                 raise ValueError(f"sentence {i}: a prefix of {len(pre)} tokens leaves no room for EOS "
                                  f"(model.max_positions={limit})")
@@ -143,8 +145,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
     k, n_src = beam, src_tokens.size(0)
-    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, pad=pad,
-                             prefix=prefix)
+    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix,
+                             pad=pad, bos=bos, eos=eos)
     memory = model.encode(src_tokens)
     device = src_tokens.device
     memory = memory.reorder(torch.arange(n_src, device=device).repeat_interleave(k))  # rows (B*k)
@@ -252,8 +254,8 @@ def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature:
         raise ValueError(f"temperature={temperature}, topk={topk}, topp={topp}: need T > 0, "
                          "topk >= 0 (0: all), 0 < topp <= 1")
     n_src, device = src_tokens.size(0), src_tokens.device
-    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, pad=pad,
-                             prefix=prefix)
+    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix,
+                             pad=pad, bos=bos, eos=eos)
     memory = model.encode(src_tokens)
     alive = list(range(n_src))
     tokens = torch.full((n_src, 1), bos, dtype=torch.long, device=device)  # (B, 1+t)
