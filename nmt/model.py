@@ -35,40 +35,88 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     return table.float()
 
 
+def shared_rows(indices: Tensor, group: int) -> tuple[Tensor, int]:
+    """Rows ``indices`` (N',) of a batch whose rows come in runs of ``group`` sharing one memory
+    row (the beams of a sentence) -> (memory rows to keep (M',), new group size). The new rows keep
+    sharing when they come in equal runs of one memory row (beam reordering, dropping sentences,
+    expanding to beams); otherwise each gets its own memory row (group 1)."""
+    memory_rows = indices // group  # (N',) memory row of each new row
+    runs, counts = torch.unique_consecutive(memory_rows, return_counts=True)  # (M',), (M',)
+    if counts.numel() and bool((counts == counts[0]).all()):
+        return runs, int(counts[0])
+    return memory_rows, 1
+
+
+def select_rows(x: Tensor, rows: Tensor) -> Tensor:
+    """x.index_select(0, rows), or x itself when ``rows`` is 0..len(x)-1 (nothing to copy)."""
+    if rows.numel() == x.size(0) and torch.equal(rows, torch.arange(x.size(0), device=rows.device)):
+        return x
+    return x.index_select(0, rows)
+
+
 @dataclass
 class EncoderOut:
-    """Encoder memory: ``out`` (B, S, D) and ``padding_mask`` (B, S), True where src is padding."""
+    """Encoder memory: ``out`` (M, S, D) and ``padding_mask`` (M, S), True where src is padding.
+    Memory row i serves the ``group`` decoder rows i*group..(i+1)*group-1 (the beams of one
+    sentence share their memory instead of holding copies)."""
 
     out: Tensor
     padding_mask: Tensor
+    group: int = 1
 
     def reorder(self, indices: Tensor) -> "EncoderOut":
-        """Select/repeat batch rows, e.g. to expand for beams or drop finished sentences."""
-        return EncoderOut(self.out.index_select(0, indices), self.padding_mask.index_select(0, indices))
+        """Select/repeat decoder rows ``indices`` (N',), e.g. to expand for beams
+        (``arange(B).repeat_interleave(k)``) or to drop finished sentences."""
+        rows, group = shared_rows(indices, self.group)
+        return EncoderOut(select_rows(self.out, rows), select_rows(self.padding_mask, rows), group)
 
 
 @dataclass
 class LayerCache:
-    self_k: Tensor  # (B, H, P, K) keys of the target prefix, appended per step
-    self_v: Tensor  # (B, H, P, V)
-    cross_k: Tensor  # (B, H, S, K) computed once from the encoder memory
-    cross_v: Tensor  # (B, H, S, V)
+    self_k: Tensor  # (N, H, C, K) keys of the target prefix; the first DecoderCache.length of C are filled
+    self_v: Tensor  # (N, H, C, V)
+    cross_k: Tensor  # (M, H, S, K) computed once per memory row, shared by its group of decoder rows
+    cross_v: Tensor  # (M, H, S, V)
 
 
 @dataclass
 class DecoderCache:
-    """Explicit decoder state: per-layer keys/values and the number of positions already seen."""
+    """Explicit decoder state: per-layer keys/values, the number of positions already seen, the
+    number ``group`` of decoder rows (N = M * group) sharing each memory row's cross-attention
+    keys/values, and the memory mask (M, 1, 1, S), True = attend.
+
+    Self-attention keys/values live in preallocated buffers of capacity C >= length: a step writes
+    its new positions in place instead of concatenating. ``extent`` (shared by the caches over the
+    same buffers) records how far they are written, so that extending an older cache a second
+    time (branching) copies first instead of overwriting the newer one's positions."""
 
     layers: list[LayerCache]
     length: int
+    group: int
+    memory_mask: Tensor
+    extent: list[int]
 
-    def reorder(self, indices: Tensor) -> "DecoderCache":
-        """Keep rows ``indices`` (B',) of every cached tensor (beam reordering, pruning)."""
-        return DecoderCache(
-            [LayerCache(*(t.index_select(0, indices) for t in (c.self_k, c.self_v, c.cross_k, c.cross_v)))
-             for c in self.layers],
-            self.length,
-        )
+    @property
+    def capacity(self) -> int:
+        return self.layers[0].self_k.size(2) if self.layers else 0
+
+    def reorder(self, indices: Tensor, capacity: int | None = None) -> "DecoderCache":
+        """Keep rows ``indices`` (N',) of every cached tensor (beam reordering, pruning), into new
+        buffers of ``capacity`` (default: the current one) positions."""
+        rows, group = shared_rows(indices, self.group)
+        p, cap = self.length, max(capacity or self.capacity, self.length)
+        layers = []
+        for c in self.layers:
+            self_kv = []
+            for buf in (c.self_k, c.self_v):
+                new = buf.new_empty(indices.size(0), buf.size(1), cap, buf.size(3))  # (N', H, C, K)
+                if buf.requires_grad and torch.is_grad_enabled():  # out= is not differentiable
+                    new[:, :, :p] = buf[:, :, :p].index_select(0, indices)
+                else:  # straight into the new buffer, one copy
+                    torch.index_select(buf[:, :, :p], 0, indices, out=new[:, :, :p])
+                self_kv.append(new)
+            layers.append(LayerCache(*self_kv, select_rows(c.cross_k, rows), select_rows(c.cross_v, rows)))
+        return DecoderCache(layers, p, group, select_rows(self.memory_mask, rows), [p])
 
 
 class MultiheadAttention(nn.Module):
@@ -168,23 +216,30 @@ class DecoderLayer(FeedForwardSublayer, nn.Module):
         self.pre = cfg.norm_position == "pre"
 
     def forward(self, x: Tensor, cache: LayerCache, memory_mask: Tensor, self_mask: Tensor | None,
-                is_causal: bool) -> tuple[Tensor, LayerCache]:
-        """x (B, T, D) after the P cached positions -> (B, T, D) and the layer's new cache."""
-        new_k = new_v = None
+                is_causal: bool, p: int, group: int) -> Tensor:
+        """x (N, T, D) after the ``p`` cached positions -> (N, T, D); writes the T new self-attention
+        keys/values into ``cache`` at positions p..p+T-1 (the buffers have room)."""
 
         def self_attention(h: Tensor) -> Tensor:
-            nonlocal new_k, new_v
-            k, v = self.self_attn.project_kv(h)  # (B, H, T, K), (B, H, T, V)
-            new_k = torch.cat([cache.self_k, k], dim=2)  # (B, H, P+T, K)
-            new_v = torch.cat([cache.self_v, v], dim=2)
-            return self.self_attn.attend(h, new_k, new_v, mask=self_mask, is_causal=is_causal)
+            k, v = self.self_attn.project_kv(h)  # (N, H, T, K), (N, H, T, V)
+            end = p + k.size(2)
+            cache.self_k[:, :, p:end] = k
+            cache.self_v[:, :, p:end] = v
+            if p == 0:  # nothing cached before (training, first step): the new keys are all the keys
+                return self.self_attn.attend(h, k, v, mask=self_mask, is_causal=is_causal)
+            return self.self_attn.attend(h, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
+                                         mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K)
+
+        def encoder_attention(h: Tensor) -> Tensor:
+            n, t, d = h.shape
+            # the group of rows sharing a memory row attend to its keys together: (M, group*T, D)
+            out = self.encoder_attn.attend(h.reshape(n // group, group * t, d), cache.cross_k, cache.cross_v,
+                                           mask=memory_mask)  # (M, group*T, D)
+            return out.view(n, t, d)  # (N, T, D)
 
         x = sublayer_connection(x, self_attention, self.self_attn_layer_norm, self.dropout, self.pre)
-        x = sublayer_connection(
-            x, lambda h: self.encoder_attn.attend(h, cache.cross_k, cache.cross_v, mask=memory_mask),
-            self.encoder_attn_layer_norm, self.dropout, self.pre)
-        x = sublayer_connection(x, self.feed_forward, self.final_layer_norm, self.dropout, self.pre)
-        return x, LayerCache(new_k, new_v, cache.cross_k, cache.cross_v)
+        x = sublayer_connection(x, encoder_attention, self.encoder_attn_layer_norm, self.dropout, self.pre)
+        return sublayer_connection(x, self.feed_forward, self.final_layer_norm, self.dropout, self.pre)
 
 
 class PositionalEncoding(nn.Module):
@@ -256,21 +311,29 @@ class Decoder(nn.Module):
         else:
             self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
 
-    def empty_cache(self, memory: EncoderOut) -> DecoderCache:
-        b = memory.out.size(0)
+    def empty_cache(self, memory: EncoderOut, capacity: int = 16) -> DecoderCache:
+        """Cross-attention keys/values computed once per memory row; empty self-attention buffers
+        of ``capacity`` positions for the M * memory.group decoder rows."""
+        n = memory.out.size(0) * memory.group
         layers = []
         for layer in self.layers:
-            cross_k, cross_v = layer.encoder_attn.project_kv(memory.out)  # (B, H, S, K/V), once
-            empty_k = cross_k.new_zeros(b, self.cfg.n_heads, 0, self.cfg.d_k)  # (B, H, 0, K)
-            empty_v = cross_v.new_zeros(b, self.cfg.n_heads, 0, self.cfg.d_v)
-            layers.append(LayerCache(empty_k, empty_v, cross_k, cross_v))
-        return DecoderCache(layers, 0)
+            cross_k, cross_v = layer.encoder_attn.project_kv(memory.out)  # (M, H, S, K/V), once
+            self_k = cross_k.new_empty(n, self.cfg.n_heads, capacity, self.cfg.d_k)  # (N, H, C, K)
+            self_v = cross_v.new_empty(n, self.cfg.n_heads, capacity, self.cfg.d_v)
+            layers.append(LayerCache(self_k, self_v, cross_k, cross_v))
+        return DecoderCache(layers, 0, memory.group, ~memory.padding_mask[:, None, None, :], [0])
 
     def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
-        """tokens (B, T) following the P cached positions -> logits (B, T, W), updated cache."""
+        """tokens (N, T) following the P cached positions -> logits (N, T, W), updated cache.
+        The memory is read through ``cache`` (made from it by ``empty_cache``)."""
         p, t = cache.length, tokens.size(1)
-        x = self.embed(tokens, start=p)  # (B, T, D)
-        memory_mask = ~memory.padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        if tokens.size(0) != cache.memory_mask.size(0) * cache.group:
+            raise ValueError(f"{tokens.size(0)} target rows for {cache.memory_mask.size(0)} memory rows "
+                             f"of {cache.group} decoder rows each")
+        if cache.extent[0] != p or p + t > cache.capacity:  # buffers extended by another step, or full
+            cache = cache.reorder(torch.arange(tokens.size(0), device=tokens.device),
+                                  capacity=max(p + t, 2 * cache.capacity))
+        x = self.embed(tokens, start=p)  # (N, T, D)
         if p == 0 and t > 1:
             self_mask, is_causal = None, True  # plain causal mask (fast SDPA path)
         elif t == 1:
@@ -278,15 +341,16 @@ class Decoder(nn.Module):
         else:  # query i (absolute position p+i) may see keys 0..p+i
             self_mask = torch.ones(t, p + t, dtype=torch.bool, device=tokens.device).tril(diagonal=p)
             is_causal = False
-        layers = []
         for layer, layer_cache in zip(self.layers, cache.layers):
-            x, new_cache = layer(x, layer_cache, memory_mask, self_mask, is_causal)
-            layers.append(new_cache)
+            x = layer(x, layer_cache, cache.memory_mask, self_mask, is_causal, p, cache.group)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
-        weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
-        logits = F.linear(x, weight)  # (B, T, W)
-        return logits, DecoderCache(layers, p + t)
+        if self.output_projection is None:
+            logits = F.linear(x, self.embed_tokens.weight)  # (N, T, W)
+        else:  # a module call, so that a quantized copy (nmt.infer.quantize) is used as such
+            logits = self.output_projection(x)  # (N, T, W)
+        cache.extent[0] = p + t
+        return logits, DecoderCache(cache.layers, p + t, cache.group, cache.memory_mask, cache.extent)
 
 
 class Transformer(nn.Module):
@@ -330,7 +394,7 @@ class Transformer(nn.Module):
         With ``cache=None`` the cross-attention keys/values are computed from ``memory`` once and
         the tokens are taken to start at position 0."""
         if cache is None:
-            cache = self.decoder.empty_cache(memory)
+            cache = self.decoder.empty_cache(memory, capacity=max(16, tgt_tokens.size(1)))
         return self.decoder(tgt_tokens, memory, cache)
 
     def forward(self, src_tokens: Tensor, tgt_in: Tensor) -> Tensor:

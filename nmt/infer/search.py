@@ -23,14 +23,27 @@ Definitions (all pinned by tests/test_search.py):
     i.e. s / lp(L_max) for alpha >= 0 (s / lp(t+1) for alpha < 0). The sentence stops when that
     bound for its best active hypothesis is <= the worst of its k best finished scores, or when
     L_max is reached.
+  * PAD and BOS are never generated: their log-probabilities are set to -inf before each choice
+    (as fairseq does), so the scores of the other tokens are the model's own.
+  * Prefix-constrained decoding (``prefix``): while t < len(prefix), every token other than
+    prefix[t] gets log-probability -inf (prefix[t] keeps the model's); the search then goes on
+    unconstrained. The prefix counts in |Y| and in the score; max length >= len(prefix) + 1.
   * Greedy search is beam=1 with alpha=0 (``greedy_search``): the argmax token each step until EOS.
     With beam=1 and alpha>0 the rule above keeps extending past a finished hypothesis while a
     longer output could still score higher.
+  * Sampling (``sample``): one output per sentence, each token drawn from softmax(logits / T)
+    restricted to the ``topk`` most probable tokens and to the smallest set whose probability
+    reaches ``topp`` (T=1, no restriction: the full distribution, as Edunov et al. 2018 for
+    back-translation); sentence i draws from its own generator seeded by (seed, i), so the output
+    does not depend on batching. Its score is the model's log-probability (T=1) of the output.
+  * Ensembles (``Ensemble``): the models' log-probabilities are averaged per step (a log-linear
+    combination, renormalised by the search's log_softmax), as Marian does.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 
 import torch
@@ -75,19 +88,65 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
+def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
+                   prefix: list[list[int]] | None, pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[int]:
+    """The max output length |Y| of each sentence (see the module docstring)."""
+    src_len = src_tokens.ne(pad).sum(dim=1).tolist()  # |x| per sentence
+    limit = model.cfg.max_positions
+    max_len = [max(1, min(int(math.floor(max_len_a * n + max_len_b)), limit)) for n in src_len]
+    if prefix is not None:
+        if len(prefix) != len(max_len):
+            raise ValueError(f"{len(prefix)} prefixes for {len(max_len)} sentences")
+        for i, pre in enumerate(prefix):
+            if set(pre) & {pad, bos, eos}:
+                raise ValueError(f"sentence {i}: a prefix may not hold PAD, BOS or EOS ({pre})")
+            if len(pre) + 1 > limit:
+                raise ValueError(f"sentence {i}: a prefix of {len(pre)} tokens leaves no room for EOS "
+                                 f"(model.max_positions={limit})")
+            max_len[i] = max(max_len[i], len(pre) + 1)
+    return max_len
+
+
+def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int, max_len: list[int],
+              min_len: int, prefix: list[list[int]] | None, pad: int, bos: int, eos: int) -> Tensor:
+    """The log-probabilities (N, W) of step t (making token t+1) with the choices the rules forbid
+    set to -inf: PAD and BOS always; all but EOS at a sentence's last allowed step; EOS before
+    ``min_len``; all but prefix[t] while the prefix lasts. ``alive[i]``: the sentence of rows
+    i*rows_per_sentence..(i+1)*rows_per_sentence-1."""
+    neg_inf = float("-inf")
+    logp[:, pad] = neg_inf
+    logp[:, bos] = neg_inf
+    k, device = rows_per_sentence, logp.device
+    last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
+    block_eos = t + 1 < min_len
+    if any(last) or block_eos:  # only EOS at the last allowed step; no EOS before min_len
+        last_rows = torch.tensor(last, device=device).repeat_interleave(k)[:, None]  # (N, 1)
+        eos_col = torch.arange(logp.size(-1), device=device) == eos  # (W,)
+        mask = (last_rows & ~eos_col) | (~last_rows & eos_col & block_eos)  # (N, W)
+        logp = logp.masked_fill(mask, neg_inf)
+    if prefix is not None and any(t < len(prefix[s]) for s in alive):
+        forced = torch.tensor([prefix[s][t] if t < len(prefix[s]) else -1 for s in alive],
+                              device=device).repeat_interleave(k)  # (N,) forced token, -1: free
+        col = forced.clamp(min=0)[:, None]  # (N, 1)
+        only = torch.full_like(logp, neg_inf).scatter_(1, col, logp.gather(1, col))  # (N, W)
+        logp = torch.where(forced.ge(0)[:, None], only, logp)
+    return logp
+
+
 @torch.no_grad()
 def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
+                prefix: list[list[int]] | None = None,
                 pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with ``pad``); returns, per sentence,
     its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
-    |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks)."""
+    |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
+    ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with."""
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
     k, n_src = beam, src_tokens.size(0)
-    src_len = src_tokens.ne(pad).sum(dim=1).tolist()  # |x| per sentence
-    max_len = [max(1, min(int(math.floor(max_len_a * n + max_len_b)), model.cfg.max_positions))
-               for n in src_len]
+    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix,
+                             pad=pad, bos=bos, eos=eos)
     memory = model.encode(src_tokens)
     device = src_tokens.device
     memory = memory.reorder(torch.arange(n_src, device=device).repeat_interleave(k))  # rows (B*k)
@@ -104,12 +163,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, W)
         w = logp.size(-1)
         last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
-        block_eos = t + 1 < min_len
-        if any(last) or block_eos:  # only EOS at the last allowed step; no EOS before min_len
-            last_rows = torch.tensor(last, device=device).repeat_interleave(k)[:, None]  # (B*k, 1)
-            eos_col = torch.arange(w, device=device) == eos  # (W,)
-            mask = (last_rows & ~eos_col) | (~last_rows & eos_col & block_eos)  # (B*k, W)
-            logp = logp.masked_fill(mask, float("-inf"))
+        logp = mask_step(logp, t, alive=alive, rows_per_sentence=k, max_len=max_len, min_len=min_len,
+                         prefix=prefix, pad=pad, bos=bos, eos=eos)
         cand = (scores.view(b * k, 1) + logp).view(b, k * w)  # (B, k*W)
         top_scores, top_idx = cand.topk(min(2 * k, k * w), dim=1)  # (B, 2k)
         top_beam, top_tok = top_idx // w, top_idx % w  # (B, 2k) source row in beam, token
@@ -164,6 +219,113 @@ def greedy_search(model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_
     hyps = beam_search(model, src_tokens, beam=1, alpha=0.0, max_len_a=max_len_a,
                        max_len_b=max_len_b, min_len=min_len)
     return [h[0] for h in hyps]
+
+
+def sentence_rng(seed: int, index: int) -> random.Random:
+    """The random stream of sentence ``index`` under ``seed`` (independent of batching)."""
+    return random.Random(f"nmt-sample:{seed}:{index}")
+
+
+def filter_probs(probs: Tensor, *, topk: int = 0, topp: float = 1.0) -> Tensor:
+    """probs (N, W) with all but the ``topk`` most probable tokens (0: all; ties with the k-th
+    stay) and all but the smallest most-probable set reaching probability ``topp`` (nucleus,
+    Holtzman et al. 2020) set to 0; not renormalised."""
+    if 0 < topk < probs.size(-1):
+        kth = probs.topk(topk, dim=-1).values[:, -1:]  # (N, 1) the k-th largest
+        probs = probs.masked_fill(probs < kth, 0.0)
+    if topp < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)  # (N, W), ties: lower id first
+        total = sorted_p.sum(dim=-1, keepdim=True)  # (N, 1)
+        before = sorted_p.cumsum(dim=-1) - sorted_p  # (N, W) mass of the more probable tokens
+        drop = before >= topp * total  # the set already reached topp without this token
+        probs = probs.scatter(1, order, sorted_p.masked_fill(drop, 0.0))
+    return probs
+
+
+@torch.no_grad()
+def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature: float = 1.0,
+           topk: int = 0, topp: float = 1.0, max_len_a: float = 1.0, max_len_b: int = 50,
+           min_len: int = 1, prefix: list[list[int]] | None = None,
+           pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[Hypothesis]:
+    """One sampled output per sentence of ``src_tokens`` (B, S); sentence i draws its tokens with
+    ``rngs[i]`` (see ``sentence_rng``) by inverting the cumulative distribution. Length limits,
+    PAD/BOS and ``prefix`` as in beam_search; ``score`` is the model's log-probability."""
+    if temperature <= 0 or topk < 0 or not 0 < topp <= 1:
+        raise ValueError(f"temperature={temperature}, topk={topk}, topp={topp}: need T > 0, "
+                         "topk >= 0 (0: all), 0 < topp <= 1")
+    n_src, device = src_tokens.size(0), src_tokens.device
+    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix,
+                             pad=pad, bos=bos, eos=eos)
+    memory = model.encode(src_tokens)
+    alive = list(range(n_src))
+    tokens = torch.full((n_src, 1), bos, dtype=torch.long, device=device)  # (B, 1+t)
+    pos_scores = torch.zeros(n_src, 0, device=device)  # (B, t)
+    out: list[Hypothesis | None] = [None] * n_src
+    cache = None
+    for t in range(max(max_len)):
+        logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
+        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive=alive, rows_per_sentence=1,
+                         max_len=max_len, min_len=min_len, prefix=prefix, pad=pad, bos=bos, eos=eos)
+        probs = F.softmax(logp / temperature, dim=-1)  # (B, W) = softmax(logits / T) where allowed
+        probs = filter_probs(probs, topk=topk, topp=topp)
+        cdf = probs.cumsum(dim=-1)  # (B, W)
+        u = torch.tensor([1.0 - rngs[s].random() for s in alive], device=device)  # (B,) in (0, 1]
+        new_tok = (cdf < (u * cdf[:, -1])[:, None]).sum(dim=-1).clamp(max=cdf.size(-1) - 1)  # (B,)
+        new_logp = logp.gather(1, new_tok[:, None])  # (B, 1)
+        tokens = torch.cat([tokens, new_tok[:, None]], dim=1)  # (B, 2+t)
+        pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
+        ended = new_tok.eq(eos).tolist()
+        for i in (i for i, e in enumerate(ended) if e):
+            positional = pos_scores[i].tolist()
+            out[alive[i]] = Hypothesis(tokens[i, 1:-1].tolist(), sum(positional), positional)
+        keep = [i for i, e in enumerate(ended) if not e]
+        if not keep:
+            break
+        if len(keep) < len(alive):
+            rows = torch.tensor(keep, device=device)
+            tokens, pos_scores = tokens[rows], pos_scores[rows]
+            memory, cache = memory.reorder(rows), cache.reorder(rows)
+            alive = [alive[i] for i in keep]
+    return out
+
+
+class Ensemble:
+    """Several models searched as one: per step, the mean of their log-probabilities (the search
+    renormalises it with log_softmax). They must share the target vocabulary; the caller checks
+    that it is the same vocabulary (translate.Translator compares the SentencePiece models)."""
+
+    @dataclass
+    class Cfg:
+        max_positions: int
+        tgt_vocab_size: int
+
+    @dataclass
+    class State:
+        parts: list  # one memory or cache per model
+
+        def reorder(self, indices: Tensor) -> "Ensemble.State":
+            return Ensemble.State([p.reorder(indices) for p in self.parts])
+
+    def __init__(self, models: list):
+        if not models:
+            raise ValueError("an ensemble needs at least one model")
+        sizes = {m.cfg.tgt_vocab_size for m in models}
+        if len(sizes) > 1:
+            raise ValueError(f"ensemble models have different target vocabulary sizes {sorted(sizes)}")
+        self.models = models
+        self.cfg = Ensemble.Cfg(min(m.cfg.max_positions for m in models), sizes.pop())
+
+    def encode(self, src_tokens: Tensor) -> "Ensemble.State":
+        return Ensemble.State([m.encode(src_tokens) for m in self.models])
+
+    def decode_step(self, tgt_tokens: Tensor, memory: "Ensemble.State", cache: "Ensemble.State | None" = None):
+        """-> mean over models of log_softmax(logits) (N, T, W), the models' new caches."""
+        logps, caches = [], []
+        for i, m in enumerate(self.models):
+            logits, c = m.decode_step(tgt_tokens, memory.parts[i], None if cache is None else cache.parts[i])
+            logps.append(F.log_softmax(logits.float(), dim=-1))
+            caches.append(c)
+        return torch.stack(logps).mean(dim=0), Ensemble.State(caches)
 
 
 class RecomputePrefix:

@@ -31,8 +31,8 @@ import torch
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
-from .search import EOS, PAD, Hypothesis, beam_search
 from ..vocab import check_special_ids
+from .search import EOS, PAD, Ensemble, Hypothesis, beam_search, sample, sentence_rng
 
 
 class TranslateError(Exception):
@@ -44,6 +44,18 @@ class Translation:
     text: str
     score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.search)
     tokens: list[int]
+
+
+@dataclass
+class Sampling:
+    """Sample one output per sentence instead of searching (nmt.infer.search.sample):
+    softmax(logits / temperature), restricted to the ``topk`` (0: all) most probable tokens and the
+    ``topp`` nucleus; sentence i of the input draws from a stream seeded by (seed, i)."""
+
+    temperature: float = 1.0
+    topk: int = 0
+    topp: float = 1.0
+    seed: int = 0
 
 
 # ----------------------------------------------------------------------------- ids in, ids out
@@ -62,9 +74,12 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
                    max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
                    batch_tokens: int = 2048, max_sentences: int | None = None,
                    device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                   on_batch: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
+                   on_batch: Callable[[int], None] | None = None,
+                   prefix: list[list[int]] | None = None,
+                   sampling: Sampling | None = None) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
-    with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each."""
+    with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
+    ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search."""
     device = torch.device(device)
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
@@ -74,9 +89,17 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
         rows = [sources[todo[j]] for j in batch]
         width = max(map(len, rows))
         src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)  # (B, S)
+        pre = None if prefix is None else [prefix[todo[j]] for j in batch]
         with torch.inference_mode(), autocast(device, dtype):
-            hyps = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                               max_len_b=max_len_b, min_len=min_len, nbest=nbest)
+            if sampling is None:
+                hyps = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
+                                   max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre)
+            else:
+                rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
+                hyps = [[h] for h in sample(
+                    model, src, rngs=rngs, temperature=sampling.temperature, topk=sampling.topk,
+                    topp=sampling.topp, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
+                    prefix=pre)]
         for j, h in zip(batch, hyps):
             results[todo[j]] = h
         if on_batch is not None:
@@ -143,32 +166,63 @@ def check_checkpoint_ids(directory: Path, config: dict, sp) -> None:
         raise CheckpointError(str(e)) from None
 
 
+def pieces(sp) -> list[str]:
+    """The vocabulary of a SentencePiece model: its pieces in id order."""
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
 class Translator:
     """A model with its SentencePiece model: text in, text out."""
 
     def __init__(self, model, sp, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
-        self.model, self.sp, self.device, self.dtype = model.eval(), sp, torch.device(device), dtype
+        for m in model.models if isinstance(model, Ensemble) else [model]:
+            m.eval()
+        self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
 
     @classmethod
-    def load(cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto",
-             engine: str = "torch") -> "Translator":
-        """A checkpoint directory or a run directory (its best / latest checkpoint). engine="ctranslate2":
-        search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes `nmt export ctranslate2` output)."""
+    def load(cls, checkpoint: str | Path | list[str | Path], *, device: str | None = None,
+             precision: str = "auto", engine: str = "torch") -> "Translator":
+        """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
+        is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
+        ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize).
+        ``engine="ctranslate2"``: search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes
+        `nmt export ctranslate2` output; one checkpoint, no ensemble)."""
         if engine not in ("torch", "ctranslate2"):
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Translator
 
+            if isinstance(checkpoint, (list, tuple)):
+                if len(checkpoint) != 1:
+                    raise TranslateError("engine ctranslate2: one checkpoint (ensembles need the torch engine)")
+                checkpoint = checkpoint[0]
+
             return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
 
         from ..checkpoint import load_model, load_spm, resolve
 
+        paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        model, config = load_model(checkpoint, device=device)
-        sp = load_spm(resolve(checkpoint))
-        check_checkpoint_ids(resolve(checkpoint), config, sp)
-        dtype, _ = resolve_precision(precision, device)
-        return cls(model, sp, device=device, dtype=dtype)
+        if precision == "int8":
+            if device.type != "cpu":
+                raise TranslateError(f"precision int8 runs on CPU only, not on {device}")
+            from .quantize import quantize_int8
+
+            dtype = None
+        else:
+            dtype, _ = resolve_precision(precision, device)
+        models, sp = [], None
+        for path in paths:
+            model, config = load_model(path, device=device)
+            this = load_spm(resolve(path))
+            check_checkpoint_ids(resolve(path), config, this)
+            models.append(quantize_int8(model) if precision == "int8" else model)
+            if sp is None:
+                sp = this
+            elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
+                raise TranslateError(f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
+                                     f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}")
+        return cls(models[0] if len(models) == 1 else Ensemble(models), sp, device=device, dtype=dtype)
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
         """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""
@@ -194,12 +248,25 @@ class Translator:
     def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
-                        on_batch: Callable[[int], None] | None = None) -> list[list[Translation]]:
+                        on_batch: Callable[[int], None] | None = None, prefix: list[str] | None = None,
+                        sampling: Sampling | None = None) -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
         is called for each sentence cut to the model's positions (default: a warning counting
         sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
-        instead of a list gives the one sentence's list of translations."""
+        instead of a list gives the one sentence's list of translations.
+        ``prefix[i]``: text translation i must start with ("" = none); ``sampling``: one sampled
+        translation per sentence instead of beam search."""
         sources, truncated = self.encode(sentences)
+        prefix_ids = None
+        if prefix is not None:
+            if len(prefix) != len(sentences):
+                raise TranslateError(f"{len(prefix)} prefixes for {len(sentences)} sentences")
+            cleaned = [clean_line(p) for p in prefix]
+            prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.sp.encode(cleaned))]
+            for i, ids in enumerate(prefix_ids):
+                if len(ids) + 1 > self.model.cfg.max_positions:
+                    raise TranslateError(f"prefix {i + 1}: {len(ids)} pieces leave no room for EOS "
+                                         f"(model.max_positions={self.model.cfg.max_positions})")
         limit = self.model.cfg.max_positions
         for i, n in truncated:
             if on_truncate is not None:
@@ -208,17 +275,19 @@ class Translator:
                 warnings.warn(truncation_message(i, n, limit))
         hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
                               max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
-                              device=self.device, dtype=self.dtype, on_batch=on_batch)
+                              device=self.device, dtype=self.dtype, on_batch=on_batch,
+                              prefix=prefix_ids, sampling=sampling)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
     @one_or_many
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048) -> list[str]:
+                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
+                  prefix: list[str] | None = None, sampling: Sampling | None = None) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0)."""
         return [t[0].text for t in self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-            batch_tokens=batch_tokens)]
+            batch_tokens=batch_tokens, prefix=prefix, sampling=sampling)]
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -233,7 +302,9 @@ def read_text_lines(path: str, *, errors: str = "strict") -> list[str]:
 
 
 def add_translate_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint directory or run directory")
+    parser.add_argument("checkpoint", nargs="+",
+                        help="checkpoint directory or run directory; several: an ensemble averaging "
+                             "their log-probabilities per step (one vocabulary)")
     parser.add_argument("-i", "--input", default="-", help="raw text, one sentence per line (default: stdin)")
     parser.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4; 1 = greedy)")
@@ -245,8 +316,17 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nbest", type=int, default=1,
                         help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto"), default="auto",
-                        help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
+                        help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only; int8: "
+                             "dynamic int8 linear layers (CPU)")
+    parser.add_argument("--prefix-file", default=None,
+                        help="one target prefix per input line: each output starts with it (empty line: none)")
+    parser.add_argument("--sampling", action="store_true",
+                        help="sample one output per line instead of beam search")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling: softmax(logits / T)")
+    parser.add_argument("--topk", type=int, default=0, help="sampling: only the K most probable tokens (0: all)")
+    parser.add_argument("--topp", type=float, default=1.0, help="sampling: only the top-p nucleus (1: all)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling: seed (line i always draws the same)")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="invalid UTF-8 input: an error naming the line, or U+FFFD")
@@ -273,22 +353,45 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if args.alpha is None:
         args.alpha = default_alpha(args.beam)
     check_output(args.output)  # before translating anything
+    sampling = None
+    if args.sampling:
+        if args.nbest != 1:
+            raise TranslateError(f"--sampling --nbest {args.nbest}: sampling gives one output per line")
+        if not (args.temperature > 0 and args.topk >= 0 and 0 < args.topp <= 1):
+            raise TranslateError(f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
+                                 "need T > 0, K >= 0 (0: all), 0 < P <= 1")
+        sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
+    if args.alignment and (len(args.checkpoint) > 1 or args.engine != "torch"):
+        raise TranslateError("--alignment reads one torch model's cross-attention: not with an ensemble "
+                             "or --engine ctranslate2")
     lines = read_text_lines(args.input, errors=args.errors)
+    prefix = None
+    if args.prefix_file is not None:
+        prefix = read_text_lines(args.prefix_file, errors=args.errors)
+        if len(prefix) != len(lines):
+            raise TranslateError(f"{args.prefix_file}: {len(prefix)} prefix lines for {len(lines)} input lines")
     from ..checkpoint import CheckpointError
     from .export_ctranslate2 import ExportError
 
+    int8 = args.precision == "int8"
     try:
-        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32"
-                                     if args.engine == "torch" else args.precision, engine=args.engine)
+        if args.engine != "torch" and int8:
+            raise TranslateError("--precision int8 is the torch engine's; for CTranslate2 use "
+                                 "`nmt export ctranslate2 --quantization int8`")
+        translator = Translator.load(args.checkpoint if args.engine == "torch" else args.checkpoint,
+                                     device=args.device, engine=args.engine,
+                                     precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision)
     except (CheckpointError, ExportError) as e:
         raise TranslateError(str(e)) from None
-    if args.engine == "torch":
+    if args.engine != "torch":
+        reason = f"ctranslate2 compute type {translator.model.translator.compute_type}"
+    elif int8:
+        reason = "int8 dynamic quantization of the linear layers (requested)"
+    else:
         try:
             translator.dtype, reason = resolve_precision(args.precision, translator.device)
         except ValueError as e:  # fp16 on a CPU
             raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
-    else:
-        reason = f"ctranslate2 compute type {translator.model.translator.compute_type}"
     if not args.quiet:
         print(f"nmt translate: precision: {reason}", file=sys.stderr)
     limit = translator.model.cfg.max_positions
@@ -300,7 +403,8 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
                disable=args.quiet or args.input == "-")
     results = translator.translate_nbest(
         lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        nbest=args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update)
+        nbest=args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update,
+        prefix=prefix, sampling=sampling)
     bar.close()
     if args.nbest == 1:
         out = [r[0].text for r in results]

@@ -1,0 +1,41 @@
+"""`--precision int8`: dynamic int8 quantization of a Transformer's linear layers for CPU inference.
+
+torch.ao's dynamic quantization (fbgemm on x86, qnnpack on ARM) stores each ``nn.Linear`` weight as
+int8 with one scale per output row and quantizes the activations on the fly per call; the rest
+(embeddings, LayerNorm, attention softmax) stays float32. The output projection is a linear layer
+too: with tied embeddings (section 3.4) it is copied into its own ``nn.Linear`` first, so that it
+is quantized while the input embeddings keep their float32 table.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+from torch import nn
+
+from ..model import Transformer
+
+
+def quantize_int8(model: Transformer) -> Transformer:
+    """A CPU copy of ``model`` (eval mode) whose linear layers run in int8 (weights per row)."""
+    engines = torch.backends.quantized.supported_engines
+    engine = next((e for e in ("fbgemm", "x86", "qnnpack") if e in engines), None)
+    if engine is None:
+        raise RuntimeError(f"no int8 backend in this torch build (supported: {engines})")
+    torch.backends.quantized.engine = engine
+    model = copy.deepcopy(model).cpu().eval()
+    decoder = model.decoder
+    if decoder.output_projection is None:  # tied: an untied float32 copy of the table, quantized below
+        weight = decoder.embed_tokens.weight  # (W, D)
+        decoder.output_projection = nn.Linear(weight.size(1), weight.size(0), bias=False)
+        decoder.output_projection.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+    # torch 2.13 marks torch.ao eager quantization deprecated (in favour of the separate torchao
+    # package) but ships and runs it; its warnings are not the user's concern here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(
+            model, {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8,
+            inplace=True)

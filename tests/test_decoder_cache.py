@@ -1,0 +1,83 @@
+"""The decoder cache layout (issue 11): cross-attention keys/values held once per sentence and
+shared by its beams, self-attention keys/values in preallocated buffers written in place. Every
+layout must give the logits of the full (teacher-forced) forward pass."""
+
+import torch
+
+from nmt.config import tiny
+from nmt.model import Transformer, shared_rows
+
+
+def model_and_data():
+    torch.manual_seed(0)
+    model = Transformer(tiny(40)).eval()
+    src = torch.tensor([[5, 6, 7, 3, 0], [9, 9, 8, 7, 3], [4, 3, 0, 0, 0]])  # (3, S)
+    tgt = torch.randint(4, 40, (3 * 2, 20))  # (3 sentences * 2 beams, T)
+    return model, src, tgt
+
+
+def test_shared_rows():
+    def call(indices, group):
+        rows, new_group = shared_rows(torch.tensor(indices), group)
+        return rows.tolist(), new_group
+
+    assert call([0, 0, 0, 1, 1, 1], 1) == ([0, 1], 3)  # expanding 2 sentences to 3 beams
+    assert call([5, 4, 11, 10, 9, 8], 2) == ([2, 5, 4], 2)  # beams reordered, sentences dropped/moved
+    assert call([4, 5, 4, 4, 10, 11, 9, 9], 2) == ([2, 2, 2, 2, 5, 5, 4, 4], 1)  # unequal runs: no sharing
+
+
+@torch.no_grad()
+def test_beams_share_cross_attention_and_match_the_full_forward():
+    model, src, tgt = model_and_data()
+    expand = torch.arange(3).repeat_interleave(2)  # (6,) each sentence's 2 beam rows
+    memory = model.encode(src).reorder(expand)
+    assert memory.group == 2 and memory.out.size(0) == 3  # not copied per beam
+    full = model(src[expand], tgt)  # (6, T, W) every row with its own copy of the memory
+    cache, steps = None, []
+    for t in range(tgt.size(1)):  # 20 steps: past the initial capacity of 16 (the buffers grow)
+        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        steps.append(logits)
+    assert cache.group == 2 and cache.layers[0].cross_k.size(0) == 3 and cache.capacity >= 20
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_shared_cache_after_beam_reorder_and_dropping_a_sentence():
+    model, src, tgt = model_and_data()
+    expand = torch.arange(3).repeat_interleave(2)
+    memory = model.encode(src).reorder(expand)
+    cache = None
+    for t in range(4):
+        _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+    # beam reordering within sentences (row 1 takes beam 0's prefix) and sentence 1 dropped
+    rows = torch.tensor([0, 0, 5, 4])  # (4,) = sentences 0 and 2, 2 beams each
+    cache, memory = cache.reorder(rows), memory.reorder(rows)
+    assert cache.group == 2 and cache.layers[0].cross_k.size(0) == 2 and memory.out.size(0) == 2
+    tgt2 = torch.cat([tgt[rows, :4], tgt[:4, 4:]], dim=1)  # (4, T) continue with new tokens
+    steps = []
+    for t in range(4, 8):
+        logits, cache = model.decode_step(tgt2[:, t: t + 1], memory, cache)
+        steps.append(logits)
+    full = model(src[expand[rows]], tgt2[:, :8])
+    torch.testing.assert_close(torch.cat(steps, 1), full[:, 4:], atol=1e-5, rtol=0)
+    # rows that do not come in equal runs per sentence fall back to one memory row each
+    mixed = cache.reorder(torch.tensor([0, 2, 1]))
+    assert mixed.group == 1 and mixed.layers[0].cross_k.size(0) == 3
+    logits, _ = model.decode_step(tgt2[[0, 2, 1], 8:9], memory.reorder(torch.tensor([0, 2, 1])), mixed)
+    torch.testing.assert_close(logits[:, 0], model(src[expand[rows]][[0, 2, 1]], tgt2[[0, 2, 1], :9])[:, 8],
+                               atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_extending_one_cache_twice_does_not_overwrite_the_first_branch():
+    """Steps write into shared buffers; a second step from the same cache must copy first."""
+    model, src, tgt = model_and_data()
+    memory = model.encode(src)
+    _, cache = model.decode_step(tgt[:3, :3], memory, None)
+    a, cache_a = model.decode_step(tgt[:3, 3:4], memory, cache)
+    b, cache_b = model.decode_step(tgt[:3, 4:5], memory, cache)  # another token at position 3
+    a2, _ = model.decode_step(tgt[:3, 5:6], memory, cache_a)
+    ref_a = model(src, torch.cat([tgt[:3, :4], tgt[:3, 5:6]], dim=1))
+    ref_b = model(src, torch.cat([tgt[:3, :3], tgt[:3, 4:5]], dim=1))
+    torch.testing.assert_close(a2[:, 0], ref_a[:, 4], atol=1e-5, rtol=0)
+    torch.testing.assert_close(b[:, 0], ref_b[:, 3], atol=1e-5, rtol=0)
