@@ -103,7 +103,13 @@ class CTranslate2Translator(Translator):
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None,
-                        min_len: int = 1) -> list[list[Translation]]:
+                        min_len: int = 1, prefix: list[str] | None = None,
+                        sampling=None) -> list[list[Translation]]:
+        if prefix is not None or sampling is not None:
+            from .translate import TranslateError
+
+            raise TranslateError("prefix-constrained decoding and sampling are the torch engine's "
+                                 "(--engine torch)")
         sources, truncated = self.encode(sentences)
         limit = self.model.cfg.max_positions
         for i, n in truncated:
