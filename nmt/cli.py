@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
+    from .tasks import variations
+
+    p = sub.add_parser("variations", help="train the paper's Table 3 model variations, one run per row")
+    variations.add_variations_args(p)
+    p.set_defaults(func=variations.run_variations)
     p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
     plot.add_plot_args(p)
     p.set_defaults(func=plot.run_plot)
