@@ -137,7 +137,10 @@ def write_table(results: list[dict], out: Path) -> None:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in results]
     _atomic_write(out / "table3.md", "\n".join(lines) + "\n")
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the plot is optional (pip install nmt[plot]); the table is written
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
