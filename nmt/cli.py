@@ -104,6 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
+    from .tasks import parsing, variations
+
+    p = sub.add_parser("prepare-ptb", prog="nmt prepare ptb",
+                       help="`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)")
+    parsing.add_prepare_ptb_args(p)
+    p.set_defaults(func=parsing.run_prepare_ptb, command="prepare ptb")
+    p = sub.add_parser("parse", help="parse sentences into trees with a parsing checkpoint (section 6.3)")
+    parsing.add_parse_args(p)
+    p.set_defaults(func=parsing.run_parse)
+
+    p = sub.add_parser("variations", help="train the paper's Table 3 model variations, one run per row")
+    variations.add_variations_args(p)
+    p.set_defaults(func=variations.run_variations)
     p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
     plot.add_plot_args(p)
     p.set_defaults(func=plot.run_plot)
@@ -114,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["prepare", "ptb"]:  # `nmt prepare ptb` has its own arguments (nmt/tasks/parsing.py)
+        argv = ["prepare-ptb", *argv[2:]]
     args, rest = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()

@@ -54,6 +54,9 @@ class ModelConfig:
     tie_output: bool = True  # pre-softmax projection = target embedding (section 3.4)
     layer_norm_eps: float = 1e-5
     # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (issue 10, defect 3)
+    # restricted self-attention (section 4, Table 1, "self-attention (restricted)"): encoder and
+    # decoder self-attention see only keys within distance r of the query; None = full (the paper's models)
+    attention_window: Optional[int] = None
 
     def validate(self) -> "ModelConfig":
         for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads",
@@ -79,6 +82,9 @@ class ModelConfig:
                    "set share_embeddings=false for separate vocabularies")
         _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps,
                "must be positive")
+        _check(self.attention_window is None or (isinstance(self.attention_window, int)
+                                                 and self.attention_window >= 1),
+               "model.attention_window", self.attention_window, "must be a positive integer or none")
         return self
 
 

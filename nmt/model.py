@@ -119,6 +119,17 @@ class DecoderCache:
         return DecoderCache(layers, p, group, select_rows(self.memory_mask, rows), [p])
 
 
+def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,
+                causal: bool, device: torch.device | None = None) -> Tensor:
+    """Restricted self-attention (section 4, Table 1): query i, at absolute position start+i, may
+    attend key j iff |start + i - j| <= window (and j <= start + i when ``causal``).
+    Returns (T, N) bool, True = attend (broadcasts against (B, H, T, N))."""
+    q = torch.arange(start, start + n_queries, device=device)[:, None]  # (T, 1)
+    k = torch.arange(n_keys, device=device)[None, :]  # (1, N)
+    allowed = (q - k).abs() <= window  # (T, N)
+    return allowed & (k <= q) if causal else allowed
+
+
 class MultiheadAttention(nn.Module):
     """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, scaled dot-product heads."""
 
@@ -287,12 +298,20 @@ class Encoder(nn.Module):
         self.embed_tokens = embed_tokens  # the (maybe shared) table: parameter name encoder.embed_tokens
         self.embed = Embedding(cfg, embed_tokens)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.window = cfg.attention_window
         # pre-norm stacks need a final LayerNorm; post-norm (the paper) ends normalised already
         self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
 
     def forward(self, src_tokens: Tensor, padding_mask: Tensor) -> Tensor:
         x = self.embed(src_tokens)  # (B, S, D)
         mask = ~padding_mask[:, None, None, :]  # (B, 1, 1, S), True = attend
+        if self.window is not None:  # restricted self-attention: and |i - j| <= r
+            s = src_tokens.size(1)
+            band = window_mask(s, s, start=0, window=self.window, causal=False, device=src_tokens.device)
+            # a padding query far past the sentence would see no key at all (NaN): let every
+            # query see itself, which changes nothing for real tokens (their own key is in the band)
+            eye = torch.eye(s, dtype=torch.bool, device=src_tokens.device)  # (S, S)
+            mask = (mask & band) | eye  # (B, 1, S, S)
         for layer in self.layers:
             x = layer(x, mask)
         return self.layer_norm(x) if self.layer_norm is not None else x
@@ -340,6 +359,11 @@ class Decoder(nn.Module):
             self_mask, is_causal = None, False  # one new token sees every cached position
         else:  # query i (absolute position p+i) may see keys 0..p+i
             self_mask = torch.ones(t, p + t, dtype=torch.bool, device=tokens.device).tril(diagonal=p)
+            is_causal = False
+        if self.cfg.attention_window is not None:  # restricted: keys p+i-r .. p+i only (T, P+T)
+            # The cache still holds every past key; the band mask hides all but the last r+1.
+            self_mask = window_mask(t, p + t, start=p, window=self.cfg.attention_window, causal=True,
+                                    device=tokens.device)
             is_causal = False
         for layer, layer_cache in zip(self.layers, cache.layers):
             x = layer(x, layer_cache, cache.memory_mask, self_mask, is_causal, p, cache.group)

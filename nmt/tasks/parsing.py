@@ -1,0 +1,241 @@
+"""English constituency parsing as translation (section 6.3): `nmt prepare ptb` and `nmt parse`.
+
+Data (`nmt prepare ptb --treebank PATH --out DIR`): the Penn Treebank WSJ sample (a folder or the
+``combined.tar.gz`` of ``../shared/data/ptb_sample``, files wsj_0001..wsj_0199.mrg). Trees are
+cleaned (empty elements and function tags removed, see :mod:`nmt.tasks.trees`) and linearised as in
+Vinyals & Kaiser et al. 2014. Split by file, as no standard split of the sample exists:
+train wsj_0001-0179, valid wsj_0180-0189, test wsj_0190-0199.
+
+Vocabulary: word level, as the paper's WSJ-only setting (16K words for 40K sentences), shared by
+both sides (one embedding matrix, section 3.4): every linearisation symbol ((NP, )NP, XX) plus the
+training words seen at least ``--min-count`` times (default 2; others become <unk>). The paper's
+16K covers words seen about 3+ times in 40K sentences; in ~3.5K training sentences a count of 2
+keeps ~4.5K words and still gives <unk> real training examples. A SentencePiece *word* model holds
+it, so the prepared directory is an ordinary DATA_DIR for `nmt train`.
+
+Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
+output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ..data.download import DataError
+from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
+from .trees import Tree, clean, delinearise, linearise, parse_brackets
+
+SPLIT_FILES = {"train": range(1, 180), "valid": range(180, 190), "test": range(190, 200)}
+BEAM, ALPHA, MAX_LEN_B = 21, 0.3, 300  # section 6.3
+
+
+def read_treebank(path: str | Path) -> dict[str, list[Tree]]:
+    """{file name: cleaned trees} from a folder of .mrg files or a .tar.gz of one."""
+    path = Path(path)
+    texts: dict[str, str] = {}
+    if path.is_dir():
+        for f in sorted(path.rglob("wsj_*.mrg")):
+            texts[f.name] = f.read_text(encoding="utf-8")
+    elif path.is_file() and path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and name.startswith("wsj_") and name.endswith(".mrg"):
+                    texts[name] = tar.extractfile(member).read().decode("utf-8")
+    else:
+        raise DataError(f"{path}: not a folder of wsj_*.mrg files or a .tar.gz of one")
+    if not texts:
+        raise DataError(f"{path}: no wsj_*.mrg files found")
+    out = {}
+    for name, text in sorted(texts.items()):
+        try:
+            trees = [clean(t) for t in parse_brackets(text)]
+        except (ValueError, IndexError) as e:
+            raise DataError(f"{path}/{name}: cannot read trees: {e}") from None
+        out[name] = [t for t in trees if t is not None]
+    return out
+
+
+def file_split(name: str) -> str | None:
+    number = int(name[4:8])
+    for split, numbers in SPLIT_FILES.items():
+        if number in numbers:
+            return split
+    return None
+
+
+def word_ids(sp, words: list[str]) -> list[int]:
+    """One id per word (<unk> for unknown words). SentencePiece's own encode would merge adjacent
+    unknown words into one <unk>, and the parser must see every word."""
+    return [sp.piece_to_id("\u2581" + w) for w in words]
+
+
+def write_split(sp, trees: list[Tree], prefix: Path, *, dtype: np.dtype) -> dict:
+    """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py)."""
+    counts = {"pairs": len(trees)}
+    for side, sequences in (("src", [word_ids(sp, t.words()) for t in trees]),
+                            ("tgt", [word_ids(sp, linearise(t)) for t in trees])):
+        lengths = np.array([len(x) for x in sequences], dtype=np.int64)
+        offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.array([i for x in sequences for i in x], dtype=dtype)
+        Path(f"{prefix}.{side}.bin").write_bytes(flat.tobytes())
+        np.save(f"{prefix}.{side}.offsets.npy", offsets)
+        counts[f"{side}_tokens"] = int(offsets[-1])
+    return counts
+
+
+def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
+                log=print) -> dict:
+    """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically."""
+    from ..data.prepare import _train_spm
+
+    out = Path(out)
+    if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
+        raise DataError(f"{out} already exists; pass --force to replace it")
+    files = read_treebank(treebank)
+    splits: dict[str, list[Tree]] = {"train": [], "valid": [], "test": []}
+    for name, trees in files.items():
+        split = file_split(name)
+        if split:
+            splits[split].extend(trees)
+    if not splits["train"]:
+        raise DataError(f"{treebank}: no training trees (files wsj_0001-0179)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        words = Counter(w for t in splits["train"] for w in t.words())
+        symbols = Counter(s for t in splits["train"] for s in linearise(t))
+        kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
+        for split, trees in splits.items():
+            (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
+            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(linearise(t)) + "\n" for t in trees))
+            (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
+        vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
+        ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
+        vocab_file.write_text("".join(w + "\n" for w in ordered))
+        vocab_size = len(ordered) + len(SPECIAL_IDS)
+        sp = _train_spm([vocab_file], tmp / "spm", seed=0, model_type="word", vocab_size=vocab_size,
+                        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, normalization_rule_name="identity",
+                        split_by_whitespace=True, hard_vocab_limit=False, character_coverage=1.0)
+        vocab_file.unlink()
+        dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
+        split_meta = {}
+        for split, trees in splits.items():
+            counts = write_split(sp, trees, tmp / split, dtype=np.dtype(dtype))
+            counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
+            split_meta[split] = counts
+        n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
+        meta = {"format": "nmt-prepared-data", "version": 1, "dataset": "ptb", "src_lang": "words",
+                "tgt_lang": "tree", "vocab_size": sp.get_piece_size(), "dtype": dtype,
+                "special_ids": SPECIAL_IDS, "splits": split_meta,
+                "ptb": {"treebank": str(treebank), "split_files": {s: [r.start, r.stop - 1]
+                                                                    for s, r in SPLIT_FILES.items()},
+                        "trees": {s: len(t) for s, t in splits.items()}, "min_count": min_count,
+                        "words_kept": len(kept), "symbols": len(symbols),
+                        "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
+                        "linearisation": "Vinyals & Kaiser et al. 2014, POS tags as XX"}}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log(f"ptb: {meta['ptb']['trees']} trees (train/valid/test by file), vocabulary {meta['vocab_size']} "
+        f"({len(kept)} words seen >= {min_count} times + {len(symbols)} tree symbols + 4 special), "
+        f"train <unk> rate {meta['ptb']['train_unk_rate']:.1%}")
+    return meta
+
+
+def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--treebank", required=True,
+                        help="folder of wsj_*.mrg files or its .tar.gz (../shared/data/ptb_sample/combined.tar.gz)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
+    parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
+    parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
+
+
+def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
+    if args.min_count < 1:
+        raise DataError("--min-count: must be >= 1")
+    prepare_ptb(args.treebank, args.out, min_count=args.min_count, force=args.force)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
+                    max_len_b: int = MAX_LEN_B, device=None) -> tuple[list[Tree], int]:
+    """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
+    many outputs needed repair."""
+    from ..infer.translate import translate_ids
+
+    outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
+                            max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu")
+    trees, repaired = [], 0
+    for words, ids in zip(sentences, outputs):
+        tree, fixed = delinearise([sp.id_to_piece(i).lstrip("\u2581") for i in ids], words)
+        trees.append(tree)
+        repaired += fixed
+    return trees, repaired
+
+
+def add_parse_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="checkpoint or run directory trained on `nmt prepare ptb` data")
+    parser.add_argument("-i", "--input", default="-", help="tokenised sentences, one per line (default: stdin)")
+    parser.add_argument("-o", "--output", default="-", help="trees, one per line (default: stdout)")
+    parser.add_argument("--gold", help="gold trees (one per line, e.g. DATA_DIR/test.gold.txt): also print F1")
+    parser.add_argument("--beam", type=int, default=BEAM, help="beam size (paper, 6.3: 21)")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="length penalty (paper, 6.3: 0.3)")
+    parser.add_argument("--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)")
+    parser.add_argument("--device", default=None)
+
+
+def run_parse(args: argparse.Namespace, overrides: dict) -> int:
+    from ..infer.translate import read_text_lines
+    from . import evalb
+
+    lines = read_text_lines(args.input)
+    gold = None
+    if args.gold:
+        try:
+            gold = [parse_brackets(line)[0] for line in Path(args.gold).read_text().splitlines() if line.strip()]
+        except (ValueError, IndexError) as e:
+            raise DataError(f"{args.gold}: cannot read gold trees: {e}") from None
+        if len(gold) != len(lines):
+            raise DataError(f"{args.gold}: {len(gold)} trees for {len(lines)} input sentences")
+    import sentencepiece as spm
+
+    from ..checkpoint import load_model, resolve
+
+    model, _ = load_model(args.checkpoint, device=args.device or "cpu")
+    sp = spm.SentencePieceProcessor(model_file=str(resolve(args.checkpoint) / "spm.model"))
+    start = time.time()
+    trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
+                                      alpha=args.alpha, max_len_b=args.max_len_b, device=args.device)
+    text = "".join(f"{t}\n" for t in trees)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        tmp = Path(args.output).with_name(f".{Path(args.output).name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, args.output)
+    print(f"parsed {len(trees)} sentences in {time.time() - start:.1f} s; {repaired} outputs repaired",
+          file=sys.stderr)
+    if gold is not None:
+        s = evalb.score(gold, trees)
+        print(f"labelled bracket (EVALB COLLINS.prm): P {s.precision:.2f} R {s.recall:.2f} F1 {s.f1:.2f} "
+              f"({s.matched} matched, {s.gold} gold, {s.test} test brackets)", file=sys.stderr)
+    return 0

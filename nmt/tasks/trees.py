@@ -1,0 +1,150 @@
+"""Penn Treebank trees: reading, cleaning (section 6.3), linearising as in Vinyals & Kaiser et al.
+2014 ("Grammar as a Foreign Language") and turning model output back into a tree.
+
+Linearisation (Vinyals & Kaiser et al. 2014, Figure 2, with POS tags normalised to XX as they do):
+    (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))
+    -> (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+Every opening bracket carries its label, every closing bracket repeats it, and each word is one XX.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+@dataclass
+class Tree:
+    label: str
+    children: list["Tree"] = field(default_factory=list)
+    word: str | None = None  # set on preterminals only
+
+    def is_preterminal(self) -> bool:
+        return self.word is not None
+
+    def tagged_words(self) -> list[tuple[str, str]]:
+        if self.is_preterminal():
+            return [(self.label, self.word)]
+        return [tw for child in self.children for tw in child.tagged_words()]
+
+    def words(self) -> list[str]:
+        return [w for _, w in self.tagged_words()]
+
+    def __str__(self) -> str:
+        if self.is_preterminal():
+            return f"({self.label} {self.word})"
+        return f"({self.label} {' '.join(str(c) for c in self.children)})"
+
+
+def parse_brackets(text: str) -> list[Tree]:
+    """All trees of a bracketed string (a .mrg file or one tree per line). Raises ValueError."""
+    tokens = _TOKEN.findall(text)
+    trees, i = [], 0
+
+    def node(i: int) -> tuple[Tree, int]:
+        if tokens[i] != "(":
+            raise ValueError(f"expected '(' at token {i}, found {tokens[i]!r}")
+        i += 1
+        label = ""
+        if i < len(tokens) and tokens[i] not in "()":
+            label = tokens[i]
+            i += 1
+        if i + 1 < len(tokens) and tokens[i] not in "()" and tokens[i + 1] == ")":
+            return Tree(label, word=tokens[i]), i + 2
+        children = []
+        while i < len(tokens) and tokens[i] != ")":
+            child, i = node(i)
+            children.append(child)
+        if i >= len(tokens):
+            raise ValueError("unbalanced brackets: missing ')'")
+        return Tree(label, children), i + 1
+
+    while i < len(tokens):
+        tree, i = node(i)
+        trees.append(tree)
+    return trees
+
+
+def strip_function_tags(label: str) -> str:
+    """NP-SBJ-1 -> NP, NP=2 -> NP; -NONE-, -LRB-, -RRB- stay."""
+    if label.startswith("-"):
+        return label
+    return re.split(r"[-=]", label, maxsplit=1)[0]
+
+
+def clean(tree: Tree) -> Tree | None:
+    """Drop -NONE- empty elements (and constituents left empty), strip function tags and the
+    outer unlabelled bracket. None if nothing is left."""
+    if tree.is_preterminal():
+        return None if tree.label == "-NONE-" else Tree(tree.label, word=tree.word)
+    children = [c for c in (clean(child) for child in tree.children) if c is not None]
+    if not children:
+        return None
+    if tree.label in ("", "ROOT", "TOP") and len(children) == 1:
+        return children[0]
+    return Tree(strip_function_tags(tree.label) or "S", children)
+
+
+def linearise(tree: Tree) -> list[str]:
+    if tree.is_preterminal():
+        return ["XX"]
+    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c)), f"){tree.label}"]
+
+
+def delinearise(tokens: list[str], words: list[str], *, root: str = "S") -> tuple[Tree, bool]:
+    """Build a tree over ``words`` from model output, repairing it when needed. Returns the tree
+    and whether it was repaired. Repairs: a closing bracket with nothing open is dropped; a closing
+    bracket closes the innermost open constituent whatever its label; XX beyond the number of
+    words are dropped, missing ones are added at the end of the root; open brackets are closed
+    at the end; stray words next to one tree join its root; several trees (or none) are wrapped in a ``root``
+    node; unknown tokens are dropped."""
+    repaired = False
+    stack: list[Tree] = [Tree("", [])]  # a virtual top
+    n_leaves = 0
+    for tok in tokens:
+        if tok.startswith("(") and len(tok) > 1:
+            new = Tree(tok[1:], [])
+            stack[-1].children.append(new)
+            stack.append(new)
+        elif tok.startswith(")") and len(tok) > 1:
+            if len(stack) == 1:
+                repaired = True
+                continue
+            closed = stack.pop()
+            repaired |= closed.label != tok[1:]
+        elif tok == "XX":
+            if n_leaves >= len(words):
+                repaired = True
+                continue
+            stack[-1].children.append(Tree("XX", word=words[n_leaves]))
+            n_leaves += 1
+        else:
+            repaired = True
+    repaired |= len(stack) > 1
+    top = stack[0]
+    constituents = [c for c in top.children if not c.is_preterminal()]
+    if len(top.children) == 1 and constituents:
+        tree = top.children[0]
+    elif len(constituents) == 1:  # one tree and stray words: the words join its root
+        repaired = True
+        tree = Tree(constituents[0].label,
+                    [k for c in top.children for k in (c.children if c is constituents[0] else [c])])
+    else:
+        repaired = True
+        tree = Tree(root, top.children)
+    if n_leaves < len(words):
+        repaired = True
+        tree.children.extend(Tree("XX", word=w) for w in words[n_leaves:])
+
+    def prune(node: Tree) -> Tree | None:  # constituents without words cannot be scored
+        if node.is_preterminal():
+            return node
+        kids = [k for k in (prune(c) for c in node.children) if k is not None]
+        return Tree(node.label, kids) if kids else None
+
+    pruned = prune(tree)
+    if pruned is None or len(pruned.children) != len(tree.children):
+        repaired = True
+    return pruned if pruned is not None else Tree(root, [Tree("XX", word=w) for w in words]), repaired

@@ -1,0 +1,101 @@
+"""Constituency parsing (issue 13, section 6.3): trees, linearisation, repair, EVALB scoring."""
+
+import pytest
+
+from nmt.cli import main
+from nmt.tasks import evalb
+from nmt.tasks.trees import clean, delinearise, linearise, parse_brackets
+
+GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
+
+
+def tree(text):
+    return parse_brackets(text)[0]
+
+
+def test_clean_drops_empty_elements_function_tags_and_the_outer_bracket():
+    raw = "( (S (NP-SBJ-1 (NNP John)) (VP (VBZ wants) (S (NP-SBJ (-NONE- *-1)) (VP (TO to) (VB go)))) (. .)) )"
+    assert str(clean(tree(raw))) == "(S (NP (NNP John)) (VP (VBZ wants) (S (VP (TO to) (VB go)))) (. .))"
+
+
+def test_linearise_as_vinyals_and_kaiser_2014_and_back():
+    t = tree(GOLD)
+    tokens = linearise(t)
+    assert " ".join(tokens) == "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"
+    back, repaired = delinearise(tokens, t.words())
+    assert not repaired and linearise(back) == tokens and back.words() == t.words()
+
+
+@pytest.mark.parametrize("output, expected", [
+    # unclosed brackets; the sixth word is missing and joins the root
+    ("(S (NP XX XX )NP (VP XX (NP XX XX", "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
+    # a wrong closing label, a ')' with nothing open, words after the tree
+    ("(S (NP XX XX )VP )NP )S XX XX XX", "(S (NP XX XX )NP XX XX XX XX )S"),
+    ("(NP XX )NP (VP XX )VP", "(S (NP XX )NP (VP XX )VP XX XX XX XX )S"),  # two trees
+    ("(S XX XX XX XX XX XX XX (NP )NP )S", "(S XX XX XX XX XX XX )S"),  # extra words, empty bracket
+    ("", "(S XX XX XX XX XX XX )S"),  # nothing at all
+])
+def test_repair_unbalanced_output(output, expected):
+    words = tree(GOLD).words()
+    fixed, repaired = delinearise(output.split(), words)
+    assert repaired and " ".join(linearise(fixed)) == expected and fixed.words() == words
+
+
+def test_evalb_known_precision_and_recall():
+    gold = tree(GOLD)  # brackets without '.': S(0,5) NP(0,2) VP(2,5) NP(3,5)
+    same = evalb.score([gold], [tree(GOLD)])
+    assert (same.matched, same.gold, same.test, same.f1) == (4, 4, 4, 100.0)
+    # NP(0,3) and VP(3,5) are wrong, S and the inner NP right: P = R = 2/4
+    half = evalb.score([gold], [tree("(S (NP (DT The) (NN dog) (VBD saw)) (VP (NP (DT a) (NN cat))) (. .))")])
+    assert (half.matched, half.precision, half.recall, half.f1) == (2, 50.0, 50.0, 50.0)
+    # flat NP: 3 test brackets, all right: P = 3/3, R = 3/4, F1 = 6/7
+    flat = evalb.score([gold], [tree("(S (NP (DT The) (NN dog)) (VP (VBD saw) (DT a) (NN cat)) (. .))")])
+    assert (flat.precision, flat.recall) == (100.0, 75.0) and flat.f1 == pytest.approx(600 / 7)
+
+
+def test_evalb_collins_conventions():
+    gold = tree(GOLD)
+    # punctuation attached elsewhere does not change spans; the top node and function tags do not count
+    moved = tree("(TOP (S-TPC (NP-SBJ (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat)) (. .))))")
+    assert evalb.score([gold], [moved]).f1 == 100.0
+    assert evalb.score([tree(f"( {GOLD} )")], [moved]).f1 == 100.0
+    # a bracket around punctuation only disappears; ADVP and PRT are one label
+    g = tree("(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))")
+    t = tree("(S (NP (PRP I)) (VP (VB give) (ADVP (RB up))) (X (. .)))")
+    s = evalb.score([g], [t])
+    assert (s.matched, s.gold, s.test) == (4, 4, 4)
+    with pytest.raises(ValueError, match="tree 1: 4 words in the test tree, 6"):
+        evalb.score([gold], [tree("(S (A a) (B b) (C c) (D d))")])
+
+
+def test_evalb_counts_duplicate_brackets_as_a_multiset():
+    gold = tree("(S (NP (NP (NN x))) (VP (VB y)))")  # NP(0,1) twice
+    test = tree("(S (NP (NN x)) (VP (VB y)))")
+    s = evalb.score([gold], [test])
+    assert (s.matched, s.gold, s.test) == (3, 4, 3)
+
+
+def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys):
+    """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    trees = [GOLD, "( (S (NP-SBJ (PRP I)) (VP (VB give) (PRT (RP up)) (NP (-NONE- *T*))) (. .)) )",
+             "(S (NP (NNP John)) (VP (VBZ runs)) (. .))"]
+    for number in (1, 2, 180, 190):
+        (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
+    data = tmp_path / "data"
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1"]) == 0
+    gold_lines = (data / "test.gold.txt").read_text().splitlines()
+    assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
+    assert (data / "train.tree.txt").read_text().splitlines()[2] == "(S (NP XX )NP (VP XX )VP XX )S"
+    assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
+                 "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
+    (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())
+    capsys.readouterr()
+    assert main(["parse", str(tmp_path / "run"), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"),
+                 "--beam", "3", "--max-len-b", "20", "--gold", str(data / "test.gold.txt")]) == 0
+    out = (tmp_path / "out.txt").read_text().splitlines()
+    assert [tree(line).words() for line in out] == [tree(g).words() for g in gold_lines]  # always a tree
+    assert "labelled bracket (EVALB COLLINS.prm): P" in capsys.readouterr().err
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data)]) == 2
+    assert "already exists" in capsys.readouterr().err

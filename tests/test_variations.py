@@ -1,0 +1,52 @@
+"""`nmt variations` (issue 13): Table 3 rows, resumable per-row runs, markdown/CSV/PNG table."""
+
+import csv
+import json
+
+import pytest
+
+from nmt.cli import main
+from nmt.config import small
+from nmt.tasks.variations import select_rows, table3_rows
+
+
+def test_rows_scale_the_paper_to_the_base():
+    rows = {r.name: r for r in table3_rows(small(8000))}  # N=3, d_model=256, h=4, d_k=64, d_ff=1024
+    # A: d_k = d_v = d_model / h, so h * d_k stays 256 (the paper's constant computation)
+    assert [(r.model["n_heads"], r.model["d_k"]) for n, r in rows.items() if n.startswith("A")] == [
+        (1, 256), (2, 128), (8, 32), (16, 16)]
+    assert [r.model["d_k"] for n, r in rows.items() if n.startswith("B")] == [16, 32]
+    assert rows["C1"].model == {"n_layers": 1} and rows["C3"].model == {"n_layers": 4}
+    assert rows["C5"].model == {"d_model": 512, "d_k": 128, "d_v": 128}
+    assert rows["D3"].train == {"label_smoothing": 0.0} and rows["E"].model == {"positional": "learned"}
+    assert rows["F1"].model == {"attention_window": 2}
+    assert [r.name for r in select_rows(list(rows.values()), "B,F2")] == ["base", "B1", "B2", "F2"]
+
+
+def test_variations_end_to_end_and_resume(tiny_data, tmp_path, capsys):
+    base = tmp_path / "base.yaml"
+    base.write_text("preset: tiny\nmodel: {n_layers: 1}\ntrain: {warmup_steps: 5, max_tokens: 512, update_tokens: 512}\n")
+    out = tmp_path / "t3"
+    argv = [str(x) for x in ("variations", tiny_data, "--out", out, "--rows", "F1", "--steps", 3,
+                             "--base-config", base, "--dev-sentences", 8)]
+    assert main(argv) == 0
+    rows = list(csv.DictReader((out / "table3.csv").open()))
+    assert [r["row"] for r in rows] == ["base", "F1"]
+    assert rows[1]["window"] == "2" and rows[0]["window"] == ""
+    assert all(r["steps"] == "3" and float(r["dev_ppl"]) > 1 for r in rows)
+    assert (out / "table3.png").stat().st_size > 0 and "| F1 |" in (out / "table3.md").read_text()
+    saved = json.loads((out / "F1" / "config.json").read_text())
+    assert saved["model"]["attention_window"] == 2 and saved["train"]["max_steps"] == 3
+    # a second invocation skips finished rows; a row whose result is lost resumes from its checkpoint
+    (out / "F1" / "result.json").unlink()
+    capsys.readouterr()
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "base: finished earlier, skipped" in captured.out and "F1: training" in captured.out
+    assert "resumed from" in captured.err and "stopped (" not in captured.err  # evaluated, not retrained
+    assert len(list(csv.DictReader((out / "table3.csv").open()))) == 2
+
+
+def test_variations_user_errors(tiny_data, tmp_path, capsys):
+    assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "Z", "--steps", "2"]) == 2
+    assert "nmt variations: error: --rows: unknown row 'Z'" in capsys.readouterr().err
