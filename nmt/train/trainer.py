@@ -533,6 +533,9 @@ def run_train(args, overrides: dict) -> int:
     # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
     # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
     resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
+    if resume and not auto and not (run_dir / "config.json").exists():
+        raise TrainError(f"--resume: {run_dir} has no complete checkpoint to resume from (no run there; "
+                         "--resume auto starts one)")
     if resume and not auto and (args.preset or args.config):
         raise ConfigError(f"--resume continues {run_dir} with its saved configuration ({run_dir}/config.json); "
                           f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)")
