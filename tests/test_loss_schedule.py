@@ -48,3 +48,21 @@ def test_schedule_values():
     assert peak == pytest.approx(512 ** -0.5 / math.sqrt(4000))  # ~7.0e-4 at the end of warm-up
     assert inverse_sqrt_lr(40000, d_model=512, warmup_steps=4000) == pytest.approx(peak / math.sqrt(10))
     assert inverse_sqrt_lr(4000, d_model=512, warmup_steps=4000, lr_scale=2.0) == pytest.approx(2 * peak)
+
+
+def test_declared_torch_floor_covers_fused_cpu_adam():
+    """Issue 10, defect 8: build_adam uses fused=True, which CPU tensors support from torch 2.4;
+    pyproject.toml must not promise an older torch. (The declared floor, not the installed torch.)"""
+    import re
+    from pathlib import Path
+
+    import torch
+
+    from nmt.train.optim import build_adam
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    floor = re.search(r'"torch>=(\d+)\.(\d+)', text)
+    assert floor, "pyproject.toml declares no torch floor"
+    assert (int(floor.group(1)), int(floor.group(2))) >= (2, 4)
+    opt = build_adam(torch.nn.Linear(2, 2).parameters(), betas=(0.9, 0.98), eps=1e-9)  # fused on CPU here
+    assert opt.param_groups[0]["fused"]

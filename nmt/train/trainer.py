@@ -575,6 +575,13 @@ def run_train(args, overrides: dict) -> int:
     if dist.is_initialized():
         trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
         dist.destroy_process_group()
+        if trainer.world > 1:
+            # The job is complete (checkpoints written, logs closed). Under load, gloo's background
+            # threads can still abort a rank at interpreter teardown (std::terminate, SIGABRT), which
+            # torchrun reports as a failed job; leave without running C++ static destructors.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     return 0
 
 
