@@ -10,8 +10,10 @@ import pytest
 from nmt.data import download as dl, prepare as data
 from nmt.data.prepare import DataError, PrepareOptions
 
-ZH = ["选择「插入 - 命名区域」，然后单击“确定”。", "（可选）输入名称：ＡＢＣ１２３！",
-      "设计模式", "这是一个测试？是的；全角标点：、。「」『』【】《》——……"]
+ZH = ["选择「插入 - 命名区域」，然后单击“确定”。",
+      "（可选）输入名称：ＡＢＣ１２３！",
+      "设计模式",
+      "这是一个测试？是的；全角标点：、。「」『』【】《》——……"]
 
 
 def parse(argv):

@@ -156,7 +156,8 @@ WMT17_ZH_EN = WmtTask(
      "wmt17/translation-task/dev.tgz": None, "wmt17/translation-task/test.tgz": None},
     "News Commentary v12 + UN v1.0 (+ CWMT, which you bring)")
 # Where each archive lives when no --base-url mirror is given (default: the task's base_url).
-ARCHIVE_BASE = {"tfds-data/downloads/uncorpus/UNv1.0.en-zh.tar.gz": "https://storage.googleapis.com"}
+ARCHIVE_BASE = {
+    "tfds-data/downloads/uncorpus/UNv1.0.en-zh.tar.gz": "https://storage.googleapis.com"}
 
 # ---------------------------------------------------------------------------------------------
 # LibreOffice help en-zh / en-de (see shared/data/libreoffice_help/SOURCE.md): built from Debian

@@ -125,8 +125,8 @@ class PrepareOptions:
     # bounds prepare's peak memory (~0.6 GiB at 1M sentences of synthetic text)
     seed: int = 0
     threads: int = 2
-    shuffle_train: bool = False         # shuffle train pairs (from `seed`) before BPE and binarizing:
-    # for corpora stored in document order (libreoffice); holds the train split in memory
+    shuffle_train: bool = False         # shuffle train pairs (from `seed`) before BPE and
+    # binarizing: for corpora stored in document order (libreoffice); holds train in memory
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
