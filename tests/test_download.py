@@ -53,7 +53,8 @@ def parse(argv):
 
 
 def lines(lang, n, tag):
-    words = {"en": "the small dog runs in the park", "de": "der kleine hund läuft im park"}
+    words = {"en": "the small dog runs in the park", "de": "der kleine hund läuft im park",
+             "fr": "le petit chien court dans le parc"}
     return "".join(f"{words[lang]} {tag} {i}\n" for i in range(n)).encode()
 
 
@@ -196,5 +197,76 @@ def test_wmt14_checksum_mismatch(server, tmp_path):
 
 
 def test_wmt14_languages():
-    with pytest.raises(DataError, match="English-German"):
-        dl.fetch_wmt14("/nonexistent", ("en", "fr"))
+    with pytest.raises(DataError, match="English-German or English-French"):
+        dl.fetch_wmt14("/nonexistent", ("en", "cs"))
+
+
+def test_wmt14_en_fr_download_extract_prepare(server, tmp_path):
+    """The paper's Table 2 en-fr task: five corpora, Gigaword a plain .tar of .gz members."""
+    root, url = server
+    task = dl.WMT14_EN_FR
+    for n, (rel, member) in enumerate(task.train):
+        body = {lang: lines(lang, 10 + n, rel) for lang in ("en", "fr")}
+        if member.endswith(".gz"):
+            body = {lang: gzip.compress(b) for lang, b in body.items()}
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(path, "w" if rel.endswith(".tar") else "w:gz") as tar:
+            for lang, b in body.items():
+                info = tarfile.TarInfo(member.format(lang=lang))
+                info.size = len(b)
+                tar.addfile(info, io.BytesIO(b))
+    rel, member = task.valid
+    tgz(root / rel, {member.format(lang=lang): lines(lang, 30, "dev") for lang in ("en", "fr")})
+    rel, members = task.test
+    tgz(root / rel, {members[lang]: sgm(lines(lang, 20, "test")) for lang in ("en", "fr")})
+    out = tmp_path / "out"
+    data.run_prepare(parse(["wmt14", "--src", "fr", "--tgt", "en", "--out", str(out),
+                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
+                            "--vocab-size", "80", "--threads", "1"]))
+    meta = data.load_meta(out)
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
+        "train": 10 + 11 + 12 + 13 + 14, "valid": 30, "test": 20}
+    assert sorted(meta["downloads"]) == sorted(task.sha256)
+    assert meta["src_lang"] == "fr" and (out / "test.en.txt").read_text().splitlines()[0] == \
+        "the small dog runs in the park test 0 & co"
+    train_en = (tmp_path / "cache" / "wmt14_en_fr" / "train.en").read_text().splitlines()
+    assert train_en[-1] == "the small dog runs in the park wmt10/training-giga-fren.tar 13"
+
+
+def test_wmt14_en_fr_default_vocabulary_is_32k(tmp_path, monkeypatch):
+    """Without --vocab-size, en-fr asks for the paper's 32k word pieces (37k stays en-de's)."""
+    seen = {}
+    monkeypatch.setattr(dl, "fetch_wmt14", lambda root, langs, **kw: ({}, {}))
+    monkeypatch.setattr(data, "prepare", lambda splits, out, *, options, **kw:
+                        seen.setdefault("options", options) and {})
+    monkeypatch.setattr(data, "format_report", lambda meta: "")
+    for tgt, vocab in (("fr", 32000), ("de", None)):
+        seen.clear()
+        data.run_prepare(parse(["wmt14", "--src", "en", "--tgt", tgt, "--out", str(tmp_path)]))
+        assert seen["options"].vocab_size == vocab
+    assert data.default_vocab_size("wmt14", 4_500_000) == 37000
+
+
+def test_wmt17_zh_en_download_extract_prepare(server, tmp_path):
+    root, url = server
+    task = dl.WMT17_ZH_EN
+    zh = {"zh": "小狗在公园里跑。", "en": "the small dog runs in the park"}
+    for n, (rel, member) in enumerate(task.train):
+        tgz(root / rel, {member.format(lang=lang): "".join(
+            f"{zh[lang]} {i}\n" for i in range(25 + n)).encode() for lang in ("zh", "en")})
+    for split, (rel, members) in (("valid", task.valid), ("test", task.test)):
+        tgz(root / rel, {members[lang]: sgm("".join(
+            f"{zh[lang]} {split} {i}\n" for i in range(15)).encode()) for lang in ("zh", "en")})
+    out = tmp_path / "out"
+    data.run_prepare(parse(["wmt17-zh-en", "--src", "en", "--tgt", "zh", "--out", str(out),
+                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
+                            "--vocab-size", "60", "--threads", "1"]))
+    meta = data.load_meta(out)
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
+        "train": 25 + 26, "valid": 15, "test": 15}
+    assert sorted(meta["downloads"]) == sorted(task.sha256)
+    assert meta["spm"]["character_coverage"] == 0.9995
+    assert (out / "valid.zh.txt").read_text().splitlines()[0] == "小狗在公园里跑。 valid 0 & co"
+    with pytest.raises(DataError, match="wmt17_zh_en is zh-en, not en-de"):
+        dl.fetch_wmt(tmp_path, task, ("en", "de"))

@@ -4,6 +4,9 @@ Local layout (the folder given by `--data-dir` or `$NMT_DATA_DIR`; downloads lan
 
     <root>/multi30k/{train,valid,test}.{en,de,fr,cs}.gz
     <root>/wmt14_en_de/{train,valid,test}.{en,de}[.gz]      (train: the ~4.5M pairs you bring)
+    <root>/wmt14_en_fr/{train,valid,test}.{en,fr}[.gz]      (train: the ~36M pairs you bring)
+    <root>/wmt17_zh_en/{train,valid,test}.{zh,en}[.gz]
+    <root>/libreoffice_help/{en-zh,en-de}/{train,valid,test}.*.gz   (local only, checksummed)
 
 Downloads are written to `<dest>.part` in the destination folder, verified, then renamed, so an
 interrupted or corrupt download never leaves a file under the final name.
@@ -21,6 +24,7 @@ import re
 import tarfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -87,6 +91,104 @@ WMT14_SHA256: dict[str, str | None] = {
     "wmt14/training-parallel-nc-v9.tgz": None,
     "wmt14/dev.tgz": None,
     "wmt14/test-full.tgz": None,
+}
+
+
+
+@dataclass(frozen=True)
+class WmtTask:
+    """One WMT download recipe: archives and the members that make each split.
+
+    `train`: (archive path under `base_url`, member with {lang}); `valid`, `test`: the same, or
+    (archive, {lang: member}). A member ending in .gz is decompressed; .sgm is read as SGML.
+    """
+    name: str              # the folder under the data root
+    langs: tuple[str, str]
+    base_url: str
+    train: tuple
+    valid: tuple
+    test: tuple
+    sha256: dict           # archive -> sha256 or None (not pinned: trust on first use)
+    train_note: str        # what train is, for the "put the files in" message
+
+
+WMT14_EN_DE = WmtTask("wmt14_en_de", ("en", "de"), WMT14_BASE_URL, WMT14_TRAIN, WMT14_VALID,
+                      WMT14_TEST, WMT14_SHA256,
+                      "Europarl v7 + CommonCrawl + News Commentary v9")
+
+# WMT14 English-French as in the paper's Table 2 (36M pairs; fairseq prepare-wmt14en2fr.sh):
+# Europarl v7, CommonCrawl, UN (undoc 2000), News Commentary v9, Gigaword fr-en (10^9 corpus);
+# newstest2013 dev, newstest2014 (full, 3003) test. Gigaword is a plain .tar of .gz members.
+WMT14_EN_FR = WmtTask(
+    "wmt14_en_fr", ("en", "fr"), WMT14_BASE_URL,
+    (("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.fr-en.{lang}"),
+     ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.fr-en.{lang}"),
+     ("wmt13/training-parallel-un.tgz", "un/undoc.2000.fr-en.{lang}"),
+     ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.fr-en.{lang}"),
+     ("wmt10/training-giga-fren.tar", "giga-fren.release2.fixed.{lang}.gz")),
+    ("wmt14/dev.tgz", "dev/newstest2013.{lang}"),
+    ("wmt14/test-full.tgz", {"en": "test-full/newstest2014-fren-src.en.sgm",
+                             "fr": "test-full/newstest2014-fren-ref.fr.sgm"}),
+    {"wmt13/training-parallel-europarl-v7.tgz": None,
+     "wmt13/training-parallel-commoncrawl.tgz": None, "wmt13/training-parallel-un.tgz": None,
+     "wmt14/training-parallel-nc-v9.tgz": None, "wmt10/training-giga-fren.tar": None,
+     "wmt14/dev.tgz": None, "wmt14/test-full.tgz": None},
+    "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en")
+
+# WMT17 Chinese-English (news task): News Commentary v12 and the UN Parallel Corpus v1.0 (the
+# latter from the TensorFlow Datasets mirror of conferences.unite.un.org/UNCorpus), newsdev2017
+# dev, newstest2017 test (the zh-en and en-zh sets hold the same pairs). The task's CWMT corpora
+# (casia2015, casict2011, casict2015, datum2015, datum2017, neu2017) sit behind an FTP login
+# (ftp://cwmt-wmt:cwmt-wmt@nlp.nju.edu.cn/parallel/NAME.zip) and are not fetched: concatenate
+# them with the rest and pass --train SRC TGT. sacreBLEU pins md5 9b1aa63c1cf49dccdd20b962fe313989
+# (dev.tgz) and 86a1724c276004aa25455ae2a04cef26 (test.tgz); no sha256 is published.
+WMT17_ZH_EN = WmtTask(
+    "wmt17_zh_en", ("zh", "en"), "https://data.statmt.org",
+    (("wmt17/translation-task/training-parallel-nc-v12.tgz",
+      "training/news-commentary-v12.zh-en.{lang}"),
+     ("tfds-data/downloads/uncorpus/UNv1.0.en-zh.tar.gz", "en-zh/UNv1.0.en-zh.{lang}")),
+    ("wmt17/translation-task/dev.tgz", {"zh": "dev/newsdev2017-zhen-src.zh.sgm",
+                                        "en": "dev/newsdev2017-zhen-ref.en.sgm"}),
+    ("wmt17/translation-task/test.tgz", {"zh": "test/newstest2017-zhen-src.zh.sgm",
+                                         "en": "test/newstest2017-zhen-ref.en.sgm"}),
+    {"wmt17/translation-task/training-parallel-nc-v12.tgz": None,
+     "tfds-data/downloads/uncorpus/UNv1.0.en-zh.tar.gz": None,
+     "wmt17/translation-task/dev.tgz": None, "wmt17/translation-task/test.tgz": None},
+    "News Commentary v12 + UN v1.0 (+ CWMT, which you bring)")
+# Where each archive lives when no --base-url mirror is given (default: the task's base_url).
+ARCHIVE_BASE = {
+    "tfds-data/downloads/uncorpus/UNv1.0.en-zh.tar.gz": "https://storage.googleapis.com"}
+
+# ---------------------------------------------------------------------------------------------
+# LibreOffice help en-zh / en-de (see shared/data/libreoffice_help/SOURCE.md): built from Debian
+# packages by its extract.py; no download URL. Per file: (sha256 of the .gz, sha256 of the text);
+# either must match (a rebuild with another zlib compresses the same text to other bytes).
+LIBREOFFICE_PAIRS = {frozenset(("en", "zh")): "en-zh", frozenset(("en", "de")): "en-de"}
+LIBREOFFICE_SHA256 = {
+    "en-zh/train.en.gz": ("5bf086c247768d1c30e84ae14166957d3e5c432b8c325e24022d319aeefb39e5",
+                          "73b81d6493b67530a6392c7a1b6ec4260df01467f8bdef67476f286f9784c0d4"),
+    "en-zh/train.zh.gz": ("7942a563d6dfcfd683e85ac198a1349614eec12431360fa4069ccd6b63516751",
+                          "3c8caa8388a08d5e3e911564865c4fd6459105dc4982962b3d614321e2dd9875"),
+    "en-zh/valid.en.gz": ("353e77d2f13e6b066807189a9af0bc2c48b8a0de992b05d29ccb9f8da8dccaf4",
+                          "df9eb64d6a5beb785ab0cdf12979375252ca99bb931c14685705d18a6cede5e6"),
+    "en-zh/valid.zh.gz": ("e629c990e619d4a16f8b4778619e271e252f36db466602d6b16a800740cc31db",
+                          "a4c307db36bd512b82a71b68e87d8f0d4e869372f533807ad697c9cd30e294fd"),
+    "en-zh/test.en.gz": ("d5afeb84ee6636185e01f51c6858fff2fccee67aab34c5275eb0587b5b849ebc",
+                         "f5329ffb635e85f8eb69a072b834c75e6aed43ab5cebf0a6811fc90686e0d621"),
+    "en-zh/test.zh.gz": ("ad9f1be101043b50a8800e8a67a2acc593cdc9184eb6fa8a80b23d7bcbbe760a",
+                         "853276e7a04b7878be6cdc86401a2f843edab765b9d1dad195253afddd8afe73"),
+    "en-de/train.en.gz": ("07d7eafc02e785b243bb11744cee0c7b969ee3e031c52db9ed709ebf608d0ff7",
+                          "ef6c11e8b0007cbd9356cefe3c76cfc6b9a52701f7350af704a79b07ff0fff71"),
+    "en-de/train.de.gz": ("f8ff47316dfdd1d39e1c864b41a502a5a21d8ade11d8bc74e59068fe5c81f0d3",
+                          "ecb3f810c832c680ed2d317d47fa6321f01ab56ba621032fc3e13a81fff1ed84"),
+    "en-de/valid.en.gz": ("812196b03c272a4a962b8004bd949bca6cc93ac5899d710e197723ad4a324d08",
+                          "b9613446a0f458e62bd313ac6d45fff9ad5ad394170140cf75517dc5f46afcad"),
+    "en-de/valid.de.gz": ("c71f9c9eb51593606c163a8556095a82d385dd6dbea2565a0a398cc37c1d9b89",
+                          "2304d0d9abcf00a9678311e5df7fe927122b672687bb638e0148d0d5ef4bba3a"),
+    "en-de/test.en.gz": ("e7076849793e29cf97a08f4107972cbea6475cc1bbc4a104cb4e59a35fa2e747",
+                         "b2c8be7a9ef5ce1a366f8aee3155436cca5fa7c291dc3fb7dda77bcb9c7d4b01"),
+    "en-de/test.de.gz": ("805d5f01b1a2b91a567d655a8d7726ebe0167b0fae07d62ad858d967eb1654d4",
+                         "bd68e741ec665db09f82ab9a1dadd0d9b99c1ef7ad16e9f4fb50ae875798deb6"),
 }
 
 
@@ -192,27 +294,40 @@ def fetch_multi30k(root: str | Path, langs: tuple[str, str], *, base_url: str | 
 
 
 def fetch_wmt14(root: str | Path, langs: tuple[str, str], *, base_url: str | None = None,
-                checksums: dict = WMT14_SHA256,
+                checksums: dict | None = None,
                 splits: tuple[str, ...] = ("train", "valid", "test")) -> tuple[dict, dict]:
-    """Locate (or download and extract into `root/wmt14_en_de/`) the given splits of WMT14 en-de.
+    """WMT14 English-German (the paper's main task) or English-French (its Table 2 task)."""
+    tasks = {frozenset(t.langs): t for t in (WMT14_EN_DE, WMT14_EN_FR)}
+    task = tasks.get(frozenset(langs))
+    if task is None:
+        raise DataError(f"wmt14 is English-German or English-French: use --src en --tgt de|fr "
+                        f"(or the reverse), not {langs[0]}-{langs[1]}")
+    return fetch_wmt(root, task, langs, base_url=base_url, checksums=checksums, splits=splits)
 
-    Archives go to `root/wmt14_en_de/downloads/`; the extracted splits are written as plain text
-    `train.{en,de}` (the three corpora concatenated), `valid.*` (newstest2013) and `test.*`
-    (newstest2014 full, <seg> text unescaped, stripped, whitespace collapsed as sacreBLEU does).
+
+def fetch_wmt(root: str | Path, task: WmtTask, langs: tuple[str, str], *,
+              base_url: str | None = None, checksums: dict | None = None,
+              splits: tuple[str, ...] = ("train", "valid", "test")) -> tuple[dict, dict]:
+    """Locate (or download and extract into `root/<task.name>/`) the given splits of a WMT task.
+
+    Archives go to `root/<task.name>/downloads/`; the extracted splits are written as plain text
+    `train.*` (the corpora concatenated), `valid.*` and `test.*` (from SGML: <seg> text
+    unescaped, stripped, whitespace collapsed as sacreBLEU does).
     Returns ({split: (src_path, tgt_path)}, {archive: sha256 of the download}).
     """
-    if sorted(langs) != ["de", "en"]:
-        raise DataError(f"wmt14 is English-German: use --src en --tgt de (or the reverse), "
-                        f"not {langs[0]}-{langs[1]}")
-    folder = Path(root) / "wmt14_en_de"
-    base = _base_url(base_url, WMT14_BASE_URL)
-    where = (f"{folder}/ as train.{{en,de}}[.gz] (Europarl v7 + CommonCrawl + News Commentary v9), "
-             f"valid.* (newstest2013) and test.* (newstest2014)")
+    if sorted(langs) != sorted(task.langs):
+        raise DataError(f"{task.name} is {'-'.join(task.langs)}, not {langs[0]}-{langs[1]}")
+    checksums = task.sha256 if checksums is None else checksums
+    folder = Path(root) / task.name
+    a, b = task.langs
+    where = (f"{folder}/ as train.{{{a},{b}}}[.gz] ({task.train_note}), valid.* "
+             f"({_member(task.valid, a)}) and test.* ({_member(task.test, a)})")
     downloaded: dict[str, str] = {}
 
     def archive(rel: str) -> Path:
         path = folder / "downloads" / Path(rel).name
         if not path.is_file():
+            base = _base_url(base_url, ARCHIVE_BASE.get(rel, task.base_url))
             downloaded[rel] = _fetch(f"{base}/{rel}", path, where=where,
                                      sha256=checksums.get(rel))
         return path
@@ -220,47 +335,93 @@ def fetch_wmt14(root: str | Path, langs: tuple[str, str], *, base_url: str | Non
     for split in splits:
         if all(_local(folder, f"{split}.{lang}") for lang in langs):
             continue
-        members = {"train": WMT14_TRAIN, "valid": (WMT14_VALID,)}.get(split, (WMT14_TEST,))
-        sources = []
-        for rel, member in members:
-            names = {lang: member[lang] if isinstance(member, dict) else member.format(lang=lang)
-                     for lang in ("en", "de")}
-            sources.append((archive(rel), names))
-        _extract_split(sources, folder, split, sgm=split == "test")
+        members = {"train": task.train, "valid": (task.valid,)}.get(split, (task.test,))
+        sources = [(archive(rel), {lang: _member((rel, member), lang) for lang in task.langs})
+                   for rel, member in members]
+        _extract_split(sources, folder, split)
     return {s: tuple(_local(folder, f"{s}.{lang}") for lang in langs) for s in splits}, downloaded
 
 
-def _extract_split(sources: list, folder: Path, split: str, *, sgm: bool) -> None:
-    """Concatenate tar members into `folder/{split}.{en,de}` (via .part files, renamed at the end).
+def _member(entry: tuple, lang: str) -> str:
+    member = entry[1]
+    return member[lang] if isinstance(member, dict) else member.format(lang=lang)
 
-    Archives are read as streams (mode "r|gz", one pass each): the wanted members are copied
-    to the .part files in whichever order they come, and the two sides' line counts compared.
+
+def _extract_split(sources: list, folder: Path, split: str) -> None:
+    """Concatenate tar members into `folder/{split}.{lang}` (via .part files, renamed at the end).
+
+    Archives are read as streams (mode "r|*": .tgz or plain .tar, one pass each): the wanted
+    members are copied to the .part files in whichever order they come (a .gz member is
+    decompressed, an .sgm member reduced to its <seg> texts), and the sides' line counts compared.
     """
-    parts = {lang: folder / f"{split}.{lang}.part" for lang in ("en", "de")}
+    langs = tuple(sources[0][1])
+    parts = {lang: folder / f"{split}.{lang}.part" for lang in langs}
     try:
         outs = {lang: open(p, "wb") for lang, p in parts.items()}
-        with outs["en"], outs["de"]:
+        try:
             for path, names in sources:
                 counts = {}
                 wanted = {name: lang for lang, name in names.items()}
-                with tarfile.open(path, "r|gz") as tar:
+                with tarfile.open(path, "r|*") as tar:
                     for info in tar:
                         lang = wanted.get(info.name)
                         if lang is None:
                             continue
                         src = tar.extractfile(info)
-                        counts[lang] = (_copy_sgm if sgm else _copy_text)(src, outs[lang])
+                        if info.name.endswith(".gz"):
+                            src = gzip.GzipFile(fileobj=src)
+                        copy = _copy_sgm if info.name.endswith(".sgm") else _copy_text
+                        counts[lang] = copy(src, outs[lang])
                 for lang, name in names.items():
                     if lang not in counts:
                         raise DataError(f"{path}: member {name} not found")
-                if counts["en"] != counts["de"]:
-                    raise DataError(f"{path}: line count mismatch: {names['en']} has "
-                                    f"{counts['en']} lines but {names['de']} has {counts['de']}")
+                if len(set(counts.values())) > 1:
+                    raise DataError(f"{path}: line count mismatch: " + " but ".join(
+                        f"{names[lang]} has {counts[lang]} lines" for lang in langs))
+        finally:
+            for out in outs.values():
+                out.close()
         for lang, part in parts.items():
             os.replace(part, folder / f"{split}.{lang}")
     finally:
         for part in parts.values():
             part.unlink(missing_ok=True)
+
+
+def locate_libreoffice(root: str | Path, langs: tuple[str, str], *,
+                       checksums: dict = LIBREOFFICE_SHA256) -> tuple[dict, dict]:
+    """The LibreOffice help splits for two languages, each file checked against its checksums.
+
+    There is no public download: without the files, DataError says where to put them.
+    Returns ({split: (src_path, tgt_path)}, {file: sha256 of its text}).
+    """
+    pair = LIBREOFFICE_PAIRS.get(frozenset(langs))
+    if pair is None:
+        raise DataError(f"libreoffice has en-zh and en-de (either direction), "
+                        f"not {langs[0]}-{langs[1]}")
+    folder = Path(root) / "libreoffice_help" / pair
+    splits, verified = {}, {}
+    for split in ("train", "valid", "test"):
+        paths = []
+        for lang in langs:
+            path = folder / f"{split}.{lang}.gz"
+            if not path.is_file():
+                raise DataError(
+                    f"{path} not found. The LibreOffice help corpus has no download URL: build "
+                    f"it with extract.py from the Debian libreoffice-help-en-us/-zh-cn/-de "
+                    f"packages and put {{train,valid,test}}.{{{','.join(pair.split('-'))}}}.gz "
+                    f"in {folder}/ (or point --data-dir / $NMT_DATA_DIR at the folder holding "
+                    f"libreoffice_help/)")
+            rel = f"{pair}/{path.name}"
+            gz_sha, text_sha = checksums.get(rel, (None, None))
+            text_digest = _gunzip_digest(path)
+            if text_digest != text_sha and sha256_file(path) != gz_sha:
+                raise DataError(f"checksum mismatch for {path}: its text has sha256 "
+                                f"{text_digest}, expected {text_sha} (see SOURCE.md)")
+            verified[rel] = text_digest
+            paths.append(path)
+        splits[split] = tuple(paths)
+    return splits, verified
 
 
 def _copy_text(src, out) -> int:

@@ -51,6 +51,8 @@ from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids
 SPLITS = ("train", "valid", "test")
 CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
 DEFAULT_VOCAB = {"multi30k": 8000, "wmt14": 37000}  # paper: ~37k shared BPE for WMT14 en-de
+WMT14_EN_FR_VOCAB = 32000  # paper: "a 32000 word-piece vocabulary" for WMT14 en-fr
+DATASETS = ("multi30k", "wmt14", "wmt17-zh-en", "libreoffice", "files")
 META_VERSION = 1
 _CHUNK = 10_000  # lines per encode call
 
@@ -137,6 +139,8 @@ class PrepareOptions:
     # bounds prepare's peak memory (~0.6 GiB at 1M sentences of synthetic text)
     seed: int = 0
     threads: int = 2
+    shuffle_train: bool = False         # shuffle train pairs (from `seed`) before BPE and
+    # binarizing: for corpora stored in document order (libreoffice); holds train in memory
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
@@ -203,6 +207,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         else:
             files = (tmp / f"{split}.{o.src_lang}.txt", tmp / f"{split}.{o.tgt_lang}.txt")
         cleaning[split] = _clean_split(src_path, tgt_path, files, drop_empty=split == "train")
+        if split == "train" and o.shuffle_train:
+            _shuffle_pairs(files, seed=o.seed)
         text_files[split] = files
         log(f"{split}: read {cleaning[split]['read']} pairs from {src_path}, {tgt_path}")
 
@@ -288,6 +294,14 @@ def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *,
             ft.write(pair[1] + "\n")
             stats["kept"] += 1
     return stats
+
+
+def _shuffle_pairs(files: tuple[Path, Path], *, seed: int) -> None:
+    """Permute the aligned lines of two text files in place, the same seeded order for both."""
+    sides = [f.read_text(encoding="utf-8").split("\n")[:-1] for f in files]
+    order = np.random.default_rng(seed).permutation(len(sides[0]))
+    for f, lines in zip(files, sides):
+        f.write_text("".join(lines[i] + "\n" for i in order), encoding="utf-8", newline="\n")
 
 
 def _train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
@@ -442,19 +456,21 @@ class ParallelDataset:
 # ------------------------------------------------------------------------------- command line
 def add_prepare_args(parser: argparse.ArgumentParser) -> None:
     p = parser
-    p.add_argument("dataset", choices=("multi30k", "wmt14", "files"))
+    p.add_argument("dataset", choices=DATASETS)
     p.add_argument("--src", required=True, metavar="LANG", help="source language code, e.g. en")
     p.add_argument("--tgt", required=True, metavar="LANG", help="target language code, e.g. de")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--vocab-size", type=int, default=None, metavar="N",
-                   help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14, "
-                        "by train size for files)")
+                   help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14 "
+                        "en-de, 32000 wmt14 en-fr, else by train size)")
     p.add_argument("--train", nargs=2, metavar=("SRC", "TGT"),
-                   help="training files (files; wmt14: instead of DATA_DIR/wmt14_en_de/train.*)")
+                   help="training files (files; wmt14, wmt17-zh-en: instead of the "
+                        "downloaded train.*)")
     p.add_argument("--valid", nargs=2, metavar=("SRC", "TGT"))
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"))
     p.add_argument("--data-dir", default=None,
-                   help="folder with local copies (multi30k/, wmt14_en_de/); downloads go there "
+                   help="folder with local copies (multi30k/, wmt14_en_de/, wmt14_en_fr/, "
+                        "wmt17_zh_en/, libreoffice_help/); downloads go there "
                         "too (default: $NMT_DATA_DIR, else ~/.cache/nmt/data)")
     p.add_argument("--base-url", default=None,
                    help="replace the download base URL (mirror; default: $NMT_BASE_URL)")
@@ -492,18 +508,29 @@ def run_prepare(args: argparse.Namespace) -> int:
         splits = given
     elif args.dataset == "multi30k":
         splits, downloads = dl.fetch_multi30k(root, (src, tgt), base_url=args.base_url)
+    elif args.dataset == "libreoffice":  # local only; `downloads` records the verified digests
+        splits, downloads = dl.locate_libreoffice(root, (src, tgt))
     else:
         wanted = tuple(s for s in SPLITS if s not in given)
-        splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url,
-                                           splits=wanted)
+        if args.dataset == "wmt14":
+            splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url,
+                                               splits=wanted)
+        else:
+            splits, downloads = dl.fetch_wmt(root, dl.WMT17_ZH_EN, (src, tgt),
+                                             base_url=args.base_url, splits=wanted)
         splits.update(given)
+    vocab_size = args.vocab_size
+    if vocab_size is None and args.dataset == "wmt14" and "fr" in (src, tgt):
+        vocab_size = WMT14_EN_FR_VOCAB
     for rel, digest in downloads.items():
-        print(f"downloaded {rel}: sha256 {digest}")
+        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: "
+              f"sha256 {digest}")
     options = PrepareOptions(
-        dataset=args.dataset, src_lang=src, tgt_lang=tgt, vocab_size=args.vocab_size,
+        dataset=args.dataset, src_lang=src, tgt_lang=tgt, vocab_size=vocab_size,
         max_len=args.max_len, max_ratio=args.max_ratio,
         character_coverage=args.character_coverage,
-        input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads)
+        input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads,
+        shuffle_train=args.dataset == "libreoffice")  # its lines are in page order
     splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
     meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
     print(format_report(meta))
