@@ -171,13 +171,9 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
         (tmp / "nmt_export.json").write_text(json.dumps(
             {"source": source, "quantization": quantization or "float32",
              "model": dataclasses.asdict(model.cfg)}, indent=2) + "\n")
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.rename(out_dir, old / "model")
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
+        from ..checkpoint import replace_dir
+
+        replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -149,13 +149,9 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
             f"    pipeline(\"translation\", model=\"{out_dir}\")(\"A dog runs.\")\n\n"
             "Greedy by default (num_beams=1); nmt's beam search and its length penalty are not HF's.\n",
             encoding="utf-8")
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.rename(out_dir, old / "model")
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
+        from ..checkpoint import replace_dir
+
+        replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
