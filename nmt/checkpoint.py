@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from .atomic import fsync_dir as _fsync_dir, replace_dir  # noqa: F401 (replace_dir: part of this API)
 from .config import ConfigError, ModelConfig, from_dict
 from .model import Transformer
 
@@ -46,14 +47,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -114,26 +107,6 @@ def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict |
         raise
     except Exception as e:  # safetensors_rust.SafetensorError wraps the OS error in its message
         raise OSError(f"{path.name}: {e}") from e
-
-
-def replace_dir(new: Path, directory: Path) -> None:
-    """Rename directory ``new`` to ``directory``. An existing one is renamed aside first (to
-    ``.NAME.old-*/ckpt``) and deleted only after the new one is in place: the old one is never
-    lost. An error between the two renames puts it back; after a kill between them `resolve`
-    finds it aside and `clean_stale` puts it back."""
-    if directory.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
-        os.rename(directory, old / "ckpt")
-        try:
-            os.rename(new, directory)
-        except BaseException:
-            os.rename(old / "ckpt", directory)
-            shutil.rmtree(old, ignore_errors=True)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(new, directory)
-    _fsync_dir(directory.parent)
 
 
 def copy_checkpoint(source: Path, directory: Path) -> Path:

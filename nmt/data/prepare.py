@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nmt.atomic import replace_dir
 from nmt.data import download as dl
 from nmt.data.download import DataError
 from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids
@@ -169,9 +170,7 @@ def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: P
     tmp.mkdir()
     try:
         meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

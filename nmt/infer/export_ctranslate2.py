@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -171,7 +170,7 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
         (tmp / "nmt_export.json").write_text(json.dumps(
             {"source": source, "quantization": quantization or "float32",
              "model": dataclasses.asdict(model.cfg)}, indent=2) + "\n")
-        from ..checkpoint import replace_dir
+        from ..atomic import replace_dir
 
         replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost
     except BaseException:

@@ -19,7 +19,6 @@ Marian has no pre-norm variant and only sinusoidal positions, so such models are
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -149,7 +148,7 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
             f"    pipeline(\"translation\", model=\"{out_dir}\")(\"A dog runs.\")\n\n"
             "Greedy by default (num_beams=1); nmt's beam search and its length penalty are not HF's.\n",
             encoding="utf-8")
-        from ..checkpoint import replace_dir
+        from ..atomic import replace_dir
 
         replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost
     except BaseException:

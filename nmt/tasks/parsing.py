@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import replace_dir
 from ..data.download import DataError
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
 from .trees import Tree, clean, delinearise, linearise, parse_brackets
@@ -148,9 +149,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
                         "linearisation": "Vinyals & Kaiser et al. 2014, POS tags as XX"}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
