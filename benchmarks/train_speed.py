@@ -18,7 +18,9 @@ import time
 import torch
 
 from nmt.config import ModelConfig, base, small
-from nmt.train.loss import label_smoothed_nll_loss
+from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_loss
+from nmt.vocab import PAD
+from nmt.allocator import keep_freed_memory
 from nmt.model import Transformer
 from nmt.train.optim import build_adam
 from nmt.precision import autocast, cpu_has_fast_bf16
@@ -51,17 +53,30 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
     return 3.0 * (enc + dec + out)
 
 
-def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int) -> tuple[float, float]:
+def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int, loss_path: str = "fused",
+          pad: float = 0.0) -> tuple[float, float]:
+    """loss_path 'fused' is what nmt trains with (only real target tokens projected, fused
+    smoothed loss); 'composite' the earlier path (every position projected, log_softmax loss).
+    ``pad``: fraction of each target row that is padding (tok/s counts real tokens only)."""
     torch.manual_seed(0)
     model = Transformer(cfg).train()
     opt = build_adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
     src = torch.randint(4, cfg.src_vocab_size, (batch, length))
     tgt = torch.randint(4, cfg.tgt_vocab_size, (batch, length + 1))
+    lengths = length - torch.linspace(0, 2 * pad * length, batch).round().long().clamp(max=length - 1)
+    tgt[torch.arange(length + 1)[None, :] > lengths[:, None]] = PAD  # row i: BOS + lengths[i] tokens
+    real = int(tgt[:, 1:].ne(PAD).sum())
 
     def step():
-        with autocast("cpu", dtype):
-            logits = model(src, tgt[:, :-1])
-        loss, _, n = label_smoothed_nll_loss(logits, tgt[:, 1:], epsilon=0.1)
+        if loss_path == "fused":
+            keep = tgt[:, 1:].ne(PAD)
+            with autocast("cpu", dtype):
+                logits = model(src, tgt[:, :-1], keep)
+            loss, _, n = fused_label_smoothed_nll_loss(logits, tgt[:, 1:][keep], epsilon=0.1)
+        else:
+            with autocast("cpu", dtype):
+                logits = model(src, tgt[:, :-1])
+            loss, _, n = label_smoothed_nll_loss(logits, tgt[:, 1:], epsilon=0.1)
         (loss / n).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -71,7 +86,7 @@ def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int) -> tu
     for _ in range(steps):
         step()
     seconds = (time.perf_counter() - start) / steps
-    return batch * length / seconds, train_flops(cfg, batch, length, length) / seconds
+    return real / seconds, train_flops(cfg, batch, length, length) / seconds
 
 
 def main() -> None:
@@ -79,7 +94,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--models", default="base,small")
     parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--paths", default="composite,fused",
+                        help="composite: every position projected, log_softmax loss, glibc's default malloc (nmt "
+                             "before issue 14); fused: real tokens only, fused loss, freed memory kept "
+                             "(nmt.allocator): what nmt trains with. Run in this order.")
     parser.add_argument("--length", type=int, default=25, help="tokens per sentence (both sides)")
+    parser.add_argument("--pad", type=float, default=0.05,
+                        help="mean fraction of target positions that are padding (length-grouped batches)")
     args = parser.parse_args()
     models = {"base": (base(37000), 4096), "small": (small(8000), 2048)}
     fast, why = cpu_has_fast_bf16()
@@ -87,24 +108,32 @@ def main() -> None:
     peaks = {p: peak_flops(DTYPES[p]) for p in args.precisions.split(",")}
     for p, v in peaks.items():
         print(f"peak {p} matmul (2048^3): {v / 1e9:.1f} GFLOP/s")
-    print(f"\n| model | vocab | precision | batch (sent x len) | target tok/s | GFLOP/s | MFU |")
-    print("|---|---|---|---|---|---|---|")
+    print("\nGFLOP/s and MFU count the padded batch (every position), so they compare paths at equal work.")
+    print(f"\n| model | vocab | precision | loss path | batch (sent x len) | target tok/s | GFLOP/s | MFU |")
+    print("|---|---|---|---|---|---|---|---|")
     results = {}
+    paths = args.paths.split(",")
     for name in args.models.split(","):
         cfg, tokens = models[name]
         batch = tokens // args.length
         for p in args.precisions.split(","):
             if peaks[p] < 0.1 * peaks.get("fp32", peaks[p]):
-                print(f"| {name} | {cfg.tgt_vocab_size} | {p} | {batch} x {args.length} | skipped: emulated "
+                print(f"| {name} | {cfg.tgt_vocab_size} | {p} | | {batch} x {args.length} | skipped: emulated "
                       f"({peaks[p] / 1e9:.2f} GFLOP/s peak) | | |")
                 continue
-            tok_s, flops = bench(cfg, DTYPES[p], batch=batch, length=args.length, steps=args.steps)
-            results[(name, p)] = tok_s
-            print(f"| {name} | {cfg.tgt_vocab_size} | {p} | {batch} x {args.length} | {tok_s:,.0f} | "
-                  f"{flops / 1e9:.1f} | {flops / peaks[p]:.0%} |", flush=True)
-    for name in args.models.split(","):
-        if (name, "fp32") in results and (name, "bf16") in results:
-            print(f"{name}: bf16 / fp32 = {results[(name, 'bf16')] / results[(name, 'fp32')]:.2f}x")
+            for path in paths:
+                if path == "fused":  # what the trainer does; process-wide, so "composite" runs first
+                    keep_freed_memory()
+                tok_s, flops = bench(cfg, DTYPES[p], batch=batch, length=args.length, steps=args.steps,
+                                     loss_path=path, pad=args.pad)
+                results[(name, p, path)] = tok_s
+                print(f"| {name} | {cfg.tgt_vocab_size} | {p} | {path} | {batch} x {args.length} | {tok_s:,.0f} | "
+                      f"{flops / 1e9:.1f} | {flops / peaks[p]:.0%} |", flush=True)
+    for (name, p, path), v in results.items():
+        if path == "fused" and (name, p, "composite") in results:
+            print(f"{name} {p}: fused / composite = {v / results[(name, p, 'composite')]:.2f}x")
+        if p == "bf16" and (name, "fp32", path) in results:
+            print(f"{name} {path}: bf16 / fp32 = {v / results[(name, 'fp32', path)]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -342,9 +342,12 @@ class Decoder(nn.Module):
             layers.append(LayerCache(self_k, self_v, cross_k, cross_v))
         return DecoderCache(layers, 0, memory.group, ~memory.padding_mask[:, None, None, :], [0])
 
-    def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+    def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache,
+                select: Tensor | None = None) -> tuple[Tensor, DecoderCache]:
         """tokens (N, T) following the P cached positions -> logits (N, T, W), updated cache.
-        The memory is read through ``cache`` (made from it by ``empty_cache``)."""
+        The memory is read through ``cache`` (made from it by ``empty_cache``). With ``select``
+        (bool (N, T)) only the selected positions are projected: logits (K, W), K = select.sum(),
+        in row-major order (training skips the padding this way)."""
         p, t = cache.length, tokens.size(1)
         if tokens.size(0) != cache.memory_mask.size(0) * cache.group:
             raise ValueError(f"{tokens.size(0)} target rows for {cache.memory_mask.size(0)} memory rows "
@@ -369,6 +372,8 @@ class Decoder(nn.Module):
             x = layer(x, layer_cache, cache.memory_mask, self_mask, is_causal, p, cache.group)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
+        if select is not None:
+            x = x[select]  # (K, D)
         if self.output_projection is None:
             logits = F.linear(x, self.embed_tokens.weight)  # (N, T, W)
         else:  # a module call, so that a quantized copy (nmt.infer.quantize) is used as such
@@ -421,10 +426,12 @@ class Transformer(nn.Module):
             cache = self.decoder.empty_cache(memory, capacity=max(16, tgt_tokens.size(1)))
         return self.decoder(tgt_tokens, memory, cache)
 
-    def forward(self, src_tokens: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: src (B, S), tgt_in = BOS + target (B, T) -> logits (B, T, W)."""
+    def forward(self, src_tokens: Tensor, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in = BOS + target (B, T) -> logits (B, T, W); with
+        ``select`` (bool (B, T)) the logits of the selected positions only, (K, W)."""
         memory = self.encode(src_tokens)
-        logits, _ = self.decode_step(tgt_in, memory, None)
+        cache = self.decoder.empty_cache(memory, capacity=max(16, tgt_in.size(1)))
+        logits, _ = self.decoder(tgt_in, memory, cache, select)
         return logits
 
 

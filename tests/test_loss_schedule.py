@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nmt.train.loss import label_smoothed_nll_loss
+from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_loss
 from nmt.train.optim import inverse_sqrt_lr
 
 
@@ -66,3 +66,48 @@ def test_declared_torch_floor_covers_fused_cpu_adam():
     assert (int(floor.group(1)), int(floor.group(2))) >= (2, 4)
     opt = build_adam(torch.nn.Linear(2, 2).parameters(), betas=(0.9, 0.98), eps=1e-9)  # fused on CPU here
     assert opt.param_groups[0]["fused"]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "fairseq"])
+@pytest.mark.parametrize("block", [1, 7, 128])
+def test_fused_loss_equals_composite_loss_and_gradient(kind, block):
+    """The training loss (fused, gradient made in the forward pass, block by block) gives the same
+    sums and the same d loss / d logits as the composite definition above, padding excluded."""
+    torch.manual_seed(0)
+    logits = (torch.randn(3, 11, 50) * 4).double()  # (B, T, W), large logits: max subtraction matters
+    target = torch.randint(4, 50, (3, 11))
+    target[0, 7:] = 0  # PAD
+    target[2, 3:] = 0
+    keep = target.ne(0)
+    a = logits.clone().requires_grad_()
+    loss_a, nll_a, n_a = label_smoothed_nll_loss(a, target, epsilon=0.1, kind=kind)
+    (loss_a * 0.3).backward()
+    b = logits.float().clone().requires_grad_()
+    selected = b[keep]  # (K, W), as the model's select= gives them
+    loss_b, nll_b, n_b = fused_label_smoothed_nll_loss(selected, target[keep], epsilon=0.1, kind=kind, block=block)
+    (loss_b * 0.3).backward()
+    assert n_a == n_b == int(keep.sum())
+    assert loss_b.item() == pytest.approx(loss_a.item(), rel=1e-6)
+    assert nll_b.item() == pytest.approx(nll_a.item(), rel=1e-6)
+    assert not nll_b.requires_grad
+    torch.testing.assert_close(b.grad.double(), a.grad, rtol=1e-5, atol=1e-7)
+    assert b.grad[~keep].abs().max() == 0  # padding gets no gradient
+
+
+def test_fused_loss_without_grad_matches():
+    logits, target = torch.randn(9, 20), torch.randint(4, 20, (9,))
+    with torch.no_grad():
+        loss, nll, n = fused_label_smoothed_nll_loss(logits, target, epsilon=0.1)
+    ref, ref_nll, _ = label_smoothed_nll_loss(logits[None], target[None], epsilon=0.1)
+    assert n == 9 and loss.item() == pytest.approx(ref.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
+
+
+def test_keep_freed_memory_is_numerically_neutral():
+    """nmt.allocator only changes where glibc gets memory: a step gives the same numbers after it."""
+    from nmt.allocator import keep_freed_memory
+    x = torch.randn(300, 7000)
+    before = torch.log_softmax(x, -1).sum()
+    keep_freed_memory()
+    assert keep_freed_memory() in (True, False)  # idempotent
+    assert torch.equal(torch.log_softmax(x, -1).sum(), before)

@@ -251,3 +251,15 @@ def test_checkpoint_written_before_model_refactor_loads_and_matches():
     with torch.no_grad():
         logits = model(torch.tensor(ref["src"]), torch.tensor(ref["tgt_in"]))
     assert torch.allclose(logits, torch.tensor(ref["logits"]), atol=1e-5)
+
+
+def test_select_projects_only_the_chosen_positions():
+    """Training projects only real target tokens (select=): the same logits as the full forward."""
+    torch.manual_seed(0)
+    model = Transformer(tiny(40)).eval()
+    src, tgt = torch.randint(4, 40, (3, 6)), torch.randint(4, 40, (3, 5))
+    select = torch.rand(3, 5) > 0.4
+    full = model(src, tgt)  # (B, T, W)
+    part = model(src, tgt, select)  # (K, W)
+    assert part.shape == (int(select.sum()), 40)
+    torch.testing.assert_close(part, full[select])

@@ -52,3 +52,67 @@ def label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
     loss = (1.0 - epsilon) * nll + epsilon * smooth
     zero = lprobs.new_zeros(())
     return torch.where(keep, loss, zero).sum(), torch.where(keep, nll, zero).sum(), int(keep.sum())
+
+
+class _FusedSmoothedCE(torch.autograd.Function):
+    """Label-smoothed cross entropy whose gradient is computed in the forward pass, a block of rows
+    at a time, so that the (N, W) logits are read a few times while in cache instead of going
+    through log_softmax, gather, mean and their backwards (seven full passes and three (N, W)
+    temporaries). d loss / d logits = softmax(logits) - q, q the smoothed target distribution."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, epsilon: float, kind: str, block: int):
+        n, w = logits.shape
+        grad = torch.empty(n, w, dtype=torch.float32, device=logits.device)  # (N, W)
+        loss = logits.new_zeros((), dtype=torch.float32)
+        nll_sum = logits.new_zeros((), dtype=torch.float32)
+        if kind == "uniform":  # q = eps/W everywhere, plus 1 - eps on the gold token
+            q_other, q_gold = epsilon / w, 1.0 - epsilon + epsilon / w
+        else:  # fairseq: eps/(W-1) on the others, exactly 1 - eps on the gold token
+            q_other, q_gold = epsilon / max(w - 1, 1), 1.0 - epsilon
+        for start in range(0, n, block):
+            x = logits[start:start + block].float()  # (C, W)
+            y = target[start:start + block, None]  # (C, 1)
+            g = grad[start:start + block]  # (C, W), a view: written in place
+            m = x.amax(dim=-1, keepdim=True)  # (C, 1)
+            torch.sub(x, m, out=g)
+            g.exp_()
+            s = g.sum(dim=-1, keepdim=True)  # (C, 1)
+            lse = m + s.log()  # (C, 1)
+            nll = (lse - x.gather(1, y)).squeeze(1)  # (C,)
+            if kind == "uniform":
+                smooth = lse.squeeze(1) - x.mean(dim=-1)  # (C,) -mean_w log p_w
+            else:
+                smooth = (w * lse.squeeze(1) - x.sum(dim=-1) - nll) / max(w - 1, 1)
+            loss += ((1.0 - epsilon) * nll + epsilon * smooth).sum()
+            nll_sum += nll.sum()
+            g.div_(s).sub_(q_other)  # p - q_other
+            g.scatter_add_(1, y, g.new_full(y.shape, q_other - q_gold))  # gold: p - q_gold
+        ctx.save_for_backward(grad)
+        ctx.dtype = logits.dtype
+        ctx.mark_non_differentiable(nll_sum)
+        return loss, nll_sum
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):
+        (grad,) = ctx.saved_tensors
+        return grad.mul_(grad_loss).to(ctx.dtype), None, None, None, None
+
+
+def fused_label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
+                                  kind: Literal["uniform", "fairseq"] = "uniform",
+                                  block: int = 128) -> tuple[Tensor, Tensor, int]:
+    """The same sums as :func:`label_smoothed_nll_loss` for logits (N, W) of N real (non-pad)
+    target tokens (N,), as training uses it: the smoothed loss carries the gradient, the NLL sum is
+    returned without one. About 3x faster on CPU than the composite version (see
+    benchmarks/train_speed.py); the two are equal to float rounding (tests/test_loss.py)."""
+    if kind not in SMOOTHING_KINDS:
+        raise ValueError(f"kind={kind!r}: choose from {SMOOTHING_KINDS}")
+    if logits.dim() != 2 or target.shape != logits.shape[:1]:
+        raise ValueError(f"logits (N, W) and target (N,) expected, got {tuple(logits.shape)} and {tuple(target.shape)}")
+    if not (torch.is_grad_enabled() and logits.requires_grad):  # validation: no gradient to build
+        loss, nll, _ = label_smoothed_nll_loss(logits[None], target[None], epsilon=epsilon, kind=kind,
+                                               ignore_index=-1)
+        return loss, nll, int(target.numel())
+    loss, nll = _FusedSmoothedCE.apply(logits, target.long(), float(epsilon), kind, block)
+    return loss, nll, int(target.numel())

@@ -34,8 +34,10 @@ from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, fr
                      preset, to_dict, train_preset)
 from ..data.prepare import ParallelDataset, load_meta
 from . import distributed
-from .loss import label_smoothed_nll_loss
+from .loss import fused_label_smoothed_nll_loss
+from ..allocator import keep_freed_memory
 from ..model import Transformer
+from ..vocab import PAD
 from .optim import build_adam, inverse_sqrt_lr, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
@@ -128,6 +130,8 @@ class Trainer:
             raise TrainError(f"--device {device}: not a device (cpu, cuda, cuda:1 ...)") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise TrainError(f"--device {device}: CUDA is not available on this machine")
+        if self.device.type == "cpu":
+            keep_freed_memory()  # ~1.25x faster steps on CPU: no page faults for large tensors
         if (topo.launched or self.world > 1) and not dist.is_initialized():
             distributed.init_process_group(self.device, timeout_minutes=train_cfg.collective_timeout)
         self.coll = distributed.Collectives(device=self.device, rank=self.rank, world=self.world,
@@ -312,10 +316,11 @@ class Trainer:
 
     def forward_loss(self, model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         batch = batch.to(self.device)
+        keep = batch.tgt_out.ne(PAD)  # (B, T): only real target tokens are projected and scored
         with autocast(self.device, self.amp_dtype):
-            logits = model(batch.src, batch.tgt_in)  # (B, T, W)
-        return label_smoothed_nll_loss(logits, batch.tgt_out, epsilon=self.cfg.label_smoothing,
-                                       kind=self.cfg.label_smoothing_kind)  # ignores nmt.vocab.PAD
+            logits = model(batch.src, batch.tgt_in, keep)  # (K, W)
+        return fused_label_smoothed_nll_loss(logits, batch.tgt_out[keep], epsilon=self.cfg.label_smoothing,
+                                             kind=self.cfg.label_smoothing_kind)
 
     def train_step(self, micro: list[Batch], total_tokens: float) -> dict:
         """One update on this rank's ``micro``-batches; ``total_tokens``: target tokens of the update on all ranks."""
