@@ -318,31 +318,3 @@ def test_other_engine_serves_text_but_no_attention(run_dir, translator):
         for path, body in (("/translate", {"text": "a", "alignment": True}), ("/attention", {"text": "a"})):
             r = c.post(path, json=body)
             assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]
-
-
-def test_worker_waits_for_a_burst_to_end():
-    """Requests arriving less than max_wait apart are one batch even when the burst lasts longer
-    than max_wait (a fixed wait after the first request split it); a quiet gap ends the batch."""
-    class Echo:
-        def translate_nbest(self, sentences, **kw):
-            return [[s.upper()] for s in sentences]
-
-    sizes = []
-    batcher = Batcher(Echo(), max_batch_tokens=4096, max_wait_ms=100, on_batch=sizes.append)
-
-    async def bursts():
-        futures = []
-        for i in range(5):  # 5 requests 40 ms apart: 160 ms, longer than max_wait, gaps shorter
-            futures.append(batcher.submit([f"a{i}"], SearchOptions(4, 0.6, 1)))
-            await asyncio.sleep(0.04)
-        await asyncio.sleep(0.4)  # a quiet gap: the first batch goes
-        futures.append(batcher.submit(["b"], SearchOptions(4, 0.6, 1)))
-        return await asyncio.gather(*futures)
-
-    batcher.start()
-    try:
-        results = asyncio.run(bursts())
-    finally:
-        batcher.stop()
-    assert [r[0][0] for r in results] == ["A0", "A1", "A2", "A3", "A4", "B"]
-    assert sizes == [5, 1]

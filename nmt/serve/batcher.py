@@ -1,13 +1,9 @@
 """Dynamic batching: one worker thread per model takes what is waiting and translates it at once.
 
-Requests (a list of sentences and search options) are queued. Once a request waits, the worker
-keeps waiting for more while they arrive less than ``max_wait_ms`` apart (at most
-``WAIT_CAP * max_wait_ms`` after the first request arrived) and fewer than ``max_batch_tokens``
-source tokens are waiting, then takes requests in arrival order while their source tokens fit in
-``max_batch_tokens`` (always at least one request). Waiting for a quiet gap rather than a fixed
-time after the first request matters under load: when a batch finishes, its clients send their
-next requests in a burst that the event loop takes tens of milliseconds to read, and a fixed
-5 ms wait split such a burst into a small batch and a large one (benchmarks/serve_load.py). Requests with the same search options
+Requests (a list of sentences and search options) are queued. The worker takes the first waiting
+request, waits up to ``max_wait_ms`` for more while fewer than ``max_batch_tokens`` source tokens
+are waiting, then takes requests in arrival order while their source tokens fit in
+``max_batch_tokens`` (always at least one request). Requests with the same search options
 (beam, alpha, nbest) are translated together by ``Translator.translate_nbest``, which sorts the
 sentences by length into batches of at most ``max_batch_tokens`` padded tokens; each request gets
 its own results back in its own order. Every model call (search, alignment, attention) runs on
@@ -25,9 +21,6 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-
-WAIT_CAP = 10  # the longest wait for a batch, in units of max_wait_ms
 
 
 class QueueFull(Exception):
@@ -118,12 +111,9 @@ class Batcher:
                     return None
                 self._cond.wait()
             if self.batching:
-                cap = self._queue[0].arrived + WAIT_CAP * self.max_wait
-                while not self._stopping and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens:
-                    # a quiet gap of max_wait since the last arrival ends the wait, as does the cap
-                    deadline = min(self._queue[-1].arrived + self.max_wait, cap)
-                    if (remaining := deadline - time.monotonic()) <= 0:
-                        break
+                deadline = self._queue[0].arrived + self.max_wait
+                while (not self._stopping and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens
+                       and (remaining := deadline - time.monotonic()) > 0):
                     self._cond.wait(remaining)
             jobs = [self._queue.popleft()]
             if jobs[0].kind == "translate" and self.batching:
