@@ -109,6 +109,10 @@ class TrainConfig:
     max_steps: int = 100000  # base: 100k steps (5.2)
     max_epochs: int = 0  # 0 = no limit
     max_time: float = 0.0  # minutes; 0 = no limit
+    # not in the paper: the last fraction of the run (of max_steps, or of max_time: then the decay's
+    # length in updates is fixed when it starts, from the rate so far) multiplies eq. 3 by a factor
+    # falling linearly to ~0, for short runs that stop long before eq. 3 has decayed. 0 = eq. 3 only.
+    decay_fraction: float = 0.0
     seed: int = 1
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
     save_every_steps: int = 0  # 0 = by time only
@@ -142,6 +146,9 @@ class TrainConfig:
                "must be fp32, bf16, fp16 or auto")
         _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
                "best_metric=bleu needs valid_bleu=true")
+        _check(0.0 <= self.decay_fraction < 1.0, "train.decay_fraction", self.decay_fraction, "must be in [0, 1)")
+        _check(not self.decay_fraction or self.max_steps or self.max_time, "train.decay_fraction",
+               self.decay_fraction, "needs max_steps or max_time (the decay is a fraction of the run)")
         _check(self.collective_timeout > 0, "train.collective_timeout", self.collective_timeout, "must be positive")
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
         for name in ("clip_norm", "weight_decay", "max_time", "save_every_minutes", "valid_bleu_max_sentences"):

@@ -323,12 +323,20 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
 
 def test_one_decision_per_update():
     limits = dict(max_steps=10, max_time=1.0, save_every_steps=4, save_every_minutes=0.5, valid_every_steps=5)
-    assert distributed.local_decision(step=3, elapsed=1.0, since_save=1.0, **limits) == [0, 0, 0]
-    assert distributed.local_decision(step=4, elapsed=1.0, since_save=1.0, **limits) == [0, 1, 0]
-    assert distributed.local_decision(step=5, elapsed=1.0, since_save=31.0, **limits) == [0, 1, 1]
-    assert distributed.local_decision(step=6, elapsed=60.0, since_save=1.0, **limits) == [2, 0, 0]  # max_time
-    assert distributed.local_decision(step=10, elapsed=60.0, since_save=1.0, **limits) == [1, 0, 1]  # max_steps
+    assert distributed.local_decision(step=3, elapsed=1.0, since_save=1.0, **limits) == [0, 0, 0, 0]
+    assert distributed.local_decision(step=4, elapsed=1.0, since_save=1.0, **limits) == [0, 1, 0, 0]
+    assert distributed.local_decision(step=5, elapsed=1.0, since_save=31.0, **limits) == [0, 1, 1, 0]
+    assert distributed.local_decision(step=6, elapsed=60.0, since_save=1.0, **limits) == [2, 0, 0, 0]  # max_time
+    assert distributed.local_decision(step=10, elapsed=60.0, since_save=1.0, **limits) == [1, 0, 1, 0]  # max_steps
+    # train.decay_fraction=0.25: the decay starts at 3/4 of max_steps or of max_time, whichever comes first
+    decay = dict(limits, decay_fraction=0.25)
+    assert distributed.local_decision(step=7, elapsed=1.0, since_save=1.0, **decay)[3] == 0
+    assert distributed.local_decision(step=8, elapsed=1.0, since_save=1.0, **decay)[3] == 1  # 7.5 updates
+    assert distributed.local_decision(step=2, elapsed=45.0, since_save=1.0, **decay)[3] == 1  # 45 s of 60
+    assert distributed.local_decision(step=8, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[3] == 0  # started
+    assert distributed.local_decision(step=9, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[0] == 5  # ended
     coll = distributed.Collectives(device=torch.device("cpu"), rank=0, world=1, active=False, timeout_minutes=1)
-    assert coll.decide([0, 1, 0], preempted=True) == distributed.Decision(stop="preempted", save=True, validate=False)
-    assert coll.decide([1, 0, 1], preempted=True).stop == "max_steps"  # a limit wins: validate, then stop
-    assert coll.decide([0, 0, 0], preempted=False) == distributed.Decision(stop=None, save=False, validate=False)
+    assert coll.decide([0, 1, 0, 0], preempted=True) == distributed.Decision(stop="preempted", save=True, validate=False)
+    assert coll.decide([1, 0, 1, 0], preempted=True).stop == "max_steps"  # a limit wins: validate, then stop
+    assert coll.decide([0, 0, 0, 0], preempted=False) == distributed.Decision(stop=None, save=False, validate=False)
+    assert coll.decide([0, 0, 0, 1], preempted=False).decay

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_loss
-from nmt.train.optim import inverse_sqrt_lr
+from nmt.train.optim import inverse_sqrt_lr, linear_decay
 
 
 def test_label_smoothed_loss_by_hand():
@@ -40,6 +40,11 @@ def test_schedule_formula(step):
     d_model, warmup = 512, 4000
     expected = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
     assert inverse_sqrt_lr(step, d_model=d_model, warmup_steps=warmup) == pytest.approx(expected, rel=1e-12)
+
+
+def test_linear_decay_factor():
+    assert linear_decay(5, decay_start=0, decay_end=0) == 1.0  # no decay: eq. 3 as it is
+    assert [linear_decay(s, decay_start=6, decay_end=10) for s in range(5, 12)] == [1, 1, 1, .75, .5, .25, 0]
 
 
 def test_schedule_values():

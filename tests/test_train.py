@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -60,6 +61,33 @@ def test_resume_is_exact(tiny_data, tmp_path):
     assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")
     sa, sb = (json.loads((d / "trainer_state.json").read_text()) for d in (a, b))
     assert (sa["epoch"], sa["position"], sa["rng"]) == (sb["epoch"], sb["position"], sb["rng"]) and sa["epoch"] == 1
+
+
+def test_linear_decay_follows_its_formula_and_resumes_exactly(tiny_data, tmp_path):
+    """train.decay_fraction=0.5 of max_steps=20: eq. 3 for 10 updates, then eq. 3 times (21 - s) / 10;
+    a run resumed inside the decay ends bit-identical to the straight one."""
+    from nmt.train.optim import inverse_sqrt_lr
+    common = ["--train.max_tokens=512", "--train.accum_steps=1", "--train.save_every_steps=7",
+              "--train.max_steps=20", "--train.decay_fraction=0.5", "--train.keep_last=5"]
+    train(tiny_data, tmp_path / "straight", *common)
+    records = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    lrs = {r["step"]: r["lr"] for r in records if r["split"] == "train"}
+    assert sorted(lrs) == list(range(1, 21))
+    for s, lr in lrs.items():
+        eq3 = inverse_sqrt_lr(s, d_model=32, warmup_steps=10)
+        assert lr == pytest.approx(eq3 * (1 if s <= 10 else (21 - s) / 10), rel=1e-12), s
+    state = json.loads((tmp_path / "straight" / "checkpoints" / "step_00000014" / "trainer_state.json").read_text())
+    assert (state["decay_start"], state["decay_end"]) == (10, 20)
+    # resume from the checkpoint of update 14, inside the decay (as after a kill there)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "straight", resumed)
+    for later in ("step_00000020", "best"):
+        shutil.rmtree(resumed / "checkpoints" / later, ignore_errors=True)
+    assert main(["train", str(tiny_data), "--out", str(resumed), "--resume"]) == 0
+    a, b = (ckpt.list_step_checkpoints(tmp_path / d)[-1] for d in ("straight", "resumed"))
+    assert a.name == b.name == "step_00000020"
+    assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
+    assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")
 
 
 def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):

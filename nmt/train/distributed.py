@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 # Reasons a run stops; the index is the code exchanged between ranks (0 = keep going).
-STOP_REASONS = (None, "max_steps", "max_time", "max_epochs", "preempted")
+STOP_REASONS = (None, "max_steps", "max_time", "max_epochs", "preempted", "decay_end")
 
 
 class DistributedError(Exception):
@@ -92,21 +92,31 @@ class Decision:
     stop: str | None  # one of STOP_REASONS
     save: bool
     validate: bool
+    decay: bool = False  # the learning-rate decay (train.decay_fraction) starts after this update
 
 
 def local_decision(*, step: int, elapsed: float, since_save: float, max_steps: int, max_time: float,
-                   save_every_steps: int, save_every_minutes: float, valid_every_steps: int) -> list[int]:
-    """Rank 0's view after update ``step``: [stop code, save, validate] (times in seconds, limits in
-    the config's units: max_time and save_every_minutes in minutes)."""
+                   save_every_steps: int, save_every_minutes: float, valid_every_steps: int,
+                   decay_fraction: float = 0.0, decay_end: int = 0) -> list[int]:
+    """Rank 0's view after update ``step``: [stop code, save, validate, start the decay] (times in
+    seconds, limits in the config's units: max_time and save_every_minutes in minutes).
+
+    ``decay_end`` is the last update of a decay already under way (0 = none): reaching it stops the
+    run. The decay starts once the run has used ``1 - decay_fraction`` of max_steps or of max_time."""
     stop = 0
     if max_steps and step >= max_steps:
         stop = STOP_REASONS.index("max_steps")
+    elif decay_end and step >= decay_end:
+        stop = STOP_REASONS.index("decay_end")
     elif max_time and elapsed >= max_time * 60:
         stop = STOP_REASONS.index("max_time")
     save = bool((save_every_steps and step % save_every_steps == 0)
                 or (save_every_minutes and since_save >= save_every_minutes * 60))
     validate = bool(valid_every_steps and step % valid_every_steps == 0)
-    return [stop, int(save), int(validate)]
+    keep = 1.0 - decay_fraction
+    decay = bool(decay_fraction and not decay_end and not stop and (
+        (max_steps and step >= keep * max_steps) or (max_time and elapsed >= keep * max_time * 60)))
+    return [stop, int(save), int(validate), int(decay)]
 
 
 class Collectives:
@@ -157,18 +167,18 @@ class Collectives:
         return tensor
 
     def decide(self, local: Sequence[int], *, preempted: bool) -> Decision:
-        """One decision for the whole job: rank 0's ``local`` ([stop, save, validate]; other ranks'
-        are ignored) combined with every rank's SIGTERM flag by one all-reduce(MAX)."""
-        flags = [*(local if self.rank == 0 else [0, 0, 0]), int(preempted)]
+        """One decision for the whole job: rank 0's ``local`` ([stop, save, validate, decay]; other
+        ranks' are ignored) combined with every rank's SIGTERM flag by one all-reduce(MAX)."""
+        flags = [*(local if self.rank == 0 else [0, 0, 0, 0]), int(preempted)]
         if self.active:
             t = torch.tensor(flags, dtype=torch.int64, device=self.device)
             with self.guard("the stop/save/validate decision"):
                 dist.all_reduce(t, op=dist.ReduceOp.MAX)
             flags = t.tolist()
-        stop, save, validate, preempt = flags
+        stop, save, validate, decay, preempt = flags
         if not stop and preempt:
             stop = STOP_REASONS.index("preempted")
-        return Decision(stop=STOP_REASONS[stop], save=bool(save), validate=bool(validate))
+        return Decision(stop=STOP_REASONS[stop], save=bool(save), validate=bool(validate), decay=bool(decay))
 
     def gather_objects(self, obj: Any, *, what: str) -> list[Any]:
         """Every rank's JSON-able ``obj``, in rank order (object collectives use the current device,

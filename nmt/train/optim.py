@@ -14,6 +14,15 @@ def inverse_sqrt_lr(step: int, *, d_model: int, warmup_steps: int, lr_scale: flo
     return lr_scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 
+def linear_decay(step: int, *, decay_start: int, decay_end: int) -> float:
+    """The factor on eq. 3 of a run that ends with a linear decay (train.decay_fraction; not in the
+    paper): 1 up to update ``decay_start``, then falling linearly to 1/(decay_end - decay_start) at
+    update ``decay_end``, the run's last. ``decay_end`` = 0: no decay (the paper's schedule)."""
+    if not decay_end or step <= decay_start:
+        return 1.0
+    return max(decay_end - step + 1, 0) / (decay_end - decay_start)
+
+
 def build_adam(params, *, betas: tuple[float, float], eps: float, weight_decay: float = 0.0
                ) -> torch.optim.Adam:
     """The paper's optimizer: Adam with beta1=0.9, beta2=0.98, eps=1e-9; lr is set per step."""

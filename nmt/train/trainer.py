@@ -38,7 +38,7 @@ from .loss import fused_label_smoothed_nll_loss
 from ..allocator import keep_freed_memory
 from ..model import Transformer
 from ..vocab import PAD
-from .optim import build_adam, inverse_sqrt_lr, set_lr
+from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
 
@@ -169,6 +169,7 @@ class Trainer:
         self.best: float | None = None
         self.elapsed = 0.0
         self.tokens_seen = 0
+        self.decay_start = self.decay_end = 0  # updates of train.decay_fraction's decay; 0 = not started
         self.tb = None
         self._prepare_run_dir(resume)
 
@@ -257,6 +258,8 @@ class Trainer:
             return f"max_steps={cfg.max_steps}"
         if cfg.max_epochs and self.epoch >= cfg.max_epochs:
             return f"max_epochs={cfg.max_epochs}"
+        if self.decay_end and self.step >= self.decay_end:
+            return f"the end of the learning-rate decay (update {self.decay_end})"
         if cfg.max_time and self.elapsed >= cfg.max_time * 60:
             return f"max_time={cfg.max_time} min"
         return None
@@ -284,6 +287,7 @@ class Trainer:
                 sampler_state["epoch"], sampler_state["position"] = state["positions"][self.rank]
             self.sampler.load_state_dict(sampler_state)
             self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
+            self.decay_start, self.decay_end = int(state.get("decay_start", 0)), int(state.get("decay_end", 0))
             set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
         except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
             raise ckpt.CheckpointError(f"{directory / 'trainer_state.json'}: malformed ({type(e).__name__}: {e})") from None
@@ -339,6 +343,7 @@ class Trainer:
             sums += torch.stack([loss.detach(), nll.detach()])
         lr = inverse_sqrt_lr(self.step + 1, d_model=self.model_cfg.d_model,
                              warmup_steps=self.cfg.warmup_steps, lr_scale=self.cfg.lr_scale)
+        lr *= linear_decay(self.step + 1, decay_start=self.decay_start, decay_end=self.decay_end)
         set_lr(self.optimizer, lr)
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
@@ -385,6 +390,7 @@ class Trainer:
             tensors, meta = optimizer_tensors(self.optimizer)
             state = {"step": self.step, **self.sampler.state_dict(), "best": self.best,
                      "elapsed": self.elapsed, "tokens_seen": self.tokens_seen, "world_size": self.world,
+                     "decay_start": self.decay_start, "decay_end": self.decay_end,
                      "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0],
                      "positions": [r["position"] for r in ranks]}
             try:
@@ -471,8 +477,11 @@ class Trainer:
             decision = self.coll.decide(distributed.local_decision(
                 step=self.step, elapsed=self.elapsed, since_save=time.time() - last_save,
                 max_steps=cfg.max_steps, max_time=cfg.max_time, save_every_steps=cfg.save_every_steps,
-                save_every_minutes=cfg.save_every_minutes, valid_every_steps=cfg.valid_every_steps),
+                save_every_minutes=cfg.save_every_minutes, valid_every_steps=cfg.valid_every_steps,
+                decay_fraction=cfg.decay_fraction, decay_end=self.decay_end),
                 preempted=self.preemption.requested)
+            if decision.decay:
+                self.start_decay()
             stop = decision.stop
             if stop == "preempted":  # the scheduler's grace period is short: checkpoint, no validation
                 self.save()
@@ -492,6 +501,20 @@ class Trainer:
         if self.tb is not None:
             self.tb.close()
         return last
+
+    def start_decay(self) -> None:
+        """Fix the updates of the final linear decay (train.decay_fraction), after update self.step:
+        it ends at max_steps when the steps limit started it, else after as many updates as the
+        remaining time holds at the rate so far (step / (1 - decay_fraction) in all), or max_steps."""
+        cfg, keep = self.cfg, 1.0 - self.cfg.decay_fraction
+        if cfg.max_steps and self.step >= keep * cfg.max_steps:
+            end = cfg.max_steps
+        else:  # max_time started it
+            end = math.ceil(self.step / keep)
+            end = min(end, cfg.max_steps) if cfg.max_steps else end
+        self.decay_start, self.decay_end = self.step, max(end, self.step + 1)
+        self.log(f"learning-rate decay: linear from update {self.decay_start} to {self.decay_end} "
+                 f"(decay_fraction {cfg.decay_fraction})")
 
     def validate_and_keep_best(self) -> None:
         """Save a step checkpoint; on rank 0 validate it and copy it to ``best`` when it improves."""
