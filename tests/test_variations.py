@@ -50,3 +50,9 @@ def test_variations_end_to_end_and_resume(tiny_data, tmp_path, capsys):
 def test_variations_user_errors(tiny_data, tmp_path, capsys):
     assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "Z", "--steps", "2"]) == 2
     assert "nmt variations: error: --rows: unknown row 'Z'" in capsys.readouterr().err
+    # --list needs no budget and trains nothing; a run without a budget is refused before any work
+    assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--list", "--rows", "A1"]) == 0
+    listed = capsys.readouterr().out
+    assert "A1" in listed and "n_heads" in listed and not (tmp_path / "x").exists()
+    assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "A1"]) == 2
+    assert "give the budget per row, --steps S or --minutes M" in capsys.readouterr().err

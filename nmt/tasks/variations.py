@@ -161,7 +161,7 @@ def add_variations_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("data_dir", help="a directory written by `nmt prepare`")
     parser.add_argument("--out", required=True, help="RUN_ROOT: one run directory per row, and the table")
     parser.add_argument("--rows", help="letters (A,B,C,D,E,F) or row names (A1,C3); default: every row")
-    budget = parser.add_mutually_exclusive_group(required=True)
+    budget = parser.add_mutually_exclusive_group()  # one is required unless --list
     budget.add_argument("--steps", type=int, help="updates per row (the same for every row)")
     budget.add_argument("--minutes", type=float, help="training minutes per row")
     parser.add_argument("--base-config", default=str(DEFAULT_BASE),
@@ -177,6 +177,8 @@ def run_variations(args: argparse.Namespace, overrides: dict) -> int:
     from ..train.trainer import build_configs
 
     data_dir, out = Path(args.data_dir), Path(args.out)
+    if not args.list and args.steps is None and args.minutes is None:
+        raise ConfigError("nmt variations: give the budget per row, --steps S or --minutes M")
     if (args.steps is not None and args.steps <= 0) or (args.minutes is not None and args.minutes <= 0):
         raise ConfigError("--steps/--minutes: must be positive")
     try:

@@ -1,0 +1,29 @@
+#!/bin/sh
+# English constituency parsing (section 6.3) end to end on the Penn Treebank sample: prepare
+# (split by file, linearised trees, word-level vocabulary), train (20 min on a 2-core CPU), average
+# the last 5 checkpoints, parse valid and test with the paper's beam 21, alpha 0.3, |x|+300, and
+# score labelled bracket F1 (EVALB COLLINS.prm conventions). Config: recipes/ptb-parse.yaml.
+#   sh recipes/ptb-parse.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding ptb_sample/)
+# Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget;
+# TRAIN_ARGS adds --train.FIELD=VALUE overrides (e.g. --train.num_threads=1).
+set -eu
+OUT=${1:-runs/ptb-parse}
+NMT=${NMT:-nmt}
+HERE=$(dirname "$0")
+TREEBANK=${NMT_DATA_DIR:-$HERE/../../shared/data}/ptb_sample/combined.tar.gz
+mkdir -p "$OUT"
+[ -f "$OUT/data/meta.json" ] || $NMT prepare ptb --treebank "$TREEBANK" --out "$OUT/data"
+if [ -f "$OUT/run/config.json" ]; then
+  $NMT train "$OUT/data" --out "$OUT/run" --resume
+else
+  # shellcheck disable=SC2086
+  $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/ptb-parse.yaml" \
+    ${MAX_TIME:+--train.max_time=$MAX_TIME} ${TRAIN_ARGS:-}
+fi
+$NMT average "$OUT/run" --last 5 --out "$OUT/average" --force
+for split in valid test; do
+  echo "== $split (averaged checkpoint, beam 21, alpha 0.3, |x|+300)"
+  $NMT parse "$OUT/average" -i "$OUT/data/$split.words.txt" -o "$OUT/$split.trees" \
+    --gold "$OUT/data/$split.gold.txt" 2> "$OUT/$split.log" || { cat "$OUT/$split.log" >&2; exit 1; }
+  grep -E "^(parsed|labelled)" "$OUT/$split.log" | tee "$OUT/$split.score.txt"
+done
