@@ -1,8 +1,7 @@
 #!/bin/sh
 # English constituency parsing (section 6.3) end to end on the Penn Treebank sample: prepare
-# (split by file, linearised trees, word-level vocabulary), train (4,000 updates: ~50 min on one
-# CPU core), average
-# the last 5 checkpoints, parse valid and test with the paper's beam 21, alpha 0.3, |x|+300, and
+# (split by file, linearised trees, word-level vocabulary), train (4,000 updates: ~67 min on one
+# thread of a shared 2-core CPU), average the last 5 checkpoints, parse valid and test with the paper's beam 21, alpha 0.3, |x|+300, and
 # score labelled bracket F1 (EVALB COLLINS.prm conventions). Config: recipes/ptb-parse.yaml.
 #   sh recipes/ptb-parse.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding ptb_sample/)
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget;
