@@ -103,9 +103,9 @@ def main() -> None:
     parser.add_argument("--sentences", required=True, help="raw source sentences, one per line")
     parser.add_argument("--n", type=int, default=200, help="distinct sentences used")
     parser.add_argument("--concurrency", default="1,8,32,128")
-    parser.add_argument("--requests", type=int, default=200, help="requests per level (bound)")
+    parser.add_argument("--requests", type=int, default=400, help="requests per level (bound)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time per level (bound)")
-    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--max-wait-ms", type=float, default=50.0)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of the server and the baselines (OMP_NUM_THREADS)")
     args = parser.parse_args()

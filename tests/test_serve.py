@@ -187,6 +187,75 @@ def test_batching_never_changes_a_translation(translator):
         assert [t.score for t in got[0]] == pytest.approx([t.score for t in alone], abs=1e-5)
 
 
+class EchoTranslator:
+    """Translates instantly (echoes), records the sentences of every batch: the waiting rule of
+    the worker is tested without a model."""
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+
+    def translate_nbest(self, sentences, **kwargs):
+        from nmt.infer.search import Hypothesis
+
+        self.batches.append(list(sentences))
+        return [[Hypothesis([], 0.0)] for _ in sentences]
+
+
+def test_worker_waits_only_for_the_requests_it_expects():
+    """A lone client is never held back by --max-wait-ms; after a batch of N requests the worker
+    waits (at most max_wait_ms) for N, so clients that come back one by one stay one batch; a
+    group still waiting when a batch ends merges with the group that batch answered."""
+    fake = EchoTranslator()
+    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=2000)
+    opts = SearchOptions(1, 0.0, 1)
+
+    async def scenario():
+        start = time.monotonic()
+        for i in range(3):  # one client, three requests: no wait (2 s) each time
+            await batcher.submit([f"alone {i}"], opts)
+        lone = time.monotonic() - start
+        # 6 clients at once: taken as they are waiting (nothing expected yet beyond them)
+        await asyncio.gather(*[batcher.submit([f"a{i}"], opts) for i in range(6)])
+        n_before = len(fake.batches)
+        # the 6 come back 30 ms apart: the worker waits for all 6 (well under max_wait)
+        futures = []
+        for i in range(6):
+            futures.append(batcher.submit([f"b{i}"], opts))
+            await asyncio.sleep(0.03)
+        await asyncio.gather(*futures)
+        return lone, n_before
+
+    batcher.start()
+    try:
+        lone, n_before = asyncio.run(scenario())
+    finally:
+        batcher.stop()
+    assert lone < 1.0, f"a lone client waited {lone:.2f} s for 3 requests (max_wait 2 s)"
+    assert fake.batches[:3] == [["alone 0"], ["alone 1"], ["alone 2"]]
+    assert sorted(s for b in fake.batches[3:n_before] for s in b) == [f"a{i}" for i in range(6)]
+    assert fake.batches[n_before:] == [[f"b{i}" for i in range(6)]]
+
+
+def test_worker_wait_is_bounded_by_max_wait():
+    fake = EchoTranslator()
+    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=100)
+    opts = SearchOptions(1, 0.0, 1)
+
+    async def scenario():
+        await asyncio.gather(*[batcher.submit([f"a{i}"], opts) for i in range(4)])
+        start = time.monotonic()
+        await batcher.submit(["only one comes back"], opts)  # 4 expected, 1 comes: wait <= 100 ms
+        return time.monotonic() - start
+
+    batcher.start()
+    try:
+        waited = asyncio.run(scenario())
+    finally:
+        batcher.stop()
+    assert 0.09 <= waited < 1.0
+    assert fake.batches[-1] == ["only one comes back"]
+
+
 def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
     import inspect
 

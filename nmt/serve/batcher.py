@@ -1,13 +1,19 @@
 """Dynamic batching: one worker thread per model takes what is waiting and translates it at once.
 
 Requests (a list of sentences and search options) are queued. The worker takes the first waiting
-request, waits up to ``max_wait_ms`` for more while fewer than ``max_batch_tokens`` source tokens
-are waiting, then takes requests in arrival order while their source tokens fit in
-``max_batch_tokens`` (always at least one request). Requests with the same search options
-(beam, alpha, nbest) are translated together by ``Translator.translate_nbest``, which sorts the
-sentences by length into batches of at most ``max_batch_tokens`` padded tokens; each request gets
-its own results back in its own order. Every model call (search, alignment, attention) runs on
-the worker thread, so the attention hooks of nmt.infer.attention never see another request.
+request, then waits for the requests it expects: those that were waiting when its previous batch
+ended plus as many as that batch answered (their clients are the likely senders of the next
+ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the later) and only while fewer than
+``max_batch_tokens`` source tokens are waiting; then it takes requests in arrival order while their
+source tokens fit in ``max_batch_tokens`` (always at least one request). A lone client therefore
+never waits, and N concurrent clients, answered together, come back as one batch of N (two groups
+that were translated one after the other merge into one), instead of being cut into pieces by a
+fixed wait shorter than the time N responses and requests take to cross the HTTP layer.
+
+Requests with the same search options (beam, alpha, nbest) are translated together by
+``Translator.translate_nbest``, which sorts the sentences by length into batches of at most
+``max_batch_tokens`` padded tokens; each request gets its own results back in its own order.
+Every model call (search, alignment, attention) runs on the worker thread, so the attention hooks of nmt.infer.attention never see another request.
 
 Batching must not change a translation: a sentence is searched independently of the other rows of
 its batch (padding is masked; tests/test_serve*.py compare batched and single outputs).
@@ -50,7 +56,7 @@ class Batcher:
     """The queue and worker of one model (``translator``: an nmt.infer.translate.Translator or an
     object with the same ``translate_nbest`` / ``encode``)."""
 
-    def __init__(self, translator: Any, *, max_batch_tokens: int = 4096, max_wait_ms: float = 5.0,
+    def __init__(self, translator: Any, *, max_batch_tokens: int = 4096, max_wait_ms: float = 50.0,
                  max_queue: int = 1024, batching: bool = True,
                  on_batch: Callable[[int], None] | None = None):
         self.translator = translator
@@ -60,6 +66,7 @@ class Batcher:
         self._queued_sentences = 0
         self._cond = threading.Condition()
         self._stopping = False
+        self._answered = 0  # requests the worker's previous batch answered
         self._thread: threading.Thread | None = None
 
     # --------------------------------------------------------------------------- client side
@@ -106,13 +113,16 @@ class Batcher:
 
     def _take(self) -> list[Job] | None:
         with self._cond:
+            expected = self._answered + len(self._queue)  # see the module docstring
+            free = time.monotonic()  # the worker is free from now on
             while not self._queue:
                 if self._stopping:
                     return None
                 self._cond.wait()
             if self.batching:
-                deadline = self._queue[0].arrived + self.max_wait
-                while (not self._stopping and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens
+                deadline = max(self._queue[0].arrived, free) + self.max_wait
+                while (not self._stopping and len(self._queue) < expected
+                       and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens
                        and (remaining := deadline - time.monotonic()) > 0):
                     self._cond.wait(remaining)
             jobs = [self._queue.popleft()]
@@ -122,6 +132,7 @@ class Batcher:
                        and tokens + self._queue[0].n_tokens <= self.max_batch_tokens):
                     tokens += self._queue[0].n_tokens
                     jobs.append(self._queue.popleft())
+                self._answered = len(jobs)
             self._queued_sentences -= sum(len(j.sentences) for j in jobs)
             return jobs
 

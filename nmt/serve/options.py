@@ -25,8 +25,9 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch")
     parser.add_argument("--max-batch-tokens", type=int, default=4096,
                         help="source tokens a worker takes at once (and padded tokens per search batch)")
-    parser.add_argument("--max-wait-ms", type=float, default=5.0,
-                        help="how long a worker waits for more requests before translating")
+    parser.add_argument("--max-wait-ms", type=float, default=50.0,
+                        help="the longest a worker waits for the requests it expects (as many as its previous "
+                             "batch answered) before translating; a lone client never waits")
     parser.add_argument("--no-batching", action="store_true", help="translate each request alone")
     parser.add_argument("--max-queue", type=int, default=1024, help="sentences waiting per model before 503")
     parser.add_argument("--max-sentences", type=int, default=256, help="sentences per request before 413")
