@@ -3,8 +3,8 @@
 Requests (a list of sentences and search options) are queued. The worker takes the first waiting
 request, then waits for the requests it expects: those that were waiting when its previous batch
 ended plus as many as that batch answered (their clients are the likely senders of the next
-ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the later) and only while fewer than
-``max_batch_tokens`` source tokens are waiting; then it takes requests in arrival order while their
+ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the
+later) and only while fewer than ``max_batch_tokens`` source tokens are waiting; then it takes requests in arrival order while their
 source tokens fit in ``max_batch_tokens`` (always at least one request). A lone client therefore
 never waits, and N concurrent clients, answered together, come back as one batch of N (two groups
 that were translated one after the other merge into one), instead of being cut into pieces by a
@@ -13,7 +13,8 @@ fixed wait shorter than the time N responses and requests take to cross the HTTP
 Requests with the same search options (beam, alpha, nbest) are translated together by
 ``Translator.translate_nbest``, which sorts the sentences by length into batches of at most
 ``max_batch_tokens`` padded tokens; each request gets its own results back in its own order.
-Every model call (search, alignment, attention) runs on the worker thread, so the attention hooks of nmt.infer.attention never see another request.
+Every model call (search, alignment, attention) runs on the worker thread, so the attention
+hooks of nmt.infer.attention never see another request.
 
 Batching must not change a translation: a sentence is searched independently of the other rows of
 its batch (padding is masked; tests/test_serve*.py compare batched and single outputs).
