@@ -1,5 +1,7 @@
 """Constituency parsing (issue 13, section 6.3): trees, linearisation, repair, EVALB scoring."""
 
+import json
+
 import pytest
 
 from nmt.cli import main
@@ -24,6 +26,23 @@ def test_linearise_as_vinyals_and_kaiser_2014_and_back():
     assert " ".join(tokens) == "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"
     back, repaired = delinearise(tokens, t.words())
     assert not repaired and linearise(back) == tokens and back.words() == t.words()
+
+
+def test_linearise_with_pos_tags_and_back():
+    """--pos-tags: each word is its tag (Vinyals & Kaiser's Figure 2 before normalisation); the tags
+    are leaves for the repair, and a tag the output puts where the gold has another stays a leaf."""
+    t = tree(GOLD)
+    tokens = linearise(t, pos_tags=True)
+    assert " ".join(tokens) == "(S (NP DT NN )NP (VP VBD (NP DT NN )NP )VP . )S"
+    leaves = {"DT", "NN", "VBD", "."}
+    back, repaired = delinearise(tokens, t.words(), leaves=leaves)
+    assert not repaired and str(back) == GOLD
+    wrong_tag, repaired = delinearise("(S (NP DT NN )NP (VP VBD (NP NN NN )NP )VP . )S".split(), t.words(),
+                                      leaves=leaves)
+    assert not repaired and wrong_tag.words() == t.words()
+    assert evalb.score([t], [wrong_tag]).f1 == 100.0  # tags are not brackets
+    as_xx, repaired = delinearise(tokens, t.words())  # as an XX model reads it: no leaves, empty brackets
+    assert repaired and [c.is_preterminal() for c in as_xx.children] == [True] * 6  # all words flat
 
 
 @pytest.mark.parametrize("output, expected", [
@@ -75,7 +94,8 @@ def test_evalb_counts_duplicate_brackets_as_a_multiset():
     assert (s.matched, s.gold, s.test) == (3, 4, 3)
 
 
-def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys):
+@pytest.mark.parametrize("pos_tags", [False, True], ids=["XX", "pos-tags"])
+def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, pos_tags):
     """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1."""
     bank = tmp_path / "bank"
     bank.mkdir()
@@ -84,10 +104,14 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys):
     for number in (1, 2, 180, 190):
         (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
     data = tmp_path / "data"
-    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1"]) == 0
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1",
+                 *(["--pos-tags"] if pos_tags else [])]) == 0
     gold_lines = (data / "test.gold.txt").read_text().splitlines()
     assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
-    assert (data / "train.tree.txt").read_text().splitlines()[2] == "(S (NP XX )NP (VP XX )VP XX )S"
+    third = (data / "train.tree.txt").read_text().splitlines()[2]
+    assert third == ("(S (NP NNP )NP (VP VBZ )VP . )S" if pos_tags else "(S (NP XX )NP (VP XX )VP XX )S")
+    leaves = json.loads((data / "meta.json").read_text())["ptb"]["leaves"]
+    assert leaves == ([".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"] if pos_tags else ["XX"])
     assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
                  "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())

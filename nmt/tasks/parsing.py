@@ -13,6 +13,12 @@ training words seen at least ``--min-count`` times (default 2; others become <un
 keeps ~4.5K words and still gives <unk> real training examples. A SentencePiece *word* model holds
 it, so the prepared directory is an ordinary DATA_DIR for `nmt train`.
 
+``--pos-tags`` (not the paper's setting): each word is linearised as its POS tag instead of XX
+(Vinyals & Kaiser's Figure 2 before normalisation). Predicting a word's tag needs that word, so
+the decoder must find the source position of every word it emits, which XX does not ask of it; on
+this small treebank that is what the model fails to learn (results/ptb-parse/README.md). The
+scores are the same labelled brackets either way (EVALB does not score POS tags).
+
 Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
 output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
 """
@@ -81,11 +87,11 @@ def word_ids(sp, words: list[str]) -> list[int]:
     return [sp.piece_to_id("\u2581" + w) for w in words]
 
 
-def write_split(sp, trees: list[Tree], prefix: Path, *, dtype: np.dtype) -> dict:
+def write_split(sp, trees: list[Tree], prefix: Path, *, dtype: np.dtype, pos_tags: bool = False) -> dict:
     """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py)."""
     counts = {"pairs": len(trees)}
     for side, sequences in (("src", [word_ids(sp, t.words()) for t in trees]),
-                            ("tgt", [word_ids(sp, linearise(t)) for t in trees])):
+                            ("tgt", [word_ids(sp, linearise(t, pos_tags=pos_tags)) for t in trees])):
         lengths = np.array([len(x) for x in sequences], dtype=np.int64)
         offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -97,7 +103,7 @@ def write_split(sp, trees: list[Tree], prefix: Path, *, dtype: np.dtype) -> dict
 
 
 def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
-                log=print) -> dict:
+                pos_tags: bool = False, log=print) -> dict:
     """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically."""
     from ..data.prepare import _train_spm
 
@@ -118,11 +124,12 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     tmp.mkdir()
     try:
         words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(s for t in splits["train"] for s in linearise(t))
+        symbols = Counter(s for t in splits["train"] for s in linearise(t, pos_tags=pos_tags))
         kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
         for split, trees in splits.items():
             (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
-            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(linearise(t)) + "\n" for t in trees))
+            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(linearise(t, pos_tags=pos_tags)) + "\n"
+                                                          for t in trees))
             (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
         vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
         ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
@@ -135,7 +142,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
         dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
         split_meta = {}
         for split, trees in splits.items():
-            counts = write_split(sp, trees, tmp / split, dtype=np.dtype(dtype))
+            counts = write_split(sp, trees, tmp / split, dtype=np.dtype(dtype), pos_tags=pos_tags)
             counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
             split_meta[split] = counts
         n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
@@ -147,7 +154,9 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "trees": {s: len(t) for s, t in splits.items()}, "min_count": min_count,
                         "words_kept": len(kept), "symbols": len(symbols),
                         "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
-                        "linearisation": "Vinyals & Kaiser et al. 2014, POS tags as XX"}}
+                        "linearisation": "Vinyals & Kaiser et al. 2014, "
+                                         + ("POS tags kept (--pos-tags)" if pos_tags else "POS tags as XX"),
+                        "leaves": sorted(s for s in symbols if s[0] not in "()") if pos_tags else ["XX"]}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
@@ -165,27 +174,32 @@ def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
     parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
     parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    parser.add_argument("--pos-tags", action="store_true",
+                        help="linearise each word as its POS tag instead of XX (not the paper's setting; "
+                             "see results/ptb-parse/README.md)")
 
 
 def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     if args.min_count < 1:
         raise DataError("--min-count: must be >= 1")
-    prepare_ptb(args.treebank, args.out, min_count=args.min_count, force=args.force)
+    prepare_ptb(args.treebank, args.out, min_count=args.min_count, force=args.force, pos_tags=args.pos_tags)
     print(f"wrote {args.out}")
     return 0
 
 
 def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
-                    max_len_b: int = MAX_LEN_B, device=None) -> tuple[list[Tree], int]:
+                    max_len_b: int = MAX_LEN_B, device=None,
+                    leaves: frozenset[str] | set[str] = frozenset({"XX"})) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
-    many outputs needed repair."""
+    many outputs needed repair. ``leaves``: the tokens that stand for a word (the data's
+    meta.json ``ptb.leaves``)."""
     from ..infer.translate import translate_ids
 
     outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
                             max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu")
     trees, repaired = [], 0
     for words, ids in zip(sentences, outputs):
-        tree, fixed = delinearise([sp.id_to_piece(i).lstrip("\u2581") for i in ids], words)
+        tree, fixed = delinearise([sp.id_to_piece(i).lstrip("\u2581") for i in ids], words, leaves=leaves)
         trees.append(tree)
         repaired += fixed
     return trees, repaired
@@ -217,13 +231,16 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
             raise DataError(f"{args.gold}: {len(gold)} trees for {len(lines)} input sentences")
     import sentencepiece as spm
 
-    from ..checkpoint import load_model, resolve
+    from ..checkpoint import load_model, read_config, resolve
 
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
+    ptb_meta = (read_config(resolve(args.checkpoint)).get("data") or {}).get("ptb") or {}
+    leaves = frozenset(ptb_meta.get("leaves") or ["XX"])  # data prepared before --pos-tags: XX
     sp = spm.SentencePieceProcessor(model_file=str(resolve(args.checkpoint) / "spm.model"))
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
-                                      alpha=args.alpha, max_len_b=args.max_len_b, device=args.device)
+                                      alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
+                                      leaves=leaves)
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
         sys.stdout.write(text)

@@ -5,6 +5,9 @@ Linearisation (Vinyals & Kaiser et al. 2014, Figure 2, with POS tags normalised 
     (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))
     -> (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
 Every opening bracket carries its label, every closing bracket repeats it, and each word is one XX.
+With ``pos_tags=True`` (an option, not the paper's setting) each word is its POS tag instead, as in
+Vinyals & Kaiser's Figure 2 before they normalise the tags:
+    -> (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
 """
 
 from __future__ import annotations
@@ -87,19 +90,23 @@ def clean(tree: Tree) -> Tree | None:
     return Tree(strip_function_tags(tree.label) or "S", children)
 
 
-def linearise(tree: Tree) -> list[str]:
+def linearise(tree: Tree, *, pos_tags: bool = False) -> list[str]:
+    """Bracket sequence of ``tree``: XX for each word (the paper's), or its POS tag (``pos_tags``)."""
     if tree.is_preterminal():
-        return ["XX"]
-    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c)), f"){tree.label}"]
+        return [tree.label if pos_tags else "XX"]
+    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, pos_tags=pos_tags)),
+            f"){tree.label}"]
 
 
-def delinearise(tokens: list[str], words: list[str], *, root: str = "S") -> tuple[Tree, bool]:
+def delinearise(tokens: list[str], words: list[str], *, root: str = "S",
+                leaves: frozenset[str] | set[str] = frozenset({"XX"})) -> tuple[Tree, bool]:
     """Build a tree over ``words`` from model output, repairing it when needed. Returns the tree
     and whether it was repaired. Repairs: a closing bracket with nothing open is dropped; a closing
     bracket closes the innermost open constituent whatever its label; XX beyond the number of
     words are dropped, missing ones are added at the end of the root; open brackets are closed
     at the end; stray words next to one tree join its root; several trees (or none) are wrapped in a ``root``
-    node; unknown tokens are dropped."""
+    node; unknown tokens are dropped. ``leaves``: the tokens that stand for a word (XX, or the
+    POS tags of a ``pos_tags`` linearisation)."""
     repaired = False
     stack: list[Tree] = [Tree("", [])]  # a virtual top
     n_leaves = 0
@@ -114,11 +121,11 @@ def delinearise(tokens: list[str], words: list[str], *, root: str = "S") -> tupl
                 continue
             closed = stack.pop()
             repaired |= closed.label != tok[1:]
-        elif tok == "XX":
+        elif tok in leaves:  # XX, or a POS tag (the leaf keeps it as its label)
             if n_leaves >= len(words):
                 repaired = True
                 continue
-            stack[-1].children.append(Tree("XX", word=words[n_leaves]))
+            stack[-1].children.append(Tree(tok, word=words[n_leaves]))
             n_leaves += 1
         else:
             repaired = True
