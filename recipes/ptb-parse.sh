@@ -5,14 +5,16 @@
 # score labelled bracket F1 (EVALB COLLINS.prm conventions). Config: recipes/ptb-parse.yaml.
 #   sh recipes/ptb-parse.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding ptb_sample/)
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget;
-# TRAIN_ARGS adds --train.FIELD=VALUE overrides (e.g. --train.num_threads=1).
+# TRAIN_ARGS adds --train.FIELD=VALUE overrides (e.g. --train.num_threads=1); PREPARE_ARGS adds
+# `nmt prepare ptb` options (PREPARE_ARGS=--pos-tags: words as POS tags instead of XX, not the paper's).
 set -eu
 OUT=${1:-runs/ptb-parse}
 NMT=${NMT:-nmt}
 HERE=$(dirname "$0")
 TREEBANK=${NMT_DATA_DIR:-$HERE/../../shared/data}/ptb_sample/combined.tar.gz
 mkdir -p "$OUT"
-[ -f "$OUT/data/meta.json" ] || $NMT prepare ptb --treebank "$TREEBANK" --out "$OUT/data"
+# shellcheck disable=SC2086
+[ -f "$OUT/data/meta.json" ] || $NMT prepare ptb --treebank "$TREEBANK" --out "$OUT/data" ${PREPARE_ARGS:-}
 if [ -f "$OUT/run/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
