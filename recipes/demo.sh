@@ -6,6 +6,11 @@ set -eu
 OUT=${1:-runs/demo}
 NMT=${NMT:-nmt}
 HERE=$(dirname "$0")
+# the corpora: $NMT_DATA_DIR, else ../shared/data next to the checkout when it exists (as the
+# Makefile does), else `nmt prepare` downloads them
+if [ -z "${NMT_DATA_DIR:-}" ] && [ -d "$HERE/../../shared/data" ]; then
+  NMT_DATA_DIR=$(cd "$HERE/../../shared/data" && pwd); export NMT_DATA_DIR
+fi
 echo "nmt demo: Multi30k en->de, ~13 minutes of training on this CPU, then beam-search translation."
 rm -rf "$OUT"
 mkdir -p "$OUT"

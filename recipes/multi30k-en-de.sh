@@ -9,6 +9,11 @@ set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
 HERE=$(dirname "$0")
+# the corpora: $NMT_DATA_DIR, else ../shared/data next to the checkout when it exists (as the
+# Makefile does), else `nmt prepare` downloads them
+if [ -z "${NMT_DATA_DIR:-}" ] && [ -d "$HERE/../../shared/data" ]; then
+  NMT_DATA_DIR=$(cd "$HERE/../../shared/data" && pwd); export NMT_DATA_DIR
+fi
 mkdir -p "$OUT"
 [ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data"
 if [ -f "$OUT/run/config.json" ]; then
