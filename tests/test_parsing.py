@@ -123,3 +123,29 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, pos_tags):
     assert "labelled bracket (EVALB COLLINS.prm): P" in capsys.readouterr().err
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data)]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch, capsys):
+    """Without --treebank, `nmt prepare ptb` reads $NMT_DATA_DIR/ptb_sample/combined.tar.gz; with
+    neither, a one-line error says what to pass."""
+    import tarfile
+
+    monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    assert main(["prepare", "ptb", "--out", str(tmp_path / "a")]) == 2
+    assert "--treebank PATH is required" in capsys.readouterr().err
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path))
+    assert main(["prepare", "ptb", "--out", str(tmp_path / "a")]) == 2
+    assert "ptb_sample/combined.tar.gz: no such file" in capsys.readouterr().err
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for number in (1, 180, 190):
+        (bank / f"wsj_{number:04d}.mrg").write_text(GOLD + "\n")
+    (tmp_path / "ptb_sample").mkdir()
+    with tarfile.open(tmp_path / "ptb_sample" / "combined.tar.gz", "w:gz") as tar:
+        tar.add(bank, arcname="combined")
+    assert main(["prepare", "ptb", "--out", str(tmp_path / "data"), "--min-count", "1"]) == 0
+    assert (tmp_path / "data" / "train.tree.txt").read_text() == linearise_text(GOLD) + "\n"
+
+
+def linearise_text(text):
+    return " ".join(linearise(tree(text)))

@@ -3,12 +3,13 @@
 Requests (a list of sentences and search options) are queued. The worker takes the first waiting
 request, then waits for the requests it expects: those that were waiting when its previous batch
 ended plus as many as that batch answered (their clients are the likely senders of the next
-ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the
-later) and only while fewer than ``max_batch_tokens`` source tokens are waiting; then it takes requests in arrival order while their
-source tokens fit in ``max_batch_tokens`` (always at least one request). A lone client therefore
-never waits, and N concurrent clients, answered together, come back as one batch of N (two groups
-that were translated one after the other merge into one), instead of being cut into pieces by a
-fixed wait shorter than the time N responses and requests take to cross the HTTP layer.
+ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the later),
+and only while fewer than ``max_batch_tokens`` source tokens are waiting. Then it takes requests
+in arrival order while their source tokens fit in ``max_batch_tokens`` (always at least one
+request). A lone client therefore never waits, and N concurrent clients, answered together, come
+back as one batch of N (two groups translated one after the other merge into one), instead of
+being cut into pieces by a fixed wait shorter than the time N responses and requests take to
+cross the HTTP layer.
 
 Requests with the same search options (beam, alpha, nbest) are translated together by
 ``Translator.translate_nbest``, which sorts the sentences by length into batches of at most

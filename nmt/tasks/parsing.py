@@ -1,7 +1,8 @@
 """English constituency parsing as translation (section 6.3): `nmt prepare ptb` and `nmt parse`.
 
 Data (`nmt prepare ptb --treebank PATH --out DIR`): the Penn Treebank WSJ sample (a folder or the
-``combined.tar.gz`` of ``../shared/data/ptb_sample``, files wsj_0001..wsj_0199.mrg). Trees are
+``combined.tar.gz`` of ``ptb_sample``, files wsj_0001..wsj_0199.mrg; without ``--treebank``,
+``$NMT_DATA_DIR/ptb_sample/combined.tar.gz``). Trees are
 cleaned (empty elements and function tags removed, see :mod:`nmt.tasks.trees`) and linearised as in
 Vinyals & Kaiser et al. 2014. Split by file, as no standard split of the sample exists:
 train wsj_0001-0179, valid wsj_0180-0189, test wsj_0190-0199.
@@ -87,11 +88,12 @@ def word_ids(sp, words: list[str]) -> list[int]:
     return [sp.piece_to_id("\u2581" + w) for w in words]
 
 
-def write_split(sp, trees: list[Tree], prefix: Path, *, dtype: np.dtype, pos_tags: bool = False) -> dict:
-    """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py)."""
+def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype) -> dict:
+    """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py):
+    the words of ``trees`` and their linearisations ``linear``."""
     counts = {"pairs": len(trees)}
     for side, sequences in (("src", [word_ids(sp, t.words()) for t in trees]),
-                            ("tgt", [word_ids(sp, linearise(t, pos_tags=pos_tags)) for t in trees])):
+                            ("tgt", [word_ids(sp, tokens) for tokens in linear])):
         lengths = np.array([len(x) for x in sequences], dtype=np.int64)
         offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -123,13 +125,13 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
+        linear = {split: [linearise(t, pos_tags=pos_tags) for t in trees] for split, trees in splits.items()}
         words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(s for t in splits["train"] for s in linearise(t, pos_tags=pos_tags))
+        symbols = Counter(s for tokens in linear["train"] for s in tokens)
         kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
         for split, trees in splits.items():
             (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
-            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(linearise(t, pos_tags=pos_tags)) + "\n"
-                                                          for t in trees))
+            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(tokens) + "\n" for tokens in linear[split]))
             (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
         vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
         ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
@@ -142,7 +144,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
         dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
         split_meta = {}
         for split, trees in splits.items():
-            counts = write_split(sp, trees, tmp / split, dtype=np.dtype(dtype), pos_tags=pos_tags)
+            counts = write_split(sp, trees, linear[split], tmp / split, dtype=np.dtype(dtype))
             counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
             split_meta[split] = counts
         n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
@@ -156,7 +158,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
                         "linearisation": "Vinyals & Kaiser et al. 2014, "
                                          + ("POS tags kept (--pos-tags)" if pos_tags else "POS tags as XX"),
-                        "leaves": sorted(s for s in symbols if s[0] not in "()") if pos_tags else ["XX"]}}
+                        "leaves": sorted(s for s in symbols if s[0] not in "()")}}  # tokens standing for a word
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
@@ -169,8 +171,8 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
 
 
 def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--treebank", required=True,
-                        help="folder of wsj_*.mrg files or its .tar.gz (../shared/data/ptb_sample/combined.tar.gz)")
+    parser.add_argument("--treebank",
+                        help="folder of wsj_*.mrg files or its .tar.gz (default: $NMT_DATA_DIR/ptb_sample/combined.tar.gz)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
     parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
     parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -182,7 +184,14 @@ def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
 def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     if args.min_count < 1:
         raise DataError("--min-count: must be >= 1")
-    prepare_ptb(args.treebank, args.out, min_count=args.min_count, force=args.force, pos_tags=args.pos_tags)
+    treebank = args.treebank
+    if treebank is None:
+        if not os.environ.get("NMT_DATA_DIR"):
+            raise DataError("--treebank PATH is required (or set NMT_DATA_DIR to a folder holding ptb_sample/)")
+        treebank = Path(os.environ["NMT_DATA_DIR"]) / "ptb_sample" / "combined.tar.gz"
+        if not treebank.exists():
+            raise DataError(f"{treebank}: no such file (NMT_DATA_DIR); pass --treebank PATH")
+    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, pos_tags=args.pos_tags)
     print(f"wrote {args.out}")
     return 0
 
@@ -234,9 +243,10 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     from ..checkpoint import load_model, read_config, resolve
 
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
-    ptb_meta = (read_config(resolve(args.checkpoint)).get("data") or {}).get("ptb") or {}
+    directory = resolve(args.checkpoint)
+    ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
     leaves = frozenset(ptb_meta.get("leaves") or ["XX"])  # data prepared before --pos-tags: XX
-    sp = spm.SentencePieceProcessor(model_file=str(resolve(args.checkpoint) / "spm.model"))
+    sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
                                       alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
