@@ -33,6 +33,7 @@ def main() -> int:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--batch", type=int, default=32, help="sentences per batch")
     p.add_argument("--precision", default="fp32", help="fp32 or int8")
+    p.add_argument("--stopping", default="exact", help="exact (the paper's) or fast (CTranslate2's)")
     p.add_argument("--rows", type=int, default=25)
     args = p.parse_args()
 
@@ -40,12 +41,13 @@ def main() -> int:
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     sources, _ = t.encode(lines)
     kw = dict(beam=args.beam, alpha=0.6 if args.beam > 1 else 0.0, batch_tokens=10**9,
-              max_sentences=args.batch, dtype=t.dtype)
+              max_sentences=args.batch, dtype=t.dtype,
+              stopping=args.stopping)
     search_sources(t.model, sources[:4], **kw)  # warm-up
     start = time.perf_counter()
     search_sources(t.model, sources, **kw)
     plain = time.perf_counter() - start
-    print(f"{len(sources)} sentences, beam {args.beam}, batch {args.batch}, {args.precision}, "
+    print(f"{len(sources)} sentences, beam {args.beam} ({args.stopping}), batch {args.batch}, {args.precision}, "
           f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         search_sources(t.model, sources, **kw)

@@ -245,6 +245,10 @@ def test_cli_modes(checkpoints, tmp_path, capsys):
     assert status == 0 and len(ensemble) == 3
     status, int8 = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--precision", "int8")
     assert status == 0 and len(int8) == 3
+    status, fast = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--stopping", "fast")
+    assert status == 0 and len(fast) == 3 and fast[1] == ""
+    assert Translator.load(a).translate(["der hund laeuft.", "", "die katze."], beam=2, max_len_a=0,
+                                        max_len_b=5, stopping="fast") == fast
     capsys.readouterr()
     # one-line errors: ensemble vocabularies differ, prefix line count, sampling with nbest
     assert run_cli(tmp_path, a, other, "-i", src) == (2, None)

@@ -112,6 +112,29 @@ def test_early_termination_is_exact_not_too_soon():
     assert model.steps == 4  # ...and the search stops as soon as the bound allows
 
 
+def test_fast_stopping_is_ctranslate2s_rule():
+    """stopping="fast" on the trace above: at step 1 the best extension ([EOS], p 0.45) ranks
+    below [A] (0.5), so the search goes on; at step 2 [B EOS] finishes the k=2nd hypothesis and
+    the search stops, two steps before the exact rule, returning the [[], [B]] it warns of."""
+    model = FakeModel({9: LONG_WINS})
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2,
+                         stopping="fast")
+    assert [h.tokens for h in hyps] == [[], [B_]]
+    assert model.steps == 2
+    # the best extension is EOS at step 1: one finished hypothesis is enough for nbest=1
+    eos_first = {(): {EOS: 0.6, A: 0.4}, (A,): {EOS: 0.99, A: 0.01}}
+    model = FakeModel({9: eos_first})
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, stopping="fast")
+    assert [h.tokens for h in hyps] == [[]] and model.steps == 1
+    # ...but not for nbest=2, which waits for a second finished hypothesis
+    model = FakeModel({9: eos_first})
+    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2,
+                         stopping="fast")
+    assert [h.tokens for h in hyps] == [[], [A]] and model.steps == 2
+    with pytest.raises(ValueError, match="stopping"):
+        beam_search(model, src(9), beam=2, stopping="soon")
+
+
 def test_max_length_finalizes_active_and_min_length():
     model = FakeModel({9: {(): {A: 0.9, EOS: 0.1}, (A,): {A: 0.9, EOS: 0.1},
                            (A, A): {A: 0.5, EOS: 0.5}, (A, A, A): {A: 0.9, EOS: 0.1}}})

@@ -104,12 +104,12 @@ class CTranslate2Translator(Translator):
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None,
                         min_len: int = 1, prefix: list[str] | None = None,
-                        sampling=None) -> list[list[Translation]]:
-        if prefix is not None or sampling is not None:
+                        sampling=None, stopping: str = "fast") -> list[list[Translation]]:
+        if prefix is not None or sampling is not None or stopping != "fast":
             from .translate import TranslateError
 
-            raise TranslateError("prefix-constrained decoding and sampling are the torch engine's "
-                                 "(--engine torch)")
+            raise TranslateError("prefix-constrained decoding, sampling and the exact stopping rule are the "
+                                 "torch engine's (--engine torch); CTranslate2 stops as --stopping fast")
         sources, truncated = self.encode(sentences)
         limit = self.model.cfg.max_positions
         for i, n in truncated:

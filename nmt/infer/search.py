@@ -23,6 +23,10 @@ Definitions (all pinned by tests/test_search.py):
     i.e. s / lp(L_max) for alpha >= 0 (s / lp(t+1) for alpha < 0). The sentence stops when that
     bound for its best active hypothesis is <= the worst of its k best finished scores, or when
     L_max is reached.
+  * Early termination (``stopping="fast"``, not the paper's): a sentence stops as soon as the best
+    extension of a step is EOS (once ``nbest`` hypotheses have finished) or k hypotheses have
+    finished, as CTranslate2 does (patience 1; fairseq stops at k finished). It runs fewer steps
+    and can miss a longer output that the exact rule would have found.
   * PAD and BOS are never generated: their log-probabilities are set to -inf before each choice
     (as fairseq does), so the scores of the other tokens are the model's own.
   * Prefix-constrained decoding (``prefix``): while t < len(prefix), every token other than
@@ -51,6 +55,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..vocab import BOS, EOS, PAD
+
+
+STOPPING = ("exact", "fast")  # beam_search's early termination rules (see the module docstring)
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -136,14 +143,17 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
 @torch.no_grad()
 def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
-                prefix: list[list[int]] | None = None,
+                prefix: list[list[int]] | None = None, stopping: str = "exact",
                 pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with ``pad``); returns, per sentence,
     its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
     |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
-    ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with."""
+    ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with.
+    ``stopping``: "exact" (the paper's early termination) or "fast" (CTranslate2's rule)."""
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
+    if stopping not in STOPPING:
+        raise ValueError(f"stopping={stopping!r}: must be one of {', '.join(STOPPING)}")
     k, n_src = beam, src_tokens.size(0)
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix,
                              pad=pad, bos=bos, eos=eos)
@@ -164,35 +174,46 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         w = logp.size(-1)
         last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
         logp = mask_step(logp, t, alive=alive, rows_per_sentence=k, max_len=max_len, min_len=min_len,
-                         prefix=prefix, pad=pad, bos=bos, eos=eos)
-        cand = (scores.view(b * k, 1) + logp).view(b, k * w)  # (B, k*W)
-        top_scores, top_idx = cand.topk(min(2 * k, k * w), dim=1)  # (B, 2k)
-        top_beam, top_tok = top_idx // w, top_idx % w  # (B, 2k) source row in beam, token
+                         prefix=prefix, pad=pad, bos=bos, eos=eos)  # forbidden choices -inf
+        # The 2k best extensions of a sentence are among the 2k best tokens of each of its rows:
+        # select per row first (B*k, 2k), then per sentence among those k*2k.
+        c = min(2 * k, w)
+        row_logp, row_tok = logp.topk(c, dim=-1)  # (B*k, c)
+        cand = (scores.view(b * k, 1) + row_logp).view(b, k * c)  # (B, k*c) summed log-probs
+        top_scores, top_pos = cand.topk(min(2 * k, k * c), dim=1)  # (B, 2k)
+        top_beam = top_pos // c  # (B, 2k) source row in beam
+        top_tok = row_tok.view(b, k * c).gather(1, top_pos)  # (B, 2k) token
+        top_logp = row_logp.view(b, k * c).gather(1, top_pos)  # (B, 2k) its log-probability
         top_rows = top_beam + torch.arange(b, device=device)[:, None] * k  # (B, 2k) row in B*k
         is_eos = top_tok.eq(eos)
         # finished: EOS extensions ranked among the first k
-        fin = (is_eos[:, :k] & top_scores[:, :k].gt(float("-inf"))).nonzero().tolist()
-        if fin:
+        fin = (is_eos[:, :k] & top_scores[:, :k].gt(float("-inf"))).nonzero()  # (F, 2) sentence, rank
+        if fin.numel():
             lp = length_penalty(t + 1, alpha)
-            for i, r in fin:
-                row = int(top_rows[i, r])
-                total = float(top_scores[i, r])
-                positional = pos_scores[row].tolist() + [float(logp[row, eos])]
-                hyp = Hypothesis(tokens[row, 1:].tolist(), total / lp, positional)
-                _add_finished(finished[alive[i]], hyp, k)
+            fin_rows = top_rows[fin[:, 0], fin[:, 1]]  # (F,)
+            fin_tokens = tokens[fin_rows, 1:].tolist()
+            fin_positional = torch.cat([pos_scores[fin_rows], top_logp[fin[:, 0], fin[:, 1], None]], dim=1).tolist()
+            fin_total = top_scores[fin[:, 0], fin[:, 1]].tolist()
+            for (i, _), toks, positional, total in zip(fin.tolist(), fin_tokens, fin_positional, fin_total):
+                _add_finished(finished[alive[i]], Hypothesis(toks, total / lp, positional), k)
         # next active beam: the first k non-EOS extensions (stable order by rank)
-        rank = torch.arange(top_idx.size(1), device=device).expand_as(top_idx)  # (B, 2k)
-        sel = rank.masked_fill(is_eos, top_idx.size(1) * 2).sort(dim=1).indices[:, :k]  # (B, k)
+        rank = torch.arange(top_pos.size(1), device=device).expand_as(top_pos)  # (B, 2k)
+        sel = rank.masked_fill(is_eos, top_pos.size(1) * 2).sort(dim=1).indices[:, :k]  # (B, k)
         scores = top_scores.gather(1, sel)  # (B, k)
         rows = top_rows.gather(1, sel).view(-1)  # (B*k,)
         new_tok = top_tok.gather(1, sel).view(-1)  # (B*k,)
-        new_logp = logp[rows, new_tok]  # (B*k,)
+        new_logp = top_logp.gather(1, sel).view(-1)  # (B*k,)
         # which sentences are done
         best_active = scores.max(dim=1).values.tolist()  # (B,)
+        top_eos = is_eos[:, 0].tolist() if stopping == "fast" else None  # (B,) best extension is EOS
         keep = []
         for i, s in enumerate(alive):
             done = last[i] or best_active[i] == float("-inf")
-            if not done and len(finished[s]) >= k:
+            if done or len(finished[s]) < nbest:
+                pass
+            elif stopping == "fast":
+                done = top_eos[i] or len(finished[s]) >= k
+            elif len(finished[s]) >= k:
                 bound = max_score_bound(best_active[i], t + 1, max_len[s], alpha)
                 done = bound <= finished[s][-1].score
             if not done:

@@ -32,7 +32,8 @@ from ..data.batching import make_batches  # the one length batcher (training use
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
 from ..vocab import check_special_ids
-from .search import EOS, PAD, Ensemble, Hypothesis, beam_search, sample, sentence_rng
+from .packed import pack_linears
+from .search import EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, sample, sentence_rng
 
 
 class TranslateError(Exception):
@@ -76,7 +77,7 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
                    device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                    on_batch: Callable[[int], None] | None = None,
                    prefix: list[list[int]] | None = None,
-                   sampling: Sampling | None = None) -> list[list[Hypothesis]]:
+                   sampling: Sampling | None = None, stopping: str = "exact") -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search."""
@@ -93,7 +94,8 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
         with torch.inference_mode(), autocast(device, dtype):
             if sampling is None:
                 hyps = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                                   max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre)
+                                   max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre,
+                                   stopping=stopping)
             else:
                 rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
                 hyps = [[h] for h in sample(
@@ -184,7 +186,8 @@ class Translator:
              precision: str = "auto", engine: str = "torch") -> "Translator":
         """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
         is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
-        ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize).
+        ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize); float32 on the
+        CPU: linear layers through oneDNN with packed weights (nmt.infer.packed).
         ``engine="ctranslate2"``: search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes
         `nmt export ctranslate2` output; one checkpoint, no ensemble)."""
         if engine not in ("torch", "ctranslate2"):
@@ -216,7 +219,11 @@ class Translator:
             model, config = load_model(path, device=device)
             this = load_spm(resolve(path))
             check_checkpoint_ids(resolve(path), config, this)
-            models.append(quantize_int8(model) if precision == "int8" else model)
+            if precision == "int8":
+                model = quantize_int8(model)
+            elif device.type == "cpu" and dtype is None:  # float32 on the CPU: oneDNN, packed weights
+                model = pack_linears(model.eval())
+            models.append(model)
             if sp is None:
                 sp = this
             elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
@@ -249,13 +256,14 @@ class Translator:
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None, prefix: list[str] | None = None,
-                        sampling: Sampling | None = None) -> list[list[Translation]]:
+                        sampling: Sampling | None = None, stopping: str = "exact") -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
         is called for each sentence cut to the model's positions (default: a warning counting
         sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
         instead of a list gives the one sentence's list of translations.
         ``prefix[i]``: text translation i must start with ("" = none); ``sampling``: one sampled
-        translation per sentence instead of beam search."""
+        translation per sentence instead of beam search; ``stopping``: "exact" (the paper's early
+        termination) or "fast" (CTranslate2's rule, see nmt.infer.search)."""
         sources, truncated = self.encode(sentences)
         prefix_ids = None
         if prefix is not None:
@@ -276,18 +284,21 @@ class Translator:
         hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
                               max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
                               device=self.device, dtype=self.dtype, on_batch=on_batch,
-                              prefix=prefix_ids, sampling=sampling)
+                              prefix=prefix_ids, sampling=sampling, stopping=stopping)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
     @one_or_many
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
-                  prefix: list[str] | None = None, sampling: Sampling | None = None) -> list[str]:
+                  prefix: list[str] | None = None, sampling: Sampling | None = None,
+                  stopping: str | None = None) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
-        default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0)."""
+        default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
+        None: the engine's own rule ("exact" for torch, "fast" for CTranslate2)."""
         return [t[0].text for t in self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-            batch_tokens=batch_tokens, prefix=prefix, sampling=sampling)]
+            batch_tokens=batch_tokens, prefix=prefix, sampling=sampling,
+            **({} if stopping is None else {"stopping": stopping}))]
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -313,6 +324,11 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                              "which is then plain greedy search)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
+    parser.add_argument("--stopping", choices=STOPPING, default=None,
+                        help="beam search early termination: exact (default, the paper's: stop when no active "
+                             "hypothesis can still win) or fast (CTranslate2's: stop when the best extension "
+                             "is EOS or beam hypotheses have finished; fewer steps, may differ; the only "
+                             "rule of --engine ctranslate2)")
     parser.add_argument("--nbest", type=int, default=1,
                         help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
@@ -404,7 +420,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     results = translator.translate_nbest(
         lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
         nbest=args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update,
-        prefix=prefix, sampling=sampling)
+        prefix=prefix, sampling=sampling, **({} if args.stopping is None else {"stopping": args.stopping}))
     bar.close()
     if args.nbest == 1:
         out = [r[0].text for r in results]

@@ -1,0 +1,85 @@
+"""Float32 CPU inference through oneDNN with packed weights (nmt.infer.packed): the same function
+as the plain model, the same parameters, and what Translator.load uses on the CPU."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+
+import pytest
+import torch
+from torch import nn
+
+from nmt.checkpoint import save
+from nmt.config import tiny
+from nmt.infer.packed import PackedLinear, onednn_available, pack_linears
+from nmt.infer.translate import Translator
+from nmt.model import Transformer, parameter_counts
+from nmt.vocab import BOS, EOS, PAD
+
+pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear ops")
+
+
+def models(tie: bool = True):
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(tiny(50), tie_output=tie, share_embeddings=tie)
+    plain = Transformer(cfg).eval()
+    return plain, pack_linears(copy.deepcopy(plain))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_packed_model_computes_the_plain_model(tie):
+    plain, packed = models(tie)
+    linears = [m for m in packed.modules() if isinstance(m, PackedLinear)]
+    n_plain = sum(isinstance(m, nn.Linear) for m in plain.modules())
+    assert not any(type(m) is nn.Linear for m in packed.modules())
+    assert len(linears) == n_plain + (1 if tie else 0)  # + the tied output projection
+    if tie:  # the output projection reads the embedding matrix itself, not a copy
+        assert packed.decoder.output_projection.weight is packed.decoder.embed_tokens.weight
+    assert parameter_counts(packed) == parameter_counts(plain)
+    src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
+    tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
+    with torch.inference_mode():
+        torch.testing.assert_close(packed(src, tgt), plain(src, tgt), atol=1e-4, rtol=1e-4)
+        # incremental decoding with the cache: the same logits step by step
+        mem_p, mem_q, cache_p, cache_q = plain.encode(src), packed.encode(src), None, None
+        for t in range(tgt.size(1)):
+            out_p, cache_p = plain.decode_step(tgt[:, t:t + 1], mem_p, cache_p)
+            out_q, cache_q = packed.decode_step(tgt[:, t:t + 1], mem_q, cache_q)
+            torch.testing.assert_close(out_q, out_p, atol=1e-4, rtol=1e-4)
+    # outside inference (autograd on) a PackedLinear is F.linear on the same parameters: equal bits
+    assert torch.equal(packed(src, tgt), plain(src, tgt))
+
+
+def test_packed_linear_is_batch_invariant():
+    """A row's output does not depend on the rows batched with it (beam search relies on it)."""
+    torch.manual_seed(0)
+    layer = PackedLinear(nn.Parameter(torch.randn(96, 64)), nn.Parameter(torch.randn(96)))
+    x = torch.randn(40, 64)
+    with torch.inference_mode():
+        assert torch.equal(layer(x)[:3], layer(x[:3]))
+        torch.testing.assert_close(layer(x), x @ layer.weight.T + layer.bias, atol=1e-4, rtol=1e-4)
+
+
+def test_translator_load_packs_fp32_cpu_models_and_translates_the_same(tmp_path):
+    import sentencepiece as spm
+
+    rng = random.Random(0)
+    words = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "der", "die"]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + "." for _ in range(200)]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(tmp_path / "spm"), vocab_size=50, model_type="bpe",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+    plain, _ = models()
+    checkpoint = save(tmp_path / "checkpoint", model=plain, spm_model=tmp_path / "spm.model",
+                      config={"model": dataclasses.asdict(plain.cfg), "train": {}, "data": {}})
+    translator = Translator.load(checkpoint, device="cpu", precision="fp32")
+    assert any(isinstance(m, PackedLinear) for m in translator.model.modules())
+    reference = Translator(plain, translator.sp, device="cpu")  # built by hand: not packed
+    assert not any(isinstance(m, PackedLinear) for m in reference.model.modules())
+    got = translator.translate_nbest(lines[:12], beam=3, nbest=3, max_len_a=0, max_len_b=8)
+    want = reference.translate_nbest(lines[:12], beam=3, nbest=3, max_len_a=0, max_len_b=8)
+    assert [[t.text for t in r] for r in got] == [[t.text for t in r] for r in want]
+    for r, s in zip(got, want):
+        assert [t.score for t in r] == pytest.approx([t.score for t in s], abs=1e-4)
