@@ -35,6 +35,7 @@ def main() -> int:
     p.add_argument("--precision", default="fp32", help="fp32 or int8")
     p.add_argument("--stopping", default="exact", help="exact (the paper's) or fast (CTranslate2's)")
     p.add_argument("--rows", type=int, default=25)
+    p.add_argument("--sort", default="cumulative", help="cProfile order: cumulative or tottime")
     args = p.parse_args()
 
     t = Translator.load(args.checkpoint, device="cpu", precision=args.precision)
@@ -57,7 +58,7 @@ def main() -> int:
     search_sources(t.model, sources, **kw)
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.rows)
+    pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(args.rows)
     print(out.getvalue())
     return 0
 
