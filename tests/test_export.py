@@ -72,6 +72,12 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
     assert main(["export", "ctranslate2", str(trained), str(tmp_path / "q"), "--quantization", "int8"]) == 0
     q = Translator.load(tmp_path / "q", engine="ctranslate2").translate(test_lines[:5], beam=2)
     assert len(q) == 5
+    # CTranslate2 stops as --stopping fast: asking it for the exact rule is a clear error
+    from nmt.infer.translate import TranslateError
+
+    assert t.translate(test_lines[:2], beam=2, stopping="fast") == t.translate(test_lines[:2], beam=2)
+    with pytest.raises(TranslateError, match="stopping"):
+        t.translate(test_lines[:2], beam=2, stopping="exact")
 
 
 @pytest.mark.parametrize("norm_position", ["pre", "post"])
