@@ -4,7 +4,8 @@
 #   sh recipes/multi30k-en-de.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding multi30k/)
 #   MAX_TIME=60 sh recipes/multi30k-en-de.sh runs/multi30k-en-de-60    (the 60-minute variant)
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget
-# of recipes/multi30k-en-de.yaml (30).
+# of recipes/multi30k-en-de.yaml (30); TRAIN_ARGS adds --model.FIELD=VALUE / --train.FIELD=VALUE
+# overrides (e.g. TRAIN_ARGS=--model.dropout=0.3).
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -19,8 +20,9 @@ mkdir -p "$OUT"
 if [ -f "$OUT/run/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
+  # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml" \
-    ${MAX_TIME:+--train.max_time=$MAX_TIME}
+    ${MAX_TIME:+--train.max_time=$MAX_TIME} ${TRAIN_ARGS:-}
 fi
 $NMT average "$OUT/run" --last 5 --out "$OUT/average" --force  # a rerun replaces the average
 $NMT plot "$OUT/run"
