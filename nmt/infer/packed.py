@@ -14,7 +14,8 @@ that keeps the original parameters (same ``state_dict``, same parameter counts) 
 copy, and gives a tied output projection (section 3.4) its own ``PackedLinear`` over the shared
 embedding matrix. A ``PackedLinear`` computes with the packed copy only for float32 CPU inputs
 outside autograd; otherwise (training, bf16 autocast, another device) it is ``F.linear``. The
-packed copy is taken once: pack a model after its weights are final (Translator.load does).
+packed copy is taken once: pack a model after its weights are final (Translator.load does). It
+doubles the memory held by the linear weights (the original is kept for state_dict and autograd).
 """
 
 from __future__ import annotations
