@@ -192,7 +192,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             lp = length_penalty(t + 1, alpha)
             fin_rows = top_rows[fin[:, 0], fin[:, 1]]  # (F,)
             fin_tokens = tokens[fin_rows, 1:].tolist()
-            fin_positional = torch.cat([pos_scores[fin_rows], top_logp[fin[:, 0], fin[:, 1], None]], dim=1).tolist()
+            fin_logp = top_logp[fin[:, 0], fin[:, 1], None]  # (F, 1) log p(EOS)
+            fin_positional = torch.cat([pos_scores[fin_rows], fin_logp], dim=1).tolist()
             fin_total = top_scores[fin[:, 0], fin[:, 1]].tolist()
             for (i, _), toks, positional, total in zip(fin.tolist(), fin_tokens, fin_positional, fin_total):
                 _add_finished(finished[alive[i]], Hypothesis(toks, total / lp, positional), k)
@@ -209,11 +210,9 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         keep = []
         for i, s in enumerate(alive):
             done = last[i] or best_active[i] == float("-inf")
-            if done or len(finished[s]) < nbest:
-                pass
-            elif stopping == "fast":
+            if not done and stopping == "fast" and len(finished[s]) >= nbest:
                 done = top_eos[i] or len(finished[s]) >= k
-            elif len(finished[s]) >= k:
+            elif not done and stopping == "exact" and len(finished[s]) >= k:
                 bound = max_score_bound(best_active[i], t + 1, max_len[s], alpha)
                 done = bound <= finished[s][-1].score
             if not done:
