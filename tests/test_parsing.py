@@ -3,10 +3,12 @@
 import json
 
 import pytest
+import torch
 
 from nmt.cli import main
 from nmt.tasks import evalb
-from nmt.tasks.trees import clean, delinearise, linearise, parse_brackets
+from nmt.tasks.parsing import TreeConstraint
+from nmt.tasks.trees import clean, delinearise, is_bracket, linearise, parse_brackets
 
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
 
@@ -32,7 +34,7 @@ def test_linearise_with_pos_tags_and_back():
     """--pos-tags: each word is its tag (Vinyals & Kaiser's Figure 2 before normalisation); the tags
     are leaves for the repair, and a tag the output puts where the gold has another stays a leaf."""
     t = tree(GOLD)
-    tokens = linearise(t, pos_tags=True)
+    tokens = linearise(t, leaf="pos")
     assert " ".join(tokens) == "(S (NP DT NN )NP (VP VBD (NP DT NN )NP )VP . )S"
     leaves = {"DT", "NN", "VBD", "."}
     back, repaired = delinearise(tokens, t.words(), leaves=leaves)
@@ -43,6 +45,98 @@ def test_linearise_with_pos_tags_and_back():
     assert evalb.score([t], [wrong_tag]).f1 == 100.0  # tags are not brackets
     as_xx, repaired = delinearise(tokens, t.words())  # as an XX model reads it: no leaves, empty brackets
     assert repaired and [c.is_preterminal() for c in as_xx.children] == [True] * 6  # all words flat
+
+
+def test_linearise_with_words_and_back():
+    """--leaves words: each word is itself; every non-bracket token is a leaf (leaves=None), and the
+    tree keeps the input's words whatever the output wrote in their place."""
+    t = tree(GOLD)
+    tokens = linearise(t, leaf="words")
+    assert " ".join(tokens) == "(S (NP The dog )NP (VP saw (NP a cat )NP )VP . )S"
+    back, repaired = delinearise(tokens, t.words(), leaves=None)
+    assert not repaired and back.words() == t.words() and evalb.score([t], [back]).f1 == 100.0
+    assert linearise(back, leaf="words") == tokens
+    other, repaired = delinearise("(S (NP <unk> dog )NP (VP saw (NP a a )NP )VP . )S".split(), t.words(), leaves=None)
+    assert not repaired and other.words() == t.words()
+    short, repaired = delinearise("(S (NP The dog )NP (VP saw )VP )S".split(), t.words(), leaves=None)
+    assert repaired and short.words() == t.words()
+    with pytest.raises(ValueError, match="leaf='tags'"):
+        linearise(t, leaf="tags")
+
+
+# A vocabulary for the constraint: specials, brackets, words (pieces as a word-level spm writes them)
+PIECES = ["<pad>", "<unk>", "<s>", "</s>", "\u2581(S", "\u2581)S", "\u2581(NP", "\u2581)NP", "\u2581(VP",
+          "\u2581)VP", "\u2581XX", "\u2581The", "\u2581dog", "\u2581saw", "\u2581a", "\u2581cat", "\u2581."]
+ID = {p.lstrip("\u2581"): i for i, p in enumerate(PIECES)}
+
+
+def constrained_outputs(leaf, sentences, *, beam, seed):
+    """Constrained beam search with a tiny Transformer of random weights (any distribution will do:
+    the constraint alone must make every output a well-formed tree over its sentence)."""
+    from nmt.config import tiny
+    from nmt.infer.search import beam_search
+    from nmt.model import Transformer
+
+    torch.manual_seed(seed)
+    model = Transformer(tiny(len(PIECES))).eval()
+    src = [[ID.get(w, 1) for w in s] + [3] for s in sentences]
+    width = max(map(len, src))
+    src = torch.tensor([r + [0] * (width - len(r)) for r in src])  # (B, S)
+    hyps = beam_search(model, src, beam=beam, alpha=0.3, max_len_b=40, nbest=beam,
+                       constraint=TreeConstraint(PIECES, leaf=leaf))
+    return [[[PIECES[i].lstrip("\u2581") for i in h.tokens] for h in per_sentence] for per_sentence in hyps]
+
+
+@pytest.mark.parametrize("leaf", ["xx", "words"])
+def test_constrained_search_only_writes_well_formed_trees(leaf):
+    """Every hypothesis of every sentence (n-best, beam 1 and 5, several random models): one root,
+    balanced brackets, no empty constituent, as many leaves as words (with --leaves words: the
+    words themselves, in order, <unk> for a word outside the vocabulary), nothing after the root;
+    so nothing needs repair."""
+    sentences = [["The", "dog", "saw", "a", "cat", "."], ["a", "Dog"], ["."]]
+    for beam in (1, 5):
+        for seed in range(3):
+            for words, hyps in zip(sentences, constrained_outputs(leaf, sentences, beam=beam, seed=seed)):
+                assert len(hyps) == beam
+                for tokens in hyps:
+                    depth, closes_root = 0, 0
+                    for prev, tok in zip(["<s>"] + tokens, tokens):
+                        depth += 1 if tok.startswith("(") else -1 if tok.startswith(")") else 0
+                        assert depth >= 0 and not (tok.startswith(")") and prev.startswith("("))
+                        closes_root += depth == 0
+                    assert depth == 0 and closes_root == 1 and tokens[0].startswith("(")
+                    leaves = [t for t in tokens if not is_bracket(t)]
+                    assert leaves == ([w if w in ID else "<unk>" for w in words] if leaf == "words"
+                                      else ["XX"] * len(words))
+                    fixed, repaired = delinearise(tokens, words, leaves=None if leaf == "words" else {"XX"})
+                    assert not repaired and fixed.words() == words
+
+
+def test_constraint_forbids_exactly_what_it_says():
+    """The mask of one step, read token by token (leaves=XX, 2 words): after "(S (NP XX" the next
+    may be a leaf, an opening bracket or the bracket closing NP, not EOS; after "(S (NP" no
+    closing bracket (empty constituent); the root closes only after the last word, then only EOS;
+    an opening bracket only while the tree can still be finished within the length left."""
+    mask = TreeConstraint(PIECES, leaf="xx")(torch.tensor([[ID["The"], ID["dog"], 3]]))
+
+    def allowed(prefix, steps_left=20):
+        tokens = torch.tensor([[2] + [ID[t] for t in prefix.split()]])
+        out = mask(torch.zeros(1, len(PIECES)), tokens, [0], 1, torch.tensor([steps_left]))
+        return {PIECES[i].lstrip("\u2581") for i in out[0].isfinite().nonzero().flatten().tolist()}
+
+    brackets = {p.lstrip("\u2581") for p in PIECES if is_bracket(p.lstrip("\u2581"))}
+    opening = {b for b in brackets if b[0] == "("}
+    assert allowed("") == opening
+    assert allowed("(S (NP") == opening | {"XX"}
+    assert allowed("(S (NP XX") == opening | {"XX", ")NP"}
+    assert allowed("(S (VP (NP XX )NP XX") == {")VP"}  # the innermost open constituent is VP
+    assert allowed("(S (NP XX )NP") == opening | {"XX"}
+    assert allowed("(S XX") == opening | {"XX"}  # the root may not close before the last word
+    assert allowed("(S XX XX") == {")S"}
+    assert allowed("(S XX XX )S") == {"</s>"}
+    # "(S (NP XX" needs XX, )NP, )S and EOS: 4 steps; an opening bracket needs 2 more
+    assert allowed("(S (NP XX", steps_left=6) == opening | {"XX", ")NP"}
+    assert allowed("(S (NP XX", steps_left=5) == {"XX", ")NP"}
 
 
 @pytest.mark.parametrize("output, expected", [
@@ -94,9 +188,10 @@ def test_evalb_counts_duplicate_brackets_as_a_multiset():
     assert (s.matched, s.gold, s.test) == (3, 4, 3)
 
 
-@pytest.mark.parametrize("pos_tags", [False, True], ids=["XX", "pos-tags"])
-def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, pos_tags):
-    """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1."""
+@pytest.mark.parametrize("leaves", ["xx", "pos", "words"])
+def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
+    """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1, and
+    `nmt parse --constrain`: no output repaired."""
     bank = tmp_path / "bank"
     bank.mkdir()
     trees = [GOLD, "( (S (NP-SBJ (PRP I)) (VP (VB give) (PRT (RP up)) (NP (-NONE- *T*))) (. .)) )",
@@ -104,25 +199,35 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, pos_tags):
     for number in (1, 2, 180, 190):
         (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
     data = tmp_path / "data"
-    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1",
-                 *(["--pos-tags"] if pos_tags else [])]) == 0
+    flags = ["--pos-tags"] if leaves == "pos" else ["--leaves", "words"] if leaves == "words" else []
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1", *flags]) == 0
     gold_lines = (data / "test.gold.txt").read_text().splitlines()
     assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
     third = (data / "train.tree.txt").read_text().splitlines()[2]
-    assert third == ("(S (NP NNP )NP (VP VBZ )VP . )S" if pos_tags else "(S (NP XX )NP (VP XX )VP XX )S")
-    leaves = json.loads((data / "meta.json").read_text())["ptb"]["leaves"]
-    assert leaves == ([".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"] if pos_tags else ["XX"])
+    assert third == {"xx": "(S (NP XX )NP (VP XX )VP XX )S", "pos": "(S (NP NNP )NP (VP VBZ )VP . )S",
+                     "words": "(S (NP John )NP (VP runs )VP . )S"}[leaves]
+    ptb = json.loads((data / "meta.json").read_text())["ptb"]
+    assert ptb["leaf"] == leaves
+    assert ptb["leaves"] == {"xx": ["XX"], "pos": [".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"],
+                             "words": []}[leaves]
     assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
                  "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())
-    capsys.readouterr()
-    assert main(["parse", str(tmp_path / "run"), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"),
-                 "--beam", "3", "--max-len-b", "20", "--gold", str(data / "test.gold.txt")]) == 0
-    out = (tmp_path / "out.txt").read_text().splitlines()
-    assert [tree(line).words() for line in out] == [tree(g).words() for g in gold_lines]  # always a tree
-    assert "labelled bracket (EVALB COLLINS.prm): P" in capsys.readouterr().err
+    for constrain in ([], ["--constrain"]):
+        capsys.readouterr()
+        assert main(["parse", str(tmp_path / "run"), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"),
+                     "--beam", "3", "--max-len-b", "20", "--gold", str(data / "test.gold.txt"), *constrain]) == 0
+        out = (tmp_path / "out.txt").read_text().splitlines()
+        assert [tree(line).words() for line in out] == [tree(g).words() for g in gold_lines]  # always a tree
+        err = capsys.readouterr().err
+        assert "labelled bracket (EVALB COLLINS.prm): P" in err
+        if constrain:
+            assert "; 0 outputs repaired" in err
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data)]) == 2
     assert "already exists" in capsys.readouterr().err
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d2"), "--pos-tags",
+                 "--leaves", "words"]) == 2
+    assert "--pos-tags contradicts --leaves words" in capsys.readouterr().err
 
 
 def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch, capsys):
@@ -149,3 +254,4 @@ def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch,
 
 def linearise_text(text):
     return " ".join(linearise(tree(text)))
+

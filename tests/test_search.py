@@ -219,6 +219,13 @@ def test_beam1_is_greedy(model, sources):
     hyps = greedy_search(model, padded(sources), max_len_a=1, max_len_b=6)
     assert [h.tokens for h in hyps] == [plain_greedy(model, s, len(s) + 6) for s in sources]
     assert any(len(h.tokens) < len(s) + 5 for h, s in zip(hyps, sources))  # some stop early
+    for h, s in zip(hyps, sources):  # score: the model's log-probability of the output and EOS
+        memory = model.encode(torch.tensor([s]))
+        logits, _ = model.decode_step(torch.tensor([[2] + h.tokens]), memory, None)
+        logp = torch.log_softmax(logits[0].float(), dim=-1)  # (|Y|, W)
+        want = logp.gather(1, torch.tensor(h.tokens + [EOS])[:, None]).squeeze(1)
+        assert h.positional_scores == pytest.approx(want.tolist(), abs=1e-4)
+        assert h.score == pytest.approx(float(want.sum()), abs=1e-4)
 
 
 def test_same_alone_and_in_batch(model, sources):

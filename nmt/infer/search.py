@@ -32,6 +32,12 @@ Definitions (all pinned by tests/test_search.py):
   * Prefix-constrained decoding (``prefix``): while t < len(prefix), every token other than
     prefix[t] gets log-probability -inf (prefix[t] keeps the model's); the search then goes on
     unconstrained. The prefix counts in |Y| and in the score; max length >= len(prefix) + 1.
+  * Constrained decoding (``constraint``, e.g. the parser's well-formed trees,
+    nmt.tasks.parsing.TreeConstraint): ``constraint(src_tokens)`` returns a function
+    ``mask(logp, tokens, alive, k, steps_left)`` that sets the log-probabilities of the tokens a
+    hypothesis may not take next to -inf, given its tokens so far (BOS first) and how many tokens
+    it may still write, EOS included (rows ``i*k..(i+1)*k-1`` search sentence ``alive[i]``); the
+    others keep the model's.
   * Greedy search is beam=1 with alpha=0 (``greedy_search``): the argmax token each step until EOS.
     With beam=1 and alpha>0 the rule above keeps extending past a finished hypothesis while a
     longer output could still score higher.
@@ -143,13 +149,14 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
 @torch.no_grad()
 def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
-                prefix: list[list[int]] | None = None, stopping: str = "exact",
+                prefix: list[list[int]] | None = None, stopping: str = "exact", constraint=None,
                 pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with ``pad``); returns, per sentence,
     its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
     |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
     ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with.
-    ``stopping``: "exact" (the paper's early termination) or "fast" (CTranslate2's rule)."""
+    ``stopping``: "exact" (the paper's early termination) or "fast" (CTranslate2's rule).
+    ``constraint``: see the module docstring (None: every token but PAD and BOS allowed)."""
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
     if stopping not in STOPPING:
@@ -159,6 +166,10 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                              pad=pad, bos=bos, eos=eos)
     memory = model.encode(src_tokens)
     device = src_tokens.device
+    constrain = None if constraint is None else constraint(src_tokens)
+    if k == 1 and alpha == 0:  # greedy: the same choices as the general step below, without its bookkeeping
+        return _greedy(model, memory, n_src, device=device, max_len=max_len, min_len=min_len, prefix=prefix,
+                       constrain=constrain, pad=pad, bos=bos, eos=eos)
     memory = memory.reorder(torch.arange(n_src, device=device).repeat_interleave(k))  # rows (B*k)
     alive = list(range(n_src))  # original index of each sentence still searching
     scores = torch.full((n_src, k), float("-inf"), device=device)  # (B, k) summed log-probs
@@ -175,6 +186,9 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
         logp = mask_step(logp, t, alive=alive, rows_per_sentence=k, max_len=max_len, min_len=min_len,
                          prefix=prefix, pad=pad, bos=bos, eos=eos)  # forbidden choices -inf
+        if constrain is not None:
+            steps_left = torch.tensor([max_len[s] - t for s in alive], device=device).repeat_interleave(k)  # (B*k,)
+            logp = constrain(logp, tokens, alive, k, steps_left)  # (B*k, W)
         # The 2k best extensions of a sentence are among the 2k best tokens of each of its rows:
         # select per row first (B*k, 2k), then per sentence among those k*2k.
         c = min(2 * k, w)
@@ -231,6 +245,43 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         if k > 1 or len(keep) < b:  # with one hypothesis per sentence, rows only change by dropping
             cache = cache.reorder(rows)
     return [f[:nbest] for f in finished]
+
+
+def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int, prefix, constrain,
+            pad: int, bos: int, eos: int) -> list[list[Hypothesis]]:
+    """beam_search with k=1, alpha=0: each step takes the most probable allowed token (the first
+    on ties, as the general step's topk); a sentence ends with EOS, or without output where every
+    token is forbidden. With one hypothesis and no length penalty, the exact rule stops exactly
+    there (a finished hypothesis scores no lower than any extension of the other choices)."""
+    alive = list(range(n_src))
+    tokens = torch.full((n_src, 1), bos, dtype=torch.long, device=device)  # (B, 1+t)
+    pos_scores = torch.zeros(n_src, 0, device=device)  # (B, t)
+    finished: list[list[Hypothesis]] = [[] for _ in range(n_src)]
+    cache = None
+    for t in range(max(max_len)):
+        logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
+        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive=alive, rows_per_sentence=1,
+                         max_len=max_len, min_len=min_len, prefix=prefix, pad=pad, bos=bos, eos=eos)  # (B, W)
+        if constrain is not None:
+            steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
+            logp = constrain(logp, tokens, alive, 1, steps_left)
+        new_logp, new_tok = logp.topk(1, dim=-1)  # (B, 1) each
+        tokens = torch.cat([tokens, new_tok], dim=1)  # (B, 2+t)
+        pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
+        ended = (new_tok.squeeze(1).eq(eos) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
+        for i in (i for i, e in enumerate(ended) if e):
+            if new_tok[i, 0] == eos and not new_logp[i, 0].isneginf():
+                positional = pos_scores[i].tolist()
+                finished[alive[i]].append(Hypothesis(tokens[i, 1:-1].tolist(), sum(positional), positional))
+        keep = [i for i, e in enumerate(ended) if not e]
+        if not keep:
+            break
+        if len(keep) < len(alive):
+            rows = torch.tensor(keep, device=device)
+            tokens, pos_scores = tokens[rows], pos_scores[rows]
+            memory, cache = memory.reorder(rows), cache.reorder(rows)
+            alive = [alive[i] for i in keep]
+    return finished
 
 
 def greedy_search(model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_b: int = 50,

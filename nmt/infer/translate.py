@@ -77,11 +77,15 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
                    device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                    on_batch: Callable[[int], None] | None = None,
                    prefix: list[list[int]] | None = None,
-                   sampling: Sampling | None = None, stopping: str = "exact") -> list[list[Hypothesis]]:
+                   sampling: Sampling | None = None, stopping: str = "exact",
+                   constraint=None) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
-    ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search."""
+    ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
+    ``constraint``: beam_search's (search only)."""
     device = torch.device(device)
+    if constraint is not None and sampling is not None:
+        raise ValueError("constraint: only for beam/greedy search, not sampling")
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -95,7 +99,7 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
             if sampling is None:
                 hyps = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
                                    max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre,
-                                   stopping=stopping)
+                                   stopping=stopping, constraint=constraint)
             else:
                 rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
                 hyps = [[h] for h in sample(
@@ -111,16 +115,19 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
 
 def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
-                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> list[list[int]]:
+                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+                  constraint=None) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source given as pieces without EOS (as stored by
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
-    gives []. alpha None: default_alpha(beam) (beam 1 is greedy). The model is put in eval mode and restored."""
+    gives []. alpha None: default_alpha(beam) (beam 1 is greedy). ``constraint``: beam_search's.
+    The model is put in eval mode and restored."""
     sources = [add_eos(ids, model.cfg.max_positions)[0] if len(ids) else [] for ids in src_id_lists]
     was_training = model.training
     model.eval()
     try:
         hyps = search_sources(model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                              max_len_b=max_len_b, batch_tokens=batch_tokens, device=device, dtype=dtype)
+                              max_len_b=max_len_b, batch_tokens=batch_tokens, device=device, dtype=dtype,
+                              constraint=constraint)
     finally:
         model.train(was_training)
     return [h[0].tokens for h in hyps]

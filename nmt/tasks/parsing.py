@@ -14,14 +14,17 @@ training words seen at least ``--min-count`` times (default 2; others become <un
 keeps ~4.5K words and still gives <unk> real training examples. A SentencePiece *word* model holds
 it, so the prepared directory is an ordinary DATA_DIR for `nmt train`.
 
-``--pos-tags`` (not the paper's setting): each word is linearised as its POS tag instead of XX
-(Vinyals & Kaiser's Figure 2 before normalisation). Predicting a word's tag needs that word, so
-the decoder must find the source position of every word it emits, which XX does not ask of it; on
-this small treebank that is what the model fails to learn (results/ptb-parse/README.md). The
-scores are the same labelled brackets either way (EVALB does not score POS tags).
+``--leaves pos`` (``--pos-tags``; not the paper's setting): each word is linearised as its POS
+tag instead of XX (Vinyals & Kaiser's Figure 2 before normalisation). ``--leaves words`` (not the
+paper's): each word as itself, so the output is the sentence with brackets inserted; the decoder
+finds its place in the source by the last word it wrote rather than by counting XX, which is what
+the XX model fails to learn on this small treebank (results/ptb-parse/README.md). The scores are
+the same labelled brackets in every case (EVALB does not score POS tags).
 
 Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
 output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
+``--constrain`` (not the paper's) searches only among well-formed linearisations with one leaf per
+input word (:class:`TreeConstraint`), so nothing needs repair.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
+import torch
+from torch import Tensor
+
 from ..atomic import replace_dir
 from ..data.download import DataError
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
-from .trees import Tree, clean, delinearise, linearise, parse_brackets
+from .trees import LEAF_KINDS, Tree, clean, delinearise, is_bracket, linearise, parse_brackets
 
 SPLIT_FILES = {"train": range(1, 180), "valid": range(180, 190), "test": range(190, 200)}
 BEAM, ALPHA, MAX_LEN_B = 21, 0.3, 300  # section 6.3
@@ -105,10 +111,13 @@ def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *,
 
 
 def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
-                pos_tags: bool = False, log=print) -> dict:
-    """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically."""
+                leaf: str = "xx", log=print) -> dict:
+    """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically. ``leaf``:
+    how a word is linearised (trees.LEAF_KINDS: "xx", the paper's, "pos" or "words")."""
     from ..data.prepare import _train_spm
 
+    if leaf not in LEAF_KINDS:
+        raise DataError(f"leaves {leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
     out = Path(out)
     if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
         raise DataError(f"{out} already exists; pass --force to replace it")
@@ -125,9 +134,9 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        linear = {split: [linearise(t, pos_tags=pos_tags) for t in trees] for split, trees in splits.items()}
+        linear = {split: [linearise(t, leaf=leaf) for t in trees] for split, trees in splits.items()}
         words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(s for tokens in linear["train"] for s in tokens)
+        symbols = Counter(s for tokens in linear["train"] for s in tokens if leaf != "words" or is_bracket(s))
         kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
         for split, trees in splits.items():
             (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
@@ -156,9 +165,12 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "trees": {s: len(t) for s, t in splits.items()}, "min_count": min_count,
                         "words_kept": len(kept), "symbols": len(symbols),
                         "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
-                        "linearisation": "Vinyals & Kaiser et al. 2014, "
-                                         + ("POS tags kept (--pos-tags)" if pos_tags else "POS tags as XX"),
-                        "leaves": sorted(s for s in symbols if s[0] not in "()")}}  # tokens standing for a word
+                        "linearisation": "Vinyals & Kaiser et al. 2014, " + {
+                            "xx": "POS tags as XX", "pos": "POS tags kept (--leaves pos)",
+                            "words": "words kept (--leaves words)"}[leaf],
+                        "leaf": leaf,
+                        # tokens standing for a word (with --leaves words: every non-bracket token)
+                        "leaves": [] if leaf == "words" else sorted(s for s in symbols if not is_bracket(s))}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
@@ -176,9 +188,10 @@ def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
     parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
     parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
-    parser.add_argument("--pos-tags", action="store_true",
-                        help="linearise each word as its POS tag instead of XX (not the paper's setting; "
-                             "see results/ptb-parse/README.md)")
+    parser.add_argument("--leaves", choices=LEAF_KINDS, default=None,
+                        help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
+                             "words (the word itself); see results/ptb-parse/README.md")
+    parser.add_argument("--pos-tags", action="store_true", help="the same as --leaves pos")
 
 
 def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
@@ -191,21 +204,108 @@ def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
         treebank = Path(os.environ["NMT_DATA_DIR"]) / "ptb_sample" / "combined.tar.gz"
         if not treebank.exists():
             raise DataError(f"{treebank}: no such file (NMT_DATA_DIR); pass --treebank PATH")
-    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, pos_tags=args.pos_tags)
+    if args.pos_tags and args.leaves not in (None, "pos"):
+        raise DataError(f"--pos-tags contradicts --leaves {args.leaves}")
+    leaf = "pos" if args.pos_tags else args.leaves or "xx"
+    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf)
     print(f"wrote {args.out}")
     return 0
 
 
+class TreeConstraint:
+    """Beam search's ``constraint`` (nmt.infer.search) for parsing: only well-formed linearised
+    trees with exactly one leaf per input word. Given a hypothesis's tokens so far (depth d = open
+    minus closed brackets, n leaves written, m input words, previous token p):
+      - an opening bracket: first token, or 0 < d and n < m (every constituent needs a word, and
+        nothing follows the root); and only if the tree can still be finished within the maximum
+        output length (the bracket, its close, the m - n words, d closes and EOS);
+      - a closing bracket: the one of the innermost open constituent (same label), if p is not an
+        opening bracket (no empty constituent) and, when it closes the root (d = 1), n = m;
+      - a leaf: 0 < d and n < m; with ``leaf="words"`` only the next input word's id (<unk> for a
+        word that looks like a bracket), otherwise any leaf symbol (XX, or the POS tags);
+      - EOS: d = 0 after the root, n = m.
+    Not the paper's (its outputs were unconstrained and repaired). Source tokens are the words'
+    ids followed by EOS and padding, as `nmt parse` feeds them."""
+
+    def __init__(self, pieces: list[str], *, leaf: str, leaves: frozenset[str] | set[str] | None = None):
+        if leaf not in LEAF_KINDS:
+            raise ValueError(f"leaf={leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
+        tokens = [p.lstrip("\u2581") for p in pieces]
+        special = torch.zeros(len(pieces), dtype=torch.bool)
+        special[[PAD, BOS, EOS]] = True
+        self.is_open = torch.tensor([is_bracket(t) and t[0] == "(" for t in tokens])  # (W,)
+        self.is_close = torch.tensor([is_bracket(t) and t[0] == ")" for t in tokens])  # (W,)
+        if leaf == "words":
+            self.is_leaf = ~(self.is_open | self.is_close | special)  # words and <unk>
+        else:
+            leaves = frozenset(leaves or {"XX"})
+            self.is_leaf = torch.tensor([t in leaves for t in tokens]) & ~special
+        self.depth_step = self.is_open.long() - self.is_close.long()  # (W,) +1 open, -1 close
+        ids = {t: i for i, t in enumerate(tokens)}
+        # (W,) the id of the bracket closing each opening one ("(NP" -> ")NP"); -1: none in the vocabulary
+        self.closer = torch.tensor([ids.get(")" + t[1:], -1) if o else -1 for t, o in zip(tokens, self.is_open.tolist())])
+        self.copy_words = leaf == "words"
+
+    def __call__(self, src_tokens: Tensor):
+        device = src_tokens.device
+        is_open, is_close, is_leaf, depth_step, closer = (x.to(device) for x in (
+            self.is_open, self.is_close, self.is_leaf, self.depth_step, self.closer))
+        real = src_tokens.ne(PAD) & src_tokens.ne(EOS)  # (B, S) the words
+        n_words = real.sum(1)  # (B,)
+        words = src_tokens.masked_fill(is_open[src_tokens] | is_close[src_tokens], UNK)  # (B, S)
+
+        def mask(logp: Tensor, tokens: Tensor, alive: list[int], k: int, steps_left: Tensor) -> Tensor:
+            # logp (N, W), tokens (N, 1+t) with BOS first, steps_left (N,); N = len(alive) * k rows
+            sent = torch.tensor(alive, device=device).repeat_interleave(k)  # (N,) sentence of each row
+            level = depth_step[tokens].cumsum(1)  # (N, 1+t) depth after each token
+            depth = level[:, -1]  # (N,)
+            n_leaves = is_leaf[tokens].sum(1)  # (N,)
+            words_left = n_leaves < n_words[sent]  # (N,)
+            room = steps_left - (n_words[sent] - n_leaves) - depth - 1  # (N,) steps to spare
+            started = tokens.size(1) > 1
+            inside = depth > 0  # (N,)
+            after_open = is_open[tokens[:, -1]]  # (N,)
+            may_open = (words_left & inside if started else torch.ones_like(inside)) & room.ge(2)  # (N,)
+            may_close = inside & ~after_open & (depth.gt(1) | ~words_left)  # (N,)
+            may_leaf = words_left & inside  # (N,)
+            may_end = ~words_left & ~inside & started  # (N,)
+            # the innermost open constituent: the last opening bracket that left the depth at `depth`
+            innermost = is_open[tokens] & level.eq(depth[:, None])  # (N, 1+t)
+            where = (innermost * torch.arange(1, tokens.size(1) + 1, device=device)).argmax(1)  # (N,)
+            close_id = closer[tokens.gather(1, where[:, None]).squeeze(1)]  # (N,) -1: any closing bracket
+            rows = torch.arange(len(tokens), device=device)  # (N,)
+            allowed = (may_open[:, None] & is_open) | ((may_close & close_id.lt(0))[:, None] & is_close)  # (N, W)
+            allowed[rows, close_id.clamp(min=0)] |= may_close & close_id.ge(0)
+            if self.copy_words:
+                nxt = words[sent, n_leaves.clamp(max=words.size(1) - 1)]  # (N,) the next input word
+                allowed[rows, nxt] |= may_leaf
+            else:
+                allowed |= may_leaf[:, None] & is_leaf
+            allowed[:, EOS] = may_end
+            return logp.masked_fill(~allowed, float("-inf"))
+
+        return mask
+
+
 def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
-                    max_len_b: int = MAX_LEN_B, device=None,
-                    leaves: frozenset[str] | set[str] = frozenset({"XX"})) -> tuple[list[Tree], int]:
+                    max_len_b: int = MAX_LEN_B, device=None, leaf: str = "xx",
+                    leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
+                    constrain: bool = False) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
-    many outputs needed repair. ``leaves``: the tokens that stand for a word (the data's
-    meta.json ``ptb.leaves``)."""
+    many outputs needed repair. ``leaf``: the data's linearisation (meta.json ``ptb.leaf``);
+    ``leaves``: the tokens that stand for a word (meta.json ``ptb.leaves``; None with
+    ``leaf="words"``: every non-bracket token); ``constrain``: search only well-formed trees
+    (:class:`TreeConstraint`)."""
     from ..infer.translate import translate_ids
 
+    if leaf == "words":
+        leaves = None
+    constraint = None
+    if constrain:
+        constraint = TreeConstraint([sp.id_to_piece(i) for i in range(sp.get_piece_size())], leaf=leaf,
+                                    leaves=leaves)
     outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
-                            max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu")
+                            max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu", constraint=constraint)
     trees, repaired = [], 0
     for words, ids in zip(sentences, outputs):
         tree, fixed = delinearise([sp.id_to_piece(i).lstrip("\u2581") for i in ids], words, leaves=leaves)
@@ -222,6 +322,9 @@ def add_parse_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=BEAM, help="beam size (paper, 6.3: 21)")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="length penalty (paper, 6.3: 0.3)")
     parser.add_argument("--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)")
+    parser.add_argument("--constrain", action="store_true",
+                        help="search only well-formed trees with one leaf per word (not the paper's: "
+                             "it repaired unconstrained outputs)")
     parser.add_argument("--device", default=None)
 
 
@@ -245,12 +348,13 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
+    leaf = ptb_meta.get("leaf") or ("pos" if "POS tags kept" in ptb_meta.get("linearisation", "") else "xx")
     leaves = frozenset(ptb_meta.get("leaves") or ["XX"])  # data prepared before --pos-tags: XX
     sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
                                       alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaves=leaves)
+                                      leaf=leaf, leaves=leaves, constrain=args.constrain)
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
         sys.stdout.write(text)

@@ -5,9 +5,11 @@ Linearisation (Vinyals & Kaiser et al. 2014, Figure 2, with POS tags normalised 
     (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))
     -> (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
 Every opening bracket carries its label, every closing bracket repeats it, and each word is one XX.
-With ``pos_tags=True`` (an option, not the paper's setting) each word is its POS tag instead, as in
-Vinyals & Kaiser's Figure 2 before they normalise the tags:
+Two options, not the paper's setting: ``leaf="pos"``, each word is its POS tag instead, as in
+Vinyals & Kaiser's Figure 2 before they normalise the tags,
     -> (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
+and ``leaf="words"``, each word is the word itself (the output holds the sentence, with brackets):
+    -> (S (NP John )NP (VP has (NP a dog )NP )VP . )S
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ import re
 from dataclasses import dataclass, field
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+# what linearise writes for a word: XX, its POS tag, or itself (unambiguous: a word read from a
+# bracketed file never holds "(" or ")")
+LEAF_KINDS = ("xx", "pos", "words")
+
+
+def is_bracket(token: str) -> bool:
+    """An opening "(NP" or closing ")NP" bracket of a linearisation."""
+    return len(token) > 1 and token[0] in "()"
 
 
 @dataclass
@@ -90,42 +100,46 @@ def clean(tree: Tree) -> Tree | None:
     return Tree(strip_function_tags(tree.label) or "S", children)
 
 
-def linearise(tree: Tree, *, pos_tags: bool = False) -> list[str]:
-    """Bracket sequence of ``tree``: XX for each word (the paper's), or its POS tag (``pos_tags``)."""
+def linearise(tree: Tree, *, leaf: str = "xx") -> list[str]:
+    """Bracket sequence of ``tree``; each word as XX (``leaf="xx"``, the paper's), its POS tag
+    ("pos") or itself ("words")."""
+    if leaf not in LEAF_KINDS:
+        raise ValueError(f"leaf={leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
     if tree.is_preterminal():
-        return [tree.label if pos_tags else "XX"]
-    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, pos_tags=pos_tags)),
+        return [{"xx": "XX", "pos": tree.label, "words": tree.word}[leaf]]
+    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, leaf=leaf)),
             f"){tree.label}"]
 
 
 def delinearise(tokens: list[str], words: list[str], *, root: str = "S",
-                leaves: frozenset[str] | set[str] = frozenset({"XX"})) -> tuple[Tree, bool]:
+                leaves: frozenset[str] | set[str] | None = frozenset({"XX"})) -> tuple[Tree, bool]:
     """Build a tree over ``words`` from model output, repairing it when needed. Returns the tree
     and whether it was repaired. Repairs: a closing bracket with nothing open is dropped; a closing
     bracket closes the innermost open constituent whatever its label; XX beyond the number of
     words are dropped, missing ones are added at the end of the root; open brackets are closed
     at the end; stray words next to one tree join its root; several trees (or none) are wrapped in a ``root``
     node; unknown tokens are dropped. ``leaves``: the tokens that stand for a word (XX, or the
-    POS tags of a ``pos_tags`` linearisation)."""
+    POS tags of a ``leaf="pos"`` linearisation); None: every token that is not a bracket (a
+    ``leaf="words"`` linearisation; the leaf is labelled XX, and the input word is kept)."""
     repaired = False
     stack: list[Tree] = [Tree("", [])]  # a virtual top
     n_leaves = 0
     for tok in tokens:
-        if tok.startswith("(") and len(tok) > 1:
+        if is_bracket(tok) and tok[0] == "(":
             new = Tree(tok[1:], [])
             stack[-1].children.append(new)
             stack.append(new)
-        elif tok.startswith(")") and len(tok) > 1:
+        elif is_bracket(tok):
             if len(stack) == 1:
                 repaired = True
                 continue
             closed = stack.pop()
             repaired |= closed.label != tok[1:]
-        elif tok in leaves:  # XX, or a POS tag (the leaf keeps it as its label)
+        elif leaves is None or tok in leaves:  # XX, a POS tag (the leaf keeps it as its label), a word
             if n_leaves >= len(words):
                 repaired = True
                 continue
-            stack[-1].children.append(Tree(tok, word=words[n_leaves]))
+            stack[-1].children.append(Tree("XX" if leaves is None else tok, word=words[n_leaves]))
             n_leaves += 1
         else:
             repaired = True
