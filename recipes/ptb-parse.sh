@@ -6,7 +6,9 @@
 #   sh recipes/ptb-parse.sh [OUT_DIR]        (NMT_DATA_DIR: folder holding ptb_sample/)
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget;
 # TRAIN_ARGS adds --train.FIELD=VALUE overrides (e.g. --train.num_threads=1); PREPARE_ARGS adds
-# `nmt prepare ptb` options (PREPARE_ARGS=--pos-tags: words as POS tags instead of XX, not the paper's).
+# `nmt prepare ptb` options (PREPARE_ARGS="--leaves words": each word as itself instead of XX; "--leaves
+# pos": as its POS tag; neither is the paper's); PARSE_ARGS adds `nmt parse` options (--constrain:
+# search only well-formed trees with one leaf per word, not the paper's).
 set -eu
 OUT=${1:-runs/ptb-parse}
 NMT=${NMT:-nmt}
@@ -25,7 +27,8 @@ fi
 $NMT average "$OUT/run" --last 5 --out "$OUT/average" --force
 for split in valid test; do
   echo "== $split (averaged checkpoint, beam 21, alpha 0.3, |x|+300)"
+  # shellcheck disable=SC2086
   $NMT parse "$OUT/average" -i "$OUT/data/$split.words.txt" -o "$OUT/$split.trees" \
-    --gold "$OUT/data/$split.gold.txt" 2> "$OUT/$split.log" || { cat "$OUT/$split.log" >&2; exit 1; }
+    --gold "$OUT/data/$split.gold.txt" ${PARSE_ARGS:-} 2> "$OUT/$split.log" || { cat "$OUT/$split.log" >&2; exit 1; }
   grep -E "^(parsed|labelled)" "$OUT/$split.log" | tee "$OUT/$split.score.txt"
 done
