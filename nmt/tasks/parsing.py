@@ -94,6 +94,19 @@ def word_ids(sp, words: list[str]) -> list[int]:
     return [sp.piece_to_id("\u2581" + w) for w in words]
 
 
+def shape_limits(linearisations: list[list[str]]) -> dict:
+    """The most opening brackets in a row and the greatest depth in these linearised trees."""
+    open_run = depth = 0
+    for tokens in linearisations:
+        run = d = 0
+        for tok in tokens:
+            opening = is_bracket(tok) and tok[0] == "("
+            run = run + 1 if opening else 0
+            d += 1 if opening else -1 if is_bracket(tok) else 0
+            open_run, depth = max(open_run, run), max(depth, d)
+    return {"max_open_run": open_run, "max_depth": depth}
+
+
 def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype) -> dict:
     """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py):
     the words of ``trees`` and their linearisations ``linear``."""
@@ -168,7 +181,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "linearisation": "Vinyals & Kaiser et al. 2014, " + {
                             "xx": "POS tags as XX", "pos": "POS tags kept (--leaves pos)",
                             "words": "words kept (--leaves words)"}[leaf],
-                        "leaf": leaf,
+                        "leaf": leaf, **shape_limits(linear["train"]),  # for `nmt parse --constrain`
                         # tokens standing for a word (with --leaves words: every non-bracket token)
                         "leaves": [] if leaf == "words" else sorted(s for s in symbols if not is_bracket(s))}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -218,7 +231,10 @@ class TreeConstraint:
     minus closed brackets, n leaves written, m input words, previous token p):
       - an opening bracket: first token, or 0 < d and n < m (every constituent needs a word, and
         nothing follows the root); and only if the tree can still be finished within the maximum
-        output length (the bracket, its close, the m - n words, d closes and EOS);
+        output length (the bracket, its close, the m - n words, d closes and EOS), and, where given,
+        if it makes no more than ``max_open_run`` opening brackets in a row and a depth of at most
+        ``max_depth`` (`nmt prepare ptb` records both for its training trees: without them a model
+        that does not expect the next word can put off writing it with endless unary chains);
       - a closing bracket: the one of the innermost open constituent (same label), if p is not an
         opening bracket (no empty constituent) and, when it closes the root (d = 1), n = m;
       - a leaf: 0 < d and n < m; with ``leaf="words"`` only the next input word's id (<unk> for a
@@ -227,7 +243,8 @@ class TreeConstraint:
     Not the paper's (its outputs were unconstrained and repaired). Source tokens are the words'
     ids followed by EOS and padding, as `nmt parse` feeds them."""
 
-    def __init__(self, pieces: list[str], *, leaf: str, leaves: frozenset[str] | set[str] | None = None):
+    def __init__(self, pieces: list[str], *, leaf: str, leaves: frozenset[str] | set[str] | None = None,
+                 max_open_run: int | None = None, max_depth: int | None = None):
         if leaf not in LEAF_KINDS:
             raise ValueError(f"leaf={leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
         tokens = [p.lstrip("\u2581") for p in pieces]
@@ -245,6 +262,7 @@ class TreeConstraint:
         # (W,) the id of the bracket closing each opening one ("(NP" -> ")NP"); -1: none in the vocabulary
         self.closer = torch.tensor([ids.get(")" + t[1:], -1) if o else -1 for t, o in zip(tokens, self.is_open.tolist())])
         self.copy_words = leaf == "words"
+        self.max_open_run, self.max_depth = max_open_run, max_depth
 
     def __call__(self, src_tokens: Tensor):
         device = src_tokens.device
@@ -266,6 +284,11 @@ class TreeConstraint:
             inside = depth > 0  # (N,)
             after_open = is_open[tokens[:, -1]]  # (N,)
             may_open = (words_left & inside if started else torch.ones_like(inside)) & room.ge(2)  # (N,)
+            if self.max_depth is not None:
+                may_open &= depth.lt(self.max_depth)
+            if self.max_open_run is not None:  # opening brackets at the end of the tokens so far
+                other = ~is_open[tokens] * torch.arange(1, tokens.size(1) + 1, device=device)  # (N, 1+t)
+                may_open &= (tokens.size(1) - other.max(1).values).lt(self.max_open_run)
             may_close = inside & ~after_open & (depth.gt(1) | ~words_left)  # (N,)
             may_leaf = words_left & inside  # (N,)
             may_end = ~words_left & ~inside & started  # (N,)
@@ -290,12 +313,12 @@ class TreeConstraint:
 def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
                     max_len_b: int = MAX_LEN_B, device=None, leaf: str = "xx",
                     leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
-                    constrain: bool = False) -> tuple[list[Tree], int]:
+                    constrain: bool = False, limits: dict | None = None) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
     many outputs needed repair. ``leaf``: the data's linearisation (meta.json ``ptb.leaf``);
     ``leaves``: the tokens that stand for a word (meta.json ``ptb.leaves``; None with
     ``leaf="words"``: every non-bracket token); ``constrain``: search only well-formed trees
-    (:class:`TreeConstraint`)."""
+    (:class:`TreeConstraint`, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``)."""
     from ..infer.translate import translate_ids
 
     if leaf == "words":
@@ -303,7 +326,7 @@ def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, 
     constraint = None
     if constrain:
         constraint = TreeConstraint([sp.id_to_piece(i) for i in range(sp.get_piece_size())], leaf=leaf,
-                                    leaves=leaves)
+                                    leaves=leaves, **(limits or {}))
     outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
                             max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu", constraint=constraint)
     trees, repaired = [], 0
@@ -325,6 +348,11 @@ def add_parse_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--constrain", action="store_true",
                         help="search only well-formed trees with one leaf per word (not the paper's: "
                              "it repaired unconstrained outputs)")
+    parser.add_argument("--max-open-run", type=int, default=None,
+                        help="with --constrain: most opening brackets in a row (default: the training "
+                             "trees' maximum, from the checkpoint's data)")
+    parser.add_argument("--max-depth", type=int, default=None,
+                        help="with --constrain: greatest tree depth (default: the training trees' maximum)")
     parser.add_argument("--device", default=None)
 
 
@@ -351,10 +379,16 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     leaf = ptb_meta.get("leaf") or ("pos" if "POS tags kept" in ptb_meta.get("linearisation", "") else "xx")
     leaves = frozenset(ptb_meta.get("leaves") or ["XX"])  # data prepared before --pos-tags: XX
     sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
+    limits = {k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
+              for k in ("max_open_run", "max_depth")}
+    for k, v in limits.items():
+        if v is not None and v < 1:
+            raise DataError(f"--{k.replace('_', '-')}: must be >= 1")
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
                                       alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaf=leaf, leaves=leaves, constrain=args.constrain)
+                                      leaf=leaf, leaves=leaves, constrain=args.constrain,
+                                      limits=limits)
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
         sys.stdout.write(text)
