@@ -38,6 +38,8 @@ def test_packed_model_computes_the_plain_model(tie):
     if tie:  # the output projection reads the embedding matrix itself, not a copy
         assert packed.decoder.output_projection.weight is packed.decoder.embed_tokens.weight
     assert parameter_counts(packed) == parameter_counts(plain)
+    fused = [m for m in packed.modules() if getattr(m, "fc1", None) is not None]  # every FFN's ReLU in its fc1
+    assert fused and all(m.fc1.relu and m.activation(torch.tensor(-1.0)) == -1.0 for m in fused)
     src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
     tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
     with torch.inference_mode():

@@ -16,6 +16,9 @@ embedding matrix. A ``PackedLinear`` computes with the packed copy only for floa
 outside autograd; otherwise (training, bf16 autocast, another device) it is ``F.linear``. The
 packed copy is taken once: pack a model after its weights are final (Translator.load does). It
 doubles the memory held by the linear weights (the original is kept for state_dict and autograd).
+A feed-forward sublayer's ReLU (section 3.3) is fused into its ``fc1`` (oneDNN applies it as the
+product is written; the layer's own activation becomes the identity), so the (rows, d_ff)
+activations are not read and written a second time.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ def onednn_available() -> bool:
 class PackedLinear(nn.Module):
     """``y = x W^T + b`` with W (out, in) also held in oneDNN's packed layout."""
 
-    def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None):
+    def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None, *, relu: bool = False):
         super().__init__()
         self.weight, self.bias = weight, bias  # the original parameters (shared, not copied)
+        self.relu = relu  # y = max(0, x W^T + b)
         with torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().cpu())  # (out, in), blocked
         self.register_buffer("packed", packed, persistent=False)
@@ -54,24 +58,41 @@ class PackedLinear(nn.Module):
         """(..., in) -> (..., out)."""
         if x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or (
                 torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") != torch.float32):
-            return F.linear(x, self.weight, self.bias)
+            y = F.linear(x, self.weight, self.bias)
+            return F.relu(y) if self.relu else y
         bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "relu" if self.relu else "none", [], "")
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+                + (", relu=True" if self.relu else ""))
+
+
+def usable(linear: nn.Linear) -> bool:
+    """A float32 CPU layer (what oneDNN packing is for)."""
+    return linear.weight.dtype == torch.float32 and linear.weight.device.type == "cpu"
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
 
 
 def pack_linears(model: nn.Module) -> nn.Module:
     """Replace, in place, every ``nn.Linear`` of ``model`` (a CPU float32 model in eval mode) by a
     ``PackedLinear`` over the same parameters; a Transformer whose decoder ties its output
     projection to the embeddings gets a ``PackedLinear`` over that matrix as
-    ``decoder.output_projection``. Returns ``model``; a no-op where oneDNN is missing."""
+    ``decoder.output_projection``; an ``fc1`` followed by ReLU computes the ReLU itself (the
+    layer's ``activation`` becomes the identity). Returns ``model``; a no-op where oneDNN is missing."""
     if not onednn_available():
         return model
+    for layer in list(model.modules()):  # feed-forward sublayers: fuse ReLU into fc1
+        fc1 = getattr(layer, "fc1", None)
+        if type(fc1) is nn.Linear and getattr(layer, "activation", None) is F.relu and usable(fc1):
+            layer.fc1 = PackedLinear(fc1.weight, fc1.bias, relu=True)
+            layer.activation = _identity
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear and child.weight.dtype == torch.float32 and child.weight.device.type == "cpu":
+            if type(child) is nn.Linear and usable(child):
                 setattr(parent, name, PackedLinear(child.weight, child.bias))
     decoder = getattr(model, "decoder", None)
     if decoder is not None and getattr(decoder, "output_projection", 1) is None:

@@ -249,8 +249,7 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
 
 def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int, prefix, constrain,
             pad: int, bos: int, eos: int) -> list[list[Hypothesis]]:
-    """beam_search with k=1, alpha=0: each step takes the most probable allowed token (the first
-    on ties, as the general step's topk); a sentence ends with EOS, or without output where every
+    """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence ends with EOS, or without output where every
     token is forbidden. With one hypothesis and no length penalty, the exact rule stops exactly
     there (a finished hypothesis scores no lower than any extension of the other choices)."""
     alive = list(range(n_src))
@@ -265,7 +264,7 @@ def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[in
         if constrain is not None:
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
-        new_logp, new_tok = logp.topk(1, dim=-1)  # (B, 1) each
+        new_logp, new_tok = logp.max(dim=-1, keepdim=True)  # (B, 1) each
         tokens = torch.cat([tokens, new_tok], dim=1)  # (B, 2+t)
         pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
         ended = (new_tok.squeeze(1).eq(eos) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
