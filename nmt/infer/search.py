@@ -265,22 +265,39 @@ def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[in
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
         new_logp, new_tok = logp.max(dim=-1, keepdim=True)  # (B, 1) each
-        tokens = torch.cat([tokens, new_tok], dim=1)  # (B, 2+t)
-        pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
         ended = (new_tok.squeeze(1).eq(eos) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
-        for i in (i for i, e in enumerate(ended) if e):
-            if new_tok[i, 0] == eos and not new_logp[i, 0].isneginf():
-                positional = pos_scores[i].tolist()
-                finished[alive[i]].append(Hypothesis(tokens[i, 1:-1].tolist(), sum(positional), positional))
-        keep = [i for i, e in enumerate(ended) if not e]
-        if not keep:
+        done, state = _extend_single(tokens, pos_scores, memory, cache, alive, new_tok, new_logp, ended)
+        for s, hyp in done:
+            finished[s].append(hyp)
+        if state is None:
             break
-        if len(keep) < len(alive):
-            rows = torch.tensor(keep, device=device)
-            tokens, pos_scores = tokens[rows], pos_scores[rows]
-            memory, cache = memory.reorder(rows), cache.reorder(rows)
-            alive = [alive[i] for i in keep]
+        tokens, pos_scores, memory, cache, alive = state
     return finished
+
+
+def _extend_single(tokens: Tensor, pos_scores: Tensor, memory, cache, alive: list[int], new_tok: Tensor,
+                   new_logp: Tensor, ended: list[bool]):
+    """One hypothesis per sentence (greedy, sampling): append the chosen tokens ``new_tok`` (B, 1)
+    and their log-probabilities ``new_logp`` (B, 1); rows with ``ended`` stop, and become a
+    finished (sentence, Hypothesis) unless their last choice was impossible (-inf: every token
+    forbidden). Returns those and the state (tokens, pos_scores, memory, cache, alive) of the rows
+    that go on, or None when none does."""
+    tokens = torch.cat([tokens, new_tok], dim=1)  # (B, 2+t)
+    pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
+    done = []
+    for i in (i for i, e in enumerate(ended) if e):
+        positional = pos_scores[i].tolist()
+        if positional[-1] != float("-inf"):
+            done.append((alive[i], Hypothesis(tokens[i, 1:-1].tolist(), sum(positional), positional)))
+    keep = [i for i, e in enumerate(ended) if not e]
+    if not keep:
+        return done, None
+    if len(keep) < len(alive):
+        rows = torch.tensor(keep, device=tokens.device)
+        tokens, pos_scores = tokens[rows], pos_scores[rows]
+        memory, cache = memory.reorder(rows), cache.reorder(rows)
+        alive = [alive[i] for i in keep]
+    return done, (tokens, pos_scores, memory, cache, alive)
 
 
 def greedy_search(model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_b: int = 50,
@@ -342,20 +359,13 @@ def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature:
         u = torch.tensor([1.0 - rngs[s].random() for s in alive], device=device)  # (B,) in (0, 1]
         new_tok = (cdf < (u * cdf[:, -1])[:, None]).sum(dim=-1).clamp(max=cdf.size(-1) - 1)  # (B,)
         new_logp = logp.gather(1, new_tok[:, None])  # (B, 1)
-        tokens = torch.cat([tokens, new_tok[:, None]], dim=1)  # (B, 2+t)
-        pos_scores = torch.cat([pos_scores, new_logp], dim=1)  # (B, 1+t)
-        ended = new_tok.eq(eos).tolist()
-        for i in (i for i, e in enumerate(ended) if e):
-            positional = pos_scores[i].tolist()
-            out[alive[i]] = Hypothesis(tokens[i, 1:-1].tolist(), sum(positional), positional)
-        keep = [i for i, e in enumerate(ended) if not e]
-        if not keep:
+        done, state = _extend_single(tokens, pos_scores, memory, cache, alive, new_tok[:, None], new_logp,
+                                     new_tok.eq(eos).tolist())
+        for s, hyp in done:
+            out[s] = hyp
+        if state is None:
             break
-        if len(keep) < len(alive):
-            rows = torch.tensor(keep, device=device)
-            tokens, pos_scores = tokens[rows], pos_scores[rows]
-            memory, cache = memory.reorder(rows), cache.reorder(rows)
-            alive = [alive[i] for i in keep]
+        tokens, pos_scores, memory, cache, alive = state
     return out
 
 
