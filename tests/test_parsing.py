@@ -83,7 +83,7 @@ def constrained_outputs(leaf, sentences, *, beam, seed):
     width = max(map(len, src))
     src = torch.tensor([r + [0] * (width - len(r)) for r in src])  # (B, S)
     hyps = beam_search(model, src, beam=beam, alpha=0.3, max_len_b=40, nbest=beam,
-                       constraint=TreeConstraint(PIECES, leaf=leaf))
+                       constraint=TreeConstraint(PIECES, leaves=None if leaf == "words" else {"XX"}))
     return [[[PIECES[i].lstrip("\u2581") for i in h.tokens] for h in per_sentence] for per_sentence in hyps]
 
 
@@ -117,7 +117,7 @@ def test_constraint_forbids_exactly_what_it_says():
     may be a leaf, an opening bracket or the bracket closing NP, not EOS; after "(S (NP" no
     closing bracket (empty constituent); the root closes only after the last word, then only EOS;
     an opening bracket only while the tree can still be finished within the length left."""
-    mask = TreeConstraint(PIECES, leaf="xx")(torch.tensor([[ID["The"], ID["dog"], 3]]))
+    mask = TreeConstraint(PIECES, leaves={"XX"})(torch.tensor([[ID["The"], ID["dog"], 3]]))
 
     def allowed(prefix, steps_left=20):
         tokens = torch.tensor([[2] + [ID[t] for t in prefix.split()]])

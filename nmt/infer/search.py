@@ -247,11 +247,12 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     return [f[:nbest] for f in finished]
 
 
-def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int, prefix, constrain,
-            pad: int, bos: int, eos: int) -> list[list[Hypothesis]]:
-    """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence ends with EOS, or without output where every
-    token is forbidden. With one hypothesis and no length penalty, the exact rule stops exactly
-    there (a finished hypothesis scores no lower than any extension of the other choices)."""
+def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int,
+            prefix, constrain, pad: int, bos: int, eos: int) -> list[list[Hypothesis]]:
+    """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence
+    ends with EOS, or without output where every token is forbidden. With one hypothesis and no
+    length penalty, the exact rule stops exactly there (a finished hypothesis scores no lower than
+    any extension of the other choices)."""
     alive = list(range(n_src))
     tokens = torch.full((n_src, 1), bos, dtype=torch.long, device=device)  # (B, 1+t)
     pos_scores = torch.zeros(n_src, 0, device=device)  # (B, t)

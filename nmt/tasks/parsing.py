@@ -237,31 +237,29 @@ class TreeConstraint:
         that does not expect the next word can put off writing it with endless unary chains);
       - a closing bracket: the one of the innermost open constituent (same label), if p is not an
         opening bracket (no empty constituent) and, when it closes the root (d = 1), n = m;
-      - a leaf: 0 < d and n < m; with ``leaf="words"`` only the next input word's id (<unk> for a
-        word that looks like a bracket), otherwise any leaf symbol (XX, or the POS tags);
+      - a leaf: 0 < d and n < m; with ``leaves`` None (a ``--leaves words`` model) only the next
+        input word's id (<unk> for a word that looks like a bracket), otherwise any of ``leaves``
+        (XX, or the POS tags);
       - EOS: d = 0 after the root, n = m.
     Not the paper's (its outputs were unconstrained and repaired). Source tokens are the words'
     ids followed by EOS and padding, as `nmt parse` feeds them."""
 
-    def __init__(self, pieces: list[str], *, leaf: str, leaves: frozenset[str] | set[str] | None = None,
+    def __init__(self, pieces: list[str], *, leaves: frozenset[str] | set[str] | None,
                  max_open_run: int | None = None, max_depth: int | None = None):
-        if leaf not in LEAF_KINDS:
-            raise ValueError(f"leaf={leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
         tokens = [p.lstrip("\u2581") for p in pieces]
         special = torch.zeros(len(pieces), dtype=torch.bool)
         special[[PAD, BOS, EOS]] = True
         self.is_open = torch.tensor([is_bracket(t) and t[0] == "(" for t in tokens])  # (W,)
         self.is_close = torch.tensor([is_bracket(t) and t[0] == ")" for t in tokens])  # (W,)
-        if leaf == "words":
+        if leaves is None:
             self.is_leaf = ~(self.is_open | self.is_close | special)  # words and <unk>
         else:
-            leaves = frozenset(leaves or {"XX"})
             self.is_leaf = torch.tensor([t in leaves for t in tokens]) & ~special
         self.depth_step = self.is_open.long() - self.is_close.long()  # (W,) +1 open, -1 close
         ids = {t: i for i, t in enumerate(tokens)}
         # (W,) the id of the bracket closing each opening one ("(NP" -> ")NP"); -1: none in the vocabulary
         self.closer = torch.tensor([ids.get(")" + t[1:], -1) if o else -1 for t, o in zip(tokens, self.is_open.tolist())])
-        self.copy_words = leaf == "words"
+        self.copy_words = leaves is None
         self.max_open_run, self.max_depth = max_open_run, max_depth
 
     def __call__(self, src_tokens: Tensor):
@@ -275,6 +273,7 @@ class TreeConstraint:
         def mask(logp: Tensor, tokens: Tensor, alive: list[int], k: int, steps_left: Tensor) -> Tensor:
             # logp (N, W), tokens (N, 1+t) with BOS first, steps_left (N,); N = len(alive) * k rows
             sent = torch.tensor(alive, device=device).repeat_interleave(k)  # (N,) sentence of each row
+            opened = is_open[tokens]  # (N, 1+t) which tokens are opening brackets
             level = depth_step[tokens].cumsum(1)  # (N, 1+t) depth after each token
             depth = level[:, -1]  # (N,)
             n_leaves = is_leaf[tokens].sum(1)  # (N,)
@@ -282,18 +281,18 @@ class TreeConstraint:
             room = steps_left - (n_words[sent] - n_leaves) - depth - 1  # (N,) steps to spare
             started = tokens.size(1) > 1
             inside = depth > 0  # (N,)
-            after_open = is_open[tokens[:, -1]]  # (N,)
+            after_open = opened[:, -1]  # (N,)
             may_open = (words_left & inside if started else torch.ones_like(inside)) & room.ge(2)  # (N,)
             if self.max_depth is not None:
                 may_open &= depth.lt(self.max_depth)
             if self.max_open_run is not None:  # opening brackets at the end of the tokens so far
-                other = ~is_open[tokens] * torch.arange(1, tokens.size(1) + 1, device=device)  # (N, 1+t)
+                other = ~opened * torch.arange(1, tokens.size(1) + 1, device=device)  # (N, 1+t)
                 may_open &= (tokens.size(1) - other.max(1).values).lt(self.max_open_run)
             may_close = inside & ~after_open & (depth.gt(1) | ~words_left)  # (N,)
             may_leaf = words_left & inside  # (N,)
             may_end = ~words_left & ~inside & started  # (N,)
             # the innermost open constituent: the last opening bracket that left the depth at `depth`
-            innermost = is_open[tokens] & level.eq(depth[:, None])  # (N, 1+t)
+            innermost = opened & level.eq(depth[:, None])  # (N, 1+t)
             where = (innermost * torch.arange(1, tokens.size(1) + 1, device=device)).argmax(1)  # (N,)
             close_id = closer[tokens.gather(1, where[:, None]).squeeze(1)]  # (N,) -1: any closing bracket
             rows = torch.arange(len(tokens), device=device)  # (N,)
@@ -311,22 +310,19 @@ class TreeConstraint:
 
 
 def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
-                    max_len_b: int = MAX_LEN_B, device=None, leaf: str = "xx",
+                    max_len_b: int = MAX_LEN_B, device=None,
                     leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
                     constrain: bool = False, limits: dict | None = None) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
-    many outputs needed repair. ``leaf``: the data's linearisation (meta.json ``ptb.leaf``);
-    ``leaves``: the tokens that stand for a word (meta.json ``ptb.leaves``; None with
-    ``leaf="words"``: every non-bracket token); ``constrain``: search only well-formed trees
+    many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
+    ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``: search only well-formed trees
     (:class:`TreeConstraint`, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``)."""
     from ..infer.translate import translate_ids
 
-    if leaf == "words":
-        leaves = None
     constraint = None
     if constrain:
-        constraint = TreeConstraint([sp.id_to_piece(i) for i in range(sp.get_piece_size())], leaf=leaf,
-                                    leaves=leaves, **(limits or {}))
+        constraint = TreeConstraint([sp.id_to_piece(i) for i in range(sp.get_piece_size())], leaves=leaves,
+                                    **(limits or {}))
     outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
                             max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu", constraint=constraint)
     trees, repaired = [], 0
@@ -376,8 +372,8 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
-    leaf = ptb_meta.get("leaf") or ("pos" if "POS tags kept" in ptb_meta.get("linearisation", "") else "xx")
-    leaves = frozenset(ptb_meta.get("leaves") or ["XX"])  # data prepared before --pos-tags: XX
+    leaves = (None if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
+              else frozenset(ptb_meta.get("leaves") or ["XX"]))  # data prepared before --pos-tags: XX
     sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
     limits = {k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
               for k in ("max_open_run", "max_depth")}
@@ -387,7 +383,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
                                       alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaf=leaf, leaves=leaves, constrain=args.constrain,
+                                      leaves=leaves, constrain=args.constrain,
                                       limits=limits)
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
