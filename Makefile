@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
-.PHONY: demo recipe test install clean
+.PHONY: demo recipe recipe-60 test install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ demo: $(VENV)/.installed
 
 recipe: $(VENV)/.installed
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de.sh runs/multi30k-en-de
+
+recipe-60: $(VENV)/.installed  # two 30-minute runs (seeds 1, 2), ensembled, alpha chosen on valid
+	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-ensemble.sh runs/multi30k-en-de-ensemble
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

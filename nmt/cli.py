@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
     add_translate_args(p)
     p.set_defaults(func=run_translate)
+    from .infer.tune import add_tune_alpha_args, run_tune_alpha
+
+    p = sub.add_parser("tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)")
+    add_tune_alpha_args(p)
+    p.set_defaults(func=run_tune_alpha)
     from .infer.export import add_export_args, run_export
 
     p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")

@@ -7,8 +7,9 @@ import torch
 
 from nmt.cli import main
 from nmt.tasks import evalb
-from nmt.tasks.parsing import TreeConstraint
-from nmt.tasks.trees import clean, delinearise, is_bracket, linearise, parse_brackets
+from nmt.tasks.parsing import PerWordConstraint, TreeConstraint
+from nmt.tasks.trees import (clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets, per_word,
+                             split_per_word)
 
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
 
@@ -62,6 +63,24 @@ def test_linearise_with_words_and_back():
     assert repaired and short.words() == t.words()
     with pytest.raises(ValueError, match="leaf='tags'"):
         linearise(t, leaf="tags")
+
+
+def test_per_word_form_one_token_per_word_and_back():
+    t = tree(GOLD)
+    tokens = per_word(linearise(t))
+    assert tokens == ["(S(NP*0", "*1", "(VP*0", "(NP*0", "*2", "*1"] and len(tokens) == len(t.words())
+    assert from_per_word(tokens) == linearise(t)  # closing labels come from the open ones
+    back, repaired = delinearise(from_per_word(tokens), t.words())
+    assert not repaired and evalb.score([t], [back]).f1 == 100.0
+    assert split_per_word("(S(NP*12") == (["S", "NP"], 12) and split_per_word("*0") == ([], 0)
+    for bad in ("XX", "(S", "(S*", "S*1", "(S)NP*1", "<unk>", "dog"):
+        assert split_per_word(bad) is None, bad
+    # model output that is not a tree: too many closes are dropped, words without a token are
+    # added to the root, tokens that are not labels are skipped
+    fixed, repaired = delinearise(from_per_word(["(S*3", "dog", "(NP*0"]), ["a", "b", "c"])
+    assert repaired and fixed.words() == ["a", "b", "c"]
+    with pytest.raises(ValueError):
+        per_word(["(S", "XX", ")S", "(NP"])
 
 
 # A vocabulary for the constraint: specials, brackets, words (pieces as a word-level spm writes them)
@@ -188,7 +207,50 @@ def test_evalb_counts_duplicate_brackets_as_a_multiset():
     assert (s.matched, s.gold, s.test) == (3, 4, 3)
 
 
-@pytest.mark.parametrize("leaves", ["xx", "pos", "words"])
+PER_WORD = ["<pad>", "<unk>", "<s>", "</s>", "\u2581(S*0", "\u2581(S(NP*0", "\u2581(NP*1", "\u2581*0", "\u2581*1",
+            "\u2581*2", "\u2581(S*1", "\u2581(VP(NP*2", "\u2581(NP*3", "\u2581dog", "\u2581(NP"]
+PW = {p.lstrip("\u2581"): i for i, p in enumerate(PER_WORD)}
+
+
+def test_per_word_constraint_mask_and_search():
+    """The mask read token by token (2 words; then with a random model, beam 1 and 4, n-best):
+    one label per word, the root open until the last word and closed by it, then EOS."""
+    from nmt.config import tiny
+    from nmt.infer.search import beam_search
+    from nmt.model import Transformer
+
+    constraint = PerWordConstraint(PER_WORD, max_depth=3)
+
+    def allowed(prefix, c=constraint):
+        tokens = torch.tensor([[2] + [PW[t] for t in prefix.split()]])
+        out = c(torch.tensor([[PW["dog"]] * 3 + [3]]))(torch.zeros(1, len(PER_WORD)), tokens, [0], 1,
+                                                          torch.tensor([20]))
+        return {PER_WORD[i].lstrip("\u2581") for i in out[0].isfinite().nonzero().flatten().tolist()}
+
+    # 3 words. The first must open the root and keep it open ("(NP*1" would close it at once)
+    assert allowed("") == {"(S*0", "(S(NP*0"}
+    # depth 2: what keeps something open, holds at most 3 ("(S(NP*0" would hold 4) and leaves a
+    # depth the last word can close: "(S*0" leaves 3, and no token closes 3 within depth 3
+    assert allowed("(S(NP*0") == {"*0", "*1", "(NP*1", "(S*1"}
+    assert allowed("(S(NP*0", PerWordConstraint(PER_WORD, max_depth=2)) == {"*0", "*1"}
+    assert allowed("(S(NP*0 *1") == {"*1"}  # the last word closes everything still open
+    assert allowed("(S(NP*0 *1 *1") == {"</s>"}
+    src = torch.tensor([[PW["dog"]] * 5 + [3], [PW["dog"], 3, 0, 0, 0, 0], [PW["dog"]] * 3 + [3, 0, 0]])
+    for beam in (1, 4):
+        for seed in range(3):
+            torch.manual_seed(seed)
+            model = Transformer(tiny(len(PER_WORD))).eval()
+            hyps = beam_search(model, src, beam=beam, alpha=0.3, max_len_b=20, nbest=beam, constraint=constraint)
+            for m, per_sentence in zip((5, 1, 3), hyps):  # one word: only 3 labels open and close the root
+                assert len(per_sentence) == (min(beam, 3) if m == 1 else beam)
+                for h in per_sentence:
+                    tokens = [PER_WORD[i].lstrip("\u2581") for i in h.tokens]
+                    assert len(tokens) == m and all(split_per_word(t) for t in tokens)
+                    fixed, repaired = delinearise(from_per_word(tokens), [f"w{i}" for i in range(m)])
+                    assert not repaired
+
+
+@pytest.mark.parametrize("leaves", ["xx", "pos", "words", "per-word"])
 def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1, and
     `nmt parse --constrain`: no output repaired."""
@@ -199,17 +261,18 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     for number in (1, 2, 180, 190):
         (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
     data = tmp_path / "data"
-    flags = ["--pos-tags"] if leaves == "pos" else ["--leaves", "words"] if leaves == "words" else []
+    flags = {"xx": [], "pos": ["--pos-tags"], "words": ["--leaves", "words"], "per-word": ["--form", "per-word"]}[leaves]
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1", *flags]) == 0
     gold_lines = (data / "test.gold.txt").read_text().splitlines()
     assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
     third = (data / "train.tree.txt").read_text().splitlines()[2]
     assert third == {"xx": "(S (NP XX )NP (VP XX )VP XX )S", "pos": "(S (NP NNP )NP (VP VBZ )VP . )S",
-                     "words": "(S (NP John )NP (VP runs )VP . )S"}[leaves]
+                     "words": "(S (NP John )NP (VP runs )VP . )S", "per-word": "(S(NP*1 (VP*1 *1"}[leaves]
     ptb = json.loads((data / "meta.json").read_text())["ptb"]
-    assert ptb["leaf"] == leaves
+    assert ptb["leaf"] == ("xx" if leaves == "per-word" else leaves)
+    assert ptb["form"] == ("per-word" if leaves == "per-word" else "brackets")
     assert ptb["leaves"] == {"xx": ["XX"], "pos": [".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"],
-                             "words": []}[leaves]
+                             "words": [], "per-word": []}[leaves]
     assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
                  "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())
@@ -228,6 +291,9 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d2"), "--pos-tags",
                  "--leaves", "words"]) == 2
     assert "--pos-tags contradicts --leaves words" in capsys.readouterr().err
+    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d3"), "--form", "per-word",
+                 "--leaves", "words"]) == 2
+    assert "per-word writes XX for each word: not with --leaves words" in capsys.readouterr().err
 
 
 def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch, capsys):

@@ -130,7 +130,7 @@ def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha:
                               constraint=constraint)
     finally:
         model.train(was_training)
-    return [h[0].tokens for h in hyps]
+    return [h[0].tokens if h else [] for h in hyps]  # none: a constraint left nothing to finish
 
 
 # ----------------------------------------------------------------------------- text in, text out

@@ -21,6 +21,10 @@ finds its place in the source by the last word it wrote rather than by counting 
 the XX model fails to learn on this small treebank (results/ptb-parse/README.md). The scores are
 the same labelled brackets in every case (EVALB does not score POS tags).
 
+``--form per-word`` (not the paper's): one output token per word, "(S(NP*0" = the brackets
+opened before the word, XX, and how many close after it (:func:`nmt.tasks.trees.per_word`;
+~450 distinct tokens in the training trees), so output position i belongs to input word i.
+
 Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
 output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
 ``--constrain`` (not the paper's) searches only among well-formed linearisations with one leaf per
@@ -47,8 +51,10 @@ from torch import Tensor
 from ..atomic import replace_dir
 from ..data.download import DataError
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
-from .trees import LEAF_KINDS, Tree, clean, delinearise, is_bracket, linearise, parse_brackets
+from .trees import (LEAF_KINDS, Tree, clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets,
+                    per_word, split_per_word)
 
+FORMS = ("brackets", "per-word")  # the paper's bracket sequence, or one token per word (trees.per_word)
 SPLIT_FILES = {"train": range(1, 180), "valid": range(180, 190), "test": range(190, 200)}
 BEAM, ALPHA, MAX_LEN_B = 21, 0.3, 300  # section 6.3
 
@@ -124,13 +130,18 @@ def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *,
 
 
 def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
-                leaf: str = "xx", log=print) -> dict:
+                leaf: str = "xx", form: str = "brackets", log=print) -> dict:
     """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically. ``leaf``:
-    how a word is linearised (trees.LEAF_KINDS: "xx", the paper's, "pos" or "words")."""
+    how a word is linearised (trees.LEAF_KINDS: "xx", the paper's, "pos" or "words"); ``form``:
+    "brackets" (the paper's) or "per-word" (one token per word; XX leaves only)."""
     from ..data.prepare import _train_spm
 
     if leaf not in LEAF_KINDS:
         raise DataError(f"leaves {leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
+    if form not in FORMS:
+        raise DataError(f"form {form!r}: must be one of {', '.join(FORMS)}")
+    if form == "per-word" and leaf != "xx":
+        raise DataError(f"--form per-word writes XX for each word: not with --leaves {leaf}")
     out = Path(out)
     if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
         raise DataError(f"{out} already exists; pass --force to replace it")
@@ -147,9 +158,12 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        linear = {split: [linearise(t, leaf=leaf) for t in trees] for split, trees in splits.items()}
+        brackets = {split: [linearise(t, leaf=leaf) for t in trees] for split, trees in splits.items()}
+        linear = brackets if form == "brackets" else {
+            split: [per_word(tokens) for tokens in seqs] for split, seqs in brackets.items()}
         words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(s for tokens in linear["train"] for s in tokens if leaf != "words" or is_bracket(s))
+        symbols = Counter(s for tokens in linear["train"] for s in tokens
+                          if leaf != "words" or is_bracket(s))  # per-word: every token
         kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
         for split, trees in splits.items():
             (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
@@ -180,10 +194,13 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                         "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
                         "linearisation": "Vinyals & Kaiser et al. 2014, " + {
                             "xx": "POS tags as XX", "pos": "POS tags kept (--leaves pos)",
-                            "words": "words kept (--leaves words)"}[leaf],
-                        "leaf": leaf, **shape_limits(linear["train"]),  # for `nmt parse --constrain`
+                            "words": "words kept (--leaves words)"}[leaf] + (
+                            "" if form == "brackets" else ", one token per word (--form per-word)"),
+                        "leaf": leaf, "form": form,
+                        **shape_limits(brackets["train"]),  # for `nmt parse --constrain`
                         # tokens standing for a word (with --leaves words: every non-bracket token)
-                        "leaves": [] if leaf == "words" else sorted(s for s in symbols if not is_bracket(s))}}
+                        "leaves": [] if leaf == "words" or form == "per-word"
+                        else sorted(s for s in symbols if not is_bracket(s))}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
@@ -205,6 +222,9 @@ def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
                         help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
                              "words (the word itself); see results/ptb-parse/README.md")
     parser.add_argument("--pos-tags", action="store_true", help="the same as --leaves pos")
+    parser.add_argument("--form", choices=FORMS, default="brackets",
+                        help="brackets (the paper's bracket sequence, default) or per-word (one token per "
+                             "word: the brackets it opens, XX, how many close after it; not the paper's)")
 
 
 def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
@@ -220,7 +240,7 @@ def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     if args.pos_tags and args.leaves not in (None, "pos"):
         raise DataError(f"--pos-tags contradicts --leaves {args.leaves}")
     leaf = "pos" if args.pos_tags else args.leaves or "xx"
-    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf)
+    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf, form=args.form)
     print(f"wrote {args.out}")
     return 0
 
@@ -309,25 +329,106 @@ class TreeConstraint:
         return mask
 
 
+class PerWordConstraint:
+    """Beam search's ``constraint`` for a ``--form per-word`` model: exactly one per-word token for
+    each input word, then EOS, and only well-formed trees. With d the depth before the token
+    (open minus closed brackets), o its opening and c its closing brackets, n words labelled of m:
+    a token needs d + o >= 1 (the word sits inside a constituent), d + o - c >= 1 before the last
+    word (the root stays open: one tree) and d + o - c = 0 at the last; d + o <= ``max_depth``
+    where given; and the words left must be able to close the tree with the tokens the vocabulary
+    has (a table of which (words left, depth) can still finish, so no hypothesis runs into a dead
+    end); EOS only when n = m. No constituent is empty by construction (each opening bracket comes
+    with a word). A sentence that no sequence of the vocabulary's tokens can cover (e.g. one word
+    and no token that opens and closes) is searched without the constraint, and repaired."""
+
+    def __init__(self, pieces: list[str], *, max_depth: int | None = None, **_ignored):
+        parsed = [split_per_word(p.lstrip("\u2581")) for p in pieces]
+        self.is_label = torch.tensor([p is not None for p in parsed])  # (W,)
+        self.is_label[[PAD, BOS, EOS, UNK]] = False
+        self.opens = torch.tensor([len(p[0]) if p else 0 for p in parsed])  # (W,)
+        self.closes = torch.tensor([p[1] if p else 0 for p in parsed])  # (W,)
+        self.max_depth = max_depth
+        self.depth_cap = max_depth or int(self.opens.sum()) + 1  # depths the table tracks: 0..cap
+        self._finishable = torch.zeros(1, self.depth_cap + 1, dtype=torch.bool)  # (words left, depth)
+        self._finishable[0, 0] = True
+
+    def finishable(self, words_left: int) -> Tensor:
+        """(words_left + 1, cap + 1) bools: whether r more words, starting at depth d, can be
+        labelled into the end of one tree (r = 0: only at depth 0)."""
+        table = self._finishable
+        moves = sorted({(o, c) for o, c, ok in zip(self.opens.tolist(), self.closes.tolist(),
+                                                   self.is_label.tolist()) if ok})
+        while table.size(0) <= words_left:
+            r, row = table.size(0), torch.zeros(self.depth_cap + 1, dtype=torch.bool)
+            for d in range(self.depth_cap + 1):
+                for o, c in moves:
+                    held, after = d + o, d + o - c
+                    if held >= 1 and held <= self.depth_cap and after >= (0 if r == 1 else 1) \
+                            and table[r - 1, after]:
+                        row[d] = True
+                        break
+            table = torch.cat([table, row[None]])
+        self._finishable = table
+        return table
+
+    def __call__(self, src_tokens: Tensor):
+        device = src_tokens.device
+        is_label, opens, closes = (x.to(device) for x in (self.is_label, self.opens, self.closes))
+        n_words = (src_tokens.ne(PAD) & src_tokens.ne(EOS)).sum(1)  # (B,)
+        finishable = self.finishable(int(n_words.max()) if len(n_words) else 0).to(device)  # (R+1, cap+1)
+        coverable = finishable[n_words, 0]  # (B,) the constraint can give this sentence a tree
+
+        def mask(logp: Tensor, tokens: Tensor, alive: list[int], k: int, steps_left: Tensor) -> Tensor:
+            # logp (N, W), tokens (N, 1+t) with BOS first; N = len(alive) * k rows
+            sent = torch.tensor(alive, device=device).repeat_interleave(k)  # (N,)
+            m = n_words[sent]  # (N,) words per row
+            n = is_label[tokens].sum(1)  # (N,) words labelled so far
+            depth = (opens - closes)[tokens].sum(1)  # (N,) open brackets before this token
+            holding = depth[:, None] + opens  # (N, W) open while the word is written
+            after = holding - closes  # (N, W) open after the token
+            last = (n == m - 1)[:, None]  # (N, 1) this token labels the last word
+            left = (m - n - 1).clamp(min=0)  # (N,) words left after this one
+            can_finish = finishable[left[:, None], after.clamp(0, self.depth_cap)]  # (N, W)
+            ok = (is_label & (n < m)[:, None] & holding.ge(1) & holding.le(self.depth_cap) & can_finish
+                  & torch.where(last, after.eq(0), after.ge(1)))
+            ok[:, EOS] = n.eq(m)
+            ok |= ~coverable[sent][:, None]  # no tree possible: unconstrained
+            return logp.masked_fill(~ok, float("-inf"))
+
+        return mask
+
+
 def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
                     max_len_b: int = MAX_LEN_B, device=None,
                     leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
-                    constrain: bool = False, limits: dict | None = None) -> tuple[list[Tree], int]:
+                    constrain: bool = False, limits: dict | None = None,
+                    form: str = "brackets") -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
     many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
     ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``: search only well-formed trees
-    (:class:`TreeConstraint`, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``)."""
+    (:class:`TreeConstraint`, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``);
+    ``form``: meta.json's ``ptb.form`` ("per-word": :class:`PerWordConstraint`, XX leaves)."""
     from ..infer.translate import translate_ids
 
+    if form not in FORMS:
+        raise ValueError(f"form={form!r}: must be one of {', '.join(FORMS)}")
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     constraint = None
-    if constrain:
-        constraint = TreeConstraint([sp.id_to_piece(i) for i in range(sp.get_piece_size())], leaves=leaves,
-                                    **(limits or {}))
+    if constrain and form == "per-word":
+        constraint = PerWordConstraint(pieces, **(limits or {}))
+    elif constrain:
+        constraint = TreeConstraint(pieces, leaves=leaves, **(limits or {}))
     outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
                             max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu", constraint=constraint)
     trees, repaired = [], 0
     for words, ids in zip(sentences, outputs):
-        tree, fixed = delinearise([sp.id_to_piece(i).lstrip("\u2581") for i in ids], words, leaves=leaves)
+        tokens = [pieces[i].lstrip("\u2581") for i in ids]
+        if form == "per-word":  # a per-word token that is not one (<unk>) counts as a repair
+            dropped = any(split_per_word(t) is None for t in tokens)
+            tree, fixed = delinearise(from_per_word(tokens), words, leaves=frozenset({"XX"}))
+            fixed |= dropped
+        else:
+            tree, fixed = delinearise(tokens, words, leaves=leaves)
         trees.append(tree)
         repaired += fixed
     return trees, repaired
@@ -383,8 +484,8 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     start = time.time()
     trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
                                       alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaves=leaves, constrain=args.constrain,
-                                      limits=limits)
+                                      leaves=leaves, constrain=args.constrain, limits=limits,
+                                      form=ptb_meta.get("form", "brackets"))
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
         sys.stdout.write(text)

@@ -10,6 +10,13 @@ Vinyals & Kaiser's Figure 2 before they normalise the tags,
     -> (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
 and ``leaf="words"``, each word is the word itself (the output holds the sentence, with brackets):
     -> (S (NP John )NP (VP has (NP a dog )NP )VP . )S
+
+A third form, not the paper's either: one token per word (:func:`per_word`), the brackets opened
+just before the word, the word (XX), and how many brackets close just after it:
+    -> (S(NP*0 *1 (VP*0 (NP*0 *3
+The closing labels are implied (a closing bracket always closes the innermost open constituent), so
+this is the same tree, and output token i belongs to input word i: the decoder finds its place by
+position, as in a copy task, instead of counting the XX it has written among its brackets.
 """
 
 from __future__ import annotations
@@ -109,6 +116,55 @@ def linearise(tree: Tree, *, leaf: str = "xx") -> list[str]:
         return [{"xx": "XX", "pos": tree.label, "words": tree.word}[leaf]]
     return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, leaf=leaf)),
             f"){tree.label}"]
+
+
+def per_word(tokens: list[str]) -> list[str]:
+    """A bracket linearisation with XX leaves -> one token per word, "(S(NP*0": the opening brackets
+    before the word, then "*" and the number of closing brackets right after it."""
+    out: list[list] = []
+    opens = ""
+    for tok in tokens:
+        if is_bracket(tok) and tok[0] == "(":
+            opens += tok
+        elif is_bracket(tok):
+            if not out:
+                raise ValueError("a closing bracket before the first word")
+            out[-1][1] += 1
+        else:
+            out.append([opens, 0])
+            opens = ""
+    if opens:
+        raise ValueError("opening brackets after the last word")
+    return [f"{o}*{c}" for o, c in out]
+
+
+_OPEN = re.compile(r"\(([^()*]+)")
+
+
+def split_per_word(token: str) -> tuple[list[str], int] | None:
+    """"(S(NP*2" -> (["S", "NP"], 2); None for a token that is not a per-word label."""
+    head, star, count = token.rpartition("*")
+    if not star or not count.isdigit() or "".join(f"({x}" for x in _OPEN.findall(head)) != head:
+        return None
+    return _OPEN.findall(head), int(count)
+
+
+def from_per_word(tokens: list[str]) -> list[str]:
+    """Per-word tokens (model output) -> the bracket linearisation, closing each bracket with the
+    label of the innermost open one; tokens that are not per-word labels are dropped, so
+    :func:`delinearise` sees (and repairs) the rest."""
+    out: list[str] = []
+    stack: list[str] = []
+    for tok in tokens:
+        parsed = split_per_word(tok)
+        if parsed is None:
+            continue
+        labels, closes = parsed
+        out += [f"({x}" for x in labels] + ["XX"]
+        stack += labels
+        for _ in range(min(closes, len(stack))):
+            out.append(")" + stack.pop())
+    return out
 
 
 def delinearise(tokens: list[str], words: list[str], *, root: str = "S",
