@@ -113,6 +113,10 @@ class TrainConfig:
     # length in updates is fixed when it starts, from the rate so far) multiplies eq. 3 by a factor
     # falling linearly to ~0, for short runs that stop long before eq. 3 has decayed. 0 = eq. 3 only.
     decay_fraction: float = 0.0
+    # not in the paper: each decoder input token but BOS is replaced by <unk> with this probability
+    # while training ("word dropout", Bowman et al. 2016), so that the decoder cannot lean on its
+    # own history alone and must read the source; 0 = off (the paper).
+    target_dropout: float = 0.0
     seed: int = 1
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
     save_every_steps: int = 0  # 0 = by time only
@@ -146,6 +150,7 @@ class TrainConfig:
                "must be fp32, bf16, fp16 or auto")
         _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
                "best_metric=bleu needs valid_bleu=true")
+        _check(0.0 <= self.target_dropout < 1.0, "train.target_dropout", self.target_dropout, "must be in [0, 1)")
         _check(0.0 <= self.decay_fraction < 1.0, "train.decay_fraction", self.decay_fraction, "must be in [0, 1)")
         _check(not self.decay_fraction or self.max_steps or self.max_time, "train.decay_fraction",
                self.decay_fraction, "needs max_steps or max_time (the decay is a fraction of the run)")

@@ -231,3 +231,30 @@ def test_ddp_two_processes_match_one(tiny_data, tmp_path):
     wb = load_file(str(ckpt.list_step_checkpoints(tmp_path / "single")[-1] / "model.safetensors"))
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-5)
+
+
+def test_target_dropout_replaces_decoder_inputs_while_training_only(tiny_data, tmp_path, monkeypatch):
+    """train.target_dropout=0.5: about half of the decoder's input tokens (never BOS or PAD) are
+    <unk> in training forwards; validation forwards see the target as it is."""
+    from nmt.model import Transformer
+    from nmt.vocab import BOS, PAD, UNK
+
+    seen = []
+    original = Transformer.forward
+
+    def spy(self, src, tgt_in, *args, **kwargs):
+        seen.append((self.training, tgt_in.clone()))
+        return original(self, src, tgt_in, *args, **kwargs)
+
+    monkeypatch.setattr(Transformer, "forward", spy)
+    train(tiny_data, tmp_path / "run", "--train.max_steps=4", "--train.max_tokens=512", "--train.accum_steps=1",
+          "--train.target_dropout=0.5", "--train.valid_every_steps=4")
+    training = [t for is_training, t in seen if is_training]
+    evaluating = [t for is_training, t in seen if not is_training]
+    assert len(training) == 4 and evaluating
+    rest = lambda t: t[:, 1:][t[:, 1:].ne(PAD)]  # noqa: E731 (real tokens after BOS)
+    assert all(t[:, 0].eq(BOS).all() for t in training + evaluating)
+    dropped = torch.cat([rest(t) for t in training]).eq(UNK).float().mean().item()
+    assert 0.4 < dropped < 0.6
+    assert torch.cat([rest(t) for t in evaluating]).eq(UNK).float().mean().item() < 0.05
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "bad"), *TINY, "--train.target_dropout=1"]) == 2

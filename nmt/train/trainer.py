@@ -37,7 +37,7 @@ from . import distributed
 from .loss import fused_label_smoothed_nll_loss
 from ..allocator import keep_freed_memory
 from ..model import Transformer
-from ..vocab import PAD
+from ..vocab import PAD, UNK
 from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
@@ -321,8 +321,13 @@ class Trainer:
     def forward_loss(self, model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         batch = batch.to(self.device)
         keep = batch.tgt_out.ne(PAD)  # (B, T): only real target tokens are projected and scored
+        tgt_in = batch.tgt_in  # (B, T): BOS, then the target shifted right
+        if self.cfg.target_dropout and model.training:  # not the paper's: see TrainConfig.target_dropout
+            drop = torch.rand(tgt_in.shape, device=tgt_in.device).lt(self.cfg.target_dropout)  # (B, T)
+            drop[:, 0] = False  # BOS stays
+            tgt_in = tgt_in.masked_fill(drop & tgt_in.ne(PAD), UNK)
         with autocast(self.device, self.amp_dtype):
-            logits = model(batch.src, batch.tgt_in, keep)  # (K, W)
+            logits = model(batch.src, tgt_in, keep)  # (K, W)
         return fused_label_smoothed_nll_loss(logits, batch.tgt_out[keep], epsilon=self.cfg.label_smoothing,
                                              kind=self.cfg.label_smoothing_kind)
 
