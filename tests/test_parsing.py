@@ -261,7 +261,7 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     for number in (1, 2, 180, 190):
         (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
     data = tmp_path / "data"
-    flags = {"xx": [], "pos": ["--pos-tags"], "words": ["--leaves", "words"], "per-word": ["--form", "per-word"]}[leaves]
+    flags = {"xx": [], "pos": ["--pos-tags"], "words": ["--leaves", "words"], "per-word": ["--form", "per-word", "--copy-pairs"]}[leaves]
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1", *flags]) == 0
     gold_lines = (data / "test.gold.txt").read_text().splitlines()
     assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
@@ -273,6 +273,18 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     assert ptb["form"] == ("per-word" if leaves == "per-word" else "brackets")
     assert ptb["leaves"] == {"xx": ["XX"], "pos": [".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"],
                              "words": [], "per-word": []}[leaves]
+    if leaves == "per-word":  # then a copy pair per training tree: its words + <s> -> its words
+        from nmt.data.prepare import ParallelDataset
+
+        ds = ParallelDataset.load(data, "train")
+        n = ptb["trees"]["train"]
+        assert ptb["copy_pairs"] and len(ds) == 2 * n
+        for i in range(n):
+            (words, labels), (src, tgt) = ds[i], ds[n + i]
+            assert src.tolist() == words.tolist() + [2] and tgt.tolist() == words.tolist()
+            assert len(labels) == len(words)
+        valid = ParallelDataset.load(data, "valid")
+        assert len(valid) == ptb["trees"]["valid"]  # only training holds copies
     assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
                  "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())

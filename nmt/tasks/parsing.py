@@ -24,6 +24,9 @@ the same labelled brackets in every case (EVALB does not score POS tags).
 ``--form per-word`` (not the paper's): one output token per word, "(S(NP*0" = the brackets
 opened before the word, XX, and how many close after it (:func:`nmt.tasks.trees.per_word`;
 ~450 distinct tokens in the training trees), so output position i belongs to input word i.
+``--copy-pairs`` adds a copy of every training sentence (words + <s> -> words) to the training
+split: from the copies the model learns to attend to source position i at output position i, which
+the labels alone do not teach it on 3.7K trees (results/ptb-parse/README.md).
 
 Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
 output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
@@ -113,12 +116,17 @@ def shape_limits(linearisations: list[list[str]]) -> dict:
     return {"max_open_run": open_run, "max_depth": depth}
 
 
-def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype) -> dict:
+def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype,
+                copy_pairs: bool = False) -> dict:
     """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py):
-    the words of ``trees`` and their linearisations ``linear``."""
-    counts = {"pairs": len(trees)}
-    for side, sequences in (("src", [word_ids(sp, t.words()) for t in trees]),
-                            ("tgt", [word_ids(sp, tokens) for tokens in linear])):
+    the words of ``trees`` and their linearisations ``linear``; ``copy_pairs``: then, for every
+    tree, a copy pair (its words + <s> -> its words; see prepare_ptb)."""
+    sources = [word_ids(sp, t.words()) for t in trees]
+    targets = [word_ids(sp, tokens) for tokens in linear]
+    if copy_pairs:  # <s> never starts a source: at the end (before EOS) it marks the copy task
+        sources, targets = sources + [ids + [BOS] for ids in sources], targets + sources
+    counts = {"pairs": len(sources)}
+    for side, sequences in (("src", sources), ("tgt", targets)):
         lengths = np.array([len(x) for x in sequences], dtype=np.int64)
         offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -130,10 +138,14 @@ def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *,
 
 
 def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
-                leaf: str = "xx", form: str = "brackets", log=print) -> dict:
+                leaf: str = "xx", form: str = "brackets", copy_pairs: bool = False, log=print) -> dict:
     """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically. ``leaf``:
     how a word is linearised (trees.LEAF_KINDS: "xx", the paper's, "pos" or "words"); ``form``:
-    "brackets" (the paper's) or "per-word" (one token per word; XX leaves only)."""
+    "brackets" (the paper's) or "per-word" (one token per word; XX leaves only); ``copy_pairs``
+    (not the paper's): the training split also holds, for every tree, the pair (its words + <s>
+    -> its words). A copy is learned by attending to source position i at output position i (the
+    embeddings are tied), which is the alignment a per-word parser needs and does not find from
+    3.7K trees alone (results/ptb-parse/README.md); `nmt parse` never adds the <s>."""
     from ..data.prepare import _train_spm
 
     if leaf not in LEAF_KINDS:
@@ -180,7 +192,8 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
         dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
         split_meta = {}
         for split, trees in splits.items():
-            counts = write_split(sp, trees, linear[split], tmp / split, dtype=np.dtype(dtype))
+            counts = write_split(sp, trees, linear[split], tmp / split, dtype=np.dtype(dtype),
+                                 copy_pairs=copy_pairs and split == "train")
             counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
             split_meta[split] = counts
         n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
@@ -196,7 +209,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
                             "xx": "POS tags as XX", "pos": "POS tags kept (--leaves pos)",
                             "words": "words kept (--leaves words)"}[leaf] + (
                             "" if form == "brackets" else ", one token per word (--form per-word)"),
-                        "leaf": leaf, "form": form,
+                        "leaf": leaf, "form": form, "copy_pairs": copy_pairs,
                         **shape_limits(brackets["train"]),  # for `nmt parse --constrain`
                         # tokens standing for a word (with --leaves words: every non-bracket token)
                         "leaves": [] if leaf == "words" or form == "per-word"
@@ -222,6 +235,9 @@ def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
                         help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
                              "words (the word itself); see results/ptb-parse/README.md")
     parser.add_argument("--pos-tags", action="store_true", help="the same as --leaves pos")
+    parser.add_argument("--copy-pairs", action="store_true",
+                        help="also train on a copy of every training sentence (words + <s> -> words), which "
+                             "teaches the positional alignment a --form per-word parser needs (not the paper's)")
     parser.add_argument("--form", choices=FORMS, default="brackets",
                         help="brackets (the paper's bracket sequence, default) or per-word (one token per "
                              "word: the brackets it opens, XX, how many close after it; not the paper's)")
@@ -240,7 +256,8 @@ def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     if args.pos_tags and args.leaves not in (None, "pos"):
         raise DataError(f"--pos-tags contradicts --leaves {args.leaves}")
     leaf = "pos" if args.pos_tags else args.leaves or "xx"
-    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf, form=args.form)
+    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf, form=args.form,
+                copy_pairs=args.copy_pairs)
     print(f"wrote {args.out}")
     return 0
 
