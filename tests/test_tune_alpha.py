@@ -82,6 +82,9 @@ def test_cli_on_a_checkpoint_and_an_ensemble(tmp_path, capsys):
     by_alpha = {r["alpha"]: r for r in result["rows"]}
     assert by_alpha[1.4]["bleu"] == pytest.approx(100)
     assert result["best_alpha"] == 1.4 or by_alpha[0.0]["bleu"] == pytest.approx(100)
+    assert main(["tune-alpha", str(ckpt), "--src", str(src), "--ref", str(ref), "--precision", "fp16",
+                 "--device", "cpu"]) == 2
+    assert "--precision fp16 on cpu" in capsys.readouterr().err
     # a missing reference file is a one-line error that names it
     assert main(["tune-alpha", str(ckpt), "--src", str(src), "--ref", str(tmp_path / "nope")]) == 2
     assert "nope" in capsys.readouterr().err

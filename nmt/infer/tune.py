@@ -101,7 +101,10 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     translator = Translator.load(args.checkpoint, device=args.device,
                                  precision="int8" if args.precision == "int8" else "fp32")
     if args.precision != "int8":
-        translator.dtype, _ = resolve_precision(args.precision, translator.device)
+        try:
+            translator.dtype, _ = resolve_precision(args.precision, translator.device)
+        except ValueError as e:  # fp16 on a CPU
+            raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
     print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}, "
           f"sacreBLEU tok:{args.tokenize}")
     print("| alpha | BLEU | BP | chrF | hyp/ref length |")

@@ -13,7 +13,7 @@ and ``leaf="words"``, each word is the word itself (the output holds the sentenc
 
 A third form, not the paper's either: one token per word (:func:`per_word`), the brackets opened
 just before the word, the word (XX), and how many brackets close just after it:
-    -> (S(NP*0 *1 (VP*0 (NP*0 *3
+    -> (S(NP*1 (VP*0 (NP*0 *2 *1
 The closing labels are implied (a closing bracket always closes the innermost open constituent), so
 this is the same tree, and output token i belongs to input word i: the decoder finds its place by
 position, as in a copy task, instead of counting the XX it has written among its brackets.
