@@ -411,10 +411,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     elif int8:
         reason = "int8 dynamic quantization of the linear layers (requested)"
     else:
-        try:
-            translator.dtype, reason = resolve_precision(args.precision, translator.device)
-        except ValueError as e:  # fp16 on a CPU
-            raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
+        reason = set_precision(translator, args.precision)
     if not args.quiet:
         print(f"nmt translate: precision: {reason}", file=sys.stderr)
     limit = translator.model.cfg.max_positions
@@ -447,6 +444,16 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     else:
         write_output(args.output, text)
     return 0
+
+
+def set_precision(translator: Translator, precision: str) -> str:
+    """The CLI's --precision for a torch-engine translator loaded with precision "fp32" (packed
+    float32 linears): sets its autocast dtype and returns why; fp16 on a CPU is a TranslateError."""
+    try:
+        translator.dtype, reason = resolve_precision(precision, translator.device)
+    except ValueError as e:  # fp16 on a CPU
+        raise TranslateError(f"--precision {precision} on {translator.device}: {e}") from None
+    return reason
 
 
 def check_options(args: argparse.Namespace) -> None:

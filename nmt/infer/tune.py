@@ -91,7 +91,7 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
     from ..metrics import read_lines
-    from .translate import Translator, TranslateError, check_output, read_text_lines, resolve_precision, write_output
+    from .translate import Translator, TranslateError, check_output, read_text_lines, set_precision, write_output
 
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")
@@ -101,10 +101,7 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     translator = Translator.load(args.checkpoint, device=args.device,
                                  precision="int8" if args.precision == "int8" else "fp32")
     if args.precision != "int8":
-        try:
-            translator.dtype, _ = resolve_precision(args.precision, translator.device)
-        except ValueError as e:  # fp16 on a CPU
-            raise TranslateError(f"--precision {args.precision} on {translator.device}: {e}") from None
+        set_precision(translator, args.precision)
     print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}, "
           f"sacreBLEU tok:{args.tokenize}")
     print("| alpha | BLEU | BP | chrF | hyp/ref length |")

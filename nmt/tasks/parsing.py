@@ -368,13 +368,13 @@ class PerWordConstraint:
         self.depth_cap = max_depth or int(self.opens.sum()) + 1  # depths the table tracks: 0..cap
         self._finishable = torch.zeros(1, self.depth_cap + 1, dtype=torch.bool)  # (words left, depth)
         self._finishable[0, 0] = True
+        self._moves = sorted({(o, c) for o, c, ok in zip(self.opens.tolist(), self.closes.tolist(),
+                                                         self.is_label.tolist()) if ok})  # distinct (opens, closes)
 
     def finishable(self, words_left: int) -> Tensor:
         """(words_left + 1, cap + 1) bools: whether r more words, starting at depth d, can be
         labelled into the end of one tree (r = 0: only at depth 0)."""
-        table = self._finishable
-        moves = sorted({(o, c) for o, c, ok in zip(self.opens.tolist(), self.closes.tolist(),
-                                                   self.is_label.tolist()) if ok})
+        table, moves = self._finishable, self._moves
         while table.size(0) <= words_left:
             r, row = table.size(0), torch.zeros(self.depth_cap + 1, dtype=torch.bool)
             for d in range(self.depth_cap + 1):
