@@ -64,8 +64,13 @@ def test_packed_linear_is_batch_invariant():
         torch.testing.assert_close(layer(x), x @ layer.weight.T + layer.bias, atol=1e-4, rtol=1e-4)
 
 
-def test_translator_load_packs_fp32_cpu_models_and_translates_the_same(tmp_path):
+def test_translator_load_packs_fp32_cpu_models_and_translates_the_same(tmp_path, monkeypatch):
     import sentencepiece as spm
+
+    import nmt.allocator
+
+    kept = []  # CPU inference keeps freed memory (a step's logits exceed glibc's mmap threshold)
+    monkeypatch.setattr(nmt.allocator, "keep_freed_memory", lambda: kept.append(True) or True)
 
     rng = random.Random(0)
     words = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "der", "die"]
@@ -77,6 +82,7 @@ def test_translator_load_packs_fp32_cpu_models_and_translates_the_same(tmp_path)
     checkpoint = save(tmp_path / "checkpoint", model=plain, spm_model=tmp_path / "spm.model",
                       config={"model": dataclasses.asdict(plain.cfg), "train": {}, "data": {}})
     translator = Translator.load(checkpoint, device="cpu", precision="fp32")
+    assert kept == [True]
     assert any(isinstance(m, PackedLinear) for m in translator.model.modules())
     reference = Translator(plain, translator.sp, device="cpu")  # built by hand: not packed
     assert not any(isinstance(m, PackedLinear) for m in reference.model.modules())

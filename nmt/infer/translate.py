@@ -209,10 +209,13 @@ class Translator:
 
             return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
 
+        from ..allocator import keep_freed_memory
         from ..checkpoint import load_model, load_spm, resolve
 
         paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if device.type == "cpu":  # a decoding step's logits (rows x vocabulary) exceed glibc's mmap threshold
+            keep_freed_memory()
         if precision == "int8":
             if device.type != "cpu":
                 raise TranslateError(f"precision int8 runs on CPU only, not on {device}")
