@@ -9,7 +9,7 @@ import torch
 
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
+from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search, row_topk,
                         length_penalty, max_score_bound)
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
@@ -244,3 +244,23 @@ def test_cache_reuse_equals_recomputing_prefix(model, sources):
     for a, b in zip(cached, naive):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("width", [8000, 8003, 200, 40])
+@pytest.mark.parametrize("k", [1, 8])
+def test_row_topk_is_topk(width, k):
+    """The two-stage top-k of the search step gives torch.topk's values, and columns holding them:
+    random rows, rows of one repeated value, rows with -inf, the maximum in the tail columns."""
+    torch.manual_seed(width + k)
+    x = torch.randn(50, width)
+    x[1] = 0.5  # all equal
+    x[2, : width // 2] = float("-inf")
+    x[3] = float("-inf")
+    x[4, -1] = 100.0  # in the tail when width % 64 != 0
+    x[5] = torch.randint(0, 3, (width,)).float()  # many ties
+    want = x.topk(k, dim=-1)
+    values, cols = row_topk(x, k)
+    assert torch.equal(values, want.values)
+    assert torch.equal(x.gather(1, cols), values)  # the columns hold those values
+    assert all(len(set(r)) == k for r in cols.tolist())  # k distinct columns per row
+    assert torch.equal(cols[[0, 4, 6, 7]], want.indices[[0, 4, 6, 7]])  # no ties: the same columns

@@ -101,6 +101,28 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
+def row_topk(x: Tensor, k: int, block: int = 64) -> tuple[Tensor, Tensor]:
+    """The k largest entries of each row of x (N, W) and their columns, best first: the values of
+    ``x.topk(k, dim=-1)`` (columns may differ among equal values). On the CPU, for W >> k, in two
+    stages: the maximum of each block of ``block`` columns, then the k best entries among the k
+    blocks with the largest maxima (they hold the k largest entries: a block outside them has k
+    block maxima at least as large as all its entries) and the last W % block columns. PyTorch's
+    CPU top-k reads a (512, 8000) float32 matrix at a third of the speed of a row maximum."""
+    n, w = x.shape
+    n_blocks = w // block
+    if x.device.type != "cpu" or n_blocks <= k or n == 0:
+        return x.topk(k, dim=-1)
+    main = x[:, :n_blocks * block].view(n, n_blocks, block)  # (N, W // block, block)
+    best = main.amax(dim=-1).topk(k, dim=-1).indices  # (N, k) the blocks with the largest maxima
+    cand = main.gather(1, best[:, :, None].expand(n, k, block)).view(n, k * block)  # (N, k*block)
+    col = (best[:, :, None] * block + torch.arange(block, device=x.device)).view(n, k * block)  # (N, k*block)
+    if n_blocks * block < w:  # the tail columns are candidates too
+        cand = torch.cat([cand, x[:, n_blocks * block:]], dim=1)  # (N, k*block + W % block)
+        col = torch.cat([col, torch.arange(n_blocks * block, w, device=x.device).expand(n, -1)], dim=1)
+    values, pos = cand.topk(k, dim=-1)  # (N, k)
+    return values, col.gather(1, pos)
+
+
 def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
                    prefix: list[list[int]] | None, pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring)."""
@@ -192,7 +214,7 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         # The 2k best extensions of a sentence are among the 2k best tokens of each of its rows:
         # select per row first (B*k, 2k), then per sentence among those k*2k.
         c = min(2 * k, w)
-        row_logp, row_tok = logp.topk(c, dim=-1)  # (B*k, c)
+        row_logp, row_tok = row_topk(logp, c)  # (B*k, c)
         cand = (scores.view(b * k, 1) + row_logp).view(b, k * c)  # (B, k*c) summed log-probs
         top_scores, top_pos = cand.topk(min(2 * k, k * c), dim=1)  # (B, 2k)
         top_beam = top_pos // c  # (B, 2k) source row in beam
@@ -265,7 +287,7 @@ def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[in
         if constrain is not None:
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
-        new_logp, new_tok = logp.max(dim=-1, keepdim=True)  # (B, 1) each
+        new_logp, new_tok = row_topk(logp, 1)  # (B, 1) each
         ended = (new_tok.squeeze(1).eq(eos) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
         done, state = _extend_single(tokens, pos_scores, memory, cache, alive, new_tok, new_logp, ended)
         for s, hyp in done:
