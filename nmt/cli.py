@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import plot
     from .data import prepare as data
-    from .train import average, trainer as train
+    from .train import average, command as train
 
     p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
     data.add_prepare_args(p)

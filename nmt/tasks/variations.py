@@ -174,7 +174,7 @@ def add_variations_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_variations(args: argparse.Namespace, overrides: dict) -> int:
-    from ..train.trainer import build_configs
+    from ..train.command import build_configs
 
     data_dir, out = Path(args.data_dir), Path(args.out)
     if not args.list and args.steps is None and args.minutes is None:

@@ -12,9 +12,7 @@ update for the whole job (`distributed.py`); SIGTERM checkpoints at the next upd
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import dataclasses
 import itertools
 import json
 import math
@@ -24,15 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from .. import checkpoint as ckpt
 from ..data.batching import Batch, TokenBatchSampler, collate
-from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, from_dict, load_raw,
-                     preset, to_dict, train_preset)
-from ..data.prepare import ParallelDataset, load_meta
+from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
+from ..data.prepare import ParallelDataset
 from . import distributed
 from .loss import fused_label_smoothed_nll_loss
 from ..allocator import keep_freed_memory
@@ -41,78 +37,11 @@ from ..vocab import PAD, UNK
 from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
+from .state import load_optimizer, optimizer_tensors, read_json, rng_state, set_rng_state
 
 
 class TrainError(Exception):
     """A problem the user must fix before (or while) training; the message says which."""
-
-
-# ----------------------------------------------------------------------------- configuration
-def build_configs(data_dir: Path, *, preset_name: str | None, config_file: str | None,
-                  overrides: dict) -> tuple[ModelConfig, TrainConfig, dict]:
-    meta = load_meta(data_dir)  # raises a clear error when DATA_DIR is not prepared
-    vocab = int(meta["vocab_size"])
-    raw = load_raw(config_file) if config_file else {}
-    misspelled = sorted(set(raw) - {"preset", "model", "train"})
-    if misspelled:
-        raise ConfigError(f"{config_file}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
-    name = preset_name or raw.get("preset") or "base"
-    model_cfg = preset(name, vocab)
-    train_cfg = train_preset(name)
-    if "model" in raw:
-        model_cfg = apply_overrides(model_cfg, raw["model"], section="model")
-    if "train" in raw:
-        train_cfg = apply_overrides(train_cfg, raw["train"], section="train")
-    unknown = sorted(set(overrides) - {"model", "train"})
-    if unknown:
-        raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-    model_cfg = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
-    train_cfg = apply_overrides(train_cfg, overrides.get("train", {}), section="train")
-    if model_cfg.src_vocab_size != vocab or model_cfg.tgt_vocab_size != vocab:
-        raise ConfigError(f"model.src_vocab_size/tgt_vocab_size = {model_cfg.src_vocab_size}/"
-                          f"{model_cfg.tgt_vocab_size} do not match the vocabulary of {data_dir} "
-                          f"({vocab} pieces, meta.json)")
-    return model_cfg, train_cfg, meta
-
-
-# ----------------------------------------------------------------------------- state helpers
-def _b64(t: torch.Tensor) -> str:
-    return base64.b64encode(t.numpy().tobytes()).decode()
-
-
-def _unb64(s: str) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(s), dtype=np.uint8).copy())
-
-
-def rng_state() -> dict:
-    state = {"torch": _b64(torch.get_rng_state())}
-    if torch.cuda.is_available():
-        state["cuda"] = [_b64(s) for s in torch.cuda.get_rng_state_all()]
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(_unb64(state["torch"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([_unb64(s) for s in state["cuda"]])
-
-
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
-    """Adam state as flat named tensors (safetensors) plus JSON-able param_groups."""
-    sd = optimizer.state_dict()
-    tensors = {f"{idx}.{key}": value for idx, st in sd["state"].items() for key, value in st.items()}
-    return tensors, {"param_groups": sd["param_groups"]}
-
-
-def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    state: dict[int, dict] = {}
-    for name, value in tensors.items():
-        idx, key = name.split(".", 1)
-        state.setdefault(int(idx), {})[key] = value
-    groups = meta["param_groups"]
-    for g in groups:
-        g["betas"] = tuple(g["betas"])
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -271,7 +200,7 @@ class Trainer:
     def _load(self, directory: Path) -> None:
         ckpt.verify(directory)
         ckpt.load_weights(self.model, ckpt.load_state(directory), source=str(directory / "model.safetensors"))
-        optimizer_meta, state = (_read_json(directory / name) for name in ("optimizer.json", "trainer_state.json"))
+        optimizer_meta, state = (read_json(directory / name) for name in ("optimizer.json", "trainer_state.json"))
         try:
             load_optimizer(self.optimizer, ckpt.load_tensors(directory / "optimizer.safetensors"), optimizer_meta)
         except (KeyError, ValueError, TypeError, RuntimeError) as e:
@@ -545,86 +474,3 @@ class Trainer:
             except OSError as e:
                 raise TrainError(f"could not copy {directory} to best: {e.strerror or e} "
                                  "(the previous best is intact)") from None
-
-
-# ----------------------------------------------------------------------------- CLI
-def add_train_args(parser) -> None:
-    parser.add_argument("data_dir", help="a directory written by `nmt prepare`")
-    parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, metrics.jsonl)")
-    parser.add_argument("--preset", choices=["base", "big", "small", "tiny"],
-                        help="model and training defaults (default: base, or the config file's preset:)")
-    parser.add_argument("--config", help="YAML/JSON with model: and train: sections (and optional preset:)")
-    parser.add_argument("--resume", nargs="?", const="strict", choices=["strict", "auto"], default=None,
-                        help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
-                             "has one, else start fresh (for preemptible jobs: re-run the same command)")
-    parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-
-
-def run_train(args, overrides: dict) -> int:
-    data_dir, run_dir = Path(args.data_dir), Path(args.out)
-    auto = args.resume == "auto"
-    # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
-    # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
-    resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
-    if resume and not auto and not (run_dir / "config.json").exists():
-        raise TrainError(f"--resume: {run_dir} has no complete checkpoint to resume from (no run there; "
-                         "--resume auto starts one)")
-    if resume and not auto and (args.preset or args.config):
-        raise ConfigError(f"--resume continues {run_dir} with its saved configuration ({run_dir}/config.json); "
-                          f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)")
-    if resume and (run_dir / "config.json").exists():
-        unknown = sorted(set(overrides) - {"model", "train"})
-        if unknown:
-            raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-        saved = _read_json(run_dir / "config.json")
-        try:
-            model_cfg = from_dict(ModelConfig, saved["model"], section="model")
-        except (KeyError, TypeError, ConfigError) as e:
-            raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
-        if auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
-            asked = build_configs(data_dir, preset_name=args.preset, config_file=args.config,
-                                  overrides=overrides)[0]
-        else:
-            asked = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
-        changed = [k for k, v in to_dict(asked).items() if v != getattr(model_cfg, k)]
-        if changed:
-            raise ConfigError(f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
-                              f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
-                              "the model of a run cannot change")
-        train_cfg = apply_overrides(from_dict(TrainConfig, saved["train"], section="train"),
-                                    overrides.get("train", {}), section="train")
-        meta = load_meta(data_dir)
-        if int(meta["vocab_size"]) != model_cfg.tgt_vocab_size:
-            raise ConfigError(f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
-                              f"({model_cfg.tgt_vocab_size})")
-    else:
-        model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
-                                                   config_file=args.config, overrides=overrides)
-    try:
-        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=args.device)
-        trainer.run()
-    except distributed.DistributedError as e:
-        raise TrainError(str(e)) from None
-    if dist.is_initialized():
-        trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
-        dist.destroy_process_group()
-        if trainer.world > 1:
-            # The job is complete (checkpoints written, logs closed). Under load, gloo's background
-            # threads can still abort a rank at interpreter teardown (std::terminate, SIGABRT), which
-            # torchrun reports as a failed job; leave without running C++ static destructors.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-    return 0
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise ckpt.CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ckpt.CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ckpt.CheckpointError(f"{path}: expected a JSON object")
-    return data
