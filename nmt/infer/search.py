@@ -168,7 +168,7 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
     return logp
 
 
-@torch.no_grad()
+@torch.inference_mode()  # no autograd bookkeeping at all: ~5% of a small step's overhead
 def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
                 prefix: list[list[int]] | None = None, stopping: str = "exact", constraint=None,
@@ -352,7 +352,7 @@ def filter_probs(probs: Tensor, *, topk: int = 0, topp: float = 1.0) -> Tensor:
     return probs
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature: float = 1.0,
            topk: int = 0, topp: float = 1.0, max_len_a: float = 1.0, max_len_b: int = 50,
            min_len: int = 1, prefix: list[list[int]] | None = None,
