@@ -65,6 +65,20 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def read_json(path: Path) -> dict:
+    """A JSON object written by ``write_json`` (a run's config.json, trainer_state.json ...), or a
+    CheckpointError naming the file."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return data
+
+
 def save(directory: str | Path, *, model: torch.nn.Module, config: dict, spm_model: str | Path | None,
          trainer_state: dict | None = None, optimizer_tensors: dict[str, torch.Tensor] | None = None,
          optimizer_meta: dict | None = None) -> Path:

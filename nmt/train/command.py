@@ -15,7 +15,6 @@ from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, fr
                       preset, to_dict, train_preset)
 from ..data.prepare import load_meta
 from . import distributed
-from .state import read_json
 from .trainer import Trainer, TrainError
 
 
@@ -74,7 +73,7 @@ def run_train(args, overrides: dict) -> int:
         unknown = sorted(set(overrides) - {"model", "train"})
         if unknown:
             raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-        saved = read_json(run_dir / "config.json")
+        saved = ckpt.read_json(run_dir / "config.json")
         try:
             model_cfg = from_dict(ModelConfig, saved["model"], section="model")
         except (KeyError, TypeError, ConfigError) as e:

@@ -1,17 +1,13 @@
 """What exact resume restores besides the weights: the random number generators and Adam's state,
 in forms a checkpoint holds without pickles (base64 text in JSON; flat named tensors in
-safetensors plus JSON-able parameter groups), and the reading of a run's JSON files."""
+safetensors plus JSON-able parameter groups)."""
 
 from __future__ import annotations
 
 import base64
-import json
-from pathlib import Path
 
 import numpy as np
 import torch
-
-from .. import checkpoint as ckpt
 
 
 def _b64(t: torch.Tensor) -> str:
@@ -51,15 +47,3 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
     for g in groups:
         g["betas"] = tuple(g["betas"])
     optimizer.load_state_dict({"state": state, "param_groups": groups})
-
-
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise ckpt.CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ckpt.CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ckpt.CheckpointError(f"{path}: expected a JSON object")
-    return data

@@ -37,7 +37,7 @@ from ..vocab import PAD, UNK
 from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
-from .state import load_optimizer, optimizer_tensors, read_json, rng_state, set_rng_state
+from .state import load_optimizer, optimizer_tensors, rng_state, set_rng_state
 
 
 class TrainError(Exception):
@@ -200,7 +200,7 @@ class Trainer:
     def _load(self, directory: Path) -> None:
         ckpt.verify(directory)
         ckpt.load_weights(self.model, ckpt.load_state(directory), source=str(directory / "model.safetensors"))
-        optimizer_meta, state = (read_json(directory / name) for name in ("optimizer.json", "trainer_state.json"))
+        optimizer_meta, state = (ckpt.read_json(directory / name) for name in ("optimizer.json", "trainer_state.json"))
         try:
             load_optimizer(self.optimizer, ckpt.load_tensors(directory / "optimizer.safetensors"), optimizer_meta)
         except (KeyError, ValueError, TypeError, RuntimeError) as e:
