@@ -217,13 +217,8 @@ def _check_regular(path: Path) -> None:
 
 def read_config(directory: str | Path) -> dict:
     path = Path(directory) / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+    config = read_json(path)
+    if not isinstance(config.get("model"), dict):
         raise CheckpointError(f"{path}: no model section")
     return config
 
