@@ -131,7 +131,12 @@ def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,
 
 
 class MultiheadAttention(nn.Module):
-    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, scaled dot-product heads."""
+    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, scaled dot-product heads.
+
+    ``fused_qkv`` / ``fused_kv`` (None in a model as built) may hold one projection whose weight
+    is [W^Q; W^K; W^V] / [W^K; W^V] stacked by rows (nmt.infer.packed sets them for inference:
+    one matrix product instead of three or two, the same numbers per output column). They are
+    used only where they say they apply to the input (``applies``); else the three projections."""
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0):
         super().__init__()
@@ -140,6 +145,8 @@ class MultiheadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_heads * d_k)
         self.v_proj = nn.Linear(d_model, n_heads * d_v)
         self.out_proj = nn.Linear(n_heads * d_v, d_model)
+        self.fused_qkv: nn.Module | None = None
+        self.fused_kv: nn.Module | None = None
 
     def _split(self, x: Tensor, d: int) -> Tensor:
         b, n, _ = x.shape
@@ -147,14 +154,35 @@ class MultiheadAttention(nn.Module):
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """(B, N, D) -> keys (B, H, N, K), values (B, H, N, V)."""
-        return self._split(self.k_proj(x), self.d_k), self._split(self.v_proj(x), self.d_v)
+        fused = self.fused_kv
+        if fused is not None and fused.applies(x):
+            k, v = fused(x).split([self.n_heads * self.d_k, self.n_heads * self.d_v], dim=-1)  # (B, N, H*K), (B, N, H*V)
+        else:
+            k, v = self.k_proj(x), self.v_proj(x)
+        return self._split(k, self.d_k), self._split(v, self.d_v)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's projections of one input (B, N, D) -> queries (B, H, N, K), keys
+        (B, H, N, K), values (B, H, N, V)."""
+        fused = self.fused_qkv
+        if fused is not None and fused.applies(x):
+            hk = self.n_heads * self.d_k
+            q, k, v = fused(x).split([hk, hk, self.n_heads * self.d_v], dim=-1)  # (B, N, H*K) x2, (B, N, H*V)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return self._split(q, self.d_k), self._split(k, self.d_k), self._split(v, self.d_v)
 
     def attend(self, query: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None,
                is_causal: bool = False) -> Tensor:
         """query (B, T, D), k (B, H, N, K), v (B, H, N, V); mask broadcastable to (B, H, T, N),
         True where attention is allowed. Returns (B, T, D)."""
-        b, t, _ = query.shape
         q = self._split(self.q_proj(query), self.d_k)  # (B, H, T, K)
+        return self.attend_heads(q, k, v, mask=mask, is_causal=is_causal)
+
+    def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None,
+                     is_causal: bool = False) -> Tensor:
+        """Projected queries q (B, H, T, K), k (B, H, N, K), v (B, H, N, V) -> (B, T, D)."""
+        b, _, t, _ = q.shape
         # softmax(Q K^T / sqrt(d_k)) V; the scale is 1/sqrt(K) (the query's last dimension)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal,
@@ -164,6 +192,9 @@ class MultiheadAttention(nn.Module):
 
     def forward(self, query: Tensor, key_value: Tensor, *, mask: Tensor | None = None,
                 is_causal: bool = False) -> Tensor:
+        if query is key_value:  # self-attention
+            q, k, v = self.project_qkv(query)
+            return self.attend_heads(q, k, v, mask=mask, is_causal=is_causal)
         k, v = self.project_kv(key_value)
         return self.attend(query, k, v, mask=mask, is_causal=is_causal)
 
@@ -232,14 +263,14 @@ class DecoderLayer(FeedForwardSublayer, nn.Module):
         keys/values into ``cache`` at positions p..p+T-1 (the buffers have room)."""
 
         def self_attention(h: Tensor) -> Tensor:
-            k, v = self.self_attn.project_kv(h)  # (N, H, T, K), (N, H, T, V)
+            q, k, v = self.self_attn.project_qkv(h)  # (N, H, T, K), (N, H, T, K), (N, H, T, V)
             end = p + k.size(2)
             cache.self_k[:, :, p:end] = k
             cache.self_v[:, :, p:end] = v
             if p == 0:  # nothing cached before (training, first step): the new keys are all the keys
-                return self.self_attn.attend(h, k, v, mask=self_mask, is_causal=is_causal)
-            return self.self_attn.attend(h, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
-                                         mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K)
+                return self.self_attn.attend_heads(q, k, v, mask=self_mask, is_causal=is_causal)
+            return self.self_attn.attend_heads(q, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
+                                               mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K)
 
         def encoder_attention(h: Tensor) -> Tensor:
             n, t, d = h.shape

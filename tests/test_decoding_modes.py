@@ -1,6 +1,7 @@
 """Decoding modes of nmt.infer.search on hand-built distributions and a tiny model: PAD/BOS never
 chosen (issue 10, defect 4), prefix-constrained decoding, sampling, ensembles, int8."""
 
+import copy
 import math
 import random
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 from nmt.config import tiny
 from nmt.infer.search import (BOS, EOS, PAD, Ensemble, beam_search, filter_probs, greedy_search, sample,
                               sentence_rng)
-from nmt.model import Transformer
+from nmt.model import MultiheadAttention, Transformer
 from test_search import A, B_, LONG_WINS, FakeModel, src
 
 L = math.log
@@ -180,6 +181,15 @@ def test_int8_quantizes_every_linear_and_stays_close():
     p_float = F.softmax(model(source, tgt), dim=-1)
     p_int8 = F.softmax(q(source, tgt), dim=-1)
     assert (p_float - p_int8).abs().max() < 0.02
+    # self-attention's q/k/v (cross-attention's k/v) run as one stacked int8 product: the same
+    # logits as the three (two) int8 layers on their own
+    attns = [m for m in q.modules() if isinstance(m, MultiheadAttention)]
+    assert all((m.fused_qkv is None) != (m.fused_kv is None) for m in attns)
+    separate = copy.deepcopy(q)
+    for m in separate.modules():
+        if isinstance(m, MultiheadAttention):
+            m.fused_qkv = m.fused_kv = None
+    torch.testing.assert_close(q(source, tgt), separate(source, tgt), atol=1e-5, rtol=1e-5)
     # incremental decoding and search run on the quantized model
     assert len(beam_search(q, source, beam=2, max_len_b=4)) == 2
 

@@ -64,7 +64,9 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     modules = ([layer.self_attn for layer in model.encoder.layers]
                + [layer.self_attn for layer in model.decoder.layers]
                + [layer.encoder_attn for layer in model.decoder.layers])
+    fused = [(attn, attn.fused_qkv, attn.fused_kv) for attn in modules]
     for attn in modules:
+        attn.fused_qkv = attn.fused_kv = None  # each projection on its own, so that its hook sees it
         for proj in (attn.q_proj, attn.k_proj):
             handles.append(proj.register_forward_hook(
                 lambda mod, inputs, out: captured.__setitem__(id(mod), out.detach())))
@@ -76,6 +78,8 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     finally:
         for h in handles:
             h.remove()
+        for attn, qkv, kv in fused:
+            attn.fused_qkv, attn.fused_kv = qkv, kv
         model.train(was_training)
     s, t = src_t.size(1), tgt_in.size(1)
     src_ok = src_t[0].ne(PAD)  # (S,)

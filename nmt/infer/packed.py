@@ -16,7 +16,11 @@ embedding matrix. A ``PackedLinear`` computes with the packed copy only for floa
 outside autograd; otherwise (training, bf16 autocast, another device) it is ``F.linear``. The
 packed copy is taken once: pack a model after its weights are final (Translator.load does). It
 doubles the memory held by the linear weights (the original is kept for state_dict and autograd).
-A feed-forward sublayer's ReLU (section 3.3) is fused into its ``fc1`` (oneDNN applies it as the
+Self-attention's three projections of one input become one product over the stacked weights
+[W^Q; W^K; W^V] (``MultiheadAttention.fused_qkv``), cross-attention's keys and values one over
+[W^K; W^V] (``fused_kv``): fewer, larger oneDNN calls, whose fixed cost (~20 us each) is much of
+a beam-search step on small batches (the stacked copies hold those weights twice more). A
+feed-forward sublayer's ReLU (section 3.3) is fused into its ``fc1`` (oneDNN applies it as the
 product is written; the layer's own activation becomes the identity), so the (rows, d_ff)
 activations are not read and written a second time.
 """
@@ -26,6 +30,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ..model import MultiheadAttention
 
 
 def onednn_available() -> bool:
@@ -54,10 +60,16 @@ class PackedLinear(nn.Module):
     def out_features(self) -> int:
         return self.weight.size(0)
 
+    @staticmethod
+    def applies(x: Tensor) -> bool:
+        """Whether the packed product is used for input ``x``: float32 on the CPU outside autograd
+        and outside a lower-precision autocast."""
+        return x.dtype == torch.float32 and x.device.type == "cpu" and not torch.is_grad_enabled() and not (
+            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") != torch.float32)
+
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
-        if x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled() or (
-                torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") != torch.float32):
+        if not self.applies(x):
             y = F.linear(x, self.weight, self.bias)
             return F.relu(y) if self.relu else y
         bias = None if self.bias is None else self.bias.detach()
@@ -77,6 +89,27 @@ def _identity(x: Tensor) -> Tensor:
     return x
 
 
+def attention_stacks(model: nn.Module):
+    """(attention module, "fused_qkv" or "fused_kv", its projections to stack) for every
+    MultiheadAttention of ``model``: q/k/v for self-attention (one input), k/v for the decoder's
+    encoder_attn (keys and values from the memory, queries from the decoder)."""
+    for name, attn in list(model.named_modules()):
+        if isinstance(attn, MultiheadAttention):
+            if name.endswith("encoder_attn"):
+                yield attn, "fused_kv", (attn.k_proj, attn.v_proj)
+            else:
+                yield attn, "fused_qkv", (attn.q_proj, attn.k_proj, attn.v_proj)
+
+
+def stacked_weights(layers) -> tuple[Tensor, Tensor | None]:
+    """The weights (sum of out, in) and biases (sum of out,) of ``layers`` stacked by rows: a copy,
+    not parameters (the model's parameters and state_dict stay as they were)."""
+    weight = torch.cat([layer.weight.detach() for layer in layers])  # (sum out, in)
+    biases = [layer.bias for layer in layers]
+    bias = None if any(b is None for b in biases) else torch.cat([b.detach() for b in biases])  # (sum out,)
+    return weight, bias
+
+
 def pack_linears(model: nn.Module) -> nn.Module:
     """Replace, in place, every ``nn.Linear`` of ``model`` (a CPU float32 model in eval mode) by a
     ``PackedLinear`` over the same parameters; a Transformer whose decoder ties its output
@@ -94,6 +127,9 @@ def pack_linears(model: nn.Module) -> nn.Module:
         for name, child in list(parent.named_children()):
             if type(child) is nn.Linear and usable(child):
                 setattr(parent, name, PackedLinear(child.weight, child.bias))
+    for attn, attr, layers in attention_stacks(model):  # one product for q, k, v (or k, v)
+        if all(isinstance(m, PackedLinear) for m in layers):
+            setattr(attn, attr, PackedLinear(*stacked_weights(layers)))
     decoder = getattr(model, "decoder", None)
     if decoder is not None and getattr(decoder, "output_projection", 1) is None:
         decoder.output_projection = PackedLinear(decoder.embed_tokens.weight, None)  # tied: same matrix
