@@ -52,13 +52,14 @@ class FakeModel:
         max_positions: int = 64
 
     def __init__(self, tables):
-        self.tables, self.cfg, self.steps = tables, FakeModel.Cfg(), 0
+        self.tables, self.cfg, self.steps, self.rows = tables, FakeModel.Cfg(), 0, []
 
     def encode(self, src):
         return FakeMemory(src)
 
     def decode_step(self, tokens, memory, cache):
         self.steps += 1
+        self.rows.append(tokens.size(0))
         prefix = tokens if cache is None else torch.cat([cache.prefix, tokens], dim=1)
         probs = torch.zeros(prefix.size(0), 1, W)
         for row in range(prefix.size(0)):
@@ -110,6 +111,33 @@ def test_early_termination_is_exact_not_too_soon():
     # hypotheses were finished would have returned [[], [B]]
     assert [h.tokens for h in hyps] == [[A, A, A], []]
     assert model.steps == 4  # ...and the search stops as soon as the bound allows
+
+
+def test_exact_stops_once_the_returned_nbest_cannot_change():
+    """[EOS] finishes at step 1 with log p -0.105; the active [A] (-2.8) can end no higher (alpha 0),
+    so with nbest=1 the output is final after one step; nbest=2 waits for a second finished
+    hypothesis ([A EOS], step 2). The best output is the same either way."""
+    table = {(): {EOS: 0.9, A: 0.06, B_: 0.04}}  # (A,) and (B,) are not in it: p(EOS) = 1 next
+    model = FakeModel({9: table})
+    [one] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10)
+    assert [h.tokens for h in one] == [[]] and model.steps == 1
+    model = FakeModel({9: table})
+    [two] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2)
+    assert [h.tokens for h in two] == [[], [A]] and model.steps == 2
+    assert one[0].score == two[0].score
+
+
+def test_first_step_runs_one_row_per_sentence():
+    """At the first step the k beam rows of a sentence all hold BOS: the model sees B rows, then
+    B*k; the result equals each sentence searched alone."""
+    tables = {9: LONG_WINS, 11: {(): {A: 0.7, B_: 0.3}, (A,): {A: 1.0}}}
+    model = FakeModel(tables)
+    batch = beam_search(model, src(9, 11), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2)
+    assert model.rows[:2] == [2, 4]
+    for i, first in enumerate((9, 11)):
+        [alone] = beam_search(FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0,
+                              max_len_b=6, nbest=2)
+        assert [h.tokens for h in batch[i]] == [h.tokens for h in alone]
 
 
 def test_fast_stopping_is_ctranslate2s_rule():
@@ -234,6 +262,15 @@ def test_same_alone_and_in_batch(model, sources):
         [alone] = beam_search(model, padded([s]), beam=4, alpha=0.6, max_len_b=6, nbest=3)
         assert [h.tokens for h in hyps] == [h.tokens for h in alone]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+def test_exact_nbest1_is_the_best_of_a_longer_search(model, sources):
+    """Stopping once the best can no longer change (nbest=1) returns the best hypothesis of the
+    search that waits for k finished ones (nbest=k), on the real model."""
+    one = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6)
+    four = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6, nbest=4)
+    for a, b in zip(one, four):
+        assert a[0].tokens == b[0].tokens and a[0].score == pytest.approx(b[0].score, abs=1e-5)
 
 
 def test_cache_reuse_equals_recomputing_prefix(model, sources):

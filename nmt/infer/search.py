@@ -16,13 +16,16 @@ Definitions (all pinned by tests/test_search.py):
   * A step: every active hypothesis is extended by every token; the 2k best extensions by summed
     log-probability are taken. EOS extensions among the first k become finished hypotheses; the
     first k non-EOS extensions form the next active beam (finished ones never re-enter it).
-  * Early termination (exact): a sentence stops when it has k finished hypotheses and no active
-    hypothesis can still beat the k-th best of them. An active hypothesis with summed
-    log-probability s <= 0 after t tokens can only end with s' <= s and a length
-    L in [t+1, L_max], so its final score is at most  s / max_{t+1 <= L <= L_max} lp(L),
-    i.e. s / lp(L_max) for alpha >= 0 (s / lp(t+1) for alpha < 0). The sentence stops when that
-    bound for its best active hypothesis is <= the worst of its k best finished scores, or when
-    L_max is reached.
+  * Early termination (exact): a sentence stops when it has ``nbest`` finished hypotheses and no
+    active hypothesis can still beat the nbest-th best of them, i.e. when the output it returns
+    can no longer change. An active hypothesis with summed log-probability s <= 0 after t tokens
+    can only end with s' <= s and a length L in [t+1, L_max], so its final score is at most
+    s / max_{t+1 <= L <= L_max} lp(L), i.e. s / lp(L_max) for alpha >= 0 (s / lp(t+1) for
+    alpha < 0); every later hypothesis extends an active one. The sentence stops when that bound
+    for its best active hypothesis is <= the nbest-th best finished score (a later hypothesis
+    scoring the same ranks after it), or when L_max is reached. The returned hypotheses are those
+    of a search run on to L_max; waiting for k finished ones (the k-th best as the bar) would
+    return the same with more steps when nbest < k.
   * Early termination (``stopping="fast"``, not the paper's): a sentence stops as soon as the best
     extension of a step is EOS (once ``nbest`` hypotheses have finished) or k hypotheses have
     finished, as CTranslate2 does (patience 1; fairseq stops at k finished). It runs fewer steps
@@ -192,6 +195,7 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     if k == 1 and alpha == 0:  # greedy: the same choices as the general step below, without its bookkeeping
         return _greedy(model, memory, n_src, device=device, max_len=max_len, min_len=min_len, prefix=prefix,
                        constrain=constrain, pad=pad, bos=bos, eos=eos)
+    first_memory = memory  # the first step's k rows of a sentence are all BOS: computed once (B rows)
     memory = memory.reorder(torch.arange(n_src, device=device).repeat_interleave(k))  # rows (B*k)
     alive = list(range(n_src))  # original index of each sentence still searching
     scores = torch.full((n_src, k), float("-inf"), device=device)  # (B, k) summed log-probs
@@ -202,8 +206,12 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     cache = None
     for t in range(max(max_len)):  # t tokens generated so far; this step makes token t+1
         b = len(alive)
-        logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
-        logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, W)
+        if t == 0:  # one row per sentence, its log-probabilities repeated for the k (equal) start rows
+            logits, cache = model.decode_step(tokens[::k, -1:], first_memory, None)  # (B, 1, W)
+            logp = F.log_softmax(logits[:, -1].float(), dim=-1).repeat_interleave(k, dim=0)  # (B*k, W)
+        else:
+            logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
+            logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, W)
         w = logp.size(-1)
         last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
         logp = mask_step(logp, t, alive=alive, rows_per_sentence=k, max_len=max_len, min_len=min_len,
@@ -248,9 +256,9 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             done = last[i] or best_active[i] == float("-inf")
             if not done and stopping == "fast" and len(finished[s]) >= nbest:
                 done = top_eos[i] or len(finished[s]) >= k
-            elif not done and stopping == "exact" and len(finished[s]) >= k:
+            elif not done and stopping == "exact" and len(finished[s]) >= nbest:
                 bound = max_score_bound(best_active[i], t + 1, max_len[s], alpha)
-                done = bound <= finished[s][-1].score
+                done = bound <= finished[s][nbest - 1].score
             if not done:
                 keep.append(i)
         if not keep:
@@ -264,7 +272,9 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             scores = scores[keep_t]  # (B', k)
             memory = memory.reorder(rows)  # rows of one sentence share its memory
             alive = [alive[i] for i in keep]
-        if k > 1 or len(keep) < b:  # with one hypothesis per sentence, rows only change by dropping
+        if t == 0:  # the cache holds one row per sentence: row i*k+j of the beam is its row i
+            cache = cache.reorder(torch.div(rows, k, rounding_mode="floor"))
+        elif k > 1 or len(keep) < b:  # with one hypothesis per sentence, rows only change by dropping
             cache = cache.reorder(rows)
     return [f[:nbest] for f in finished]
 
