@@ -9,7 +9,7 @@ import torch
 
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search, row_topk,
+from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, beam_topk, greedy_search, row_topk,
                         length_penalty, max_score_bound)
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
@@ -301,3 +301,47 @@ def test_row_topk_is_topk(width, k):
     assert torch.equal(x.gather(1, cols), values)  # the columns hold those values
     assert all(len(set(r)) == k for r in cols.tolist())  # k distinct columns per row
     assert torch.equal(cols[[0, 4, 6, 7]], want.indices[[0, 4, 6, 7]])  # no ties: the same columns
+
+
+@pytest.mark.parametrize("width", [8000, 8003, 300, 40])
+@pytest.mark.parametrize("k", [1, 4])
+def test_beam_topk_is_topk_over_the_beam(width, k):
+    """The two-stage per-sentence selection gives the values of a plain top-k over every
+    (row, token) of a sentence, and (row, token, log-prob) triples holding them: random rows,
+    placeholder rows (score -inf), rows of -inf, ties, the best entries in the tail columns."""
+    torch.manual_seed(width * 10 + k)
+    b, n = 30, 2 * k
+    logp = torch.randn(b * k, width)
+    logp[1] = 0.5  # all equal
+    logp[2, : width // 2] = float("-inf")
+    logp[3] = float("-inf")
+    logp[4, -1] = 50.0  # in the tail when width % 64 != 0
+    logp[5] = torch.randint(0, 3, (width,)).float()  # many ties
+    scores = torch.randn(b, k) * 3
+    scores[0, 1:] = float("-inf")  # the first step's placeholder rows
+    want = (scores[:, :, None] + logp.view(b, k, width)).view(b, k * width).topk(n, dim=1).values
+    top_scores, top_beam, top_tok, top_logp = beam_topk(logp, scores, n)
+    assert torch.equal(top_scores, want)
+    rows = top_beam + torch.arange(b)[:, None] * k  # (B, n)
+    assert torch.equal(top_logp, logp[rows, top_tok])
+    assert torch.equal(top_scores, scores.gather(1, top_beam) + top_logp)
+    finite = top_scores.isfinite()  # distinct extensions (the -inf ones may repeat)
+    pairs = [set(zip(r[f].tolist(), t[f].tolist())) for r, t, f in zip(top_beam, top_tok, finite)]
+    assert [len(p) for p in pairs] == finite.sum(dim=1).tolist()
+
+
+def test_beam_search_same_with_block_selection(monkeypatch):
+    """A model with a 300-token vocabulary (four blocks of 64 and a tail of 44): the search with the
+    two-stage selection equals the search with the per-row one (block wider than the vocabulary)."""
+    torch.manual_seed(3)
+    inner = Transformer(tiny(300)).eval()
+    g = torch.Generator().manual_seed(4)
+    srcs = [torch.randint(4, 300, (n,), generator=g).tolist() + [EOS] for n in (3, 9, 6, 12)]
+    fast = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
+    import nmt.infer.search as search
+    plain = search.beam_topk
+    monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, block=10**6))
+    slow = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
+    for a, b in zip(fast, slow):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)

@@ -126,6 +126,54 @@ def row_topk(x: Tensor, k: int, block: int = 64) -> tuple[Tensor, Tensor]:
     return values, col.gather(1, pos)
 
 
+def beam_topk(logp: Tensor, scores: Tensor, n: int, block: int = 64) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The ``n`` best extensions of each sentence's beam. ``logp`` (B*k, W): next-token
+    log-probabilities of the k rows of each sentence (rows i*k..(i+1)*k-1 are sentence i);
+    ``scores`` (B, k): the rows' summed log-probabilities. Returns, best first, (B, n) each: the
+    extensions' summed log-probabilities, their row in the beam (0..k-1), token and token
+    log-probability (the values of ``(scores[:, :, None] + logp).view(B, -1).topk(n)``; among equal
+    values the choice may differ).
+
+    On the CPU, for W >> n, in two stages per sentence: the best summed score of each block of
+    ``block`` columns of each row, the n (row, block) pairs with the best of those (they hold the n
+    best extensions: a pair outside them has n block maxima at least as large as all its entries),
+    then the n best among those pairs' n*block entries and the last W % block columns of every row.
+    PyTorch's CPU top-k costs ~1 ns per element: this reads the (B*k, W) matrix once (a block
+    maximum) and runs top-k on (B, k*W/block) and (B, n*block) instead of on every row."""
+    bk, w = logp.shape
+    b, k = scores.shape
+    n_blocks = w // block
+    device = logp.device
+    if device.type != "cpu" or n_blocks * k <= n or bk == 0:  # per row first, then per sentence
+        c = min(n, w)
+        row_logp, row_tok = row_topk(logp, c)  # (B*k, c)
+        cand = (scores.view(bk, 1) + row_logp).view(b, k * c)  # (B, k*c) summed log-probs
+        top_scores, top_pos = cand.topk(min(n, k * c), dim=1)  # (B, n)
+        return (top_scores, top_pos // c, row_tok.view(b, k * c).gather(1, top_pos),
+                row_logp.view(b, k * c).gather(1, top_pos))
+    main = logp[:, :n_blocks * block].view(bk, n_blocks, block)  # (B*k, W // block, block)
+    block_best = (main.amax(dim=-1) + scores.view(bk, 1)).view(b, k * n_blocks)  # (B, k * W // block)
+    pair = block_best.topk(n, dim=1).indices  # (B, n) the n best (row, block) pairs
+    beam_row, blk = pair // n_blocks, pair % n_blocks  # (B, n) each
+    rows = beam_row + torch.arange(b, device=device)[:, None] * k  # (B, n) row in B*k
+    cand = main[rows, blk] + scores.gather(1, beam_row)[:, :, None]  # (B, n, block) summed log-probs
+    cand_row = beam_row[:, :, None].expand(b, n, block).reshape(b, n * block)  # (B, n*block)
+    cand_tok = (blk[:, :, None] * block + torch.arange(block, device=device)).view(b, n * block)  # (B, n*block)
+    cand = cand.view(b, n * block)
+    tail = w - n_blocks * block
+    if tail:  # every row's last W % block columns are candidates too
+        tail_scores = (logp[:, n_blocks * block:] + scores.view(bk, 1)).view(b, k * tail)  # (B, k*tail)
+        cand = torch.cat([cand, tail_scores], dim=1)  # (B, n*block + k*tail)
+        cand_row = torch.cat([cand_row, torch.arange(k, device=device).repeat_interleave(tail).expand(b, -1)], dim=1)
+        cand_tok = torch.cat([cand_tok, torch.arange(n_blocks * block, w, device=device).repeat(k).expand(b, -1)],
+                             dim=1)
+    top_scores, pos = cand.topk(n, dim=1)  # (B, n)
+    top_beam, top_tok = cand_row.gather(1, pos), cand_tok.gather(1, pos)  # (B, n) each
+    top_rows = top_beam + torch.arange(b, device=device)[:, None] * k  # (B, n) row in B*k
+    top_logp = logp[top_rows, top_tok]  # (B, n)
+    return top_scores, top_beam, top_tok, top_logp
+
+
 def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
                    prefix: list[list[int]] | None, pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring)."""
@@ -219,15 +267,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         if constrain is not None:
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device).repeat_interleave(k)  # (B*k,)
             logp = constrain(logp, tokens, alive, k, steps_left)  # (B*k, W)
-        # The 2k best extensions of a sentence are among the 2k best tokens of each of its rows:
-        # select per row first (B*k, 2k), then per sentence among those k*2k.
-        c = min(2 * k, w)
-        row_logp, row_tok = row_topk(logp, c)  # (B*k, c)
-        cand = (scores.view(b * k, 1) + row_logp).view(b, k * c)  # (B, k*c) summed log-probs
-        top_scores, top_pos = cand.topk(min(2 * k, k * c), dim=1)  # (B, 2k)
-        top_beam = top_pos // c  # (B, 2k) source row in beam
-        top_tok = row_tok.view(b, k * c).gather(1, top_pos)  # (B, 2k) token
-        top_logp = row_logp.view(b, k * c).gather(1, top_pos)  # (B, 2k) its log-probability
+        # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
+        top_scores, top_beam, top_tok, top_logp = beam_topk(logp, scores, min(2 * k, k * w))  # (B, 2k) each
         top_rows = top_beam + torch.arange(b, device=device)[:, None] * k  # (B, 2k) row in B*k
         is_eos = top_tok.eq(eos)
         # finished: EOS extensions ranked among the first k
@@ -242,8 +283,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             for (i, _), toks, positional, total in zip(fin.tolist(), fin_tokens, fin_positional, fin_total):
                 _add_finished(finished[alive[i]], Hypothesis(toks, total / lp, positional), k)
         # next active beam: the first k non-EOS extensions (stable order by rank)
-        rank = torch.arange(top_pos.size(1), device=device).expand_as(top_pos)  # (B, 2k)
-        sel = rank.masked_fill(is_eos, top_pos.size(1) * 2).sort(dim=1).indices[:, :k]  # (B, k)
+        rank = torch.arange(top_scores.size(1), device=device).expand_as(top_scores)  # (B, 2k)
+        sel = rank.masked_fill(is_eos, top_scores.size(1) * 2).sort(dim=1).indices[:, :k]  # (B, k)
         scores = top_scores.gather(1, sel)  # (B, k)
         rows = top_rows.gather(1, sel).view(-1)  # (B*k,)
         new_tok = top_tok.gather(1, sel).view(-1)  # (B*k,)
