@@ -273,6 +273,20 @@ def test_exact_nbest1_is_the_best_of_a_longer_search(model, sources):
         assert a[0].tokens == b[0].tokens and a[0].score == pytest.approx(b[0].score, abs=1e-5)
 
 
+def test_sentences_ending_at_the_first_step(model, sources):
+    """Max length 1 for the 2-token source (max_len_a 0.5, b 0): it ends at the first step, which
+    runs one row per sentence; the others go on with their cache expanded to k rows each. The
+    result equals each sentence searched alone and the search re-running the whole prefix."""
+    kw = dict(beam=4, alpha=0.6, max_len_a=0.5, max_len_b=0, nbest=2)
+    batch = beam_search(model, padded(sources), **kw)
+    assert [len(h[0].tokens) for h in batch][0] == 0  # |Y| = 1: only EOS
+    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), **kw)
+    for s, hyps, other in zip(sources, batch, naive):
+        [alone] = beam_search(model, padded([s]), **kw)
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone] == [h.tokens for h in other]
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
 def test_cache_reuse_equals_recomputing_prefix(model, sources):
     assert isinstance(model.inner, Transformer)
     cached = beam_search(model, padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3)

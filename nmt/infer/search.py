@@ -257,6 +257,7 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         if t == 0:  # one row per sentence, its log-probabilities repeated for the k (equal) start rows
             logits, cache = model.decode_step(tokens[::k, -1:], first_memory, None)  # (B, 1, W)
             logp = F.log_softmax(logits[:, -1].float(), dim=-1).repeat_interleave(k, dim=0)  # (B*k, W)
+            first_memory = None  # the beam's rows read ``memory`` from now on
         else:
             logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
             logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, W)
