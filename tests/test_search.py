@@ -264,13 +264,22 @@ def test_same_alone_and_in_batch(model, sources):
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
-def test_exact_nbest1_is_the_best_of_a_longer_search(model, sources):
-    """Stopping once the best can no longer change (nbest=1) returns the best hypothesis of the
-    search that waits for k finished ones (nbest=k), on the real model."""
-    one = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6)
-    four = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6, nbest=4)
-    for a, b in zip(one, four):
-        assert a[0].tokens == b[0].tokens and a[0].score == pytest.approx(b[0].score, abs=1e-5)
+@pytest.mark.parametrize("alpha", [0.6, 0.0, -0.5])
+@pytest.mark.parametrize("with_prefix", [False, True])
+def test_exact_nbest_is_the_best_of_a_longer_search(model, sources, alpha, with_prefix):
+    """Stopping once the returned nbest can no longer change gives the best hypotheses of the
+    search that waits for k finished ones (nbest=k), on the real model: with and without a length
+    penalty, a negative one (whose bound uses the next length), and a forced prefix."""
+    prefix = [[5, 6], [], [7], [8, 9, 10], []] if with_prefix else None
+    kw = dict(beam=4, alpha=alpha, max_len_b=6, prefix=prefix)
+    four = beam_search(model, padded(sources), nbest=4, **kw)
+    for nbest in (1, 2):
+        fewer = beam_search(model, padded(sources), nbest=nbest, **kw)
+        for a, b in zip(fewer, four):
+            assert [h.tokens for h in a] == [h.tokens for h in b[:nbest]]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b[:nbest]], abs=1e-5)
+    if prefix is not None:
+        assert all(h[0].tokens[:len(p)] == p for h, p in zip(four, prefix))
 
 
 def test_sentences_ending_at_the_first_step(model, sources):
