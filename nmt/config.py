@@ -117,6 +117,10 @@ class TrainConfig:
     # while training ("word dropout", Bowman et al. 2016), so that the decoder cannot lean on its
     # own history alone and must read the source; 0 = off (the paper).
     target_dropout: float = 0.0
+    # not in the paper: train on the BPE-dropout segmentations that `nmt prepare --bpe-dropout`
+    # wrote (epoch e on copy e mod K; Provilkov et al. 2020) when the data has them; false = the
+    # usual segmentation (an A/B on the same data folder). Translation always uses the usual one.
+    bpe_dropout: bool = True
     seed: int = 1
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
     save_every_steps: int = 0  # 0 = by time only

@@ -5,7 +5,8 @@
 #   MAX_TIME=60 sh recipes/multi30k-en-de.sh runs/multi30k-en-de-60    (the 60-minute variant)
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget
 # of recipes/multi30k-en-de.yaml (30); TRAIN_ARGS adds --model.FIELD=VALUE / --train.FIELD=VALUE
-# overrides (e.g. TRAIN_ARGS=--model.dropout=0.3).
+# overrides (e.g. TRAIN_ARGS=--model.dropout=0.3); PREPARE_ARGS adds `nmt prepare` options (e.g.
+# PREPARE_ARGS="--bpe-dropout 0.1").
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -16,7 +17,8 @@ if [ -z "${NMT_DATA_DIR:-}" ] && [ -d "$HERE/../../shared/data" ]; then
   NMT_DATA_DIR=$(cd "$HERE/../../shared/data" && pwd); export NMT_DATA_DIR
 fi
 mkdir -p "$OUT"
-[ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data"
+# shellcheck disable=SC2086
+[ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data" ${PREPARE_ARGS:-}
 if [ -f "$OUT/run/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else

@@ -117,3 +117,22 @@ def test_dataloader_integration():
     batches = list(loader)
     assert len(batches) == len(s.batches(0))
     assert sum(b.n_src_tokens for b in batches) == int((src + 1).sum())
+
+
+def test_epoch_uses_its_segmentation_lengths():
+    """[K, n] lengths (BPE-dropout copies): epoch e is packed by row e mod K, within budget."""
+    rng = np.random.default_rng(0)
+    base = rng.integers(1, 20, size=(2, 200))
+    longer = base * 3  # a copy segmented into three times as many pieces
+    lengths_src, lengths_tgt = np.stack([base[0], longer[0]]), np.stack([base[1], longer[1]])
+    sampler = TokenBatchSampler(src_lengths=lengths_src, tgt_lengths=lengths_tgt, max_tokens=128, seed=3)
+    for epoch in range(4):
+        src, tgt = lengths_src[epoch % 2], lengths_tgt[epoch % 2]
+        alone = TokenBatchSampler(src_lengths=src, tgt_lengths=tgt, max_tokens=128, seed=3)
+        assert sampler.batches(epoch) == alone.batches(epoch)
+        for b in sampler.batches(epoch):
+            assert len(b) * (max(max(src[b]), max(tgt[b])) + 1) <= 128 or len(b) == 1
+        assert sorted(i for b in sampler.batches(epoch) for i in b) == list(range(200))
+    assert len(sampler.batches(1)) > 2 * len(sampler.batches(0))
+    with pytest.raises(ValueError, match="shape"):
+        TokenBatchSampler(src_lengths=lengths_src, tgt_lengths=lengths_tgt[:1], max_tokens=128)

@@ -279,3 +279,47 @@ def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
         "train": 300, "valid": 3000, "test": 3003}
     assert meta["src_lang"] == "de" and meta["downloads"] == {}
+
+
+# ------------------------------------------------------------------------------- BPE-dropout
+def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path):
+    """`--bpe-dropout P`: K copies of train, the same kept pairs in the same order, each side
+    decoding to the same text, segmented into more (smaller) pieces; deterministic by seed."""
+    src, tgt = corpus(300)
+    long = " ".join(["man"] * 40)
+    src[:3] = [long, "a", "the dog"]
+    tgt[:3] = [long, "man man man man man man man", "der hund"]
+    extra = ["--max-len", "30", "--max-ratio", "3", "--bpe-dropout", "0.3", "--bpe-dropout-copies", "3"]
+    a = prepare_files(tmp_path, (src, tgt), out="a", extra=extra)
+    b = prepare_files(tmp_path, (src, tgt), out="b", extra=extra)
+    meta = data.load_meta(a)
+    train = ParallelDataset.load(a, "train")
+    samples = meta["train_samples"]
+    assert samples["splits"] == ["train.bpe1", "train.bpe2", "train.bpe3"]
+    assert samples["bpe_dropout"] == 0.3 and samples["pairs"] == len(train) == 300 - 2
+    sp = data.load_spm(a)
+    copies = [ParallelDataset(a, name, meta) for name in samples["splits"]]
+    for k, copy in enumerate(copies):
+        assert len(copy) == len(train)
+        for i in range(len(train)):
+            for side in (0, 1):
+                assert sp.decode(copy[i][side].tolist()) == sp.decode(train[i][side].tolist())
+        assert copy.src_lengths.sum() == samples["src_tokens"][k] > train.src_lengths.sum()
+        assert copy.tgt_lengths.sum() == samples["tgt_tokens"][k] > train.tgt_lengths.sum()
+        assert copy.src_lengths.max() <= 30 and copy.tgt_lengths.max() <= 30  # --max-len holds
+    assert not np.array_equal(copies[0].src_lengths, copies[1].src_lengths)  # different samples
+    for name in ("train.src.bin", "train.bpe1.src.bin", "train.bpe3.tgt.bin", "train.bpe2.tgt.offsets.npy"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    plain = prepare_files(tmp_path, (src, tgt), out="plain", extra=extra[:4])
+    assert (plain / "train.src.bin").read_bytes() == (a / "train.src.bin").read_bytes()
+    assert "train_samples" not in data.load_meta(plain)
+    assert not list(plain.glob("train.bpe*"))
+
+
+@pytest.mark.parametrize("extra", [["--bpe-dropout", "1.0"], ["--bpe-dropout", "-0.1"],
+                                   ["--bpe-dropout-copies", "3"],
+                                   ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "-1"]])
+def test_bad_bpe_dropout_options_are_refused(tmp_path, extra):
+    with pytest.raises(DataError, match="--bpe-dropout"):
+        prepare_files(tmp_path, corpus(50), extra=extra)
+    assert not (tmp_path / "out").exists()

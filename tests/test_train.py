@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import numpy as np
 from safetensors.torch import load_file
 
 from nmt import checkpoint as ckpt
@@ -258,3 +259,52 @@ def test_target_dropout_replaces_decoder_inputs_while_training_only(tiny_data, t
     assert 0.4 < dropped < 0.6
     assert torch.cat([rest(t) for t in evaluating]).eq(UNK).float().mean().item() < 0.05
     assert main(["train", str(tiny_data), "--out", str(tmp_path / "bad"), *TINY, "--train.target_dropout=1"]) == 2
+
+
+def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path, monkeypatch):
+    """Data prepared with BPE-dropout: epoch e trains on copy e mod K (the usual segmentation
+    with train.bpe_dropout=false), and an interrupted run resumes bit-identically across an
+    epoch boundary (the next epoch's copy is taken from the saved position)."""
+    from train_fixtures import prepare_tiny
+
+    import nmt.train.trainer as trainer_module
+
+    data = prepare_tiny(tmp_path / "bpe", bpe_dropout=0.2, bpe_dropout_copies=2)
+    meta = json.loads((data / "meta.json").read_text())
+    pairs = {name: {(s.tobytes(), t.tobytes()) for s, t in ParallelDataset(data, name, meta)}
+             for name in ("train", "train.bpe1", "train.bpe2")}
+    seen = []
+    real_collate = trainer_module.collate
+    monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real_collate(ex))
+
+    def all_in(batches, name):  # every example of these batches is a pair of segmentation `name`
+        return all((s.tobytes(), t.tobytes()) in pairs[name] for b in batches for s, t in b)
+
+    copies = [ParallelDataset(data, name, meta) for name in ("train.bpe1", "train.bpe2")]
+    sampler = TokenBatchSampler(src_lengths=[c.src_lengths for c in copies],
+                                tgt_lengths=[c.tgt_lengths for c in copies], max_tokens=512, seed=1)
+    per_epoch = len(sampler.batches(0))
+    common = ["--train.max_tokens=512", "--train.accum_steps=1"]
+    train(data, tmp_path / "epochs", *common, "--train.max_epochs=3", "--train.max_steps=100000")
+    ends = np.cumsum([len(sampler.batches(e)) for e in range(3)])  # then validation's batches
+    epochs = [seen[0:ends[0]], seen[ends[0]:ends[1]], seen[ends[1]:ends[2]]]
+    assert all_in(epochs[0], "train.bpe1") and all_in(epochs[1], "train.bpe2") and all_in(epochs[2], "train.bpe1")
+    assert not all_in(epochs[0], "train") and not all_in(epochs[1], "train.bpe1")  # really other pieces
+    seen.clear()
+    train(data, tmp_path / "usual", *common, "--train.max_steps=3", "--train.bpe_dropout=false")
+    assert all_in(seen[:3], "train") and not all_in(seen[:3], "train.bpe1")  # then validation
+    seen.clear()
+
+    n = per_epoch // 2 + 3  # stop mid-epoch 0; the second half runs into epoch 1 (copy 2)
+    seen.clear()
+    assert 2 * n > per_epoch
+    common += [f"--train.save_every_steps={n}"]
+    train(data, tmp_path / "straight", *common, f"--train.max_steps={2 * n}")
+    train(data, tmp_path / "stopped", *common, f"--train.max_steps={n}")
+    assert main(["train", str(data), "--out", str(tmp_path / "stopped"), "--resume",
+                 f"--train.max_steps={2 * n}"]) == 0
+    a = ckpt.list_step_checkpoints(tmp_path / "straight")[-1]
+    b = ckpt.list_step_checkpoints(tmp_path / "stopped")[-1]
+    assert a.name == b.name == f"step_{2 * n:08d}"
+    assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
+    assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")

@@ -26,11 +26,13 @@ def write_corpus(folder: Path, *, n_train: int = 600, n_valid: int = 40, seed: i
     return splits
 
 
-def prepare_tiny(folder: Path, *, vocab_size: int = 120) -> Path:
+def prepare_tiny(folder: Path, *, vocab_size: int = 120, **options) -> Path:
+    """`options`: more PrepareOptions fields (e.g. bpe_dropout, bpe_dropout_copies)."""
     from nmt.data.prepare import PrepareOptions, prepare
 
     splits = write_corpus(folder / "text")
     out = folder / "data"
     prepare(splits, out, options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de",
-                                                vocab_size=vocab_size, threads=1), log=lambda *a: None)
+                                                vocab_size=vocab_size, threads=1, **options),
+            log=lambda *a: None)
     return out

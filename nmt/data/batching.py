@@ -45,6 +45,10 @@ class TokenBatchSampler:
          (a tiny dataset) are batches repeated from the start of the list;
       4. shuffle the batch order (if `shuffle`) and give rank r the batches r, r + R, r + 2R, ...
 
+    Several segmentations (BPE-dropout, `nmt prepare --bpe-dropout`): `src_lengths` and
+    `tgt_lengths` may be [K, n] arrays, the lengths of the same n examples under K segmentations;
+    epoch e is batched by row e mod K (the trainer reads that segmentation's ids).
+
     Resuming: `position` counts batches this sampler has yielded in the current epoch; iteration
     starts at `position`. When a DataLoader with workers prefetches, the sampler runs ahead of
     training, so save {"epoch": e, "position": batches actually trained on} from the training
@@ -54,11 +58,13 @@ class TokenBatchSampler:
     def __init__(self, *, src_lengths: Sequence[int], tgt_lengths: Sequence[int],
                  max_tokens: int, seed: int = 0, shuffle: bool = True, num_replicas: int = 1,
                  rank: int = 0):
-        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
-        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
-        if self.src_lengths.shape != self.tgt_lengths.shape:
-            raise ValueError(f"{len(self.src_lengths)} source lengths but "
-                             f"{len(self.tgt_lengths)} target lengths")
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)  # [n] or [K, n]
+        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)  # [n] or [K, n]
+        if self.src_lengths.shape != self.tgt_lengths.shape or self.src_lengths.ndim not in (1, 2):
+            raise ValueError(f"source lengths of shape {self.src_lengths.shape} but target "
+                             f"lengths of shape {self.tgt_lengths.shape}")
+        if self.src_lengths.ndim == 1:
+            self.src_lengths, self.tgt_lengths = self.src_lengths[None], self.tgt_lengths[None]
         if max_tokens < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"bad max_tokens={max_tokens} or rank={rank} of {num_replicas}")
         self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
@@ -93,13 +99,14 @@ class TokenBatchSampler:
 
     def _all_batches(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, epoch])
-        n = len(self.src_lengths)
+        variant = epoch % len(self.src_lengths)
+        src, tgt = self.src_lengths[variant], self.tgt_lengths[variant]  # [n] each
+        n = len(src)
         order = rng.permutation(n) if self.shuffle else np.arange(n)
-        longest = np.maximum(self.src_lengths, self.tgt_lengths)
-        for key in (self.tgt_lengths, self.src_lengths, longest):  # last key = primary
+        longest = np.maximum(src, tgt)
+        for key in (tgt, src, longest):  # last key = primary
             order = order[np.argsort(key[order], kind="stable")]
-        batches = pack(order, self.src_lengths + 1, self.tgt_lengths + 1,
-                       max_tokens=self.max_tokens)
+        batches = pack(order, src + 1, tgt + 1, max_tokens=self.max_tokens)
         batches = equalize(batches, self.num_replicas)
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]

@@ -20,6 +20,8 @@ A prepared directory holds everything later steps need:
                               pieces only (no BOS/EOS)
     {split}.{side}.offsets.npy  int64 [n + 1]: ids of example i are bin[offsets[i]:offsets[i+1]]
     {split}.{lang}.txt        valid/test only: the cleaned text, line-aligned (BLEU references)
+    train.bpe{k}.{side}.*     with --bpe-dropout: k = 1..K sampled segmentations of the train
+                              pairs (same pairs, same order; meta["train_samples"])
 
 Everything is written to a temporary folder next to the output and renamed at the end, so an
 error leaves nothing half-written.
@@ -142,6 +144,11 @@ class PrepareOptions:
     threads: int = 2
     shuffle_train: bool = False         # shuffle train pairs (from `seed`) before BPE and
     # binarizing: for corpora stored in document order (libreoffice); holds train in memory
+    # not in the paper: BPE-dropout (Provilkov et al., 2020). Besides the usual train encoding,
+    # write `bpe_dropout_copies` encodings of the same kept pairs in which each merge is skipped
+    # with probability `bpe_dropout`; training cycles through them, one per epoch.
+    bpe_dropout: float = 0.0
+    bpe_dropout_copies: int = 0
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
@@ -235,9 +242,15 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         counts = _binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
                            threads=o.threads, warn_len=o.max_len)
         longer = counts.pop("longer")
+        keep = counts.pop("keep")
         if split == "train":
             cleaning["train"]["dropped"].update(counts.pop("dropped"))
             cleaning["train"]["kept"] = counts["pairs"]
+            if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
+                samples = _binarize_samples(sp, files, tmp, keep=keep, options=o,
+                                            dtype=np.dtype(dtype))
+                log(f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
+                    f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces")
             for f in files:
                 f.unlink()
         else:
@@ -259,6 +272,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         "spm": {k: v for k, v in spm_args.items() if k != "num_threads"},
         "recipe": asdict(o),
     }
+    if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
+        meta["train_samples"] = samples
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta
 
@@ -352,6 +367,7 @@ def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
     lengths = {"src": array("q"), "tgt": array("q")}  # 8 bytes per example and side
     dropped = {"too_long": 0, "ratio": 0}
     longer = 0
+    keep = array("b")  # 1 per input pair: kept (written) or dropped by `limits`
     with open(f"{prefix}.src.bin", "wb") as fs, open(f"{prefix}.tgt.bin", "wb") as ft:
         for src_text, tgt_text in _text_chunks(files):
             src_ids = sp.encode(src_text, out_type=int, num_threads=threads)
@@ -363,11 +379,14 @@ def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
                     ls, lt = len(s), len(t)
                     if max(ls, lt) > max_len:
                         dropped["too_long"] += 1
+                        keep.append(0)
                     elif max(ls, lt) > max_ratio * max(1, min(ls, lt)):
                         dropped["ratio"] += 1
+                        keep.append(0)
                     else:
                         keep_s.append(s)
                         keep_t.append(t)
+                        keep.append(1)
                 src_ids, tgt_ids = keep_s, keep_t
             elif warn_len is not None:
                 longer += sum(max(len(s), len(t)) > warn_len for s, t in zip(src_ids, tgt_ids))
@@ -377,13 +396,61 @@ def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
                 flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
                                    count=sum(lens))
                 f.write(flat.tobytes())
-    counts = {"pairs": len(lengths["src"]), "dropped": dropped, "longer": longer}
+    counts = {"pairs": len(lengths["src"]), "dropped": dropped, "longer": longer,
+              "keep": np.frombuffer(keep, dtype=np.int8).astype(bool) if keep else None}
+    counts.update(_write_offsets(prefix, lengths))
+    return counts
+
+
+def _write_offsets(prefix: Path, lengths: dict) -> dict:
+    """Write `{prefix}.{side}.offsets.npy` from per-example lengths; return the token counts."""
+    counts = {}
     for side, lens in lengths.items():
         offsets = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(np.frombuffer(lens, dtype=np.int64), out=offsets[1:])
         np.save(f"{prefix}.{side}.offsets.npy", offsets)
         counts[f"{side}_tokens"] = int(offsets[-1])
     return counts
+
+
+def _binarize_samples(sp, files: tuple[Path, Path], out: Path, *, keep: np.ndarray,
+                      options: PrepareOptions, dtype: np.dtype) -> dict:
+    """BPE-dropout (Provilkov et al., 2020): write `train.bpe{k}` for k = 1..K, each a sampled
+    segmentation of the train pairs `keep` selects (the pairs and order of `train`), every merge
+    skipped with probability `options.bpe_dropout`. A side whose sample is longer than `max_len`
+    keeps its usual segmentation (so the model's positions still hold every example).
+
+    Deterministic: SentencePiece's generator is seeded per copy from `options.seed` and encodes
+    on one thread (its multi-threaded sampling depends on the scheduling)."""
+    import sentencepiece as spm
+
+    o = options
+    names, src_tokens, tgt_tokens = [], [], []
+    for k in range(1, o.bpe_dropout_copies + 1):
+        spm.set_random_generator_seed((o.seed * 1_000_003 + k) % 2**32)
+        name = f"train.bpe{k}"
+        lengths = {"src": array("q"), "tgt": array("q")}
+        start = 0
+        with open(out / f"{name}.src.bin", "wb") as fs, open(out / f"{name}.tgt.bin", "wb") as ft:
+            for src_text, tgt_text in _text_chunks(files):
+                chunk_keep = keep[start:start + len(src_text)]
+                start += len(src_text)
+                for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
+                    text = [t for t, kept in zip(text, chunk_keep) if kept]
+                    ids = sp.encode(text, out_type=int, enable_sampling=True,
+                                    alpha=o.bpe_dropout, nbest_size=-1, num_threads=1)
+                    ids = [x if len(x) <= o.max_len else sp.encode(t, out_type=int)
+                           for x, t in zip(ids, text)]
+                    lens = [len(x) for x in ids]
+                    lengths[side].extend(lens)
+                    f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
+                                        count=sum(lens)).tobytes())
+        counts = _write_offsets(out / name, lengths)
+        names.append(name)
+        src_tokens.append(counts["src_tokens"])
+        tgt_tokens.append(counts["tgt_tokens"])
+    return {"bpe_dropout": o.bpe_dropout, "splits": names, "pairs": int(keep.sum()),
+            "src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
 
 
 # ------------------------------------------------------------------------------- reading back
@@ -482,6 +549,12 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--input-sentence-size", type=int,
                    default=PrepareOptions.input_sentence_size,
                    help="max sentences sampled to train SentencePiece")
+    p.add_argument("--bpe-dropout", type=float, default=0.0, metavar="P",
+                   help="not in the paper: also write --bpe-dropout-copies sampled segmentations "
+                        "of train, each BPE merge skipped with probability P (BPE-dropout, "
+                        "Provilkov et al. 2020; 0.1 there); training uses one per epoch")
+    p.add_argument("--bpe-dropout-copies", type=int, default=None, metavar="K",
+                   help="how many sampled segmentations (default 10 with --bpe-dropout)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 8))
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -491,6 +564,12 @@ def run_prepare(args: argparse.Namespace) -> int:
     src, tgt = args.src, args.tgt
     if src == tgt:
         raise DataError(f"--src and --tgt are the same language ({src})")
+    copies = args.bpe_dropout_copies
+    if copies is None:
+        copies = 10 if args.bpe_dropout > 0 else 0
+    if not 0.0 <= args.bpe_dropout < 1.0 or copies < 0 or (copies and not args.bpe_dropout):
+        raise DataError(f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
+                        "0 < P < 1 and K >= 1 (or P = 0 and no copies)")
     if args.vocab_size is not None and args.vocab_size < 1:
         raise DataError(f"--vocab-size {args.vocab_size}: must be a positive number of pieces")
     for split in SPLITS:
@@ -529,7 +608,8 @@ def run_prepare(args: argparse.Namespace) -> int:
         max_len=args.max_len, max_ratio=args.max_ratio,
         character_coverage=args.character_coverage,
         input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads,
-        shuffle_train=args.dataset == "libreoffice")  # its lines are in page order
+        shuffle_train=args.dataset == "libreoffice",  # its lines are in page order
+        bpe_dropout=args.bpe_dropout, bpe_dropout_copies=copies)
     splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
     meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
     print(format_report(meta))
@@ -550,5 +630,11 @@ def format_report(meta: dict) -> str:
                                                             "nfc_changed", "longer_than_max_len") if c.get(k)]
         lines.append(f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
                      f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
+    if "train_samples" in meta:
+        ts = meta["train_samples"]
+        n = len(ts["splits"])
+        lines.append(f"train: {n} BPE-dropout segmentations (p={ts['bpe_dropout']}), on average "
+                     f"{sum(ts['src_tokens']) / n:,.0f} source / {sum(ts['tgt_tokens']) / n:,.0f} "
+                     "target pieces")
     return "\n".join(lines)
 

@@ -74,10 +74,17 @@ class Trainer:
             raise ConfigError(f"train.{e}") from None
         self.progress = progress and self.is_main and sys.stderr.isatty()
 
-        self.train_set = ParallelDataset.load(data_dir, "train")
+        # the train segmentations: the usual one, or epoch e on BPE-dropout copy e mod K
+        self.train_sets = [ParallelDataset.load(data_dir, "train")]
+        samples = meta.get("train_samples")
+        if samples and train_cfg.bpe_dropout:
+            self.train_sets = [ParallelDataset(data_dir, name, meta) for name in samples["splits"]]
+            if any(len(d) != samples["pairs"] for d in self.train_sets):
+                raise TrainError(f"{data_dir}: a BPE-dropout copy does not hold the "
+                                 f"{samples['pairs']} train pairs meta.json names; prepare again")
         self.valid_set = ParallelDataset.load(data_dir, "valid") if "valid" in meta.get("splits", {"valid": 1}) else None
-        self.sampler = TokenBatchSampler(src_lengths=self.train_set.src_lengths,
-                                         tgt_lengths=self.train_set.tgt_lengths,
+        self.sampler = TokenBatchSampler(src_lengths=[d.src_lengths for d in self.train_sets],
+                                         tgt_lengths=[d.tgt_lengths for d in self.train_sets],
                                          max_tokens=train_cfg.max_tokens, seed=train_cfg.seed,
                                          num_replicas=self.world, rank=self.rank)
         self.accum = self._accumulation_steps()
@@ -110,7 +117,7 @@ class Trainer:
         if self.cfg.accum_steps:
             return self.cfg.accum_steps
         batches = self.sampler.batches(0)
-        tgt = self.train_set.tgt_lengths
+        tgt = self.train_sets[0].tgt_lengths
         tokens = sum(int(tgt[b].sum()) + len(b) for b in batches)  # target tokens incl. EOS
         tokens, n_batches = self.coll.sum([tokens, len(batches)], what="the accumulation count")
         mean_tokens = tokens / n_batches if n_batches else 1.0
@@ -243,8 +250,9 @@ class Trainer:
         while True:
             if self.cfg.max_epochs and self.epoch >= self.cfg.max_epochs:
                 return
+            train_set = self.train_sets[self.epoch % len(self.train_sets)]
             for indices in self.sampler:  # advances the sampler's position
-                yield collate([self.train_set[i] for i in indices])
+                yield collate([train_set[i] for i in indices])
             self.sampler.set_epoch(self.epoch + 1)
 
     def forward_loss(self, model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -365,6 +373,10 @@ class Trainer:
         self.log(f"model: {n_params:,} parameters; precision: {self.precision_note}; device: {self.device}; "
                  f"world size {self.world}; {self.accum} micro-batch(es) of <= {cfg.max_tokens} tokens per update "
                  f"(~{cfg.update_tokens} target tokens)")
+        if len(self.train_sets) > 1:
+            k = len(self.train_sets)
+            self.log(f"BPE-dropout (p={self.meta['train_samples']['bpe_dropout']}): {k} sampled "
+                     f"segmentations of train; epoch e trains on copy e mod {k}")
         stream = self.micro_batches()
         start, last_save = time.time() - self.elapsed, time.time()
         bar = None
