@@ -263,3 +263,104 @@ def test_select_projects_only_the_chosen_positions():
     part = model(src, tgt, select)  # (K, W)
     assert part.shape == (int(select.sum()), 40)
     torch.testing.assert_close(part, full[select])
+
+
+# ------------------------------------------------------------------ training-path attention and dropout
+@pytest.mark.parametrize("kind", ["padding", "causal", "band", "cross"])
+def test_explicit_attention_equals_sdpa_with_gradients(kind):
+    """nmt.model.explicit_attention (training on CPU) is F.scaled_dot_product_attention: same
+    outputs and same gradients for padding masks, the causal mask, a band (T, N) mask and
+    cross-attention (T != N)."""
+    import torch.nn.functional as F
+    from nmt.model import explicit_attention, window_mask
+
+    torch.manual_seed(0)
+    b, h, t, n, d = 3, 2, 6, (9 if kind == "cross" else 6), 8
+    inputs = [torch.randn(b, h, length, d, dtype=torch.float64, requires_grad=True) for length in (t, n, n)]
+    mask, causal = None, kind == "causal"
+    if kind in ("padding", "cross"):
+        mask = torch.ones(b, 1, 1, n, dtype=torch.bool)
+        mask[1, ..., n - 2:] = False
+    elif kind == "band":
+        mask = window_mask(t, n, start=0, window=2, causal=False, device="cpu")
+    grad = torch.randn(b, h, t, d, dtype=torch.float64)
+    results = []
+    for attention in (lambda q, k, v: explicit_attention(q, k, v, mask=mask, is_causal=causal, dropout_p=0.0),
+                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)):
+        out = attention(*inputs)
+        out.backward(grad)
+        results.append((out.detach().clone(), [x.grad.clone() for x in inputs]))
+        for x in inputs:
+            x.grad = None
+    (out_a, grads_a), (out_b, grads_b) = results
+    torch.testing.assert_close(out_a.double(), out_b, atol=1e-6, rtol=1e-6)  # explicit works in float32
+    for ga, gb in zip(grads_a, grads_b):
+        torch.testing.assert_close(ga, gb, atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch):
+    """A training-mode forward/backward in bf16 autocast (dropout 0) through the explicit
+    attention is as close to float32's loss and gradients as through SDPA's bf16 kernel
+    (EXPLICIT_ATTENTION_MAX = 0 forces SDPA); float32 and inference (no gradients) keep SDPA."""
+    import nmt.model as model_module
+
+    calls = []
+    real = model_module.explicit_attention
+    monkeypatch.setattr(model_module, "explicit_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])
+    tgt = torch.tensor([[2, 11, 12, 13], [2, 14, 0, 0]])
+
+    def loss_and_grads(dtype=torch.bfloat16):
+        model = eval_model(dropout=0.0).train()
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            logits = model(src, tgt)
+        loss = logits.float().log_softmax(-1)[..., 7].sum()
+        loss.backward()
+        return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters()}
+
+    loss_a, grads_a = loss_and_grads()
+    assert len(calls) == 2 * 3  # tiny: 2 encoder self, 2 decoder self + 2 cross attentions
+    monkeypatch.setattr(model_module, "EXPLICIT_ATTENTION_MAX", 0)
+    loss_b, grads_b = loss_and_grads()
+    assert len(calls) == 6
+    monkeypatch.setattr(model_module, "EXPLICIT_ATTENTION_MAX", 10 ** 6)
+    loss_fp32, grads_fp32 = loss_and_grads(dtype=None)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        eval_model().encode(src)
+    assert len(calls) == 6  # float32 and inference: SDPA
+    assert abs(loss_a - loss_fp32) <= max(2 * abs(loss_b - loss_fp32), 1e-3 * abs(loss_fp32))
+    for k, reference in grads_fp32.items():  # bf16 rounding: a few % on the smallest gradients
+        error_a = ((grads_a[k] - reference).norm() / reference.norm()).item()
+        error_b = ((grads_b[k] - reference).norm() / reference.norm()).item()
+        assert error_a <= max(2.5 * error_b, 0.02), (k, error_a, error_b)
+
+
+def test_dropout_keeps_each_element_with_probability_1_minus_p():
+    from nmt.model import Dropout
+
+    torch.manual_seed(0)
+    drop = Dropout(0.1)
+    x = torch.ones(1000, 1000, requires_grad=True)
+    out = drop(x)
+    kept = out.ne(0)
+    assert abs(kept.float().mean().item() - 0.9) < 0.002  # 1e6 draws: sd 0.0003
+    torch.testing.assert_close(out[kept], torch.full((int(kept.sum()),), 1 / 0.9))
+    out.backward(torch.full_like(out, 2.0))
+    torch.testing.assert_close(x.grad, kept.float() * 2 / 0.9)  # d out / d x = mask / (1 - p)
+    bf16 = drop(torch.ones(100, 100, dtype=torch.bfloat16))
+    assert bf16.dtype == torch.bfloat16 and set(bf16.unique().tolist()) <= {0.0, (torch.tensor(1 / 0.9).bfloat16().item())}
+    drop.eval()
+    assert drop(x) is x
+    assert Dropout(0.0).train()(x) is x
+    with pytest.raises(ValueError, match="dropout probability"):
+        Dropout(1.0)
+
+
+def test_attention_dropout_on_the_explicit_path_keeps_the_expected_weights():
+    """With values all 1, each output is sum_j w_j m_j / (1 - p): 1 on average."""
+    from nmt.model import explicit_attention
+
+    torch.manual_seed(0)
+    q, k = torch.randn(50, 4, 20, 8), torch.randn(50, 4, 20, 8)
+    out = explicit_attention(q, k, torch.ones(50, 4, 20, 8), mask=None, is_causal=True, dropout_p=0.3)
+    assert abs(out.mean().item() - 1.0) < 0.02 and out.std().item() > 0.1
