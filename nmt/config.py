@@ -118,7 +118,7 @@ class TrainConfig:
     # own history alone and must read the source; 0 = off (the paper).
     target_dropout: float = 0.0
     # not in the paper: train on the BPE-dropout segmentations that `nmt prepare --bpe-dropout`
-    # wrote (epoch e on copy e mod K; Provilkov et al. 2020) when the data has them; false = the
+    # wrote (epoch e on copy (e mod K) + 1; Provilkov et al. 2020) when the data has them; false = the
     # usual segmentation (an A/B on the same data folder). Translation always uses the usual one.
     bpe_dropout: bool = True
     seed: int = 1

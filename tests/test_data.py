@@ -282,13 +282,20 @@ def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------- BPE-dropout
-def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path):
-    """`--bpe-dropout P`: K copies of train, the same kept pairs in the same order, each side
-    decoding to the same text, segmented into more (smaller) pieces; deterministic by seed."""
+def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path, monkeypatch):
+    """`--bpe-dropout P`: K copies of train, the same kept pairs in the same order (over several
+    encoding chunks with dropped pairs inside them), each side decoding to the same text,
+    segmented into more (smaller) pieces, the usual pieces where a sample would pass --max-len;
+    deterministic by seed."""
+    monkeypatch.setattr(data, "_CHUNK", 7)
     src, tgt = corpus(300)
     long = " ".join(["man"] * 40)
-    src[:3] = [long, "a", "the dog"]
-    tgt[:3] = [long, "man man man man man man man", "der hund"]
+    near = " ".join(["man"] * 27) + " ball"  # at most --max-len pieces, a sample would be longer
+    for i in (0, 9, 15, 22):  # dropped pairs in several chunks
+        src[i], tgt[i] = long, long
+    src[1:3] = ["a", "the dog"]
+    tgt[1:3] = ["man man man man man man man", "der hund"]  # ratio: dropped
+    src[30], tgt[30] = near, " ".join(["mann"] * 27) + " ball"
     extra = ["--max-len", "30", "--max-ratio", "3", "--bpe-dropout", "0.3", "--bpe-dropout-copies", "3"]
     a = prepare_files(tmp_path, (src, tgt), out="a", extra=extra)
     b = prepare_files(tmp_path, (src, tgt), out="b", extra=extra)
@@ -296,8 +303,10 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     train = ParallelDataset.load(a, "train")
     samples = meta["train_samples"]
     assert samples["splits"] == ["train.bpe1", "train.bpe2", "train.bpe3"]
-    assert samples["bpe_dropout"] == 0.3 and samples["pairs"] == len(train) == 300 - 2
+    assert samples["bpe_dropout"] == 0.3 and samples["pairs"] == len(train) == 300 - 5
+    near_index = 30 - 5  # five pairs before it dropped
     sp = data.load_spm(a)
+    assert sp.decode(train[near_index][0].tolist()) == near and len(train[near_index][0]) <= 30
     copies = [ParallelDataset(a, name, meta) for name in samples["splits"]]
     for k, copy in enumerate(copies):
         assert len(copy) == len(train)
@@ -307,6 +316,8 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
         assert copy.src_lengths.sum() == samples["src_tokens"][k] > train.src_lengths.sum()
         assert copy.tgt_lengths.sum() == samples["tgt_tokens"][k] > train.tgt_lengths.sum()
         assert copy.src_lengths.max() <= 30 and copy.tgt_lengths.max() <= 30  # --max-len holds
+        assert np.array_equal(copy[near_index][0], train[near_index][0])  # its sample was too long
+        assert np.array_equal(copy[near_index][1], train[near_index][1])
     assert not np.array_equal(copies[0].src_lengths, copies[1].src_lengths)  # different samples
     for name in ("train.src.bin", "train.bpe1.src.bin", "train.bpe3.tgt.bin", "train.bpe2.tgt.offsets.npy"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
@@ -317,7 +328,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
 
 
 @pytest.mark.parametrize("extra", [["--bpe-dropout", "1.0"], ["--bpe-dropout", "-0.1"],
-                                   ["--bpe-dropout-copies", "3"],
+                                   ["--bpe-dropout-copies", "3"], ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "0"],
                                    ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "-1"]])
 def test_bad_bpe_dropout_options_are_refused(tmp_path, extra):
     with pytest.raises(DataError, match="--bpe-dropout"):

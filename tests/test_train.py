@@ -295,16 +295,19 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
     assert all_in(seen[:3], "train") and not all_in(seen[:3], "train.bpe1")  # then validation
     seen.clear()
 
-    n = per_epoch // 2 + 3  # stop mid-epoch 0; the second half runs into epoch 1 (copy 2)
+    # stop in epoch 1 (copy 2), then run on into epoch 2 (copy 1 again)
+    n, end = int(ends[0]) + 3, int(ends[1]) + 3
+    train(data, tmp_path / "straight", *common, f"--train.max_steps={end}", f"--train.save_every_steps={end}")
+    train(data, tmp_path / "stopped", *common, f"--train.max_steps={n}", f"--train.save_every_steps={n}")
+    state = json.loads((ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text())
+    assert (state["epoch"], state["position"]) == (1, 3)
     seen.clear()
-    assert 2 * n > per_epoch
-    common += [f"--train.save_every_steps={n}"]
-    train(data, tmp_path / "straight", *common, f"--train.max_steps={2 * n}")
-    train(data, tmp_path / "stopped", *common, f"--train.max_steps={n}")
     assert main(["train", str(data), "--out", str(tmp_path / "stopped"), "--resume",
-                 f"--train.max_steps={2 * n}"]) == 0
+                 f"--train.max_steps={end}"]) == 0
+    rest = len(sampler.batches(1)) - 3  # epoch 1's batches after the resume, then 3 of epoch 2
+    assert all_in(seen[:rest], "train.bpe2") and all_in(seen[rest:rest + 3], "train.bpe1")
     a = ckpt.list_step_checkpoints(tmp_path / "straight")[-1]
     b = ckpt.list_step_checkpoints(tmp_path / "stopped")[-1]
-    assert a.name == b.name == f"step_{2 * n:08d}"
+    assert a.name == b.name == f"step_{end:08d}"
     assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
     assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")

@@ -47,7 +47,8 @@ class TokenBatchSampler:
 
     Several segmentations (BPE-dropout, `nmt prepare --bpe-dropout`): `src_lengths` and
     `tgt_lengths` may be [K, n] arrays, the lengths of the same n examples under K segmentations;
-    epoch e is batched by row e mod K (the trainer reads that segmentation's ids).
+    epoch e is batched by row e mod K (the trainer reads that segmentation's ids: file
+    `train.bpe{(e mod K) + 1}`).
 
     Resuming: `position` counts batches this sampler has yielded in the current epoch; iteration
     starts at `position`. When a DataLoader with workers prefetches, the sampler runs ahead of
@@ -65,6 +66,9 @@ class TokenBatchSampler:
                              f"lengths of shape {self.tgt_lengths.shape}")
         if self.src_lengths.ndim == 1:
             self.src_lengths, self.tgt_lengths = self.src_lengths[None], self.tgt_lengths[None]
+        if len(self.src_lengths) > 1:  # K copies of a large corpus: half the memory
+            self.src_lengths = self.src_lengths.astype(np.int32)
+            self.tgt_lengths = self.tgt_lengths.astype(np.int32)
         if max_tokens < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"bad max_tokens={max_tokens} or rank={rank} of {num_replicas}")
         self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle

@@ -246,6 +246,9 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         if split == "train":
             cleaning["train"]["dropped"].update(counts.pop("dropped"))
             cleaning["train"]["kept"] = counts["pairs"]
+            if counts["pairs"] == 0:
+                raise DataError(f"no training pairs left after --max-len {o.max_len} and "
+                                f"--max-ratio {o.max_ratio}")
             if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
                 samples = _binarize_samples(sp, files, tmp, keep=keep, options=o,
                                             dtype=np.dtype(dtype))
@@ -420,23 +423,28 @@ def _binarize_samples(sp, files: tuple[Path, Path], out: Path, *, keep: np.ndarr
     skipped with probability `options.bpe_dropout`. A side whose sample is longer than `max_len`
     keeps its usual segmentation (so the model's positions still hold every example).
 
-    Deterministic: SentencePiece's generator is seeded per copy from `options.seed` and encodes
-    on one thread (its multi-threaded sampling depends on the scheduling)."""
+    Deterministic: every encode call (copy k, chunk c, side) gets its own seed derived from
+    (`options.seed`, k, c, side) and runs on one thread (SentencePiece's multi-threaded sampling
+    depends on the scheduling; each call restarts its generator from the seed last set)."""
+    import hashlib
+
     import sentencepiece as spm
 
     o = options
     names, src_tokens, tgt_tokens = [], [], []
     for k in range(1, o.bpe_dropout_copies + 1):
-        spm.set_random_generator_seed((o.seed * 1_000_003 + k) % 2**32)
         name = f"train.bpe{k}"
         lengths = {"src": array("q"), "tgt": array("q")}
         start = 0
         with open(out / f"{name}.src.bin", "wb") as fs, open(out / f"{name}.tgt.bin", "wb") as ft:
-            for src_text, tgt_text in _text_chunks(files):
+            for chunk, (src_text, tgt_text) in enumerate(_text_chunks(files)):
                 chunk_keep = keep[start:start + len(src_text)]
                 start += len(src_text)
                 for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
                     text = [t for t, kept in zip(text, chunk_keep) if kept]
+                    digest = hashlib.sha256(f"{o.seed}/{k}/{chunk}/{side}".encode()).digest()
+                    # 0xFFFFFFFF would mean "unseeded" to SentencePiece
+                    spm.set_random_generator_seed(int.from_bytes(digest[:4], "little") % 0xFFFFFFFF)
                     ids = sp.encode(text, out_type=int, enable_sampling=True,
                                     alpha=o.bpe_dropout, nbest_size=-1, num_threads=1)
                     ids = [x if len(x) <= o.max_len else sp.encode(t, out_type=int)
@@ -567,7 +575,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     copies = args.bpe_dropout_copies
     if copies is None:
         copies = 10 if args.bpe_dropout > 0 else 0
-    if not 0.0 <= args.bpe_dropout < 1.0 or copies < 0 or (copies and not args.bpe_dropout):
+    if not 0.0 <= args.bpe_dropout < 1.0 or copies < 0 or bool(copies) != bool(args.bpe_dropout):
         raise DataError(f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
                         "0 < P < 1 and K >= 1 (or P = 0 and no copies)")
     if args.vocab_size is not None and args.vocab_size < 1:

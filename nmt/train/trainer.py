@@ -74,7 +74,7 @@ class Trainer:
             raise ConfigError(f"train.{e}") from None
         self.progress = progress and self.is_main and sys.stderr.isatty()
 
-        # the train segmentations: the usual one, or epoch e on BPE-dropout copy e mod K
+        # the train segmentations: the usual one, or epoch e on BPE-dropout copy (e mod K) + 1
         self.train_sets = [ParallelDataset.load(data_dir, "train")]
         samples = meta.get("train_samples")
         if samples and train_cfg.bpe_dropout:
@@ -376,7 +376,7 @@ class Trainer:
         if len(self.train_sets) > 1:
             k = len(self.train_sets)
             self.log(f"BPE-dropout (p={self.meta['train_samples']['bpe_dropout']}): {k} sampled "
-                     f"segmentations of train; epoch e trains on copy e mod {k}")
+                     f"segmentations of train; epoch e trains on train.bpe{{(e mod {k}) + 1}}")
         stream = self.micro_batches()
         start, last_save = time.time() - self.elapsed, time.time()
         bar = None
