@@ -54,5 +54,7 @@ def test_variations_user_errors(tiny_data, tmp_path, capsys):
     assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--list", "--rows", "A1"]) == 0
     listed = capsys.readouterr().out
     assert "A1" in listed and "n_heads" in listed and not (tmp_path / "x").exists()
+    # the default base is the recipe with Table 3's P_drop 0.1 (the recipe itself trains at 0.2)
+    assert "multi30k-en-de.yaml" in listed and "P_drop=0.1 " in listed
     assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "A1"]) == 2
     assert "give the budget per row, --steps S or --minutes M" in capsys.readouterr().err
