@@ -130,6 +130,17 @@ def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,
     return allowed & (k <= q) if causal else allowed
 
 
+def dropout(x: Tensor, p: float) -> Tensor:
+    """Training-time dropout (see ``Dropout``): keep each element with probability 1 - p, scale by
+    1 / (1 - p); on CPU the mask is float32 uniforms >= p, elsewhere F.dropout."""
+    if p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    keep = torch.empty(x.shape, dtype=torch.float32, device=x.device).uniform_().ge_(p)
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
 class Dropout(nn.Module):
     """Section 5.4's dropout, as ``nn.Dropout``: in training each element is kept with probability
     1 - p and scaled by 1 / (1 - p). The keep mask comes from float32 uniform draws (u >= p)
@@ -144,12 +155,7 @@ class Dropout(nn.Module):
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0.0:
-            return x
-        if x.device.type != "cpu":
-            return F.dropout(x, self.p, training=True)
-        keep = torch.empty(x.shape, dtype=torch.float32, device=x.device).uniform_().ge_(self.p)
-        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))
+        return dropout(x, self.p) if self.training else x
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -180,8 +186,7 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # (B, H, T, N)
-        if dropout_p > 0.0:
-            weights = F.dropout(weights, dropout_p)
+        weights = dropout(weights, dropout_p)
         return torch.matmul(weights, v.float()).to(q.dtype)  # (B, H, T, V)
 
 
