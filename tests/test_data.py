@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nmt.data import binarize
 from nmt.data import prepare as data
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import DataError, ParallelDataset
@@ -19,8 +20,9 @@ WORDS_DE = "ein mann hund läuft die straße in rot blau klein groß kind spielt
 
 
 def write(path: Path, lines, *, gz: bool = False, raw: bytes | None = None) -> Path:
+    """Write lines (or raw bytes) to path; gzip with mtime 0, so the same lines give the same bytes."""
     body = raw if raw is not None else "".join(line + "\n" for line in lines).encode("utf-8")
-    path.write_bytes(gzip.compress(body) if gz else body)
+    path.write_bytes(gzip.compress(body, mtime=0) if gz else body)
     return path
 
 
@@ -287,7 +289,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     encoding chunks with dropped pairs inside them), each side decoding to the same text,
     segmented into more (smaller) pieces, the usual pieces where a sample would pass --max-len;
     deterministic by seed."""
-    monkeypatch.setattr(data, "_CHUNK", 7)
+    monkeypatch.setattr(binarize, "CHUNK", 7)
     src, tgt = corpus(300)
     long = " ".join(["man"] * 40)
     near = " ".join(["man"] * 27) + " ball"  # at most --max-len pieces, a sample would be longer

@@ -8,7 +8,8 @@ Pipeline, streaming throughout (memory does not grow with the corpus):
   3. vocab: one SentencePiece BPE model shared by both languages, trained on the cleaned train
             split only (sampled to `input_sentence_size` lines with a fixed seed);
   4. encode: train only: drop pairs longer than `max_len` pieces or with a length ratio above
-            `max_ratio`; write ids incrementally.
+            `max_ratio`; write ids incrementally (`nmt.data.binarize`, which also writes the
+            BPE-dropout segmentations).
 
 A prepared directory holds everything later steps need:
 
@@ -39,7 +40,6 @@ import shutil
 import sys
 import time
 import unicodedata
-from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,6 +48,7 @@ import numpy as np
 
 from nmt.atomic import replace_dir
 from nmt.data import download as dl
+from nmt.data.binarize import binarize, binarize_samples
 from nmt.data.download import DataError
 from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids
 
@@ -57,7 +58,6 @@ DEFAULT_VOCAB = {"multi30k": 8000, "wmt14": 37000}  # paper: ~37k shared BPE for
 WMT14_EN_FR_VOCAB = 32000  # paper: "a 32000 word-piece vocabulary" for WMT14 en-fr
 DATASETS = ("multi30k", "wmt14", "wmt17-zh-en", "libreoffice", "files")
 META_VERSION = 1
-_CHUNK = 10_000  # lines per encode call
 
 __all__ = ["PAD", "UNK", "BOS", "EOS", "DataError", "PrepareOptions", "ParallelDataset",
            "add_prepare_args", "clean_line", "load_meta", "load_spm", "prepare", "read_lines",
@@ -239,8 +239,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     split_meta = {}
     for split, files in text_files.items():
         limits = (o.max_len, o.max_ratio) if split == "train" else None
-        counts = _binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
-                           threads=o.threads, warn_len=o.max_len)
+        counts = binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
+                          threads=o.threads, warn_len=o.max_len)
         longer = counts.pop("longer")
         keep = counts.pop("keep")
         if split == "train":
@@ -250,8 +250,9 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
                 raise DataError(f"no training pairs left after --max-len {o.max_len} and "
                                 f"--max-ratio {o.max_ratio}")
             if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
-                samples = _binarize_samples(sp, files, tmp, keep=keep, options=o,
-                                            dtype=np.dtype(dtype))
+                samples = binarize_samples(sp, files, tmp, keep=keep, p=o.bpe_dropout,
+                                           copies=o.bpe_dropout_copies, seed=o.seed,
+                                           max_len=o.max_len, dtype=np.dtype(dtype))
                 log(f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
                     f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces")
             for f in files:
@@ -350,115 +351,6 @@ def _train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
         for i in range(sp.get_piece_size()):
             f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
     return sp
-
-
-def _text_chunks(files: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
-    with open(files[0], encoding="utf-8", newline="\n") as fs, \
-            open(files[1], encoding="utf-8", newline="\n") as ft:
-        while True:
-            src = [line[:-1] for line in itertools.islice(fs, _CHUNK)]
-            tgt = [line[:-1] for line in itertools.islice(ft, _CHUNK)]
-            if not src:
-                return
-            yield src, tgt
-
-
-def _binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
-              limits: tuple[int, float] | None, threads: int, warn_len: int | None = None) -> dict:
-    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` if given;
-    count the pairs (kept) with a side longer than `warn_len`."""
-    lengths = {"src": array("q"), "tgt": array("q")}  # 8 bytes per example and side
-    dropped = {"too_long": 0, "ratio": 0}
-    longer = 0
-    keep = array("b")  # 1 per input pair: kept (written) or dropped by `limits`
-    with open(f"{prefix}.src.bin", "wb") as fs, open(f"{prefix}.tgt.bin", "wb") as ft:
-        for src_text, tgt_text in _text_chunks(files):
-            src_ids = sp.encode(src_text, out_type=int, num_threads=threads)
-            tgt_ids = sp.encode(tgt_text, out_type=int, num_threads=threads)
-            if limits:
-                max_len, max_ratio = limits
-                keep_s, keep_t = [], []
-                for s, t in zip(src_ids, tgt_ids):
-                    ls, lt = len(s), len(t)
-                    if max(ls, lt) > max_len:
-                        dropped["too_long"] += 1
-                        keep.append(0)
-                    elif max(ls, lt) > max_ratio * max(1, min(ls, lt)):
-                        dropped["ratio"] += 1
-                        keep.append(0)
-                    else:
-                        keep_s.append(s)
-                        keep_t.append(t)
-                        keep.append(1)
-                src_ids, tgt_ids = keep_s, keep_t
-            elif warn_len is not None:
-                longer += sum(max(len(s), len(t)) > warn_len for s, t in zip(src_ids, tgt_ids))
-            for side, ids, f in (("src", src_ids, fs), ("tgt", tgt_ids, ft)):
-                lens = [len(x) for x in ids]
-                lengths[side].extend(lens)
-                flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
-                                   count=sum(lens))
-                f.write(flat.tobytes())
-    counts = {"pairs": len(lengths["src"]), "dropped": dropped, "longer": longer,
-              "keep": np.frombuffer(keep, dtype=np.int8).astype(bool) if keep else None}
-    counts.update(_write_offsets(prefix, lengths))
-    return counts
-
-
-def _write_offsets(prefix: Path, lengths: dict) -> dict:
-    """Write `{prefix}.{side}.offsets.npy` from per-example lengths; return the token counts."""
-    counts = {}
-    for side, lens in lengths.items():
-        offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(lens, dtype=np.int64), out=offsets[1:])
-        np.save(f"{prefix}.{side}.offsets.npy", offsets)
-        counts[f"{side}_tokens"] = int(offsets[-1])
-    return counts
-
-
-def _binarize_samples(sp, files: tuple[Path, Path], out: Path, *, keep: np.ndarray,
-                      options: PrepareOptions, dtype: np.dtype) -> dict:
-    """BPE-dropout (Provilkov et al., 2020): write `train.bpe{k}` for k = 1..K, each a sampled
-    segmentation of the train pairs `keep` selects (the pairs and order of `train`), every merge
-    skipped with probability `options.bpe_dropout`. A side whose sample is longer than `max_len`
-    keeps its usual segmentation (so the model's positions still hold every example).
-
-    Deterministic: every encode call (copy k, chunk c, side) gets its own seed derived from
-    (`options.seed`, k, c, side) and runs on one thread (SentencePiece's multi-threaded sampling
-    depends on the scheduling; each call restarts its generator from the seed last set)."""
-    import hashlib
-
-    import sentencepiece as spm
-
-    o = options
-    names, src_tokens, tgt_tokens = [], [], []
-    for k in range(1, o.bpe_dropout_copies + 1):
-        name = f"train.bpe{k}"
-        lengths = {"src": array("q"), "tgt": array("q")}
-        start = 0
-        with open(out / f"{name}.src.bin", "wb") as fs, open(out / f"{name}.tgt.bin", "wb") as ft:
-            for chunk, (src_text, tgt_text) in enumerate(_text_chunks(files)):
-                chunk_keep = keep[start:start + len(src_text)]
-                start += len(src_text)
-                for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
-                    text = [t for t, kept in zip(text, chunk_keep) if kept]
-                    digest = hashlib.sha256(f"{o.seed}/{k}/{chunk}/{side}".encode()).digest()
-                    # 0xFFFFFFFF would mean "unseeded" to SentencePiece
-                    spm.set_random_generator_seed(int.from_bytes(digest[:4], "little") % 0xFFFFFFFF)
-                    ids = sp.encode(text, out_type=int, enable_sampling=True,
-                                    alpha=o.bpe_dropout, nbest_size=-1, num_threads=1)
-                    ids = [x if len(x) <= o.max_len else sp.encode(t, out_type=int)
-                           for x, t in zip(ids, text)]
-                    lens = [len(x) for x in ids]
-                    lengths[side].extend(lens)
-                    f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
-                                        count=sum(lens)).tobytes())
-        counts = _write_offsets(out / name, lengths)
-        names.append(name)
-        src_tokens.append(counts["src_tokens"])
-        tgt_tokens.append(counts["tgt_tokens"])
-    return {"bpe_dropout": o.bpe_dropout, "splits": names, "pairs": int(keep.sum()),
-            "src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
 
 
 # ------------------------------------------------------------------------------- reading back
