@@ -4,6 +4,7 @@
     t = Translator.load("runs/wmt14/checkpoints/best")
     t.translate(["Hello world."], beam=4)                 # -> ["Hallo Welt."]
     t.translate_nbest(["Hello world."], beam=4, nbest=2)  # -> [[Translation(text, score, tokens), ...]]
+    t.translate(["Hello world."], beam=8, mbr=MBR())       # MBR among the beam's 8-best (nmt.infer.mbr)
 
 Sentences are cleaned as at training time (strip, NFC), encoded with the checkpoint's
 SentencePiece model, given EOS, sorted by length into batches of at most ``batch_tokens`` padded
@@ -32,6 +33,7 @@ from ..data.batching import make_batches  # the one length batcher (training use
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
 from ..vocab import check_special_ids
+from .mbr import MBR, UTILITIES, mbr_pick_all
 from .packed import pack_linears
 from .search import EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, sample, sentence_rng
 
@@ -57,6 +59,14 @@ class Sampling:
     topk: int = 0
     topp: float = 1.0
     seed: int = 0
+
+
+def mbr_results(results: list[list[Translation]], mbr: MBR,
+                on_item: Callable[[], None] | None = None) -> list[list[Translation]]:
+    """Each sentence's n-best reduced to its MBR choice (nmt.infer.mbr), as a one-item list."""
+    picks = mbr_pick_all([[(t.text, t.score) for t in r] for r in results], utility=mbr.utility,
+                         temperature=mbr.temperature, on_item=on_item)
+    return [[r[p]] if p >= 0 else r for r, p in zip(results, picks)]
 
 
 # ----------------------------------------------------------------------------- ids in, ids out
@@ -301,14 +311,18 @@ class Translator:
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
                   prefix: list[str] | None = None, sampling: Sampling | None = None,
-                  stopping: str | None = None) -> list[str]:
+                  stopping: str | None = None, mbr: MBR | None = None) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
-        None: the engine's own rule ("exact" for torch, "fast" for CTranslate2)."""
-        return [t[0].text for t in self.translate_nbest(
+        None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
+        minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one."""
+        if mbr is not None and sampling is not None:
+            raise TranslateError("mbr chooses among the beam's n-best: not with sampling")
+        results = self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-            batch_tokens=batch_tokens, prefix=prefix, sampling=sampling,
-            **({} if stopping is None else {"stopping": stopping}))]
+            nbest=beam if mbr is not None else 1, batch_tokens=batch_tokens, prefix=prefix,
+            sampling=sampling, **({} if stopping is None else {"stopping": stopping}))
+        return [t[0].text for t in (results if mbr is None else mbr_results(results, mbr))]
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -347,6 +361,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                              "dynamic int8 linear layers (CPU)")
     parser.add_argument("--prefix-file", default=None,
                         help="one target prefix per input line: each output starts with it (empty line: none)")
+    parser.add_argument("--mbr", action="store_true",
+                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
+                             "(expected --mbr-utility against the others, weighted by the model) "
+                             "instead of the top one (nmt.infer.mbr)")
+    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
+                        help="--mbr: sentence chrF (default) or sentence BLEU")
+    parser.add_argument("--mbr-temperature", type=float, default=0.5,
+                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
     parser.add_argument("--sampling", action="store_true",
                         help="sample one output per line instead of beam search")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling: softmax(logits / T)")
@@ -387,6 +409,15 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
             raise TranslateError(f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
                                  "need T > 0, K >= 0 (0: all), 0 < P <= 1")
         sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
+    mbr = None
+    if args.mbr:
+        if args.sampling or args.nbest != 1 or args.beam < 2:
+            raise TranslateError(f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, "
+                                 f"--nbest 1 and no --sampling (got --beam {args.beam} --nbest {args.nbest}"
+                                 f"{' --sampling' if args.sampling else ''})")
+        if not args.mbr_temperature > 0:
+            raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
+        mbr = MBR(args.mbr_utility, args.mbr_temperature)
     if args.alignment and (len(args.checkpoint) > 1 or args.engine != "torch"):
         raise TranslateError("--alignment reads one torch model's cross-attention: not with an ensemble "
                              "or --engine ctranslate2")
@@ -426,9 +457,12 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
                disable=args.quiet or args.input == "-")
     results = translator.translate_nbest(
         lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        nbest=args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update,
-        prefix=prefix, sampling=sampling, **({} if args.stopping is None else {"stopping": args.stopping}))
+        nbest=args.beam if mbr else args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
+        on_batch=bar.update, prefix=prefix, sampling=sampling,
+        **({} if args.stopping is None else {"stopping": args.stopping}))
     bar.close()
+    if mbr is not None:
+        results = mbr_results(results, mbr)
     if args.nbest == 1:
         out = [r[0].text for r in results]
     else:
