@@ -96,6 +96,34 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):  # noqa: F811
     assert t.translate(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
 
 
+def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):  # noqa: F811
+    """`nmt tune-alpha --mbr` scores, per alpha, the outputs of `translate(mbr=...)`."""
+    import argparse
+    import json
+
+    from sacrebleu.metrics import BLEU as Corpus
+
+    from nmt.infer.tune import add_tune_alpha_args, run_tune_alpha
+
+    lines = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
+    refs = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
+    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_tune_alpha_args(parser)
+    args = parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
+                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5", "--mbr",
+                              "--mbr-temperature", "1.5", "--precision", "fp32", "--out", str(tmp_path / "a.json")])
+    assert run_tune_alpha(args, {}) == 0
+    assert "MBR (chrf, T=1.5) among the 3-best" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "a.json").read_text())
+    assert saved["mbr"] == {"utility": "chrf", "temperature": 1.5}
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    for row in saved["rows"]:
+        hyps = t.translate(lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5, mbr=MBR("chrf", 1.5))
+        assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
+
+
 @pytest.mark.parametrize("extra,message", [
     (("--nbest", "2"), "needs --beam >= 2, --nbest 1"),
     (("--sampling",), "no --sampling"),

@@ -9,6 +9,8 @@ rerun, not rescored: alpha changes which hypotheses survive the exact early term
 the one with the highest corpus BLEU. Ties keep the alpha nearest the paper's 0.6.
 
 The test set must not take part: tune on valid, then translate test once with the chosen alpha.
+With ``--mbr`` each alpha's output is the minimum-Bayes-risk choice among the beam's n-best
+(nmt.infer.mbr), so that alpha is chosen for the decoding that will be used.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
+
+from .mbr import MBR, UTILITIES
 
 PAPER_ALPHA = 0.6
 DEFAULT_ALPHAS = (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
@@ -34,10 +38,10 @@ class AlphaRow:
 
 def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=DEFAULT_ALPHAS,
                beam: int = 4, tokenize: str = "13a", batch_tokens: int = 2048, max_len_a: float = 1.0,
-               max_len_b: int = 50, on_alpha=None) -> tuple[float, list[AlphaRow]]:
+               max_len_b: int = 50, on_alpha=None, mbr=None) -> tuple[float, list[AlphaRow]]:
     """Translate ``sources`` with each alpha and score against ``references`` (sacreBLEU, the
     ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha in the given order);
-    ``on_alpha(row)`` is called after each."""
+    ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs."""
     from sacrebleu.metrics import BLEU, CHRF
 
     from .translate import TranslateError
@@ -49,7 +53,7 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
     rows = []
     for alpha in alphas:
         hyps = translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
-                                    max_len_a=max_len_a, max_len_b=max_len_b)
+                                    max_len_a=max_len_a, max_len_b=max_len_b, mbr=mbr)
         bleu = BLEU(tokenize=tokenize).corpus_score(hyps, [references])
         chrf = CHRF().corpus_score(hyps, [references])
         row = AlphaRow(float(alpha), bleu.score, bleu.bp, chrf.score, bleu.sys_len, bleu.ref_len)
@@ -80,6 +84,10 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
+    parser.add_argument("--mbr", action="store_true",
+                        help="score the MBR choice among the beam's n-best, as `nmt translate --mbr`")
+    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf", help="--mbr: chrf or bleu")
+    parser.add_argument("--mbr-temperature", type=float, default=0.5, help="--mbr: weights softmax(score / T)")
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
@@ -95,6 +103,12 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
 
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")
+    mbr = None
+    if args.mbr:
+        if args.beam < 2 or not args.mbr_temperature > 0:
+            raise TranslateError(f"--mbr --beam {args.beam} --mbr-temperature {args.mbr_temperature}: "
+                                 "needs beam >= 2 and a temperature > 0")
+        mbr = MBR(args.mbr_utility, args.mbr_temperature)
     if args.out:
         check_output(args.out)
     sources, references = read_text_lines(args.src), read_lines(args.ref)
@@ -102,7 +116,8 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
                                  precision="int8" if args.precision == "int8" else "fp32")
     if args.precision != "int8":
         set_precision(translator, args.precision)
-    print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}, "
+    how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
+    print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
           f"sacreBLEU tok:{args.tokenize}")
     print("| alpha | BLEU | BP | chrF | hyp/ref length |")
     print("|---|---|---|---|---|")
@@ -113,11 +128,12 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
 
     best, rows = tune_alpha(translator, sources, references, alphas=args.alphas, beam=args.beam,
                             tokenize=args.tokenize, batch_tokens=args.batch_tokens, max_len_a=args.max_len_a,
-                            max_len_b=args.max_len_b, on_alpha=show)
+                            max_len_b=args.max_len_b, on_alpha=show, mbr=mbr)
     if args.out:
         write_output(args.out, json.dumps({"best_alpha": best, "beam": args.beam, "src": args.src,
                                            "ref": args.ref, "tokenize": args.tokenize,
                                            "checkpoints": [str(c) for c in args.checkpoint],
+                                           "mbr": asdict(mbr) if mbr else None,
                                            "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
     print(f"best alpha: {best:g}")
     sys.stdout.flush()
