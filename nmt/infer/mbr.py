@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 UTILITIES = ("chrf", "bleu")
 CHRF_ORDER = 6
@@ -115,12 +115,7 @@ def mbr_select(texts: Sequence[str], scores: Sequence[float], *, utility: str = 
 
 
 def mbr_pick_all(candidates: Sequence[Sequence[tuple[str, float]]], *, utility: str = "chrf",
-                 temperature: float = 0.5, on_item: Callable[[], None] | None = None) -> list[int]:
+                 temperature: float = 0.5) -> list[int]:
     """``mbr_select`` for each sentence's (text, score) candidates; an empty list picks -1."""
-    picks = []
-    for cands in candidates:
-        picks.append(mbr_select([t for t, _ in cands], [s for _, s in cands], utility=utility,
-                                temperature=temperature) if cands else -1)
-        if on_item is not None:
-            on_item()
-    return picks
+    return [mbr_select([t for t, _ in cands], [s for _, s in cands], utility=utility, temperature=temperature)
+            if cands else -1 for cands in candidates]

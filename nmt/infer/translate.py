@@ -61,11 +61,10 @@ class Sampling:
     seed: int = 0
 
 
-def mbr_results(results: list[list[Translation]], mbr: MBR,
-                on_item: Callable[[], None] | None = None) -> list[list[Translation]]:
+def mbr_results(results: list[list[Translation]], mbr: MBR) -> list[list[Translation]]:
     """Each sentence's n-best reduced to its MBR choice (nmt.infer.mbr), as a one-item list."""
     picks = mbr_pick_all([[(t.text, t.score) for t in r] for r in results], utility=mbr.utility,
-                         temperature=mbr.temperature, on_item=on_item)
+                         temperature=mbr.temperature)
     return [[r[p]] if p >= 0 else r for r, p in zip(results, picks)]
 
 
@@ -336,6 +335,30 @@ def read_text_lines(path: str, *, errors: str = "strict") -> list[str]:
         raise TranslateError(f"{e}{hint}") from None
 
 
+def add_mbr_args(parser: argparse.ArgumentParser) -> None:
+    """--mbr and its options, for `nmt translate` and `nmt tune-alpha` (read by mbr_from_args)."""
+    parser.add_argument("--mbr", action="store_true",
+                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
+                             "(expected --mbr-utility against the others, weighted by the model) "
+                             "instead of the top one (nmt.infer.mbr)")
+    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
+                        help="--mbr: sentence chrF (default) or sentence BLEU")
+    parser.add_argument("--mbr-temperature", type=float, default=0.5,
+                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
+
+
+def mbr_from_args(args: argparse.Namespace) -> MBR | None:
+    """The MBR of --mbr / --mbr-utility / --mbr-temperature (None without --mbr); a TranslateError
+    when the beam gives no choice (--beam 1) or the temperature is not positive."""
+    if not args.mbr:
+        return None
+    if args.beam < 2:
+        raise TranslateError(f"--mbr chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
+    if not args.mbr_temperature > 0:
+        raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
+    return MBR(args.mbr_utility, args.mbr_temperature)
+
+
 def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="+",
                         help="checkpoint directory or run directory; several: an ensemble averaging "
@@ -361,14 +384,7 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                              "dynamic int8 linear layers (CPU)")
     parser.add_argument("--prefix-file", default=None,
                         help="one target prefix per input line: each output starts with it (empty line: none)")
-    parser.add_argument("--mbr", action="store_true",
-                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
-                             "(expected --mbr-utility against the others, weighted by the model) "
-                             "instead of the top one (nmt.infer.mbr)")
-    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
-                        help="--mbr: sentence chrF (default) or sentence BLEU")
-    parser.add_argument("--mbr-temperature", type=float, default=0.5,
-                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
+    add_mbr_args(parser)
     parser.add_argument("--sampling", action="store_true",
                         help="sample one output per line instead of beam search")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling: softmax(logits / T)")
@@ -409,15 +425,10 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
             raise TranslateError(f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
                                  "need T > 0, K >= 0 (0: all), 0 < P <= 1")
         sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
-    mbr = None
-    if args.mbr:
-        if args.sampling or args.nbest != 1 or args.beam < 2:
-            raise TranslateError(f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, "
-                                 f"--nbest 1 and no --sampling (got --beam {args.beam} --nbest {args.nbest}"
-                                 f"{' --sampling' if args.sampling else ''})")
-        if not args.mbr_temperature > 0:
-            raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
-        mbr = MBR(args.mbr_utility, args.mbr_temperature)
+    mbr = mbr_from_args(args)
+    if mbr is not None and (args.sampling or args.nbest != 1):
+        raise TranslateError(f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, --nbest 1 "
+                             f"and no --sampling (got --nbest {args.nbest}{' --sampling' if args.sampling else ''})")
     if args.alignment and (len(args.checkpoint) > 1 or args.engine != "torch"):
         raise TranslateError("--alignment reads one torch model's cross-attention: not with an ensemble "
                              "or --engine ctranslate2")

@@ -20,8 +20,6 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
-from .mbr import MBR, UTILITIES
-
 PAPER_ALPHA = 0.6
 DEFAULT_ALPHAS = (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
 
@@ -84,10 +82,9 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    parser.add_argument("--mbr", action="store_true",
-                        help="score the MBR choice among the beam's n-best, as `nmt translate --mbr`")
-    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf", help="--mbr: chrf or bleu")
-    parser.add_argument("--mbr-temperature", type=float, default=0.5, help="--mbr: weights softmax(score / T)")
+    from .translate import add_mbr_args
+
+    add_mbr_args(parser)  # each alpha scored on the MBR choices, as `nmt translate --mbr` writes them
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
@@ -99,16 +96,12 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
     from ..metrics import read_lines
-    from .translate import Translator, TranslateError, check_output, read_text_lines, set_precision, write_output
+    from .translate import (Translator, TranslateError, check_output, mbr_from_args, read_text_lines, set_precision,
+                            write_output)
 
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")
-    mbr = None
-    if args.mbr:
-        if args.beam < 2 or not args.mbr_temperature > 0:
-            raise TranslateError(f"--mbr --beam {args.beam} --mbr-temperature {args.mbr_temperature}: "
-                                 "needs beam >= 2 and a temperature > 0")
-        mbr = MBR(args.mbr_utility, args.mbr_temperature)
+    mbr = mbr_from_args(args)
     if args.out:
         check_output(args.out)
     sources, references = read_text_lines(args.src), read_lines(args.ref)
