@@ -54,6 +54,22 @@ def select_rows(x: Tensor, rows: Tensor) -> Tensor:
     return x.index_select(0, rows)
 
 
+def take_rows_(x: Tensor, indices: Tensor, filled: int | None = None) -> Tensor:
+    """``x.index_select(0, indices)`` for a caller that gives ``x`` up: row i takes row
+    ``indices[i]`` (N' <= N) in place, rows with indices[i] == i are not copied (all sources are
+    read before any row is written), and the first N' rows are returned (a view). ``filled``: only
+    positions :filled of dimension 2 hold data (a self-attention buffer (N, H, C, K)). Where it
+    cannot apply (N' > N, autograd) a new tensor as index_select."""
+    n = indices.numel()
+    if n > x.size(0) or (x.requires_grad and torch.is_grad_enabled()):
+        return x.index_select(0, indices)
+    moved = indices.ne(torch.arange(n, device=indices.device)).nonzero().squeeze(1)  # (R,) rows that change
+    if moved.numel():
+        part = x if filled is None else x[:, :, :filled]
+        part.index_copy_(0, moved, part.index_select(0, indices[moved]))  # (R, ...) read, then written
+    return x[:n]
+
+
 @dataclass
 class EncoderOut:
     """Encoder memory: ``out`` (M, S, D) and ``padding_mask`` (M, S), True where src is padding.
@@ -69,6 +85,11 @@ class EncoderOut:
         (``arange(B).repeat_interleave(k)``) or to drop finished sentences."""
         rows, group = shared_rows(indices, self.group)
         return EncoderOut(select_rows(self.out, rows), select_rows(self.padding_mask, rows), group)
+
+    def reorder_(self, indices: Tensor) -> "EncoderOut":
+        """``reorder`` for a caller that will not use this memory again (see ``take_rows_``)."""
+        rows, group = shared_rows(indices, self.group)
+        return EncoderOut(take_rows_(self.out, rows), take_rows_(self.padding_mask, rows), group)
 
 
 @dataclass
@@ -117,6 +138,20 @@ class DecoderCache:
                 self_kv.append(new)
             layers.append(LayerCache(*self_kv, select_rows(c.cross_k, rows), select_rows(c.cross_v, rows)))
         return DecoderCache(layers, p, group, select_rows(self.memory_mask, rows), [p])
+
+    def reorder_(self, indices: Tensor) -> "DecoderCache":
+        """``reorder(indices)`` for a caller that will not use this cache again (beam search,
+        greedy search): every tensor's rows are taken in place (``take_rows_``: only the rows that
+        change are copied) and narrowed to the rows kept, views of the same buffers. Where that
+        cannot apply (N' > N, buffers extended by another cache, autograd) it is ``reorder``."""
+        n, p = indices.numel(), self.length
+        if (not self.layers or n > self.layers[0].self_k.size(0) or self.extent[0] != p
+                or (self.layers[0].self_k.requires_grad and torch.is_grad_enabled())):
+            return self.reorder(indices)
+        rows, group = shared_rows(indices, self.group)  # (M',) memory rows
+        layers = [LayerCache(take_rows_(c.self_k, indices, p), take_rows_(c.self_v, indices, p),
+                             take_rows_(c.cross_k, rows), take_rows_(c.cross_v, rows)) for c in self.layers]
+        return DecoderCache(layers, p, group, take_rows_(self.memory_mask, rows), self.extent)
 
 
 def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,

@@ -2,10 +2,11 @@
 shared by its beams, self-attention keys/values in preallocated buffers written in place. Every
 layout must give the logits of the full (teacher-forced) forward pass."""
 
+import pytest
 import torch
 
 from nmt.config import tiny
-from nmt.model import Transformer, shared_rows
+from nmt.model import Transformer, shared_rows, take_rows_
 
 
 def model_and_data():
@@ -81,3 +82,56 @@ def test_extending_one_cache_twice_does_not_overwrite_the_first_branch():
     ref_b = model(src, torch.cat([tgt[:3, :3], tgt[:3, 4:5]], dim=1))
     torch.testing.assert_close(a2[:, 0], ref_a[:, 4], atol=1e-5, rtol=0)
     torch.testing.assert_close(b[:, 0], ref_b[:, 3], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("indices", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 2, 5, 4], [0, 0, 5, 4], [4, 5, 2, 3],
+                                     [3, 3, 1], []])
+@pytest.mark.parametrize("filled", [None, 3])
+def test_take_rows_in_place_equals_index_select(indices, filled):
+    """Rows swapped, repeated, dropped, moved into gaps: the same rows as index_select (within
+    ``filled`` positions of dimension 2), in the same storage, first N' rows."""
+    x = torch.randn(6, 2, 5, 4)  # (N, H, C, K)
+    want = x.index_select(0, torch.tensor(indices, dtype=torch.long))
+    ptr = x.data_ptr()
+    got = take_rows_(x, torch.tensor(indices, dtype=torch.long), filled)
+    assert got.shape == want.shape and (got.data_ptr() == ptr or not indices)  # a view of the same buffer
+    keep = slice(None) if filled is None else slice(0, filled)
+    torch.testing.assert_close(got[:, :, keep], want[:, :, keep], atol=0, rtol=0)
+
+
+def test_take_rows_falls_back_to_a_copy_when_rows_grow():
+    x = torch.randn(2, 3)
+    got = take_rows_(x, torch.tensor([0, 0, 1, 1]))  # N' > N: new tensor
+    assert got.data_ptr() != x.data_ptr()
+    torch.testing.assert_close(got, x[[0, 0, 1, 1]], atol=0, rtol=0)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("rows", [[1, 0, 2, 2, 5, 4], [0, 0, 5, 4], [4, 5, 2, 3], [5, 4]])
+def test_in_place_reorder_equals_reorder(rows):
+    """``reorder_`` (beam search's, in place in the buffers) continues decoding with the logits of
+    ``reorder`` and of the full forward pass, and keeps the buffers (no new allocation)."""
+    model, src, tgt = model_and_data()
+    expand = torch.arange(3).repeat_interleave(2)
+    rows = torch.tensor(rows)
+    results = []
+    for in_place in (False, True):
+        memory, cache = model.encode(src).reorder(expand), None
+        for t in range(4):
+            _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        ptr = cache.layers[0].self_k.data_ptr()
+        if in_place:
+            cache, memory = cache.reorder_(rows), memory.reorder_(rows)
+            assert cache.layers[0].self_k.data_ptr() == ptr and cache.layers[0].self_k.size(0) == len(rows)
+        else:
+            cache, memory = cache.reorder(rows), memory.reorder(rows)
+        assert cache.group == 2 and memory.group == 2
+        tgt2 = torch.cat([tgt[rows, :4], tgt[:len(rows), 4:]], dim=1)  # (N', T) continue with new tokens
+        steps = []
+        for t in range(4, 8):
+            logits, cache = model.decode_step(tgt2[:, t: t + 1], memory, cache)
+            steps.append(logits)
+        results.append(torch.cat(steps, 1))
+        full = model(src[expand[rows]], tgt2[:, :8])
+        torch.testing.assert_close(results[-1], full[:, 4:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(results[0], results[1], atol=0, rtol=0)

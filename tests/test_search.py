@@ -9,7 +9,8 @@ import torch
 
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, beam_topk, greedy_search, row_topk,
+from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, beam_slots, beam_topk, fill_from_end,
+                        greedy_search, row_topk,
                         length_penalty, max_score_bound)
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
@@ -366,5 +367,76 @@ def test_beam_search_same_with_block_selection(monkeypatch):
     monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, block=10**6))
     slow = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
     for a, b in zip(fast, slow):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+
+
+def test_beam_slots_keep_each_best_child_in_its_parents_row():
+    # parents of the new hypotheses, best first -> rank placed in each row
+    assert beam_slots(torch.tensor([[0, 0, 1, 3]])).tolist() == [[0, 2, 1, 3]]  # row 2 (no child) takes rank 1
+    assert beam_slots(torch.tensor([[2, 2, 2, 2]])).tolist() == [[1, 2, 0, 3]]  # best child stays in row 2
+    assert beam_slots(torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3]])).tolist() == [[3, 2, 1, 0], [0, 1, 2, 3]]
+    g = torch.Generator().manual_seed(0)
+    parent = torch.randint(0, 5, (200, 5), generator=g)  # (B, k)
+    order = beam_slots(parent)  # (B, k)
+    assert torch.equal(order.sort(dim=1).values, torch.arange(5).expand(200, 5))  # a permutation per sentence
+    placed_parent = parent.gather(1, order)  # (B, k) parent of the hypothesis in each row
+    for row_parents, ranks, parents in zip(placed_parent.tolist(), order.tolist(), parent.tolist()):
+        for p in set(parents):  # a row's best child sits in that row
+            best = parents.index(p)
+            assert ranks[p] == best and row_parents[p] == p
+
+
+def test_fill_from_end_moves_only_the_last_sentences_into_gaps():
+    assert fill_from_end([0, 2, 3, 5], 6) == [0, 5, 2, 3]
+    assert fill_from_end([1, 2, 3], 4) == [3, 1, 2]
+    assert fill_from_end([0, 1], 5) == [0, 1]
+    assert fill_from_end([4], 5) == [4]
+
+
+class Functional:
+    """Wraps a model so that its memory and cache only have the functional ``reorder`` (copies),
+    not ``reorder_`` (in place): the search must give the same results either way."""
+
+    @dataclass
+    class State:
+        inner: object
+
+        def reorder(self, indices):
+            return Functional.State(self.inner.reorder(indices))
+
+    def __init__(self, inner):
+        self.inner, self.cfg = inner, inner.cfg
+
+    def encode(self, src):
+        return Functional.State(self.inner.encode(src))
+
+    def decode_step(self, tokens, memory, cache):
+        logits, cache = self.inner.decode_step(tokens, memory.inner, None if cache is None else cache.inner)
+        return logits, Functional.State(cache)
+
+
+class MildEos(EarlyEos):
+    """+2.5 on the EOS logit after a token id divisible by 5: some outputs end early, others run on."""
+
+    def decode_step(self, tokens, memory, cache):
+        logits, cache = self.inner.decode_step(tokens, memory, cache)  # (B, T, W)
+        eos = torch.arange(logits.size(-1)) == EOS  # (W,)
+        return logits + 2.5 * (tokens[:, :, None] % 5 == 0) * eos, cache
+
+
+@pytest.mark.parametrize("beam, stopping", [(4, "exact"), (4, "fast"), (3, "exact"), (1, "exact")])
+@pytest.mark.parametrize("wrap", [lambda m: m, MildEos])
+def test_in_place_reorder_gives_the_search_of_copies(transformer, beam, stopping, wrap):
+    """Beam rows kept in their rows, finished sentences' gaps filled from the end, caches and
+    memory reordered in place: the hypotheses and scores of the search over copied caches (nine
+    sentences finishing at different steps: at their max length, or earlier with MildEos)."""
+    g = torch.Generator().manual_seed(5)
+    srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (1, 9, 3, 12, 6, 2, 8, 4, 10)]
+    kw = dict(beam=beam, alpha=0.6 if beam > 1 else 0.0, max_len_b=3, nbest=min(beam, 2), stopping=stopping)
+    in_place = beam_search(wrap(transformer), padded(srcs), **kw)
+    copies = beam_search(Functional(wrap(transformer)), padded(srcs), **kw)
+    assert len({len(h[0].tokens) for h in in_place}) > 3  # sentences end at different steps
+    for a, b in zip(in_place, copies):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)

@@ -162,6 +162,38 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> t
     return top_scores, top_beam, top_tok, top_logp
 
 
+def beam_slots(parent: Tensor) -> Tensor:
+    """Where the next beam's hypotheses go so that few cache rows move. ``parent`` (B, k): the
+    beam row (0..k-1) each new hypothesis extends, best first. The best child of a row stays in
+    that row; the other children take, best first, the rows left free (ascending). Returns
+    ``order`` (B, k): order[i, r] = the rank of the hypothesis placed in row r (a permutation)."""
+    b, k = parent.shape
+    ranks = torch.arange(k, device=parent.device)  # (k,)
+    same = parent[:, :, None].eq(parent[:, None, :])  # (B, k, k) [i, j, j']: j and j' share a parent
+    first = ~(same & ranks[None, :].lt(ranks[:, None])[None]).any(dim=2)  # (B, k) no better sibling
+    taken = (parent[:, :, None].eq(ranks) & first[:, :, None]).any(dim=1)  # (B, k) row r keeps a child
+    free = taken.to(torch.int8).sort(dim=1, stable=True).indices  # (B, k) free rows first, ascending
+    nth_other = ((~first).cumsum(dim=1) - 1).clamp(min=0)  # (B, k) index among the non-first children
+    slot = torch.where(first, parent, free.gather(1, nth_other))  # (B, k) row of each rank
+    return torch.empty_like(slot).scatter_(1, slot, ranks.expand(b, k))  # (B, k) rank of each row
+
+
+def fill_from_end(keep: list[int], b: int) -> list[int]:
+    """The sentences (positions 0..b-1) ``keep`` (ascending) in a new order where every kept
+    sentence before position len(keep) stays in place and the last ones fill the gaps: dropping
+    sentences moves as few cache rows as there are gaps to fill, not every row after the first gap."""
+    n, kept = len(keep), set(keep)
+    tail = [i for i in keep if i >= n]  # kept sentences past the new end
+    return [i if i in kept else tail.pop() for i in range(n)]
+
+
+def reorder_owned(state, rows: Tensor):
+    """``state.reorder(rows)`` (a cache or a memory) where the search will not use ``state``
+    again: its in-place ``reorder_`` when it has one (nmt.model.DecoderCache, EncoderOut: only
+    the rows that change are copied)."""
+    return state.reorder_(rows) if hasattr(state, "reorder_") else state.reorder(rows)
+
+
 def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
                    prefix: list[list[int]] | None, pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring)."""
@@ -274,6 +306,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         # next active beam: the first k non-EOS extensions (stable order by rank)
         rank = torch.arange(top_scores.size(1), device=device).expand_as(top_scores)  # (B, 2k)
         sel = rank.masked_fill(is_eos, top_scores.size(1) * 2).sort(dim=1).indices[:, :k]  # (B, k)
+        if t > 0 and k > 1:  # rows in slot order: a hypothesis's best child stays in its row
+            sel = sel.gather(1, beam_slots(top_beam.gather(1, sel)))  # (B, k)
         scores = top_scores.gather(1, sel)  # (B, k)
         rows = top_rows.gather(1, sel).view(-1)  # (B*k,)
         new_tok = top_tok.gather(1, sel).view(-1)  # (B*k,)
@@ -296,16 +330,17 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         tokens = torch.cat([tokens[rows], new_tok[:, None]], dim=1)  # (B*k, 2+t)
         pos_scores = torch.cat([pos_scores[rows], new_logp[:, None]], dim=1)  # (B*k, 1+t)
         if len(keep) < b:  # drop finished sentences: keep their k rows only
+            keep = fill_from_end(keep, b)  # the last sentences move into the gaps; the others stay
             keep_t = torch.tensor(keep, device=device)
             kept_rows = (keep_t[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'*k,)
             rows, tokens, pos_scores = rows[kept_rows], tokens[kept_rows], pos_scores[kept_rows]
             scores = scores[keep_t]  # (B', k)
-            memory = memory.reorder(rows)  # rows of one sentence share its memory
+            memory = reorder_owned(memory, rows)  # rows of one sentence share its memory
             alive = [alive[i] for i in keep]
         if t == 0:  # the cache holds one row per sentence: row i*k+j of the beam is its row i
             cache = cache.reorder(torch.div(rows, k, rounding_mode="floor"))
         elif k > 1 or len(keep) < b:  # with one hypothesis per sentence, rows only change by dropping
-            cache = cache.reorder(rows)
+            cache = reorder_owned(cache, rows)
     return [f[:nbest] for f in finished]
 
 
@@ -356,9 +391,10 @@ def _extend_single(tokens: Tensor, pos_scores: Tensor, memory, cache, alive: lis
     if not keep:
         return done, None
     if len(keep) < len(alive):
+        keep = fill_from_end(keep, len(alive))  # the last rows move into the gaps
         rows = torch.tensor(keep, device=tokens.device)
         tokens, pos_scores = tokens[rows], pos_scores[rows]
-        memory, cache = memory.reorder(rows), cache.reorder(rows)
+        memory, cache = reorder_owned(memory, rows), reorder_owned(cache, rows)
         alive = [alive[i] for i in keep]
     return done, (tokens, pos_scores, memory, cache, alive)
 
@@ -448,6 +484,9 @@ class Ensemble:
 
         def reorder(self, indices: Tensor) -> "Ensemble.State":
             return Ensemble.State([p.reorder(indices) for p in self.parts])
+
+        def reorder_(self, indices: Tensor) -> "Ensemble.State":
+            return Ensemble.State([reorder_owned(p, indices) for p in self.parts])
 
     def __init__(self, models: list):
         if not models:
