@@ -336,3 +336,41 @@ def test_bad_bpe_dropout_options_are_refused(tmp_path, extra):
     with pytest.raises(DataError, match="--bpe-dropout"):
         prepare_files(tmp_path, corpus(50), extra=extra)
     assert not (tmp_path / "out").exists()
+
+
+def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
+    """`--spm-model DIR` (e.g. for distilled targets): the first prepare's SentencePiece model,
+    byte for byte, so the same text gets the same ids in both data sets; meta.json says where it
+    came from."""
+    (tmp_path / "a").mkdir()
+    first = prepare_files(tmp_path / "a", corpus(200, seed=1))
+    src, tgt = corpus(80, seed=2)
+    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1",
+            "--train", str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt)),
+            "--valid", str(write(tmp_path / "v.en", src[:5])), str(write(tmp_path / "v.de", tgt[:5])),
+            "--spm-model", str(first)]
+    assert data.run_prepare(parse(argv)) == 0
+    second = tmp_path / "b"
+    assert (second / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    meta = data.load_meta(second)
+    assert meta["vocab_size"] == data.load_meta(first)["vocab_size"]
+    assert meta["spm"]["reused_from"] == str(first / "spm.model")
+    ids = [ParallelDataset.load(second, "valid")[i][0].tolist() for i in range(5)]
+    sp = data.load_spm(first)
+    assert ids == [sp.encode(s) for s in src[:5]]  # the first vocabulary's ids
+
+
+@pytest.mark.parametrize("spm, extra, message", [
+    ("missing", [], "no such file"), ("text", [], "not a SentencePiece model"),
+    ("good", ["--vocab-size", "50"], "do not apply")])
+def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
+    (tmp_path / "a").mkdir()
+    first = prepare_files(tmp_path / "a", corpus(100))
+    path = {"missing": tmp_path / "nothing", "text": write(tmp_path / "x.model", ["not a model"]),
+            "good": first}[spm]
+    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1",
+            "--train", str(write(tmp_path / "t.en", ["a b"])), str(write(tmp_path / "t.de", ["c d"])),
+            "--spm-model", str(path), *extra]
+    with pytest.raises(DataError, match=message):
+        data.run_prepare(parse(argv))
+    assert not (tmp_path / "b").exists()

@@ -73,6 +73,20 @@ def test_translate_matches_translator_in_input_order(client, translator):
     assert client.post("/translate", json={"text": []}).json() == {"model": "tiny", "translations": []}
 
 
+def test_translate_mbr_is_the_translators_mbr_choice(client, translator):
+    """"mbr": true answers each sentence with the MBR choice among the beam's n-best, as
+    Translator.translate(..., mbr=MBR()) and `nmt translate --mbr` do."""
+    from nmt.infer.mbr import MBR
+
+    r = client.post("/translate", json={"text": SENTENCES, "beam": 5, "mbr": True})
+    assert r.status_code == 200
+    out = r.json()["translations"]
+    assert [t["text"] for t in out] == translator.translate(SENTENCES, beam=5, mbr=MBR())
+    assert all(len(t["nbest"]) == 1 for t in out)
+    nbest = translator.translate_nbest(SENTENCES, beam=5, nbest=5)  # the choice is one of the n-best
+    assert all(t["text"] in [h.text for h in hyps] for t, hyps in zip(out, nbest))
+
+
 @pytest.mark.parametrize("body, status, message", [
     (b'{"text": "a dog', 400, "not valid JSON"),
     (b'{"text": "a \xff dog"}', 400, "not valid UTF-8 (byte 0xff at offset 12)"),
@@ -82,6 +96,8 @@ def test_translate_matches_translator_in_input_order(client, translator):
     (b'{"text": "a", "colour": 1}', 422, "colour"),
     (b'{"text": ["a", 2]}', 422, "text"),
     (b'{"text": "a", "beam": 2, "nbest": 3}', 422, "nbest: 3 must be <= beam (2)"),
+    (b'{"text": "a", "beam": 1, "mbr": true}', 422, "needs beam >= 2 and nbest 1 (got beam 1, nbest 1)"),
+    (b'{"text": "a", "beam": 4, "nbest": 2, "mbr": true}', 422, "needs beam >= 2 and nbest 1"),
     (b'{"text": "a", "model": "fr-en"}', 404, "unknown model 'fr-en' (serving: tiny)"),
     (json.dumps({"text": ["a"] * 21}).encode(), 413, "21 sentences: at most 20"),
     (json.dumps({"text": "a" * 501}).encode(), 413, "501 characters: at most 500"),

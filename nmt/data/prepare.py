@@ -149,6 +149,10 @@ class PrepareOptions:
     # with probability `bpe_dropout`; training cycles through them, one per epoch.
     bpe_dropout: float = 0.0
     bpe_dropout_copies: int = 0
+    # reuse this SentencePiece model (an earlier prepare's spm.model) instead of learning one: the
+    # same vocabulary id for id, so that models trained on either data set can be ensembled or one
+    # fine-tuned on the other (knowledge distillation, back-translation)
+    spm_model: str | None = None
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
@@ -223,17 +227,21 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     n_train = cleaning["train"]["kept"]
     if n_train == 0:
         raise DataError("no training pairs left after cleaning")
-    vocab_size = o.vocab_size or default_vocab_size(o.dataset, n_train)
-    coverage = o.character_coverage or character_coverage(langs)
-    spm_args = dict(model_type="bpe", vocab_size=vocab_size, character_coverage=coverage,
-                    pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-                    # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
-                    normalization_rule_name="identity", remove_extra_whitespaces=False,
-                    input_sentence_size=o.input_sentence_size, shuffle_input_sentence=True,
-                    hard_vocab_limit=False, num_threads=o.threads)
-    sp = _train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
+    if o.spm_model is not None:
+        sp, spm_args = _reuse_spm(Path(o.spm_model), tmp / "spm")
+        log(f"vocabulary of {sp.get_piece_size()} reused from {o.spm_model}")
+    else:
+        vocab_size = o.vocab_size or default_vocab_size(o.dataset, n_train)
+        coverage = o.character_coverage or character_coverage(langs)
+        spm_args = dict(model_type="bpe", vocab_size=vocab_size, character_coverage=coverage,
+                        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+                        # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
+                        normalization_rule_name="identity", remove_extra_whitespaces=False,
+                        input_sentence_size=o.input_sentence_size, shuffle_input_sentence=True,
+                        hard_vocab_limit=False, num_threads=o.threads)
+        sp = _train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
+        log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
     dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
-    log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
     clock = time.perf_counter()
 
     split_meta = {}
@@ -353,6 +361,34 @@ def _train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
     return sp
 
 
+def _reuse_spm(path: Path, prefix: Path):
+    """Copy the SentencePiece model ``path`` (a file, or a prepared DATA_DIR holding spm.model) to
+    {prefix}.model / .vocab after checking its special ids are nmt's; returns it and the "spm"
+    record for meta.json (the source's, when its meta.json is beside it)."""
+    import sentencepiece as spm
+
+    model_file = path / "spm.model" if path.is_dir() else path
+    if not model_file.is_file():
+        raise DataError(f"--spm-model {path}: no such file (give an spm.model or the DATA_DIR of an "
+                        "earlier `nmt prepare`)")
+    data = model_file.read_bytes()
+    try:
+        sp = spm.SentencePieceProcessor(model_proto=data)
+    except RuntimeError as e:
+        raise DataError(f"--spm-model {model_file}: not a SentencePiece model ({e})") from e
+    ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
+    if ids != {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}:
+        raise DataError(f"--spm-model {model_file}: special ids {ids}, nmt needs pad {PAD}, unk {UNK}, "
+                        f"bos {BOS}, eos {EOS} (use the spm.model of an `nmt prepare` DATA_DIR)")
+    Path(f"{prefix}.model").write_bytes(data)
+    with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
+        for i in range(sp.get_piece_size()):
+            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
+    source_meta = model_file.parent / "meta.json"
+    record = json.loads(source_meta.read_text())["spm"] if source_meta.is_file() else {"character_coverage": None}
+    return sp, {**record, "reused_from": str(model_file), "sha256": dl.sha256_file(model_file)}
+
+
 # ------------------------------------------------------------------------------- reading back
 def load_meta(data_dir: str | Path) -> dict:
     path = Path(data_dir) / "meta.json"
@@ -455,6 +491,10 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
                         "Provilkov et al. 2020; 0.1 there); training uses one per epoch")
     p.add_argument("--bpe-dropout-copies", type=int, default=None, metavar="K",
                    help="how many sampled segmentations (default 10 with --bpe-dropout)")
+    p.add_argument("--spm-model", default=None, metavar="FILE",
+                   help="reuse this SentencePiece model (an earlier prepare's DATA_DIR or its "
+                        "spm.model) instead of learning one: the same vocabulary id for id, for "
+                        "ensembles or fine-tuning across data sets (e.g. distilled targets)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 8))
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -470,6 +510,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     if not 0.0 <= args.bpe_dropout < 1.0 or copies < 0 or bool(copies) != bool(args.bpe_dropout):
         raise DataError(f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
                         "0 < P < 1 and K >= 1 (or P = 0 and no copies)")
+    if args.spm_model is not None and (args.vocab_size is not None or args.character_coverage is not None):
+        raise DataError("--spm-model reuses a vocabulary: --vocab-size and --character-coverage do not apply")
     if args.vocab_size is not None and args.vocab_size < 1:
         raise DataError(f"--vocab-size {args.vocab_size}: must be a positive number of pieces")
     for split in SPLITS:
@@ -509,7 +551,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         character_coverage=args.character_coverage,
         input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads,
         shuffle_train=args.dataset == "libreoffice",  # its lines are in page order
-        bpe_dropout=args.bpe_dropout, bpe_dropout_copies=copies)
+        bpe_dropout=args.bpe_dropout, bpe_dropout_copies=copies, spm_model=args.spm_model)
     splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
     meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
     print(format_report(meta))

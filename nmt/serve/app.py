@@ -1,7 +1,7 @@
 """The HTTP API of `nmt serve` (FastAPI; OpenAPI page at /docs).
 
     POST /translate  {"model": "en-de", "text": "..." | ["...", ...], "beam": 4, "alpha": 0.6,
-                      "nbest": 1, "alignment": false}
+                      "nbest": 1, "alignment": false, "mbr": false}
                      -> {"model", "translations": [{"text", "score", "nbest": [{"text", "score"}],
                          "alignment"?: [[s, t], ...]}, ...]} in input order
     POST /attention  {"model", "text": "...", "beam", "alpha"} -> the best translation, its source
@@ -42,6 +42,8 @@ class TranslateRequest(BaseModel):
     alpha: float | None = Field(None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)")
     nbest: int = Field(1, ge=1, description="translations per sentence (<= beam)")
     alignment: bool = Field(False, description="source-target piece alignment (last layer, heads averaged)")
+    mbr: bool = Field(False, description="minimum-Bayes-risk choice among the beam's n-best (sentence chrF, "
+                                         "T 0.5; nmt.infer.mbr) instead of the top one; beam >= 2, nbest 1")
 
 
 class AttentionRequest(BaseModel):
@@ -196,6 +198,9 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         sentences = [req.text] if isinstance(req.text, str) else req.text
         if req.nbest > req.beam:
             raise ApiError(422, f"nbest: {req.nbest} must be <= beam ({req.beam})")
+        if req.mbr and (req.beam < 2 or req.nbest != 1):
+            raise ApiError(422, f"mbr chooses one translation among the beam's n-best: needs beam >= 2 and "
+                                f"nbest 1 (got beam {req.beam}, nbest {req.nbest})")
         if len(sentences) > limits.max_sentences:
             raise ApiError(413, f"{len(sentences)} sentences: at most {limits.max_sentences} per request")
         chars = sum(map(len, sentences))
@@ -206,7 +211,7 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         if not sentences:
             return {"model": m.name, "translations": []}
         alpha = default_alpha(req.beam) if req.alpha is None else req.alpha
-        results = await wait(m, sentences, SearchOptions(req.beam, alpha, req.nbest), alignment=req.alignment)
+        results = await wait(m, sentences, SearchOptions(req.beam, alpha, req.nbest, req.mbr), alignment=req.alignment)
         metrics.sentences.labels(model=m.name).inc(len(sentences))
         out = []
         for nbest in results:

@@ -11,7 +11,7 @@ back as one batch of N (two groups translated one after the other merge into one
 being cut into pieces by a fixed wait shorter than the time N responses and requests take to
 cross the HTTP layer.
 
-Requests with the same search options (beam, alpha, nbest) are translated together by
+Requests with the same search options (beam, alpha, nbest, mbr) are translated together by
 ``Translator.translate_nbest``, which sorts the sentences by length into batches of at most
 ``max_batch_tokens`` padded tokens; each request gets its own results back in its own order.
 Every model call (search, alignment, attention) runs on the worker thread, so the attention
@@ -40,6 +40,7 @@ class SearchOptions:
     beam: int = 4
     alpha: float = 0.6
     nbest: int = 1
+    mbr: bool = False  # the MBR choice among the beam's n-best (nmt.infer.mbr's defaults)
 
 
 @dataclass
@@ -170,8 +171,13 @@ class Batcher:
             if self.on_batch is not None:
                 self.on_batch(len(sentences))
             results = self.translator.translate_nbest(
-                sentences, beam=opts.beam, alpha=opts.alpha, nbest=opts.nbest,
+                sentences, beam=opts.beam, alpha=opts.alpha, nbest=opts.beam if opts.mbr else opts.nbest,
                 batch_tokens=max(self.max_batch_tokens, 1), on_truncate=lambda i, n: None)
+            if opts.mbr:
+                from ..infer.mbr import MBR
+                from ..infer.translate import mbr_results
+
+                results = mbr_results(results, MBR())  # one translation per sentence
             start = 0
             for job in group:
                 mine = results[start: start + len(job.sentences)]
