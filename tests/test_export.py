@@ -78,6 +78,12 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
     assert t.translate(test_lines[:2], beam=2, stopping="fast") == t.translate(test_lines[:2], beam=2)
     with pytest.raises(TranslateError, match="stopping"):
         t.translate(test_lines[:2], beam=2, stopping="exact")
+    # MBR with the CTranslate2 engine: the MBR choice among CTranslate2's own n-best
+    from nmt.infer.mbr import MBR, mbr_select
+
+    chosen = t.translate(test_lines[:8], beam=4, mbr=MBR())
+    for pick, nbest in zip(chosen, t.translate_nbest(test_lines[:8], beam=4, nbest=4)):  # same batch
+        assert pick == nbest[mbr_select([h.text for h in nbest], [h.score for h in nbest])].text
 
 
 @pytest.mark.parametrize("norm_position", ["pre", "post"])
