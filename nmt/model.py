@@ -58,14 +58,14 @@ def take_rows_(x: Tensor, indices: Tensor, filled: int | None = None) -> Tensor:
     """``x.index_select(0, indices)`` for a caller that gives ``x`` up: row i takes row
     ``indices[i]`` (N' <= N) in place, rows with indices[i] == i are not copied (all sources are
     read before any row is written), and the first N' rows are returned (a view). ``filled``: only
-    positions :filled of dimension 2 hold data (a self-attention buffer (N, H, C, K)). Where it
+    positions :filled of dimension 1 hold data (a self-attention buffer (N, C, H, K)). Where it
     cannot apply (N' > N, autograd) a new tensor as index_select."""
     n = indices.numel()
     if n > x.size(0) or (x.requires_grad and torch.is_grad_enabled()):
         return x.index_select(0, indices)
     moved = indices.ne(torch.arange(n, device=indices.device)).nonzero().squeeze(1)  # (R,) rows that change
     if moved.numel():
-        part = x if filled is None else x[:, :, :filled]
+        part = x if filled is None else x[:, :filled]
         part.index_copy_(0, moved, part.index_select(0, indices[moved]))  # (R, ...) read, then written
     return x[:n]
 
@@ -94,8 +94,8 @@ class EncoderOut:
 
 @dataclass
 class LayerCache:
-    self_k: Tensor  # (N, H, C, K) keys of the target prefix; the first DecoderCache.length of C are filled
-    self_v: Tensor  # (N, H, C, V)
+    self_k: Tensor  # (N, C, H, K) keys of the target prefix; the first DecoderCache.length of C are filled
+    self_v: Tensor  # (N, C, H, V) (position-major: a row's filled positions are one contiguous block)
     cross_k: Tensor  # (M, H, S, K) computed once per memory row, shared by its group of decoder rows
     cross_v: Tensor  # (M, H, S, V)
 
@@ -119,7 +119,7 @@ class DecoderCache:
 
     @property
     def capacity(self) -> int:
-        return self.layers[0].self_k.size(2) if self.layers else 0
+        return self.layers[0].self_k.size(1) if self.layers else 0
 
     def reorder(self, indices: Tensor, capacity: int | None = None) -> "DecoderCache":
         """Keep rows ``indices`` (N',) of every cached tensor (beam reordering, pruning), into new
@@ -130,11 +130,11 @@ class DecoderCache:
         for c in self.layers:
             self_kv = []
             for buf in (c.self_k, c.self_v):
-                new = buf.new_empty(indices.size(0), buf.size(1), cap, buf.size(3))  # (N', H, C, K)
+                new = buf.new_empty(indices.size(0), cap, buf.size(2), buf.size(3))  # (N', C, H, K)
                 if buf.requires_grad and torch.is_grad_enabled():  # out= is not differentiable
-                    new[:, :, :p] = buf[:, :, :p].index_select(0, indices)
+                    new[:, :p] = buf[:, :p].index_select(0, indices)
                 else:  # straight into the new buffer, one copy
-                    torch.index_select(buf[:, :, :p], 0, indices, out=new[:, :, :p])
+                    torch.index_select(buf[:, :p], 0, indices, out=new[:, :p])
                 self_kv.append(new)
             layers.append(LayerCache(*self_kv, select_rows(c.cross_k, rows), select_rows(c.cross_v, rows)))
         return DecoderCache(layers, p, group, select_rows(self.memory_mask, rows), [p])
@@ -364,12 +364,13 @@ class DecoderLayer(FeedForwardSublayer, nn.Module):
         def self_attention(h: Tensor) -> Tensor:
             q, k, v = self.self_attn.project_qkv(h)  # (N, H, T, K), (N, H, T, K), (N, H, T, V)
             end = p + k.size(2)
-            cache.self_k[:, :, p:end] = k
-            cache.self_v[:, :, p:end] = v
+            cache.self_k[:, p:end] = k.transpose(1, 2)  # (N, T, H, K): the projection's own layout
+            cache.self_v[:, p:end] = v.transpose(1, 2)
             if p == 0:  # nothing cached before (training, first step): the new keys are all the keys
                 return self.self_attn.attend_heads(q, k, v, mask=self_mask, is_causal=is_causal)
-            return self.self_attn.attend_heads(q, cache.self_k[:, :, :end], cache.self_v[:, :, :end],
-                                               mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K)
+            return self.self_attn.attend_heads(q, cache.self_k[:, :end].transpose(1, 2),
+                                               cache.self_v[:, :end].transpose(1, 2),
+                                               mask=self_mask, is_causal=is_causal)  # keys (N, H, P+T, K), strided
 
         def encoder_attention(h: Tensor) -> Tensor:
             n, t, d = h.shape
@@ -467,8 +468,8 @@ class Decoder(nn.Module):
         layers = []
         for layer in self.layers:
             cross_k, cross_v = layer.encoder_attn.project_kv(memory.out)  # (M, H, S, K/V), once
-            self_k = cross_k.new_empty(n, self.cfg.n_heads, capacity, self.cfg.d_k)  # (N, H, C, K)
-            self_v = cross_v.new_empty(n, self.cfg.n_heads, capacity, self.cfg.d_v)
+            self_k = cross_k.new_empty(n, capacity, self.cfg.n_heads, self.cfg.d_k)  # (N, C, H, K)
+            self_v = cross_v.new_empty(n, capacity, self.cfg.n_heads, self.cfg.d_v)
             layers.append(LayerCache(self_k, self_v, cross_k, cross_v))
         return DecoderCache(layers, 0, memory.group, ~memory.padding_mask[:, None, None, :], [0])
 

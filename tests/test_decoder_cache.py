@@ -89,14 +89,14 @@ def test_extending_one_cache_twice_does_not_overwrite_the_first_branch():
 @pytest.mark.parametrize("filled", [None, 3])
 def test_take_rows_in_place_equals_index_select(indices, filled):
     """Rows swapped, repeated, dropped, moved into gaps: the same rows as index_select (within
-    ``filled`` positions of dimension 2), in the same storage, first N' rows."""
-    x = torch.randn(6, 2, 5, 4)  # (N, H, C, K)
+    ``filled`` positions of dimension 1), in the same storage, first N' rows."""
+    x = torch.randn(6, 5, 2, 4)  # (N, C, H, K)
     want = x.index_select(0, torch.tensor(indices, dtype=torch.long))
     ptr = x.data_ptr()
     got = take_rows_(x, torch.tensor(indices, dtype=torch.long), filled)
     assert got.shape == want.shape and (got.data_ptr() == ptr or not indices)  # a view of the same buffer
     keep = slice(None) if filled is None else slice(0, filled)
-    torch.testing.assert_close(got[:, :, keep], want[:, :, keep], atol=0, rtol=0)
+    torch.testing.assert_close(got[:, keep], want[:, keep], atol=0, rtol=0)
 
 
 def test_take_rows_falls_back_to_a_copy_when_rows_grow():
