@@ -46,12 +46,5 @@ fi
 $NMT average "$OUT/student" --last 5 --out "$OUT/student-average" --force
 $NMT translate "$OUT/student-average" -i "$OUT/data/valid.en.txt" -o "$OUT/valid.student.de" --beam 4 --alpha 0.6
 echo "== valid, the student alone"; $NMT score --ref "$OUT/data/valid.de.txt" "$OUT/valid.student.de"
-models="$TEACHER/average $OUT/student-average"
-# shellcheck disable=SC2086
-$NMT tune-alpha $models --src "$OUT/data/valid.en.txt" --ref "$OUT/data/valid.de.txt" --out "$OUT/alpha.json" \
-  | tee "$OUT/alpha.txt"
-ALPHA=$(sed -n 's/^best alpha: //p' "$OUT/alpha.txt")
-# shellcheck disable=SC2086
-$NMT translate $models -i "$OUT/data/test.en.txt" -o "$OUT/test.hyp.de" --beam 4 --alpha "$ALPHA"
-echo "== test2016, teacher + student ensemble, beam 4, alpha $ALPHA (chosen on valid)"
-$NMT score --ref "$OUT/data/test.de.txt" "$OUT/test.hyp.de" | tee "$OUT/test.score.txt"
+NMT="$NMT" sh "$HERE/ensemble-test.sh" "$OUT" "$OUT/data" "teacher + student ensemble" \
+  "$TEACHER/average" "$OUT/student-average"

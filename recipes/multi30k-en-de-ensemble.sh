@@ -20,10 +20,4 @@ for seed in $SEEDS; do
   data=$OUT/seed$seed/data  # every seed prepares the same data (same vocabulary, id for id)
 done
 # shellcheck disable=SC2086
-$NMT tune-alpha $models --src "$data/valid.en.txt" --ref "$data/valid.de.txt" --out "$OUT/alpha.json" \
-  | tee "$OUT/alpha.txt"
-ALPHA=$(sed -n 's/^best alpha: //p' "$OUT/alpha.txt")
-# shellcheck disable=SC2086
-$NMT translate $models -i "$data/test.en.txt" -o "$OUT/test.hyp.de" --beam 4 --alpha "$ALPHA"
-echo "== test2016, ensemble of the averaged models of seeds $SEEDS, beam 4, alpha $ALPHA (chosen on valid)"
-$NMT score --ref "$data/test.de.txt" "$OUT/test.hyp.de" | tee "$OUT/test.score.txt"
+NMT="$NMT" sh "$HERE/ensemble-test.sh" "$OUT" "$data" "ensemble of the averaged models of seeds $SEEDS" $models
