@@ -3,6 +3,11 @@
 The model is only called through ``memory = model.encode(src)`` and
 ``logits, cache = model.decode_step(tokens, memory, cache)``; the cache is an explicit value with
 ``reorder(indices)``, used both to follow beams and to drop finished sentences from the batch.
+A cache (or memory) may also offer ``reorder_(indices)``, the same for a caller that will not use
+it again (done in place: nmt.model.DecoderCache copies only the rows that change); the search
+uses it where it has it (``reorder_owned``), and keeps a row's best child in that row
+(``beam_slots``) and fills a finished sentence's rows from the end of the batch (``fill_from_end``)
+so that few rows change. Row order never changes a result (tested).
 
 Axis legend: B sentences still searching, k beam size, W vocabulary, t tokens generated so far.
 
