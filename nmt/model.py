@@ -54,16 +54,22 @@ def select_rows(x: Tensor, rows: Tensor) -> Tensor:
     return x.index_select(0, rows)
 
 
-def take_rows_(x: Tensor, indices: Tensor, filled: int | None = None) -> Tensor:
+def moved_rows(indices: Tensor) -> Tensor:
+    """The rows i with indices[i] != i (R,): those a reorder by ``indices`` (N',) changes."""
+    return indices.ne(torch.arange(indices.numel(), device=indices.device)).nonzero().squeeze(1)
+
+
+def take_rows_(x: Tensor, indices: Tensor, filled: int | None = None, moved: Tensor | None = None) -> Tensor:
     """``x.index_select(0, indices)`` for a caller that gives ``x`` up: row i takes row
     ``indices[i]`` (N' <= N) in place, rows with indices[i] == i are not copied (all sources are
     read before any row is written), and the first N' rows are returned (a view). ``filled``: only
-    positions :filled of dimension 1 hold data (a self-attention buffer (N, C, H, K)). Where it
-    cannot apply (N' > N, autograd) a new tensor as index_select."""
+    positions :filled of dimension 1 hold data (a self-attention buffer (N, C, H, K)); ``moved``:
+    ``moved_rows(indices)`` when the caller has it (several tensors taken by the same indices).
+    Where it cannot apply (N' > N, autograd) a new tensor as index_select."""
     n = indices.numel()
     if n > x.size(0) or (x.requires_grad and torch.is_grad_enabled()):
         return x.index_select(0, indices)
-    moved = indices.ne(torch.arange(n, device=indices.device)).nonzero().squeeze(1)  # (R,) rows that change
+    moved = moved_rows(indices) if moved is None else moved  # (R,) rows that change
     if moved.numel():
         part = x if filled is None else x[:, :filled]
         part.index_copy_(0, moved, part.index_select(0, indices[moved]))  # (R, ...) read, then written
@@ -89,7 +95,9 @@ class EncoderOut:
     def reorder_(self, indices: Tensor) -> "EncoderOut":
         """``reorder`` for a caller that will not use this memory again (see ``take_rows_``)."""
         rows, group = shared_rows(indices, self.group)
-        return EncoderOut(take_rows_(self.out, rows), take_rows_(self.padding_mask, rows), group)
+        moved = moved_rows(rows)
+        return EncoderOut(take_rows_(self.out, rows, moved=moved), take_rows_(self.padding_mask, rows, moved=moved),
+                          group)
 
 
 @dataclass
@@ -149,9 +157,11 @@ class DecoderCache:
                 or (self.layers[0].self_k.requires_grad and torch.is_grad_enabled())):
             return self.reorder(indices)
         rows, group = shared_rows(indices, self.group)  # (M',) memory rows
-        layers = [LayerCache(take_rows_(c.self_k, indices, p), take_rows_(c.self_v, indices, p),
-                             take_rows_(c.cross_k, rows), take_rows_(c.cross_v, rows)) for c in self.layers]
-        return DecoderCache(layers, p, group, take_rows_(self.memory_mask, rows), self.extent)
+        moved, moved_memory = moved_rows(indices), moved_rows(rows)  # once for all layers
+        layers = [LayerCache(take_rows_(c.self_k, indices, p, moved), take_rows_(c.self_v, indices, p, moved),
+                             take_rows_(c.cross_k, rows, moved=moved_memory),
+                             take_rows_(c.cross_v, rows, moved=moved_memory)) for c in self.layers]
+        return DecoderCache(layers, p, group, take_rows_(self.memory_mask, rows, moved=moved_memory), self.extent)
 
 
 def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,
