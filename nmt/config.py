@@ -57,6 +57,11 @@ class ModelConfig:
     # restricted self-attention (section 4, Table 1, "self-attention (restricted)"): encoder and
     # decoder self-attention see only keys within distance r of the query; None = full (the paper's models)
     attention_window: Optional[int] = None
+    # not in the paper: the decoder writes the target right to left (its last piece first). Such a
+    # model rescores a left-to-right model's n-best (Liu et al. 2016; Sennrich et al. 2016's WMT
+    # systems): `nmt translate L2R --rerank R2L` (nmt.infer.rerank). Training reverses each target;
+    # translation reverses the output back, so its text reads as usual.
+    right_to_left: bool = False
 
     def validate(self) -> "ModelConfig":
         for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads",
@@ -85,6 +90,8 @@ class ModelConfig:
         _check(self.attention_window is None or (isinstance(self.attention_window, int)
                                                  and self.attention_window >= 1),
                "model.attention_window", self.attention_window, "must be a positive integer or none")
+        _check(isinstance(self.right_to_left, bool), "model.right_to_left", self.right_to_left,
+               "must be true or false")
         return self
 
 

@@ -52,10 +52,20 @@ def vocabulary(sp) -> list[str]:
     return ["<blank>" if p == "<pad>" else p for p in pieces]
 
 
+def check_left_to_right(cfg, target: str) -> None:
+    """ExportError for a right-to-left model (ModelConfig.right_to_left): ``target`` would write
+    its outputs reversed; such a model serves to rerank (`nmt translate --rerank`)."""
+    if getattr(cfg, "right_to_left", False):
+        raise ExportError(f"a right-to-left model (model.right_to_left) would write reversed outputs in {target}; "
+                          "it serves to rerank a left-to-right model's n-best (nmt translate --rerank)")
+
+
 def build_spec(model, vocab: list[str]):
     """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
     shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
     import numpy as np
+
+    check_left_to_right(model.cfg, "CTranslate2")
 
     import_ctranslate2()
     from ctranslate2.converters import utils

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ..vocab import BOS, EOS, PAD, UNK
-from .export_ctranslate2 import ExportError, check_head_size
+from .export_ctranslate2 import ExportError, check_head_size, check_left_to_right
 
 
 def import_transformers():
@@ -91,6 +91,7 @@ def to_marian(model):
     transformers = import_transformers()
     cfg = model.cfg
     check_head_size(cfg, "HF Marian")
+    check_left_to_right(cfg, "HF Marian")
     if cfg.norm_position != "post" or cfg.positional != "sinusoidal":
         raise ExportError(f"HF Marian is post-norm with sinusoidal positions (model has norm_position="
                           f"{cfg.norm_position}, positional={cfg.positional})")

@@ -482,6 +482,7 @@ class Ensemble:
     class Cfg:
         max_positions: int
         tgt_vocab_size: int
+        right_to_left: bool = False
 
     @dataclass
     class State:
@@ -499,8 +500,12 @@ class Ensemble:
         sizes = {m.cfg.tgt_vocab_size for m in models}
         if len(sizes) > 1:
             raise ValueError(f"ensemble models have different target vocabulary sizes {sorted(sizes)}")
+        directions = {getattr(m.cfg, "right_to_left", False) for m in models}
+        if len(directions) > 1:
+            raise ValueError("an ensemble's models must write the target in one direction: some are "
+                             "right-to-left (model.right_to_left); rescore with them instead (--rerank)")
         self.models = models
-        self.cfg = Ensemble.Cfg(min(m.cfg.max_positions for m in models), sizes.pop())
+        self.cfg = Ensemble.Cfg(min(m.cfg.max_positions for m in models), sizes.pop(), directions.pop())
 
     def encode(self, src_tokens: Tensor) -> "Ensemble.State":
         return Ensemble.State([m.encode(src_tokens) for m in self.models])

@@ -35,6 +35,7 @@ from ..precision import autocast, resolve as resolve_precision
 from ..vocab import check_special_ids
 from .mbr import MBR, UTILITIES, mbr_pick_all
 from .packed import pack_linears
+from .rerank import Rerank, reading_order, rerank_results
 from .search import EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, sample, sentence_rng
 
 
@@ -46,7 +47,7 @@ class TranslateError(Exception):
 class Translation:
     text: str
     score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.search)
-    tokens: list[int]
+    tokens: list[int]  # output ids in the model's order (a right-to-left model's: last piece first)
 
 
 @dataclass
@@ -248,7 +249,11 @@ class Translator:
             elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
                 raise TranslateError(f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
                                      f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}")
-        return cls(models[0] if len(models) == 1 else Ensemble(models), sp, device=device, dtype=dtype)
+        try:
+            model = models[0] if len(models) == 1 else Ensemble(models)
+        except ValueError as e:  # e.g. left-to-right and right-to-left models together
+            raise TranslateError(str(e)) from None
+        return cls(model, sp, device=device, dtype=dtype)
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
         """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""
@@ -267,7 +272,7 @@ class Translator:
 
     def decode(self, tokens: list[int]) -> str:
         """Detokenized text on one line (any line break the pieces might carry becomes a space)."""
-        text = self.sp.decode(tokens) if tokens else ""
+        text = self.sp.decode(reading_order(self.model, tokens)) if tokens else ""
         return text.replace("\r", " ").replace("\n", " ")
 
     @one_or_many
@@ -286,6 +291,9 @@ class Translator:
         sources, truncated = self.encode(sentences)
         prefix_ids = None
         if prefix is not None:
+            if getattr(self.model.cfg, "right_to_left", False):
+                raise TranslateError("a right-to-left model writes the end of the output first: "
+                                     "prefix-constrained decoding needs a left-to-right model")
             if len(prefix) != len(sentences):
                 raise TranslateError(f"{len(prefix)} prefixes for {len(sentences)} sentences")
             cleaned = [clean_line(p) for p in prefix]
@@ -310,18 +318,40 @@ class Translator:
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
                   prefix: list[str] | None = None, sampling: Sampling | None = None,
-                  stopping: str | None = None, mbr: MBR | None = None) -> list[str]:
+                  stopping: str | None = None, mbr: MBR | None = None,
+                  rerank: Rerank | None = None) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
         None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
-        minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one."""
-        if mbr is not None and sampling is not None:
-            raise TranslateError("mbr chooses among the beam's n-best: not with sampling")
+        minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one;
+        ``rerank``: the best of the beam's ``beam``-best rescored with a second (right-to-left)
+        model (nmt.infer.rerank)."""
+        if (mbr is not None or rerank is not None) and sampling is not None:
+            raise TranslateError("mbr and rerank choose among the beam's n-best: not with sampling")
+        if mbr is not None and rerank is not None:
+            raise TranslateError("choose one of mbr and rerank")
         results = self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-            nbest=beam if mbr is not None else 1, batch_tokens=batch_tokens, prefix=prefix,
+            nbest=1 if mbr is None and rerank is None else beam, batch_tokens=batch_tokens, prefix=prefix,
             sampling=sampling, **({} if stopping is None else {"stopping": stopping}))
-        return [t[0].text for t in (results if mbr is None else mbr_results(results, mbr))]
+        if mbr is not None:
+            results = mbr_results(results, mbr)
+        elif rerank is not None:
+            results = self.rerank(sentences, results, rerank, alpha=default_alpha(beam) if alpha is None else alpha,
+                                  batch_tokens=batch_tokens)
+        return [t[0].text for t in results]
+
+    def rerank(self, sentences: list[str], results: list[list[Translation]], rerank: Rerank, *,
+               alpha: float, batch_tokens: int = 2048) -> list[list[Translation]]:
+        """``results`` (this translator's n-best of ``sentences``) reordered by the combined score
+        of nmt.infer.rerank; TranslateError when the rescoring model's vocabulary differs."""
+        if type(self).translate_nbest is not Translator.translate_nbest:
+            raise TranslateError("rerank rescores the torch engine's n-best (its scores are the search's)")
+        if pieces(rerank.translator.sp) != pieces(self.sp):
+            raise TranslateError("rerank: the rescoring model's vocabulary differs from the searching model's "
+                                 "(they must share one SentencePiece model, id for id)")
+        sources, _ = self.encode(sentences)
+        return rerank_results(results, sources, self, rerank, alpha=alpha, batch_tokens=2 * batch_tokens)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -359,6 +389,54 @@ def mbr_from_args(args: argparse.Namespace) -> MBR | None:
     return MBR(args.mbr_utility, args.mbr_temperature)
 
 
+def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
+    """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
+    parser.add_argument("--rerank", nargs="+", default=None, metavar="CHECKPOINT",
+                        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
+                             "model, model.right_to_left; several: their mean) and write the best by "
+                             "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)")
+    if tune:
+        parser.add_argument("--rerank-weights", type=parse_weights, default=(0.5,),
+                            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)")
+    else:
+        parser.add_argument("--rerank-weight", type=float, default=0.5,
+                            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
+
+
+def parse_weights(text: str) -> tuple[float, ...]:
+    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1]."""
+    try:
+        values = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.3,0.5") from None
+    if not values or any(not 0 <= v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: one or more weights, each in [0, 1]")
+    return values
+
+
+def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
+    """The Rerank of --rerank (None without it), loaded on --device at --precision; TranslateError
+    for a bad weight, a beam without a choice, or an engine other than torch."""
+    if not args.rerank:
+        return None
+    if args.beam < 2:
+        raise TranslateError(f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
+    if not 0 <= weight <= 1:
+        raise TranslateError(f"--rerank-weight {weight}: must be in [0, 1]")
+    if getattr(args, "engine", "torch") != "torch":
+        raise TranslateError("--rerank rescores the torch engine's n-best: not with --engine ctranslate2")
+    from ..checkpoint import CheckpointError
+
+    try:
+        scorer = Translator.load(args.rerank, device=args.device,
+                                 precision="int8" if args.precision == "int8" else "fp32")
+    except CheckpointError as e:
+        raise TranslateError(str(e)) from None
+    if args.precision != "int8":
+        set_precision(scorer, args.precision)
+    return Rerank(scorer, weight)
+
+
 def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="+",
                         help="checkpoint directory or run directory; several: an ensemble averaging "
@@ -385,6 +463,7 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix-file", default=None,
                         help="one target prefix per input line: each output starts with it (empty line: none)")
     add_mbr_args(parser)
+    add_rerank_args(parser)
     parser.add_argument("--sampling", action="store_true",
                         help="sample one output per line instead of beam search")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling: softmax(logits / T)")
@@ -429,9 +508,12 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if mbr is not None and (args.sampling or args.nbest != 1):
         raise TranslateError(f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, --nbest 1 "
                              f"and no --sampling (got --nbest {args.nbest}{' --sampling' if args.sampling else ''})")
+    if args.rerank and (args.sampling or mbr is not None):
+        raise TranslateError("--rerank chooses among the beam's n-best: not with --sampling or --mbr")
     if args.alignment and (len(args.checkpoint) > 1 or args.engine != "torch"):
         raise TranslateError("--alignment reads one torch model's cross-attention: not with an ensemble "
                              "or --engine ctranslate2")
+    rerank = load_rerank(args, args.rerank_weight)  # options checked before anything is read
     lines = read_text_lines(args.input, errors=args.errors)
     prefix = None
     if args.prefix_file is not None:
@@ -468,12 +550,15 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
                disable=args.quiet or args.input == "-")
     results = translator.translate_nbest(
         lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        nbest=args.beam if mbr else args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
+        nbest=args.beam if mbr or rerank else args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
         on_batch=bar.update, prefix=prefix, sampling=sampling,
         **({} if args.stopping is None else {"stopping": args.stopping}))
     bar.close()
     if mbr is not None:
         results = mbr_results(results, mbr)
+    elif rerank is not None:  # the beam's n-best reordered; --nbest K keeps the first K
+        results = [r[:args.nbest] for r in translator.rerank(lines, results, rerank, alpha=args.alpha,
+                                                              batch_tokens=args.batch_tokens)]
     if args.nbest == 1:
         out = [r[0].text for r in results]
     else:

@@ -32,14 +32,19 @@ class AlphaRow:
     chrf: float
     hyp_len: int
     ref_len: int
+    rerank_weight: float | None = None  # with rerank: the rescoring models' weight (nmt.infer.rerank)
 
 
 def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=DEFAULT_ALPHAS,
                beam: int = 4, tokenize: str = "13a", batch_tokens: int = 2048, max_len_a: float = 1.0,
-               max_len_b: int = 50, on_alpha=None, mbr=None) -> tuple[float, list[AlphaRow]]:
+               max_len_b: int = 50, on_alpha=None, mbr=None, rerank=None,
+               rerank_weights=(0.5,)) -> tuple[float, list[AlphaRow]]:
     """Translate ``sources`` with each alpha and score against ``references`` (sacreBLEU, the
     ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha in the given order);
-    ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs."""
+    ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs.
+    ``rerank`` (nmt.infer.rerank.Rerank; its weight is ignored): one row per alpha and weight of
+    ``rerank_weights``, the beam's n-best searched and rescored once per alpha; the best row's
+    weight is then in ``best_row(rows).rerank_weight``."""
     from sacrebleu.metrics import BLEU, CHRF
 
     from .translate import TranslateError
@@ -49,17 +54,34 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
     if not alphas:
         raise TranslateError("no alpha to try")
     rows = []
-    for alpha in alphas:
-        hyps = translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
-                                    max_len_a=max_len_a, max_len_b=max_len_b, mbr=mbr)
+
+    def add(hyps: list[str], alpha: float, weight: float | None = None) -> None:
         bleu = BLEU(tokenize=tokenize).corpus_score(hyps, [references])
         chrf = CHRF().corpus_score(hyps, [references])
-        row = AlphaRow(float(alpha), bleu.score, bleu.bp, chrf.score, bleu.sys_len, bleu.ref_len)
+        row = AlphaRow(float(alpha), bleu.score, bleu.bp, chrf.score, bleu.sys_len, bleu.ref_len, weight)
         rows.append(row)
         if on_alpha is not None:
             on_alpha(row)
-    best = max(rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA)))
-    return best.alpha, rows
+
+    for alpha in alphas:
+        if rerank is None:
+            add(translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
+                                     max_len_a=max_len_a, max_len_b=max_len_b, mbr=mbr), alpha)
+            continue
+        from .rerank import combine, rescore
+
+        nbest = translator.translate_nbest(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
+                                           max_len_a=max_len_a, max_len_b=max_len_b, nbest=beam)
+        encoded, _ = translator.encode(sources)
+        theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=2 * batch_tokens)
+        for weight in rerank_weights:
+            add([r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)], alpha, float(weight))
+    return best_row(rows).alpha, rows
+
+
+def best_row(rows: list[AlphaRow]) -> AlphaRow:
+    """The row of highest BLEU; ties keep the alpha nearest the paper's 0.6, then the lower weight."""
+    return max(rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA), -(r.rerank_weight or 0.0)))
 
 
 def parse_alphas(text: str) -> tuple[float, ...]:
@@ -82,9 +104,10 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    from .translate import add_mbr_args
+    from .translate import add_mbr_args, add_rerank_args
 
     add_mbr_args(parser)  # each alpha scored on the MBR choices, as `nmt translate --mbr` writes them
+    add_rerank_args(parser, tune=True)  # a row per alpha and weight, as `nmt translate --rerank` writes them
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
@@ -96,12 +119,14 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
     from ..metrics import read_lines
-    from .translate import (Translator, TranslateError, check_output, mbr_from_args, read_text_lines, set_precision,
-                            write_output)
+    from .translate import (Translator, TranslateError, check_output, load_rerank, mbr_from_args, read_text_lines,
+                            set_precision, write_output)
 
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")
     mbr = mbr_from_args(args)
+    if mbr is not None and args.rerank:
+        raise TranslateError("--mbr and --rerank: choose one")
     if args.out:
         check_output(args.out)
     sources, references = read_text_lines(args.src), read_lines(args.ref)
@@ -109,25 +134,35 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
                                  precision="int8" if args.precision == "int8" else "fp32")
     if args.precision != "int8":
         set_precision(translator, args.precision)
+    rerank = load_rerank(args, 0.5)
     how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
+    if rerank:
+        how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
     print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
           f"sacreBLEU tok:{args.tokenize}")
-    print("| alpha | BLEU | BP | chrF | hyp/ref length |")
-    print("|---|---|---|---|---|")
+    print(f"| alpha |{' rerank weight |' if rerank else ''} BLEU | BP | chrF | hyp/ref length |")
+    print(f"|---|{'---|' if rerank else ''}---|---|---|---|")
 
     def show(r: AlphaRow) -> None:
-        print(f"| {r.alpha:g} | {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | {r.hyp_len}/{r.ref_len} |",
-              flush=True)
+        weight = f" {r.rerank_weight:g} |" if rerank else ""
+        print(f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
+              f"{r.hyp_len}/{r.ref_len} |", flush=True)
 
     best, rows = tune_alpha(translator, sources, references, alphas=args.alphas, beam=args.beam,
                             tokenize=args.tokenize, batch_tokens=args.batch_tokens, max_len_a=args.max_len_a,
-                            max_len_b=args.max_len_b, on_alpha=show, mbr=mbr)
+                            max_len_b=args.max_len_b, on_alpha=show, mbr=mbr, rerank=rerank,
+                            rerank_weights=args.rerank_weights)
+    weight = best_row(rows).rerank_weight
     if args.out:
         write_output(args.out, json.dumps({"best_alpha": best, "beam": args.beam, "src": args.src,
                                            "ref": args.ref, "tokenize": args.tokenize,
                                            "checkpoints": [str(c) for c in args.checkpoint],
                                            "mbr": asdict(mbr) if mbr else None,
+                                           "rerank": list(args.rerank) if rerank else None,
+                                           "best_rerank_weight": weight,
                                            "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+    if rerank:
+        print(f"best rerank weight: {weight:g}")
     print(f"best alpha: {best:g}")
     sys.stdout.flush()
     return 0

@@ -252,8 +252,14 @@ class Trainer:
                 return
             train_set = self.train_sets[self.epoch % len(self.train_sets)]
             for indices in self.sampler:  # advances the sampler's position
-                yield collate([train_set[i] for i in indices])
+                yield collate([self.pair(train_set, i) for i in indices])
             self.sampler.set_epoch(self.epoch + 1)
+
+    def pair(self, dataset, i: int, limit: int = 0):
+        """Pair ``i`` of ``dataset`` as the model learns it: (source, target) pieces, the target
+        reversed for a right-to-left model (ModelConfig.right_to_left); ``limit``: truncated first."""
+        src, tgt = dataset[i] if not limit else validation.truncate(dataset[i], limit)
+        return (src, tgt[::-1]) if self.model_cfg.right_to_left else (src, tgt)
 
     def forward_loss(self, model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         batch = batch.to(self.device)
@@ -310,7 +316,7 @@ class Trainer:
         loss_sum = nll_sum = tokens = 0.0
         limit = self.model_cfg.max_positions  # longer pairs are truncated, as translation does
         for indices in sampler.batches(0):
-            batch = collate([validation.truncate(self.valid_set[i], limit) for i in indices])
+            batch = collate([self.pair(self.valid_set, i, limit) for i in indices])
             loss, nll, n = self.forward_loss(self.model, batch)
             loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + n
         out = {"loss": loss_sum / tokens, "nll": nll_sum / tokens, "ppl": math.exp(min(nll_sum / tokens, 50))}

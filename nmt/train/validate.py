@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..data.prepare import ParallelDataset, load_spm, read_lines
+from ..infer.rerank import reading_order
 from ..infer.translate import default_alpha, translate_ids
 from ..metrics import corpus_scores
 
@@ -51,6 +52,6 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
                         alpha=default_alpha(beam) if alpha is None else alpha,
                         batch_tokens=batch_tokens, device=device, dtype=amp_dtype)
     sp = load_spm(data_dir)
-    hyps = [sp.decode(h) if h else "" for h in ids]
+    hyps = [sp.decode(reading_order(model, h)) if h else "" for h in ids]
     s = corpus_scores(hyps, [refs], tokenize="zh" if tgt_lang == "zh" else "13a")
     return {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature}
