@@ -1,0 +1,252 @@
+"""Right-to-left models (model.right_to_left) and reranking an n-best with them (nmt.infer.rerank)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.checkpoint import save
+from nmt.config import ConfigError, ModelConfig, tiny
+from nmt.infer.rerank import Rerank, combine, reading_order, score_targets
+from nmt.infer.search import BOS, EOS, Ensemble, length_penalty
+from nmt.infer.translate import TranslateError, Translation, Translator
+from nmt.model import Transformer
+from test_translate import checkpoint, cli  # noqa: F401  (the tiny left-to-right checkpoint fixture)
+
+LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
+         "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
+SEARCH = dict(beam=4, max_len_a=0, max_len_b=6)
+
+
+def save_tiny(folder, spm_model, *, seed: int, **changes):
+    torch.manual_seed(seed)
+    cfg = dataclasses.replace(tiny(100), **changes)
+    return save(folder, model=Transformer(cfg), spm_model=spm_model,
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+
+
+@pytest.fixture(scope="module")
+def r2l(checkpoint, tmp_path_factory):  # noqa: F811
+    """A right-to-left random-weight model sharing the tiny checkpoint's SentencePiece model."""
+    return save_tiny(tmp_path_factory.mktemp("r2l") / "checkpoint", checkpoint / "spm.model", seed=1,
+                     right_to_left=True)
+
+
+def incremental_logp(model, src: list[int], tgt: list[int]) -> float:
+    """log p(tgt + EOS | src) one decode_step at a time (the search's path, not score_targets')."""
+    memory = model.encode(torch.tensor([src]))
+    cache, total, prev = None, 0.0, BOS
+    for tok in tgt + [EOS]:
+        logits, cache = model.decode_step(torch.tensor([[prev]]), memory, cache)
+        total += F.log_softmax(logits[0, -1].float(), dim=-1)[tok].item()
+        prev = tok
+    return total
+
+
+def test_config_right_to_left_is_checked_and_defaults_off():
+    assert ModelConfig().right_to_left is False
+    with pytest.raises(ConfigError, match="model.right_to_left"):
+        ModelConfig(right_to_left="yes").validate()
+
+
+def test_training_reverses_targets(tiny_data, tmp_path, monkeypatch):
+    """A right-to-left run learns each target reversed (its source as it is); a left-to-right run
+    of the same seed sees the same pairs the usual way round."""
+    import nmt.train.trainer as trainer_module
+    from nmt.cli import main
+    from nmt.data.prepare import ParallelDataset
+
+    seen = []
+    real = trainer_module.collate
+    monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real(ex))
+    pairs = {s.tobytes(): t for s, t in ParallelDataset.load(tiny_data, "train")}
+    args = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+            "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.max_steps=2",
+            "--train.valid_every_steps=0", "--train.num_threads=1", "--train.max_tokens=256", "--train.accum_steps=1"]
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "r2l"), *args, "--model.right_to_left=true"]) == 0
+    r2l_batches, seen[:] = seen[:2], []
+    assert main(["train", str(tiny_data), "--out", str(tmp_path / "l2r"), *args]) == 0
+    l2r_batches = seen[:2]
+    for rb, lb in zip(r2l_batches, l2r_batches):
+        assert len(rb) == len(lb) and rb
+        for (rs, rt), (ls, lt) in zip(rb, lb):
+            assert np.array_equal(rs, ls) and np.array_equal(lt, pairs[ls.tobytes()])
+            assert np.array_equal(rt, lt[::-1]) and (len(lt) < 2 or not np.array_equal(rt, lt))
+    saved = json.loads((tmp_path / "r2l" / "config.json").read_text())
+    assert saved["model"]["right_to_left"] is True
+
+
+def test_right_to_left_output_reads_forwards(r2l):
+    """A right-to-left model's search gives ids last piece first; its text is their reversal decoded."""
+    t = Translator.load(r2l, device="cpu", precision="fp32")
+    nbest = t.translate_nbest(LINES, nbest=2, **SEARCH)
+    for r in nbest:
+        for c in r:
+            assert c.text == (t.sp.decode(c.tokens[::-1]) if c.tokens else "")
+    assert any(len(c.tokens) > 1 and t.sp.decode(c.tokens) != c.text for r in nbest for c in r)
+    assert t.translate(LINES, **SEARCH) == [r[0].text for r in nbest]
+    assert reading_order(t.model, [5, 6, 7]) == [7, 6, 5]
+
+
+def test_score_targets_equals_incremental_decoding(checkpoint, r2l):  # noqa: F811
+    """Teacher-forced scores (batched, padded) equal summing decode_step's log-probabilities; an
+    ensemble's are the mean of its models'."""
+    a = Translator.load(checkpoint, device="cpu", precision="fp32").model
+    b = Translator.load(r2l, device="cpu", precision="fp32").model
+    sources = [[5, 9, 12, EOS], [7, EOS], [30, 31, 32, 33, 34, 35, EOS]]
+    targets = [[8, 8, 40], [], [50, 51, 52, 53, 54, 55, 56, 57]]
+    got = score_targets(a, sources, targets, batch_tokens=12)  # small batches: several, padded
+    want = [incremental_logp(a, s, t) for s, t in zip(sources, targets)]
+    assert got == pytest.approx(want, abs=1e-4)
+    both = score_targets(Ensemble([a, a]), sources, targets)
+    assert both == pytest.approx(want, abs=1e-4)
+    wb = [incremental_logp(b, s, t) for s, t in zip(sources, targets)]
+    assert score_targets(b, sources, targets) == pytest.approx(wb, abs=1e-4)
+
+
+def test_combine_by_hand():
+    """((1-w) * own + w * theirs) / lp(|y|), own recovered from the search's normalised score."""
+    alpha = 1.0
+    cands = [Translation("a b", -2.0 / length_penalty(3, alpha), [5, 6]),
+             Translation("a", -2.5 / length_penalty(2, alpha), [5]),
+             Translation("c d e", -4.0 / length_penalty(4, alpha), [7, 8, 9])]
+    theirs = [[-6.0, -2.6, -3.0]]
+    keep = combine([cands], theirs, weight=0.0, alpha=alpha)[0]
+    assert [t.text for t in keep] == ["a b", "a", "c d e"]
+    half = combine([cands], theirs, weight=0.5, alpha=alpha)[0]
+    want = {"a b": -4.0 / length_penalty(3, alpha), "a": -2.55 / length_penalty(2, alpha),
+            "c d e": -3.5 / length_penalty(4, alpha)}
+    assert [t.text for t in half] == sorted(want, key=lambda k: -want[k])
+    assert {t.text: t.score for t in half} == pytest.approx(want)
+    only = combine([cands], theirs, weight=1.0, alpha=alpha)[0]
+    assert only[0].text == "c d e"  # -3/lp(4) = -1.0 beats -2.6/lp(2) = -2.23
+
+
+def test_rerank_with_itself_changes_nothing(checkpoint):  # noqa: F811
+    """Rescoring with the searching model itself (any weight) keeps the beam's choice: the search's
+    scores are the teacher-forced ones."""
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    plain = t.translate(LINES, **SEARCH)
+    for w in (0.3, 1.0):
+        assert t.translate(LINES, rerank=Rerank(Translator.load(checkpoint, device="cpu", precision="fp32"), w),
+                           **SEARCH) == plain
+
+
+def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):  # noqa: F811
+    """API and CLI: the candidate of the beam's 4-best with the best combined score, the
+    right-to-left model reading each candidate reversed (scored here one step at a time)."""
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    scorer = Translator.load(r2l, device="cpu", precision="fp32")
+    nbest = t.translate_nbest(LINES, nbest=4, **SEARCH)
+    sources, _ = t.encode(LINES)
+    picks = {}
+    for w in (0.0, 0.5, 1.0):
+        want = []
+        for src, r in zip(sources, nbest):
+            if not src:
+                want.append("")
+                continue
+            own = [c.score * length_penalty(len(c.tokens) + 1, 0.6) for c in r]
+            theirs = [incremental_logp(scorer.model, src, c.tokens[::-1]) for c in r]
+            comb = [((1 - w) * o + w * th) / length_penalty(len(c.tokens) + 1, 0.6)
+                    for o, th, c in zip(own, theirs, r)]
+            want.append(r[int(np.argmax(comb))].text)
+        assert t.translate(LINES, rerank=Rerank(scorer, w), **SEARCH) == want
+        picks[w] = want
+    assert picks[0.0] == [r[0].text for r in nbest]
+    assert picks[1.0] != picks[0.0]  # random weights: the other direction disagrees on some lines
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", r2l, "--rerank-weight", "0.5",
+               "--beam", "4", "--max-len-a", "0", "--max-len-b", "6", "--quiet", "--precision", "fp32") == 0
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n") == picks[0.5] + [""]
+    assert cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--rerank", r2l, "--rerank-weight", "0.5",
+               "--nbest", "2", "--beam", "4", "--max-len-a", "0", "--max-len-b", "6", "--quiet",
+               "--precision", "fp32") == 0
+    rows = (tmp_path / "nb.txt").read_text(encoding="utf-8").splitlines()
+    firsts = {}
+    for row in rows:
+        n, _, text = row.split("\t")
+        firsts.setdefault(int(n), text)
+    assert [firsts[i + 1] for i in range(len(LINES))] == picks[0.5]
+    assert len(rows) == 2 * (len(LINES) - 1) + 1  # two per line, one for the empty line
+
+
+def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F811
+    """`nmt tune-alpha --rerank --rerank-weights`: a row per (alpha, weight), each the corpus BLEU
+    of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
+    from sacrebleu.metrics import BLEU as Corpus
+
+    from nmt.infer.tune import add_tune_alpha_args, run_tune_alpha
+
+    lines = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
+    refs = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
+    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_tune_alpha_args(parser)
+    args = parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
+                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5",
+                              "--rerank", str(r2l), "--rerank-weights", "0,0.5,1", "--precision", "fp32",
+                              "--out", str(tmp_path / "a.json")])
+    assert run_tune_alpha(args, {}) == 0
+    out = capsys.readouterr().out
+    assert "| alpha | rerank weight |" in out and "best rerank weight: " in out
+    saved = json.loads((tmp_path / "a.json").read_text())
+    assert [(r["alpha"], r["rerank_weight"]) for r in saved["rows"]] == [(a, w) for a in (0.0, 1.0)
+                                                                         for w in (0.0, 0.5, 1.0)]
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    scorer = Translator.load(r2l, device="cpu", precision="fp32")
+    for row in saved["rows"]:
+        hyps = t.translate(lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5,
+                           rerank=Rerank(scorer, row["rerank_weight"]))
+        assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
+    best = max(saved["rows"], key=lambda r: r["bleu"])
+    assert saved["best_rerank_weight"] is not None and best["bleu"] == max(r["bleu"] for r in saved["rows"])
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--beam", "1"), "needs --beam >= 2"),
+    (("--rerank-weight", "1.5"), "--rerank-weight 1.5: must be in [0, 1]"),
+    (("--mbr",), "not with --sampling or --mbr"),
+    (("--sampling",), "not with --sampling or --mbr"),
+])
+def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):  # noqa: F811
+    src = tmp_path / "in.txt"
+    src.write_text("der hund\n", encoding="utf-8")
+    with pytest.raises(TranslateError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", r2l, *extra)
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_right_to_left_refusals(checkpoint, r2l, tmp_path):  # noqa: F811
+    """Mixed directions in one ensemble, a prefix for a right-to-left model, a rescoring model of
+    another vocabulary and the exports of a right-to-left model are errors that say why."""
+    from nmt.infer.export_ctranslate2 import ExportError, check_left_to_right
+
+    with pytest.raises(TranslateError, match="one direction"):
+        Translator.load([checkpoint, r2l], device="cpu", precision="fp32")
+    t = Translator.load(r2l, device="cpu", precision="fp32")
+    with pytest.raises(TranslateError, match="needs a left-to-right model"):
+        t.translate_nbest(["der hund"], prefix=["der"])
+    with pytest.raises(ExportError, match="right-to-left"):
+        check_left_to_right(t.model.cfg, "CTranslate2")
+    import sentencepiece as spm
+
+    other = tmp_path / "other"
+    other.mkdir()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(["zz yy xx ww vv uu"] * 50 + ["a b c d e f g h"] * 50),
+                                   model_prefix=str(other / "spm"), vocab_size=40, model_type="bpe", pad_id=0,
+                                   unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
+                                   hard_vocab_limit=False)
+    foreign = save_tiny(other / "checkpoint", other / "spm.model", seed=2, right_to_left=True)
+    src = tmp_path / "in.txt"
+    src.write_text("der hund\n", encoding="utf-8")
+    with pytest.raises(TranslateError, match="vocabulary differs"):
+        cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", foreign, "--quiet")
