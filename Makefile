@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
-.PHONY: demo recipe recipe-60 test install clean
+.PHONY: demo recipe recipe-60 recipe-60-bidirectional test install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ recipe: $(VENV)/.installed
 
 recipe-60: $(VENV)/.installed  # two 30-minute runs (seeds 1, 2), ensembled, alpha chosen on valid
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-ensemble.sh runs/multi30k-en-de-ensemble
+
+recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left 30-minute run, reranked
+	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-bidirectional.sh runs/multi30k-en-de-bidirectional
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

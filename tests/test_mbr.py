@@ -98,22 +98,14 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):  # noqa: F811
 
 def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):  # noqa: F811
     """`nmt tune-alpha --mbr` scores, per alpha, the outputs of `translate(mbr=...)`."""
-    import argparse
     import json
 
     from sacrebleu.metrics import BLEU as Corpus
 
-    from nmt.infer.tune import add_tune_alpha_args, run_tune_alpha
+    from nmt.infer.tune import run_tune_alpha
+    from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
-    lines = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
-    refs = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
-    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
-    parser = argparse.ArgumentParser()
-    add_tune_alpha_args(parser)
-    args = parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
-                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5", "--mbr",
-                              "--mbr-temperature", "1.5", "--precision", "fp32", "--out", str(tmp_path / "a.json")])
+    args = tune_alpha_args(checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")
     assert run_tune_alpha(args, {}) == 0
     assert "MBR (chrf, T=1.5) among the 3-best" in capsys.readouterr().out
     saved = json.loads((tmp_path / "a.json").read_text())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 
@@ -183,18 +182,10 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F81
     of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
     from sacrebleu.metrics import BLEU as Corpus
 
-    from nmt.infer.tune import add_tune_alpha_args, run_tune_alpha
+    from nmt.infer.tune import run_tune_alpha
+    from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
-    lines = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
-    refs = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
-    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
-    parser = argparse.ArgumentParser()
-    add_tune_alpha_args(parser)
-    args = parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
-                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5",
-                              "--rerank", str(r2l), "--rerank-weights", "0,0.5,1", "--precision", "fp32",
-                              "--out", str(tmp_path / "a.json")])
+    args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     assert run_tune_alpha(args, {}) == 0
     out = capsys.readouterr().out
     assert "| alpha | rerank weight |" in out and "best rerank weight: " in out
@@ -250,3 +241,16 @@ def test_right_to_left_refusals(checkpoint, r2l, tmp_path):  # noqa: F811
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match="vocabulary differs"):
         cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", foreign, "--quiet")
+
+
+def test_right_to_left_alignment_in_reading_order(r2l):
+    """--alignment of a right-to-left model gives target positions in reading order."""
+    from nmt.infer.attention import align, attention_maps, hard_alignment
+
+    t = Translator.load(r2l, device="cpu", precision="fp32")
+    src = t.encode(["ein baum und eine katze"])[0][0]
+    tgt = [10, 11, 12, 13]  # model order: the last piece of the text first
+    raw = hard_alignment(attention_maps(t.model, src, tgt).cross, src, tgt)
+    got = align(t.model, src, tgt)
+    assert got == [(i, 3 - j) for i, j in reversed(raw)]
+    assert [j for _, j in got] == [0, 1, 2, 3]

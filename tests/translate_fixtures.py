@@ -33,3 +33,23 @@ def make_checkpoint(folder: Path, *, data: dict | None = None, spm_ids: tuple = 
     cfg = tiny(100)
     return save(folder / "checkpoint", model=Transformer(cfg), spm_model=folder / "spm.model",
                 config={"model": dataclasses.asdict(cfg), "train": {}, "data": data or {}})
+
+
+TUNE_LINES = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
+TUNE_REFS = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
+
+
+def tune_alpha_args(checkpoint: Path, tmp_path: Path, *extra: str):
+    """`nmt tune-alpha` arguments over TUNE_LINES / TUNE_REFS written to ``tmp_path`` (alphas 0
+    and 1, beam 3, outputs of at most 5 pieces, fp32, JSON to tmp_path/a.json) plus ``extra``."""
+    import argparse
+
+    from nmt.infer.tune import add_tune_alpha_args
+
+    (tmp_path / "src.txt").write_text("\n".join(TUNE_LINES) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("\n".join(TUNE_REFS) + "\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_tune_alpha_args(parser)
+    return parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
+                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5",
+                              "--precision", "fp32", "--out", str(tmp_path / "a.json"), *extra])

@@ -116,7 +116,12 @@ def format_alignment(pairs: list[tuple[int, int]]) -> str:
 
 
 def align(model, src: list[int], tgt: list[int]) -> list[tuple[int, int]]:
-    """Hard alignment of a source (ids + EOS) and its translation (ids without BOS/EOS)."""
+    """Hard alignment of a source (ids + EOS) and its translation (ids without BOS/EOS, in the
+    model's order). A right-to-left model's target positions are given in reading order (the
+    position of a piece in the text), as for a left-to-right one."""
     if not src or not tgt:
         return []
-    return hard_alignment(attention_maps(model, src, tgt).cross, src, tgt)
+    pairs = hard_alignment(attention_maps(model, src, tgt).cross, src, tgt)
+    if getattr(model.cfg, "right_to_left", False):  # model position j is reading position |tgt|-1-j
+        pairs = sorted(((s, len(tgt) - 1 - t) for s, t in pairs), key=lambda p: p[1])
+    return pairs

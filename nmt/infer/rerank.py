@@ -46,7 +46,7 @@ class Rerank:
 def reading_order(model, tokens: list[int]) -> list[int]:
     """Ids of ``model``'s output in reading order, or ids in reading order in ``model``'s order
     (the same map both ways: a right-to-left model's sequence reversed, ModelConfig.right_to_left)."""
-    return tokens[::-1] if getattr(model.cfg, "right_to_left", False) else list(tokens)
+    return tokens[::-1] if getattr(getattr(model, "cfg", None), "right_to_left", False) else list(tokens)
 
 
 @torch.inference_mode()

@@ -345,8 +345,8 @@ class Translator:
                alpha: float, batch_tokens: int = 2048) -> list[list[Translation]]:
         """``results`` (this translator's n-best of ``sentences``) reordered by the combined score
         of nmt.infer.rerank; TranslateError when the rescoring model's vocabulary differs."""
-        if type(self).translate_nbest is not Translator.translate_nbest:
-            raise TranslateError("rerank rescores the torch engine's n-best (its scores are the search's)")
+        if any(type(t).translate_nbest is not Translator.translate_nbest for t in (self, rerank.translator)):
+            raise TranslateError("rerank: the torch engine's n-best, rescored by torch models (not CTranslate2)")
         if pieces(rerank.translator.sp) != pieces(self.sp):
             raise TranslateError("rerank: the rescoring model's vocabulary differs from the searching model's "
                                  "(they must share one SentencePiece model, id for id)")
@@ -403,15 +403,21 @@ def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> N
                             help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
 
 
-def parse_weights(text: str) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1]."""
+def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
+    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.3,0.5") from None
-    if not values or any(not 0 <= v <= 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more weights, each in [0, 1]")
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6") from None
+    if not values or any(not low <= v <= high for v in values):
+        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
     return values
+
+
+def parse_weights(text: str) -> tuple[float, ...]:
+    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1]."""
+    return parse_numbers(text, what="weights", high=1.0)
 
 
 def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:

@@ -86,13 +86,9 @@ def best_row(rows: list[AlphaRow]) -> AlphaRow:
 
 def parse_alphas(text: str) -> tuple[float, ...]:
     """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each >= 0."""
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.6,1.0,1.4") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more alphas, each >= 0")
-    return values
+    from .translate import parse_numbers
+
+    return parse_numbers(text, what="alphas")
 
 
 def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
