@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ..vocab import BOS, EOS, PAD
+from .search import right_to_left
 
 
 @dataclass
@@ -122,6 +123,6 @@ def align(model, src: list[int], tgt: list[int]) -> list[tuple[int, int]]:
     if not src or not tgt:
         return []
     pairs = hard_alignment(attention_maps(model, src, tgt).cross, src, tgt)
-    if getattr(model.cfg, "right_to_left", False):  # model position j is reading position |tgt|-1-j
+    if right_to_left(model):  # model position j is reading position |tgt|-1-j
         pairs = sorted(((s, len(tgt) - 1 - t) for s, t in pairs), key=lambda p: p[1])
     return pairs

@@ -81,6 +81,8 @@ def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_typ
 class CTranslate2Translator(Translator):
     """``Translator`` (same encode/decode, same contract) whose search runs in CTranslate2."""
 
+    engine = "ctranslate2"
+
     def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu"):
         self.model, self.sp, self.device, self.dtype = model, sp, device, None
         self.vocab = json.loads((model.directory / "shared_vocabulary.json").read_text(encoding="utf-8"))

@@ -55,7 +55,7 @@ def vocabulary(sp) -> list[str]:
 def check_left_to_right(cfg, target: str) -> None:
     """ExportError for a right-to-left model (ModelConfig.right_to_left): ``target`` would write
     its outputs reversed; such a model serves to rerank (`nmt translate --rerank`)."""
-    if getattr(cfg, "right_to_left", False):
+    if cfg.right_to_left:
         raise ExportError(f"a right-to-left model (model.right_to_left) would write reversed outputs in {target}; "
                           "it serves to rerank a left-to-right model's n-best (nmt translate --rerank)")
 

@@ -20,6 +20,7 @@ vocabulary, id for id. w is chosen on a development set (``nmt tune-alpha --rera
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 from ..data.batching import make_batches
 from ..precision import autocast
-from .search import BOS, EOS, PAD, Ensemble, length_penalty
+from .search import BOS, EOS, PAD, Ensemble, length_penalty, reading_order
 
 
 @dataclass
@@ -41,12 +42,6 @@ class Rerank:
     def __post_init__(self) -> None:
         if not 0.0 <= self.weight <= 1.0:
             raise ValueError(f"weight={self.weight}: must be in [0, 1]")
-
-
-def reading_order(model, tokens: list[int]) -> list[int]:
-    """Ids of ``model``'s output in reading order, or ids in reading order in ``model``'s order
-    (the same map both ways: a right-to-left model's sequence reversed, ModelConfig.right_to_left)."""
-    return tokens[::-1] if getattr(getattr(model, "cfg", None), "right_to_left", False) else list(tokens)
 
 
 @torch.inference_mode()
@@ -120,3 +115,44 @@ def rerank_results(results: list, sources: list[list[int]], searcher, rerank: Re
     theirs = rescore(results, sources, searcher, rerank.translator, batch_tokens=batch_tokens)
     return [r if not sources[s] else c for s, (r, c) in
             enumerate(zip(results, combine(results, theirs, weight=rerank.weight, alpha=alpha)))]
+
+
+# ----------------------------------------------------------------------------- CLI
+def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
+    """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
+    parser.add_argument("--rerank", nargs="+", default=None, metavar="CHECKPOINT",
+                        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
+                             "model, model.right_to_left; several: their mean) and write the best by "
+                             "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)")
+    if tune:
+        from .tune import parse_weights
+
+        parser.add_argument("--rerank-weights", type=parse_weights, default=(0.5,),
+                            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)")
+    else:
+        parser.add_argument("--rerank-weight", type=float, default=0.5,
+                            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
+
+
+def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
+    """The Rerank of --rerank (None without it), loaded on --device at --precision; TranslateError
+    for a bad weight, a beam without a choice, or an engine other than torch."""
+    from ..checkpoint import CheckpointError
+    from .translate import TranslateError, Translator, set_precision
+
+    if not args.rerank:
+        return None
+    if args.beam < 2:
+        raise TranslateError(f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
+    if not 0 <= weight <= 1:
+        raise TranslateError(f"--rerank-weight {weight}: must be in [0, 1]")
+    if getattr(args, "engine", "torch") != "torch":
+        raise TranslateError("--rerank rescores the torch engine's n-best: not with --engine ctranslate2")
+    try:
+        scorer = Translator.load(args.rerank, device=args.device,
+                                 precision="int8" if args.precision == "int8" else "fp32")
+    except CheckpointError as e:
+        raise TranslateError(str(e)) from None
+    if args.precision != "int8":
+        set_precision(scorer, args.precision)
+    return Rerank(scorer, weight)

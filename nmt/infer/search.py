@@ -74,6 +74,18 @@ from ..vocab import BOS, EOS, PAD
 STOPPING = ("exact", "fast")  # beam_search's early termination rules (see the module docstring)
 
 
+def right_to_left(model) -> bool:
+    """Whether ``model`` writes its output last piece first (ModelConfig.right_to_left); a model
+    (or stand-in) without that setting writes left to right."""
+    return bool(getattr(getattr(model, "cfg", None), "right_to_left", False))
+
+
+def reading_order(model, tokens: list[int]) -> list[int]:
+    """Ids of ``model``'s output in reading order, or ids in reading order in ``model``'s order
+    (the same map both ways: a right-to-left model's sequence reversed)."""
+    return tokens[::-1] if right_to_left(model) else list(tokens)
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT length penalty lp = ((5 + length) / 6) ** alpha; length counts EOS."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -500,7 +512,7 @@ class Ensemble:
         sizes = {m.cfg.tgt_vocab_size for m in models}
         if len(sizes) > 1:
             raise ValueError(f"ensemble models have different target vocabulary sizes {sorted(sizes)}")
-        directions = {getattr(m.cfg, "right_to_left", False) for m in models}
+        directions = {right_to_left(m) for m in models}
         if len(directions) > 1:
             raise ValueError("an ensemble's models must write the target in one direction: some are "
                              "right-to-left (model.right_to_left); rescore with them instead (--rerank)")

@@ -33,10 +33,11 @@ from ..data.batching import make_batches  # the one length batcher (training use
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
 from ..vocab import check_special_ids
-from .mbr import MBR, UTILITIES, mbr_pick_all
+from .mbr import MBR, add_mbr_args, mbr_from_args, mbr_pick_all
 from .packed import pack_linears
-from .rerank import Rerank, reading_order, rerank_results
-from .search import EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, sample, sentence_rng
+from .rerank import Rerank, add_rerank_args, load_rerank, rerank_results
+from .search import (EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, reading_order, right_to_left, sample,
+                     sentence_rng)
 
 
 class TranslateError(Exception):
@@ -193,6 +194,8 @@ def pieces(sp) -> list[str]:
 class Translator:
     """A model with its SentencePiece model: text in, text out."""
 
+    engine = "torch"  # where the search runs (nmt.infer.engine_ctranslate2's subclass: "ctranslate2")
+
     def __init__(self, model, sp, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
         for m in model.models if isinstance(model, Ensemble) else [model]:
             m.eval()
@@ -291,7 +294,7 @@ class Translator:
         sources, truncated = self.encode(sentences)
         prefix_ids = None
         if prefix is not None:
-            if getattr(self.model.cfg, "right_to_left", False):
+            if right_to_left(self.model):
                 raise TranslateError("a right-to-left model writes the end of the output first: "
                                      "prefix-constrained decoding needs a left-to-right model")
             if len(prefix) != len(sentences):
@@ -345,13 +348,13 @@ class Translator:
                alpha: float, batch_tokens: int = 2048) -> list[list[Translation]]:
         """``results`` (this translator's n-best of ``sentences``) reordered by the combined score
         of nmt.infer.rerank; TranslateError when the rescoring model's vocabulary differs."""
-        if any(type(t).translate_nbest is not Translator.translate_nbest for t in (self, rerank.translator)):
+        if self.engine != "torch" or rerank.translator.engine != "torch":
             raise TranslateError("rerank: the torch engine's n-best, rescored by torch models (not CTranslate2)")
         if pieces(rerank.translator.sp) != pieces(self.sp):
             raise TranslateError("rerank: the rescoring model's vocabulary differs from the searching model's "
                                  "(they must share one SentencePiece model, id for id)")
         sources, _ = self.encode(sentences)
-        return rerank_results(results, sources, self, rerank, alpha=alpha, batch_tokens=2 * batch_tokens)
+        return rerank_results(results, sources, self, rerank, alpha=alpha, batch_tokens=batch_tokens)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -363,84 +366,6 @@ def read_text_lines(path: str, *, errors: str = "strict") -> list[str]:
     except DataError as e:
         hint = "; use --errors replace to translate it anyway" if "invalid UTF-8" in str(e) else ""
         raise TranslateError(f"{e}{hint}") from None
-
-
-def add_mbr_args(parser: argparse.ArgumentParser) -> None:
-    """--mbr and its options, for `nmt translate` and `nmt tune-alpha` (read by mbr_from_args)."""
-    parser.add_argument("--mbr", action="store_true",
-                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
-                             "(expected --mbr-utility against the others, weighted by the model) "
-                             "instead of the top one (nmt.infer.mbr)")
-    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
-                        help="--mbr: sentence chrF (default) or sentence BLEU")
-    parser.add_argument("--mbr-temperature", type=float, default=0.5,
-                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
-
-
-def mbr_from_args(args: argparse.Namespace) -> MBR | None:
-    """The MBR of --mbr / --mbr-utility / --mbr-temperature (None without --mbr); a TranslateError
-    when the beam gives no choice (--beam 1) or the temperature is not positive."""
-    if not args.mbr:
-        return None
-    if args.beam < 2:
-        raise TranslateError(f"--mbr chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
-    if not args.mbr_temperature > 0:
-        raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
-    return MBR(args.mbr_utility, args.mbr_temperature)
-
-
-def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
-    """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
-    parser.add_argument("--rerank", nargs="+", default=None, metavar="CHECKPOINT",
-                        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
-                             "model, model.right_to_left; several: their mean) and write the best by "
-                             "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)")
-    if tune:
-        parser.add_argument("--rerank-weights", type=parse_weights, default=(0.5,),
-                            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)")
-    else:
-        parser.add_argument("--rerank-weight", type=float, default=0.5,
-                            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
-
-
-def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6") from None
-    if not values or any(not low <= v <= high for v in values):
-        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
-    return values
-
-
-def parse_weights(text: str) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1]."""
-    return parse_numbers(text, what="weights", high=1.0)
-
-
-def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
-    """The Rerank of --rerank (None without it), loaded on --device at --precision; TranslateError
-    for a bad weight, a beam without a choice, or an engine other than torch."""
-    if not args.rerank:
-        return None
-    if args.beam < 2:
-        raise TranslateError(f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
-    if not 0 <= weight <= 1:
-        raise TranslateError(f"--rerank-weight {weight}: must be in [0, 1]")
-    if getattr(args, "engine", "torch") != "torch":
-        raise TranslateError("--rerank rescores the torch engine's n-best: not with --engine ctranslate2")
-    from ..checkpoint import CheckpointError
-
-    try:
-        scorer = Translator.load(args.rerank, device=args.device,
-                                 precision="int8" if args.precision == "int8" else "fp32")
-    except CheckpointError as e:
-        raise TranslateError(str(e)) from None
-    if args.precision != "int8":
-        set_precision(scorer, args.precision)
-    return Rerank(scorer, weight)
 
 
 def add_translate_args(parser: argparse.ArgumentParser) -> None:

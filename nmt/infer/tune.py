@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 
@@ -63,17 +64,18 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
         if on_alpha is not None:
             on_alpha(row)
 
+    if rerank is not None:
+        from .rerank import combine, rescore
+
+        encoded, _ = translator.encode(sources)
     for alpha in alphas:
         if rerank is None:
             add(translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
                                      max_len_a=max_len_a, max_len_b=max_len_b, mbr=mbr), alpha)
             continue
-        from .rerank import combine, rescore
-
         nbest = translator.translate_nbest(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
                                            max_len_a=max_len_a, max_len_b=max_len_b, nbest=beam)
-        encoded, _ = translator.encode(sources)
-        theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=2 * batch_tokens)
+        theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=batch_tokens)
         for weight in rerank_weights:
             add([r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)], alpha, float(weight))
     return best_row(rows).alpha, rows
@@ -84,11 +86,26 @@ def best_row(rows: list[AlphaRow]) -> AlphaRow:
     return max(rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA), -(r.rerank_weight or 0.0)))
 
 
+def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
+    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
+    try:
+        values = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6") from None
+    if not values or any(not low <= v <= high for v in values):
+        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
+    return values
+
+
 def parse_alphas(text: str) -> tuple[float, ...]:
     """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each >= 0."""
-    from .translate import parse_numbers
-
     return parse_numbers(text, what="alphas")
+
+
+def parse_weights(text: str) -> tuple[float, ...]:
+    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1] (--rerank-weights)."""
+    return parse_numbers(text, what="weights", high=1.0)
 
 
 def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +117,8 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    from .translate import add_mbr_args, add_rerank_args
+    from .mbr import add_mbr_args
+    from .rerank import add_rerank_args
 
     add_mbr_args(parser)  # each alpha scored on the MBR choices, as `nmt translate --mbr` writes them
     add_rerank_args(parser, tune=True)  # a row per alpha and weight, as `nmt translate --rerank` writes them
@@ -115,8 +133,9 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
     from ..metrics import read_lines
-    from .translate import (Translator, TranslateError, check_output, load_rerank, mbr_from_args, read_text_lines,
-                            set_precision, write_output)
+    from .rerank import load_rerank
+    from .mbr import mbr_from_args
+    from .translate import Translator, TranslateError, check_output, read_text_lines, set_precision, write_output
 
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")

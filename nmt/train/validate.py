@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..data.prepare import ParallelDataset, load_spm, read_lines
-from ..infer.rerank import reading_order
+from ..infer.search import reading_order
 from ..infer.translate import default_alpha, translate_ids
 from ..metrics import corpus_scores
 
