@@ -44,8 +44,8 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
     attn_proj = 2 * d * (2 * hk + hv) + 2 * hv * d  # q, k, v, out per token
     ffn = 2 * 2 * d * cfg.d_ff
     src_tok, tgt_tok = batch * src_len, batch * tgt_len
-    enc = cfg.n_layers * (src_tok * (attn_proj + ffn) + batch * 2 * src_len * src_len * (hk + hv))
-    dec = cfg.n_layers * (tgt_tok * (attn_proj + ffn) + batch * 2 * tgt_len * tgt_len * (hk + hv)
+    enc = cfg.encoder_layers * (src_tok * (attn_proj + ffn) + batch * 2 * src_len * src_len * (hk + hv))
+    dec = cfg.decoder_layers * (tgt_tok * (attn_proj + ffn) + batch * 2 * tgt_len * tgt_len * (hk + hv)
                           + tgt_tok * 2 * d * (hk + hv)  # cross-attention q and out projections
                           + src_tok * 2 * d * (hk + hv)  # cross-attention k, v of the memory
                           + batch * 2 * tgt_len * src_len * (hk + hv))

@@ -262,7 +262,7 @@ def check_fits_in_memory(cfg: ModelConfig, *, source: str) -> None:
     if need > have:
         raise CheckpointError(f"{source}: the model needs {need / 2**30:.1f} GiB for its parameters, "
                               f"more than the {have / 2**30:.1f} GiB of memory available "
-                              f"(d_model={cfg.d_model}, n_layers={cfg.n_layers}, d_ff={cfg.d_ff})")
+                              f"(d_model={cfg.d_model}, {cfg.depth()}, d_ff={cfg.d_ff})")
 
 
 def check_safetensors(path: Path) -> None:

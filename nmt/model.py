@@ -438,7 +438,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.embed_tokens = embed_tokens  # the (maybe shared) table: parameter name encoder.embed_tokens
         self.embed = Embedding(cfg, embed_tokens)
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.window = cfg.attention_window
         # pre-norm stacks need a final LayerNorm; post-norm (the paper) ends normalised already
         self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
@@ -464,7 +464,7 @@ class Decoder(nn.Module):
         self.cfg = cfg
         self.embed_tokens = embed_tokens
         self.embed = Embedding(cfg, embed_tokens)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_position == "pre" else None
         if cfg.tie_output:
             self.output_projection = None  # logits = x @ embed_tokens.weight^T (section 3.4)

@@ -78,7 +78,7 @@ def build_spec(model, vocab: list[str]):
                           f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
-        cfg.n_layers, cfg.n_heads, pre_norm=cfg.norm_position == "pre", activation=activation)
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=cfg.norm_position == "pre", activation=activation)
 
     def arr(t):
         return t.detach().float().cpu().numpy()

@@ -70,7 +70,7 @@ def marian_config(cfg):
     return transformers.MarianConfig(
         vocab_size=cfg.tgt_vocab_size, decoder_vocab_size=cfg.tgt_vocab_size,
         max_position_embeddings=cfg.max_positions, d_model=cfg.d_model,
-        encoder_layers=cfg.n_layers, decoder_layers=cfg.n_layers,
+        encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
         encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
         encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation,
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, scale_embedding=True,
