@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.checkpoint import resolve, save  # noqa: E402
-from nmt.config import preset  # noqa: E402
+from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
 from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
@@ -54,7 +54,8 @@ def random_checkpoint(args, lines: list[str], tmp: Path) -> Path:
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=100,
                                    pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
     torch.manual_seed(0)
-    cfg = preset(args.preset, args.vocab)
+    cfg = apply_overrides(preset(args.preset, args.vocab), dict(kv.split("=", 1) for kv in args.set),
+                          section="model")
     return save(tmp / "ckpt", model=Transformer(cfg).eval(), spm_model=tmp / "spm.model",
                 config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
 
@@ -71,6 +72,8 @@ def main() -> int:
     p.add_argument("--checkpoint", help="trained checkpoint (else --preset with random weights)")
     p.add_argument("--preset", default="base")
     p.add_argument("--vocab", type=int, default=37000)
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a ModelConfig field of the random --preset model, e.g. --set n_decoder_layers=1 (repeatable)")
     p.add_argument("--src-file", required=True)
     p.add_argument("--ref-file", help="references: add sacreBLEU of each row (checkpoint only)")
     p.add_argument("--limit", type=int, default=None, help="first N sentences")
@@ -107,7 +110,7 @@ def main() -> int:
     ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt))
     n_sent = sum(1 for s in sources if s)
     threads = torch.get_num_threads()
-    print(f"model: {args.checkpoint or args.preset + ' (random weights)'} (N={cfg.n_layers}, d_model={cfg.d_model}, "
+    print(f"model: {args.checkpoint or args.preset + ' (random weights)'} ({cfg.depth()}, d_model={cfg.d_model}, "
           f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
           f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}")
     length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}

@@ -7,6 +7,10 @@
 # of recipes/multi30k-en-de.yaml (30); TRAIN_ARGS adds --model.FIELD=VALUE / --train.FIELD=VALUE
 # overrides (e.g. TRAIN_ARGS=--model.dropout=0.3); PREPARE_ARGS adds `nmt prepare` options (e.g.
 # PREPARE_ARGS="--bpe-dropout 0.1").
+# Dropout follows the number of updates the budget holds on this machine: 0.2 (the YAML's) when the
+# run will hold at least 9,000, else 0.1; a probe of 150 updates (about a minute, before the
+# budget starts) measures the rate (results/speedrun/README.md, "Dropout for the budget"). DROPOUT=P,
+# or --model.dropout in TRAIN_ARGS, skips the probe.
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -22,9 +26,31 @@ mkdir -p "$OUT"
 if [ -f "$OUT/run/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
+  case " ${TRAIN_ARGS:-} " in *" --model.dropout"*) DROPOUT=${DROPOUT:-given} ;; esac
+  if [ -z "${DROPOUT:-}" ]; then
+    rm -rf "$OUT/probe"
+    # shellcheck disable=SC2086
+    $NMT train "$OUT/data" --out "$OUT/probe" --config "$HERE/multi30k-en-de.yaml" ${TRAIN_ARGS:-} \
+      --train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 --train.save_every_steps=0
+    # updates per second between the first and the last logged update, over the budget; 5% of the
+    # time goes to validation and checkpoints
+    DROPOUT=$({ cat "$OUT/probe/metrics.jsonl" 2>/dev/null || true; } | awk -v minutes="${MAX_TIME:-30}" -v threshold=9000 '
+      /"split": "train"/ {
+        match($0, /"step": [0-9]+/); step = substr($0, RSTART + 8, RLENGTH - 8) + 0
+        match($0, /"elapsed": [0-9.eE+-]+/); elapsed = substr($0, RSTART + 11, RLENGTH - 11) + 0
+        if (n++ == 0) { s0 = step; e0 = elapsed } else { s1 = step; e1 = elapsed } }
+      END {
+        if (n < 2 || e1 <= e0) { print "probe: no update rate logged" > "/dev/stderr"; print "0.2"; exit }
+        updates = (s1 - s0) / (e1 - e0) * minutes * 60 * 0.95
+        printf "probe: %.1f updates/s, about %d updates in %s minutes\n", (s1 - s0) / (e1 - e0), updates, minutes > "/dev/stderr"
+        print (updates >= threshold ? "0.2" : "0.1") }')
+    echo "dropout $DROPOUT for this budget on this machine (0.2 from 9,000 updates, else 0.1)"
+    rm -rf "$OUT/probe"
+  fi
+  [ "$DROPOUT" = given ] && DROPOUT=
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml" \
-    ${MAX_TIME:+--train.max_time=$MAX_TIME} ${TRAIN_ARGS:-}
+    ${MAX_TIME:+--train.max_time=$MAX_TIME} ${DROPOUT:+--model.dropout=$DROPOUT} ${TRAIN_ARGS:-}
 fi
 $NMT average "$OUT/run" --last 5 --out "$OUT/average" --force  # a rerun replaces the average
 $NMT plot "$OUT/run"

@@ -86,16 +86,18 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
         assert pick == nbest[mbr_select([h.text for h in nbest], [h.score for h in nbest])].text
 
 
-@pytest.mark.parametrize("norm_position", ["pre", "post"])
-def test_ctranslate2_scores_equal_nmt_log_probs(trained, tmp_path, norm_position):
-    """Exact check of the weight mapping (positions, fused q/k/v, pre-norm final norms): CTranslate2's
-    teacher-forced log-probabilities equal nmt's on a random-weight model."""
+@pytest.mark.parametrize("changes", [{"norm_position": "pre"}, {"norm_position": "post"},
+                                     {"n_encoder_layers": 3, "n_decoder_layers": 1}])
+def test_ctranslate2_scores_equal_nmt_log_probs(trained, tmp_path, changes):
+    """Exact check of the weight mapping (positions, fused q/k/v, pre-norm final norms, encoder and
+    decoder of different depths): CTranslate2's teacher-forced log-probabilities equal nmt's on a
+    random-weight model."""
     ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
     import sentencepiece as spm
 
     from nmt.infer.export_ctranslate2 import export_ctranslate2
 
-    ckpt = random_checkpoint(tmp_path, trained, norm_position=norm_position)
+    ckpt = random_checkpoint(tmp_path, trained, **changes)
     export_ctranslate2(ckpt, tmp_path / "ct2")
     model, _ = load_model(ckpt)
     sp = spm.SentencePieceProcessor(model_file=str(ckpt / "spm.model"))
@@ -136,15 +138,19 @@ def test_huggingface_export_is_exact(trained, test_lines, tmp_path):
 
     from nmt.infer.export_huggingface import to_marian
 
-    # logits equality on a random model with non-trivial LayerNorms (the permutation is exact)
-    ckpt = random_checkpoint(tmp_path / "r", trained)
-    model, _ = load_model(ckpt)
+    # logits equality on random models with non-trivial LayerNorms (the permutation is exact),
+    # also with a deeper encoder than decoder
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])  # (B, S), padded
     tgt = torch.tensor([[2, 5, 6, 7], [2, 11, 12, 13]])
-    with torch.no_grad():
-        expected = model(src, tgt)
-        got = to_marian(model)(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
-    assert (got - expected).abs().max() < 1e-4
+    for name, changes in (("r", {}), ("deep", {"n_encoder_layers": 3, "n_decoder_layers": 1})):
+        model, _ = load_model(random_checkpoint(tmp_path / name, trained, **changes))
+        with torch.no_grad():
+            expected = model(src, tgt)
+            marian = to_marian(model)
+            got = marian(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
+        assert (got - expected).abs().max() < 1e-4
+        assert (marian.config.encoder_layers, marian.config.decoder_layers) == (
+            len(model.encoder.layers), len(model.decoder.layers))
     # the exported directory loads in transformers and gives nmt's greedy outputs
     out = tmp_path / "hf"
     assert main(["export", "huggingface", str(trained), str(out)]) == 0

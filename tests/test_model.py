@@ -5,18 +5,19 @@ import math
 import pytest
 import torch
 
-from nmt.config import ModelConfig, base, big, tiny
+from nmt.config import ConfigError, ModelConfig, apply_overrides, base, big, tiny
 from nmt.model import Transformer, parameter_counts, sinusoidal_table
 
 
-def hand_count(*, V, d, d_ff, h, d_k, d_v, N):
-    """Parameters of the paper's architecture, from the architecture, with one shared V x d matrix."""
+def hand_count(*, V, d, d_ff, h, d_k, d_v, N, N_dec=None):
+    """Parameters of the paper's architecture, from the architecture, with one shared V x d matrix
+    (N encoder layers and N, or N_dec, decoder layers)."""
     attn = d * h * d_k + h * d_k + d * h * d_k + h * d_k + d * h * d_v + h * d_v + h * d_v * d + d
     ffn = d * d_ff + d_ff + d_ff * d + d
     ln = 2 * d
     enc_layer = attn + ffn + 2 * ln
     dec_layer = 2 * attn + ffn + 3 * ln
-    return V * d + N * enc_layer + N * dec_layer
+    return V * d + N * enc_layer + (N if N_dec is None else N_dec) * dec_layer
 
 
 def test_parameter_counts_base_and_big():
@@ -136,6 +137,34 @@ def test_incremental_decoding_equals_forward(norm_position):
     l1, cache = model.decode_step(tgt[:, :3], memory, cache)
     l2, cache = model.decode_step(tgt[:, 3:], memory, cache)
     torch.testing.assert_close(torch.cat([l1, l2], 1), full, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("enc,dec", [(3, 1), (1, 3)])
+def test_separate_encoder_and_decoder_depths(enc, dec):
+    """model.n_encoder_layers / n_decoder_layers (a deep encoder, shallow decoder): the stacks have
+    those depths, the parameters those of the formula, and incremental decoding equals a forward."""
+    cfg = apply_overrides(tiny(40), {"n_encoder_layers": str(enc), "n_decoder_layers": str(dec)},
+                          section="model")
+    assert (cfg.encoder_layers, cfg.decoder_layers, cfg.depth()) == (enc, dec, f"N={enc}/{dec}")
+    assert tiny(40).depth() == f"N={tiny(40).n_layers}"  # unset: both stacks have N layers
+    torch.manual_seed(0)
+    model = Transformer(cfg).eval()
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (enc, dec)
+    assert sum(p.numel() for p in model.parameters()) == hand_count(
+        V=40, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k, d_v=cfg.d_v, N=enc, N_dec=dec)
+    src = torch.tensor([[5, 6, 7, 3, 0], [9, 9, 8, 7, 3]])
+    tgt = torch.randint(4, 40, (2, 7))
+    full = model(src, tgt)
+    memory, cache, steps = model.encode(src), None, []
+    for t in range(tgt.size(1)):
+        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        steps.append(logits)
+    assert len(cache.layers) == dec
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+    for field in ("n_encoder_layers", "n_decoder_layers"):
+        with pytest.raises(ConfigError, match=field):
+            apply_overrides(tiny(40), {field: "0"}, section="model")
+        assert getattr(apply_overrides(cfg, {field: "none"}, section="model"), field) is None
 
 
 def test_incremental_decoding_after_reorder():

@@ -4,6 +4,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -45,7 +47,7 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
                          env={**os.environ, "NMT": str(fake)}, capture_output=True, text=True, check=True).stdout
     calls = log.read_text().splitlines()
     o = tmp_path / "o"
-    trains = [c for c in calls if c.startswith("train ")]
+    trains = [c for c in calls if c.startswith("train ") and f"{o}/l2r/probe" not in c and f"{o}/r2l/probe" not in c]
     assert len(trains) == 2 and "--train.seed=1" in trains[0] and "right_to_left" not in trains[0]
     assert "--train.seed=2 --model.right_to_left=true" in trains[1] and f"--out {o}/r2l/run" in trains[1]
     tunes = [c for c in calls if c.startswith("tune-alpha")]
@@ -58,3 +60,53 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
         f"score --ref {o}/l2r/data/test.de.txt {o}/test.hyp.de"]
     assert sum(c.startswith("translate") and "test.en.txt" in c and "--rerank" in c for c in calls) == 1
     assert "chosen on valid: beam 8, alpha 0.6, rerank weight 0.4 (valid BLEU 40.5)" in out
+
+
+def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
+    """A fake `nmt` that records its calls; a probe run (--train.max_steps=150) logs updates 25 and
+    150, the latter ``probe_seconds`` after the start (the former at 10 s)."""
+    log = tmp_path / "calls.txt"
+    fake = tmp_path / "nmt"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                    'if [ "$1" = train ]; then\n'
+                    '  prev=; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
+                    '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
+                    '\'{"split": "train", "step": 25, "elapsed": 10.0}\\n{"split": "valid", "step": 100, '
+                    '"elapsed": 11.0}\\n{"split": "train", "step": 150, "elapsed": %s}\\n\' '
+                    f'{probe_seconds} > "$out/metrics.jsonl" ;; esac\n'
+                    'fi\n'
+                    '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
+    fake.chmod(0o755)
+    return fake, log
+
+
+@pytest.mark.parametrize("probe_seconds,env,dropout", [
+    (50.0, {}, "0.1"),  # 125 updates in 40 s: ~5,300 updates in 30 minutes
+    (20.0, {}, "0.2"),  # 12.5 updates/s: ~21,000
+    (50.0, {"MAX_TIME": "60"}, "0.2"),  # ~10,700 in 60 minutes
+    (50.0, {"DROPOUT": "0.25"}, "0.25"),  # given: no probe
+    (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
+])
+def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, probe_seconds, env, dropout):
+    fake, log = fake_trainer(tmp_path, probe_seconds)
+    out = tmp_path / "o"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS")} | env
+    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+                            env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
+                            capture_output=True, text=True, check=True).stdout
+    trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
+    probed = "DROPOUT" not in env and "TRAIN_ARGS" not in env
+    assert len(trains) == (2 if probed else 1)
+    if probed:
+        assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
+        assert trains[0].endswith("--train.max_steps=150 --train.log_every_steps=25 "
+                                  "--train.valid_every_steps=0 --train.save_every_steps=0")
+        assert f"dropout {dropout} for this budget" in stdout
+        assert not (out / "probe").exists()
+    final = trains[-1]
+    assert final.startswith(f"train {out}/data --out {out}/run --config ")
+    if dropout is None:
+        assert final.endswith("--train.seed=2 --model.dropout=0.3") and final.count("--model.dropout") == 1
+    else:
+        assert final.count("--model.dropout=") == 1 and f"--model.dropout={dropout}" in final
+    assert ("--train.max_time=60" in final) == ("MAX_TIME" in env)

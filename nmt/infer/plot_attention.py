@@ -87,21 +87,24 @@ def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    n_layers = maps.cross.size(0)
-    for layer in range(n_layers):
+    figures = 0  # the encoder and the decoder may differ in depth (model.n_encoder_layers)
+    for layer in range(maps.encoder_self.size(0)):
         draw(maps.encoder_self[layer].numpy(), src, src, f"encoder self-attention, layer {layer + 1}",
              out / f"encoder-self-layer{layer + 1}.png")
+        figures += 1
+    for layer in range(maps.cross.size(0)):
         draw(maps.decoder_self[layer].numpy(), tgt, tgt, f"decoder self-attention, layer {layer + 1}",
              out / f"decoder-self-layer{layer + 1}.png")
         draw(maps.cross[layer].numpy(), tgt, src,
              f"encoder-decoder attention, layer {layer + 1} (rows: decoder inputs)",
              out / f"cross-layer{layer + 1}.png")
+        figures += 2
     data = {"source": args.sentence, "translation": best.text, "source_pieces": src, "target_pieces": tgt,
             "encoder_self": maps.encoder_self.tolist(), "decoder_self": maps.decoder_self.tolist(),
             "cross": maps.cross.tolist()}
     tmp = out / "attention.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.replace(out / "attention.json")
-    print(f"{best.text}\nnmt plot-attention: wrote {3 * n_layers} PNG files and attention.json to {out}",
+    print(f"{best.text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}",
           file=sys.stderr)
     return 0
