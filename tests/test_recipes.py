@@ -99,8 +99,8 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, probe_
     assert len(trains) == (2 if probed else 1)
     if probed:
         assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
-        assert trains[0].endswith("--train.max_steps=150 --train.log_every_steps=25 "
-                                  "--train.valid_every_steps=0 --train.save_every_steps=0")
+        assert trains[0].endswith("--train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 "
+                                  "--train.valid_bleu=false --train.save_every_steps=0")
         assert f"dropout {dropout} for this budget" in stdout
         assert not (out / "probe").exists()
     final = trains[-1]
