@@ -31,7 +31,7 @@ else
     rm -rf "$OUT/probe"
     # shellcheck disable=SC2086
     $NMT train "$OUT/data" --out "$OUT/probe" --config "$HERE/multi30k-en-de.yaml" ${TRAIN_ARGS:-} \
-      --train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 --train.valid_bleu=false \
+      --train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 --train.valid_bleu=false --train.best_metric=loss \
       --train.save_every_steps=0
     # updates per second between the first and the last logged update, over the budget; 5% of the
     # time goes to validation and checkpoints

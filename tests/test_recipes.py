@@ -87,7 +87,10 @@ def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
     (50.0, {"DROPOUT": "0.25"}, "0.25"),  # given: no probe
     (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
 ])
-def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, probe_seconds, env, dropout):
+def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_data, probe_seconds, env, dropout):
+    from nmt.config import parse_overrides
+    from nmt.train.command import build_configs
+
     fake, log = fake_trainer(tmp_path, probe_seconds)
     out = tmp_path / "o"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS")} | env
@@ -100,9 +103,12 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, probe_
     if probed:
         assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
         assert trains[0].endswith("--train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 "
-                                  "--train.valid_bleu=false --train.save_every_steps=0")
+                                  "--train.valid_bleu=false --train.best_metric=loss --train.save_every_steps=0")
         assert f"dropout {dropout} for this budget" in stdout
         assert not (out / "probe").exists()
+    for call in trains:  # each configuration is one `nmt train` accepts (the probe's too)
+        _, _, _, _, _, config, *overrides = call.split()
+        build_configs(tiny_data, preset_name=None, config_file=config, overrides=parse_overrides(overrides))
     final = trains[-1]
     assert final.startswith(f"train {out}/data --out {out}/run --config ")
     if dropout is None:
