@@ -87,6 +87,11 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="time each row this many times (in rounds over all rows), keep the fastest")
     p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: torch's)")
     args = p.parse_args()
+    if args.set and args.checkpoint:
+        p.error("--set changes the random --preset model; a --checkpoint keeps its own configuration")
+    bad = [kv for kv in args.set if "=" not in kv]
+    if bad:
+        p.error(f"--set {bad[0]}: expected FIELD=VALUE, e.g. --set n_decoder_layers=1")
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     if args.threads:

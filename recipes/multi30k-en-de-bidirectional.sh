@@ -18,6 +18,7 @@ BEAMS=${BEAMS:-4 8}
 ALPHAS=${ALPHAS:-0.6,1.0,1.4}
 WEIGHTS=${WEIGHTS:-0.3,0.4,0.5,0.6,0.7}
 TRAIN_ARGS="--train.seed=1 ${TRAIN_ARGS:-}" sh "$HERE/multi30k-en-de.sh" "$OUT/l2r"
+DROPOUT=${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$OUT/l2r/run")}; export DROPOUT  # the first run's probe chose it
 TRAIN_ARGS="--train.seed=2 --model.right_to_left=true ${TRAIN_ARGS:-}" sh "$HERE/multi30k-en-de.sh" "$OUT/r2l"
 data=$OUT/l2r/data  # both runs prepare the same data (same vocabulary, id for id)
 best=""; best_bleu=-1

@@ -40,8 +40,10 @@ if [ -f "$OUT/student/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/student" --resume
 else
   # shellcheck disable=SC2086
+  # the student trains at the teacher's dropout (chosen by its run's probe, recipes/multi30k-en-de.sh)
   $NMT train "$OUT/data" --out "$OUT/student" --config "$HERE/multi30k-en-de.yaml" --train.seed=2 \
-    --train.max_time=$((30 - spent)) ${TRAIN_ARGS:-}
+    --train.max_time=$((30 - spent)) --model.dropout="${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$TEACHER/average")}" \
+    ${TRAIN_ARGS:-}
 fi
 $NMT average "$OUT/student" --last 5 --out "$OUT/student-average" --force
 $NMT translate "$OUT/student-average" -i "$OUT/data/valid.en.txt" -o "$OUT/valid.student.de" --beam 4 --alpha 0.6

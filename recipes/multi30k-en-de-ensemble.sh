@@ -7,7 +7,8 @@
 #   sh recipes/multi30k-en-de-ensemble.sh [OUT_DIR]
 # Uses `nmt` from PATH, or set NMT="python -m nmt". SEEDS="1 2 3" trains three models; MAX_TIME
 # and TRAIN_ARGS are passed to each run of recipes/multi30k-en-de.sh (which also scores each model
-# alone on valid and test2016). A finished seed's run is kept, not trained again.
+# alone on valid and test2016). A finished seed's run is kept, not trained again. The first seed's
+# run chooses the dropout (recipes/multi30k-en-de.sh's probe) and the others train at it.
 set -eu
 OUT=${1:-runs/multi30k-en-de-ensemble}
 NMT=${NMT:-nmt}
@@ -16,6 +17,8 @@ SEEDS=${SEEDS:-1 2}
 models=""
 for seed in $SEEDS; do
   TRAIN_ARGS="--train.seed=$seed ${TRAIN_ARGS:-}" sh "$HERE/multi30k-en-de.sh" "$OUT/seed$seed"
+  # the first run's probe chooses the dropout of every seed (one setting for the ensemble)
+  DROPOUT=${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$OUT/seed$seed/run")}; export DROPOUT
   models="$models $OUT/seed$seed/average"
   data=$OUT/seed$seed/data  # every seed prepares the same data (same vocabulary, id for id)
 done

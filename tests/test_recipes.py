@@ -64,7 +64,8 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
 
 def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
     """A fake `nmt` that records its calls; a probe run (--train.max_steps=150) logs updates 25 and
-    150, the latter ``probe_seconds`` after the start (the former at 10 s)."""
+    150, the latter ``probe_seconds`` after the start (the former at 10 s); another run writes a
+    config.json holding its --model.dropout."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
@@ -73,19 +74,25 @@ def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
                     '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
                     '\'{"split": "train", "step": 25, "elapsed": 10.0}\\n{"split": "valid", "step": 100, '
                     '"elapsed": 11.0}\\n{"split": "train", "step": 150, "elapsed": %s}\\n\' '
-                    f'{probe_seconds} > "$out/metrics.jsonl" ;; esac\n'
+                    f'{probe_seconds} > "$out/metrics.jsonl" ;;\n'
+                    '  *) d=0.2; for a in "$@"; do case $a in --model.dropout=*) d=${a#--model.dropout=} ;; esac; done\n'
+                    '     mkdir -p "$out"; printf \'{\\n  "model": {\\n    "dropout": %s,\\n\' "$d" > "$out/config.json" ;;\n'
+                    '  esac\n'
                     'fi\n'
+                    '[ "$1" = tune-alpha ] && echo "best alpha: 1.2"\n'
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
     return fake, log
 
 
 @pytest.mark.parametrize("probe_seconds,env,dropout", [
-    (50.0, {}, "0.1"),  # 125 updates in 40 s: ~5,300 updates in 30 minutes
-    (20.0, {}, "0.2"),  # 12.5 updates/s: ~21,000
-    (50.0, {"MAX_TIME": "60"}, "0.2"),  # ~10,700 in 60 minutes
+    (50.0, {}, "0.1"),  # 125 updates in 40 s, x 0.9: ~5,100 updates in 30 minutes
+    (20.0, {}, "0.2"),  # 12.5 updates/s: ~20,000
+    (50.0, {"MAX_TIME": "60"}, "0.2"),  # ~10,100 in 60 minutes
     (50.0, {"DROPOUT": "0.25"}, "0.25"),  # given: no probe
     (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
+    (50.0, {"TRAIN_ARGS": "--train.max_time=0 --train.max_steps=8000"}, None),  # another budget: the YAML's
+    (50.0, {"MAX_TIME": "0"}, None),  # no time limit: the YAML's
 ])
 def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_data, probe_seconds, env, dropout):
     from nmt.config import parse_overrides
@@ -98,7 +105,7 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
                             env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
                             capture_output=True, text=True, check=True).stdout
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
-    probed = "DROPOUT" not in env and "TRAIN_ARGS" not in env
+    probed = "DROPOUT" not in env and "TRAIN_ARGS" not in env and env.get("MAX_TIME") != "0"
     assert len(trains) == (2 if probed else 1)
     if probed:
         assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
@@ -111,8 +118,26 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
         build_configs(tiny_data, preset_name=None, config_file=config, overrides=parse_overrides(overrides))
     final = trains[-1]
     assert final.startswith(f"train {out}/data --out {out}/run --config ")
-    if dropout is None:
-        assert final.endswith("--train.seed=2 --model.dropout=0.3") and final.count("--model.dropout") == 1
+    if dropout is None:  # the YAML's, or TRAIN_ARGS's
+        assert final.count("--model.dropout") == ("--model.dropout" in env.get("TRAIN_ARGS", ""))
+        assert final.endswith(env.get("TRAIN_ARGS", ""))
     else:
         assert final.count("--model.dropout=") == 1 and f"--model.dropout={dropout}" in final
-    assert ("--train.max_time=60" in final) == ("MAX_TIME" in env)
+    assert ("--train.max_time=" in final) == ("MAX_TIME" in env or "--train.max_time" in env.get("TRAIN_ARGS", ""))
+    if "MAX_TIME" in env:
+        assert f"--train.max_time={env['MAX_TIME']} " in final + " "
+
+
+def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data):
+    fake, log = fake_trainer(tmp_path, 50.0)  # the probe: ~5,100 updates, dropout 0.1
+    out = tmp_path / "e"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
+    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3"}, capture_output=True, text=True, check=True)
+    trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
+    assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
+                                               f"{out}/seed3/run"]
+    for seed, call in zip((1, 2, 3), trains[1:]):
+        assert call.endswith(f"--model.dropout=0.1 --train.seed={seed}")
+    assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
+                          capture_output=True, text=True, check=True).stdout == "0.1\n"

@@ -23,6 +23,15 @@ def test_rows_scale_the_paper_to_the_base():
     assert [r.name for r in select_rows(list(rows.values()), "B,F2")] == ["base", "B1", "B2", "F2"]
 
 
+def test_rows_refuse_a_base_with_separate_depths():
+    import dataclasses
+
+    from nmt.config import ConfigError
+
+    with pytest.raises(ConfigError, match="n_encoder_layers / n_decoder_layers"):
+        table3_rows(dataclasses.replace(small(8000), n_encoder_layers=6, n_decoder_layers=1))
+
+
 def test_variations_end_to_end_and_resume(tiny_data, tmp_path, capsys):
     base = tmp_path / "base.yaml"
     base.write_text("preset: tiny\nmodel: {n_layers: 1}\ntrain: {warmup_steps: 5, max_tokens: 512, update_tokens: 512}\n")

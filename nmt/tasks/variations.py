@@ -48,6 +48,9 @@ class Variation:
 
 def table3_rows(base: ModelConfig, *, windows: tuple[int, ...] = (2, 4)) -> list[Variation]:
     """The paper's Table 3 rows scaled to ``base``, in the paper's order ('base' first)."""
+    if base.n_encoder_layers is not None or base.n_decoder_layers is not None:  # rows C vary N
+        raise ConfigError(f"Table 3 varies N, the depth of both stacks: the base config sets "
+                          f"model.n_encoder_layers / n_decoder_layers ({base.depth()}); give n_layers only")
     d, h, n, dk, dff = base.d_model, base.n_heads, base.n_layers, base.d_k, base.d_ff
     rows = [Variation("base")]
     heads = [x for x in (1, h // 2, 2 * h, 4 * h) if x >= 1 and x != h and d % x == 0]
