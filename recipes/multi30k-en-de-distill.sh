@@ -39,11 +39,11 @@ echo "== distilled and prepared in $spent min; the student trains for $((30 - sp
 if [ -f "$OUT/student/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/student" --resume
 else
-  # shellcheck disable=SC2086
   # the student trains at the teacher's dropout (chosen by its run's probe, recipes/multi30k-en-de.sh)
+  DROPOUT=${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$TEACHER/average")}
+  # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/student" --config "$HERE/multi30k-en-de.yaml" --train.seed=2 \
-    --train.max_time=$((30 - spent)) --model.dropout="${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$TEACHER/average")}" \
-    ${TRAIN_ARGS:-}
+    --train.max_time=$((30 - spent)) ${DROPOUT:+--model.dropout=$DROPOUT} ${TRAIN_ARGS:-}
 fi
 $NMT average "$OUT/student" --last 5 --out "$OUT/student-average" --force
 $NMT translate "$OUT/student-average" -i "$OUT/data/valid.en.txt" -o "$OUT/valid.student.de" --beam 4 --alpha 0.6

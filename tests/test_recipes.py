@@ -13,6 +13,9 @@ def test_ensemble_test_tunes_alpha_on_valid_then_translates_test_once(tmp_path):
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                    'if [ "$1" = translate ]; then\n'
+                    '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
+                    'fi\n'
                     '[ "$1" = tune-alpha ] && echo "best alpha: 1.2"\n'
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
@@ -79,6 +82,9 @@ def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
                     '     mkdir -p "$out"; printf \'{\\n  "model": {\\n    "dropout": %s,\\n\' "$d" > "$out/config.json" ;;\n'
                     '  esac\n'
                     'fi\n'
+                    'if [ "$1" = translate ]; then\n'
+                    '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
+                    'fi\n'
                     '[ "$1" = tune-alpha ] && echo "best alpha: 1.2"\n'
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
@@ -141,3 +147,24 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
         assert call.endswith(f"--model.dropout=0.1 --train.seed={seed}")
     assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
                           capture_output=True, text=True, check=True).stdout == "0.1\n"
+
+
+def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
+    import gzip
+
+    fake, log = fake_trainer(tmp_path, 50.0)
+    (tmp_path / "data" / "multi30k").mkdir(parents=True)
+    for lang in ("en", "de"):
+        with gzip.open(tmp_path / "data" / "multi30k" / f"train.{lang}.gz", "wt") as f:
+            f.write("a b\n")
+    teacher = tmp_path / "teacher"
+    (teacher / "average").mkdir(parents=True)
+    (teacher / "average" / "config.json").write_text('{\n  "model": {\n    "attention_dropout": 0.0,\n'
+                                                   '    "dropout": 0.1,\n    "d_model": 256\n  }\n}\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS")}
+    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-distill.sh"), str(tmp_path / "o"), str(teacher)],
+                   env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path / "data")},
+                   capture_output=True, text=True, check=True)
+    trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
+    assert len(trains) == 1 and trains[0].split()[3] == f"{tmp_path}/o/student"
+    assert trains[0].endswith("--model.dropout=0.1")
