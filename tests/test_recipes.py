@@ -10,15 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ensemble_test_tunes_alpha_on_valid_then_translates_test_once(tmp_path):
-    log = tmp_path / "calls.txt"
-    fake = tmp_path / "nmt"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
-                    'if [ "$1" = translate ]; then\n'
-                    '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
-                    'fi\n'
-                    '[ "$1" = tune-alpha ] && echo "best alpha: 1.2"\n'
-                    '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
-    fake.chmod(0o755)
+    fake, log = fake_trainer(tmp_path, 50.0)
     out = subprocess.run(["sh", str(ROOT / "recipes/ensemble-test.sh"), str(tmp_path), "/D", "two seeds",
                           "runs/a", "runs/b"], env={**os.environ, "NMT": str(fake)},
                          capture_output=True, text=True, check=True).stdout
