@@ -27,10 +27,10 @@ mkdir -p "$OUT"
 if [ -f "$OUT/run/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
-  case " ${TRAIN_ARGS:-} " in *" --model.dropout"*) DROPOUT=${DROPOUT:-given} ;; esac
-  case " ${TRAIN_ARGS:-} " in *" --train.max_time"* | *" --train.max_steps"*) DROPOUT=${DROPOUT:-given} ;; esac
-  [ "${MAX_TIME:-30}" = 0 ] && DROPOUT=${DROPOUT:-given}
-  if [ -z "${DROPOUT:-}" ]; then
+  probe=${DROPOUT:+no}  # DROPOUT, a dropout or a budget in TRAIN_ARGS, or MAX_TIME=0: no probe
+  case " ${TRAIN_ARGS:-} " in *" --model.dropout"* | *" --train.max_time"* | *" --train.max_steps"*) probe=no ;; esac
+  [ "${MAX_TIME:-30}" = 0 ] && probe=no
+  if [ -z "$probe" ]; then
     rm -rf "$OUT/probe"
     # shellcheck disable=SC2086
     $NMT train "$OUT/data" --out "$OUT/probe" --config "$HERE/multi30k-en-de.yaml" ${TRAIN_ARGS:-} \
@@ -51,7 +51,6 @@ else
     echo "dropout $DROPOUT for this budget on this machine (0.2 from 9,000 updates, else 0.1)"
     rm -rf "$OUT/probe"
   fi
-  [ "$DROPOUT" = given ] && DROPOUT=
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml" \
     ${MAX_TIME:+--train.max_time=$MAX_TIME} ${DROPOUT:+--model.dropout=$DROPOUT} ${TRAIN_ARGS:-}
