@@ -99,6 +99,26 @@ def test_fused_loss_equals_composite_loss_and_gradient(kind, block):
     assert b.grad[~keep].abs().max() == 0  # padding gets no gradient
 
 
+@pytest.mark.parametrize("block", [7, 128])
+def test_fused_loss_in_bf16_gives_the_float32_gradient_rounded_once(block):
+    """bf16 logits (autocast training): each block's gradient is made in float32 and rounded to
+    bf16 once, then scaled; so it equals the float32 gradient of the same logits to bf16 rounding
+    (2^-8 relative) and the loss sums are float32's."""
+    torch.manual_seed(0)
+    logits = (torch.randn(300, 50) * 4).bfloat16()  # (N, W); N not a multiple of the block
+    target = torch.randint(4, 50, (300,))
+    a = logits.float().requires_grad_()
+    loss_a, nll_a, _ = fused_label_smoothed_nll_loss(a, target, epsilon=0.1, block=block)
+    (loss_a * 0.3).backward()
+    b = logits.clone().requires_grad_()
+    loss_b, nll_b, _ = fused_label_smoothed_nll_loss(b, target, epsilon=0.1, block=block)
+    (loss_b * 0.3).backward()
+    assert b.grad.dtype == torch.bfloat16
+    assert loss_b.item() == pytest.approx(loss_a.item(), rel=1e-6) and nll_b.item() == pytest.approx(nll_a.item(), rel=1e-6)
+    torch.testing.assert_close(b.grad.float(), a.grad, rtol=2 ** -7, atol=1e-6)
+    assert (b.grad.float() - a.grad).abs().max() > 0  # it is rounded: bf16, not float32 relabelled
+
+
 def test_fused_loss_without_grad_matches():
     logits, target = torch.randn(9, 20), torch.randint(4, 20, (9,))
     with torch.no_grad():

@@ -385,6 +385,28 @@ def test_dropout_keeps_each_element_with_probability_1_minus_p():
         Dropout(1.0)
 
 
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.9])
+def test_keep_mask_is_an_unbiased_independent_mask_of_any_shape(p):
+    """16 random bits per element, four elements to each int64 draw: the keep rate is 1 - p (to
+    1/65536), neighbours (which share a draw) are independent, odd sizes work, and the generator
+    decides it (the same seed, the same mask)."""
+    from nmt.model import keep_mask
+
+    torch.manual_seed(1)
+    mask = keep_mask(torch.Size([999, 1001]), p, torch.device("cpu"))  # 999,999 elements: not a multiple of 4
+    assert mask.shape == (999, 1001) and mask.dtype == torch.bool
+    rate = mask.float().mean().item()
+    assert abs(rate - (1 - p)) < 0.003  # 1e6 draws: sd <= 0.0005
+    flat = mask.flatten().float()
+    both = (flat[:-1] * flat[1:]).mean().item()  # P(neighbours both kept) = (1 - p)^2 if independent
+    assert abs(both - (1 - p) ** 2) < 0.003
+    lanes = flat[: 999_996].view(-1, 4).mean(0)  # each of the four 16-bit lanes of an int64 draw
+    assert (lanes - (1 - p)).abs().max() < 0.006
+    torch.manual_seed(1)
+    assert torch.equal(keep_mask(torch.Size([999, 1001]), p, torch.device("cpu")), mask)
+    assert keep_mask(torch.Size([0, 5]), p, torch.device("cpu")).shape == (0, 5)
+
+
 def test_attention_dropout_on_the_explicit_path_keeps_the_expected_weights():
     """With values all 1, each output is sum_j w_j m_j / (1 - p): 1 on average."""
     from nmt.model import explicit_attention

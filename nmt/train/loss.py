@@ -63,7 +63,11 @@ class _FusedSmoothedCE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, epsilon: float, kind: str, block: int):
         n, w = logits.shape
-        grad = torch.empty(n, w, dtype=torch.float32, device=logits.device)  # (N, W)
+        # d loss / d logits in the logits' dtype (N, W); each block is computed in float32 in a
+        # (C, W) workspace and rounded into it while in cache (not in a pass over (N, W) later)
+        grad = torch.empty(n, w, dtype=logits.dtype, device=logits.device)  # (N, W)
+        work = grad if logits.dtype == torch.float32 else torch.empty(min(block, n), w, dtype=torch.float32,
+                                                                       device=logits.device)  # (C, W)
         loss = logits.new_zeros((), dtype=torch.float32)
         nll_sum = logits.new_zeros((), dtype=torch.float32)
         if kind == "uniform":  # q = eps/W everywhere, plus 1 - eps on the gold token
@@ -73,7 +77,7 @@ class _FusedSmoothedCE(torch.autograd.Function):
         for start in range(0, n, block):
             x = logits[start:start + block].float()  # (C, W)
             y = target[start:start + block, None]  # (C, 1)
-            g = grad[start:start + block]  # (C, W), a view: written in place
+            g = work[start:start + block] if work is grad else work[:x.size(0)]  # (C, W), written in place
             m = x.amax(dim=-1, keepdim=True)  # (C, 1)
             torch.sub(x, m, out=g)
             g.exp_()
@@ -88,15 +92,16 @@ class _FusedSmoothedCE(torch.autograd.Function):
             nll_sum += nll.sum()
             g.div_(s).sub_(q_other)  # p - q_other
             g.scatter_add_(1, y, g.new_full(y.shape, q_other - q_gold))  # gold: p - q_gold
+            if work is not grad:
+                grad[start:start + block].copy_(g)  # rounded to the logits' dtype
         ctx.save_for_backward(grad)
-        ctx.dtype = logits.dtype
         ctx.mark_non_differentiable(nll_sum)
         return loss, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):
         (grad,) = ctx.saved_tensors
-        return grad.mul_(grad_loss).to(ctx.dtype), None, None, None, None
+        return grad.mul_(grad_loss), None, None, None, None
 
 
 def fused_label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
