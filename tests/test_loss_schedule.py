@@ -119,6 +119,23 @@ def test_fused_loss_in_bf16_gives_the_float32_gradient_rounded_once(block):
     assert (b.grad.float() - a.grad).abs().max() > 0  # it is rounded: bf16, not float32 relabelled
 
 
+def test_fused_loss_in_fp16_scales_before_rounding():
+    """fp16 logits (CUDA autocast with GradScaler): the gradient stays float32 until the backward's
+    scale is applied, then is rounded once; rounding first would put the -eps/W entries into fp16's
+    subnormals."""
+    torch.manual_seed(0)
+    logits = (torch.randn(40, 8000) * 4).half()  # (N, W): eps/W = 1.25e-5
+    target = torch.randint(4, 8000, (40,))
+    a = logits.float().requires_grad_()
+    loss_a, _, _ = fused_label_smoothed_nll_loss(a, target, epsilon=0.1)
+    (loss_a * 4096.0).backward()
+    b = logits.clone().requires_grad_()
+    loss_b, _, _ = fused_label_smoothed_nll_loss(b, target, epsilon=0.1)
+    (loss_b * 4096.0).backward()
+    assert b.grad.dtype == torch.float16
+    torch.testing.assert_close(b.grad, a.grad.half(), rtol=0, atol=0)
+
+
 def test_fused_loss_without_grad_matches():
     logits, target = torch.randn(9, 20), torch.randint(4, 20, (9,))
     with torch.no_grad():

@@ -386,9 +386,10 @@ def test_dropout_keeps_each_element_with_probability_1_minus_p():
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.9])
-def test_keep_mask_is_an_unbiased_independent_mask_of_any_shape(p):
+def test_keep_mask_keeps_with_probability_1_minus_p_in_any_shape(p):
     """16 random bits per element, four elements to each int64 draw: the keep rate is 1 - p (to
-    1/65536), neighbours (which share a draw) are independent, odd sizes work, and the generator
+    1/65536), each of a draw's four lanes keeps at that rate and neighbours are uncorrelated, odd
+    sizes work, and the generator
     decides it (the same seed, the same mask)."""
     from nmt.model import keep_mask
 
@@ -405,6 +406,18 @@ def test_keep_mask_is_an_unbiased_independent_mask_of_any_shape(p):
     torch.manual_seed(1)
     assert torch.equal(keep_mask(torch.Size([999, 1001]), p, torch.device("cpu")), mask)
     assert keep_mask(torch.Size([0, 5]), p, torch.device("cpu")).shape == (0, 5)
+
+
+@pytest.mark.parametrize("p, rate", [(0.99999, 1 / 65536), (1 - 2 ** -18, 2 ** -18), (1e-6, 1 - 1e-6)])
+def test_keep_mask_near_0_and_1(p, rate):
+    """p = 0.99999 rounds to 65535/65536 (one pattern of 16 bits kept); beyond 1 - 2^-17 or under
+    2^-17 16 bits cannot hold p, and the mask comes from float32 uniforms (not all kept)."""
+    from nmt.model import keep_mask
+
+    torch.manual_seed(0)
+    mask = keep_mask(torch.Size([4_000_000]), p, torch.device("cpu"))
+    kept = int(mask.sum())
+    assert abs(kept - rate * 4e6) <= 5 * (rate * (1 - rate) * 4e6) ** 0.5 + 1, kept
 
 
 def test_attention_dropout_on_the_explicit_path_keeps_the_expected_weights():

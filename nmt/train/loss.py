@@ -63,11 +63,14 @@ class _FusedSmoothedCE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, epsilon: float, kind: str, block: int):
         n, w = logits.shape
-        # d loss / d logits in the logits' dtype (N, W); each block is computed in float32 in a
-        # (C, W) workspace and rounded into it while in cache (not in a pass over (N, W) later)
-        grad = torch.empty(n, w, dtype=logits.dtype, device=logits.device)  # (N, W)
-        work = grad if logits.dtype == torch.float32 else torch.empty(min(block, n), w, dtype=torch.float32,
-                                                                       device=logits.device)  # (C, W)
+        # d loss / d logits (N, W). For bf16 logits it is kept in bf16: each block is computed in
+        # a float32 (C, W) workspace and rounded into it while in cache (not in a pass over (N, W)
+        # in backward); bf16 has float32's exponent range, so rounding before the backward's scale
+        # loses nothing more. Other dtypes keep it in float32 (fp16's GradScaler scale must come
+        # before rounding, or the small entries -eps/W fall into fp16's subnormals).
+        rounded = logits.dtype == torch.bfloat16
+        grad = torch.empty(n, w, dtype=logits.dtype if rounded else torch.float32, device=logits.device)  # (N, W)
+        work = torch.empty(min(block, n), w, dtype=torch.float32, device=logits.device) if rounded else grad  # (C, W)
         loss = logits.new_zeros((), dtype=torch.float32)
         nll_sum = logits.new_zeros((), dtype=torch.float32)
         if kind == "uniform":  # q = eps/W everywhere, plus 1 - eps on the gold token
@@ -95,13 +98,14 @@ class _FusedSmoothedCE(torch.autograd.Function):
             if work is not grad:
                 grad[start:start + block].copy_(g)  # rounded to the logits' dtype
         ctx.save_for_backward(grad)
+        ctx.dtype = logits.dtype
         ctx.mark_non_differentiable(nll_sum)
         return loss, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):
         (grad,) = ctx.saved_tensors
-        return grad.mul_(grad_loss), None, None, None, None
+        return grad.mul_(grad_loss).to(ctx.dtype), None, None, None, None
 
 
 def fused_label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
