@@ -389,8 +389,7 @@ def test_dropout_keeps_each_element_with_probability_1_minus_p():
 def test_keep_mask_keeps_with_probability_1_minus_p_in_any_shape(p):
     """16 random bits per element, four elements to each int64 draw: the keep rate is 1 - p (to
     1/65536), each of a draw's four lanes keeps at that rate and neighbours are uncorrelated, odd
-    sizes work, and the generator
-    decides it (the same seed, the same mask)."""
+    sizes work, and the generator decides it (the same seed, the same mask)."""
     from nmt.model import keep_mask
 
     torch.manual_seed(1)
