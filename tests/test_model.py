@@ -365,7 +365,7 @@ def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch
 
 
 def test_dropout_keeps_each_element_with_probability_1_minus_p():
-    from nmt.model import Dropout
+    from nmt.dropout import Dropout
 
     torch.manual_seed(0)
     drop = Dropout(0.1)
@@ -390,7 +390,7 @@ def test_keep_mask_keeps_with_probability_1_minus_p_in_any_shape(p):
     """16 random bits per element, four elements to each int64 draw: the keep rate is 1 - p (to
     1/65536), each of a draw's four lanes keeps at that rate and neighbours are uncorrelated, odd
     sizes work, and the generator decides it (the same seed, the same mask)."""
-    from nmt.model import keep_mask
+    from nmt.dropout import keep_mask
 
     torch.manual_seed(1)
     mask = keep_mask(torch.Size([999, 1001]), p, torch.device("cpu"))  # 999,999 elements: not a multiple of 4
@@ -411,7 +411,7 @@ def test_keep_mask_keeps_with_probability_1_minus_p_in_any_shape(p):
 def test_keep_mask_near_0_and_1(p, rate):
     """p = 0.99999 rounds to 65535/65536 (one pattern of 16 bits kept); beyond 1 - 2^-17 or under
     2^-17 16 bits cannot hold p, and the mask comes from float32 uniforms (not all kept)."""
-    from nmt.model import keep_mask
+    from nmt.dropout import keep_mask
 
     torch.manual_seed(0)
     mask = keep_mask(torch.Size([4_000_000]), p, torch.device("cpu"))

@@ -70,7 +70,7 @@ class _FusedSmoothedCE(torch.autograd.Function):
         # before rounding, or the small entries -eps/W fall into fp16's subnormals).
         rounded = logits.dtype == torch.bfloat16
         grad = torch.empty(n, w, dtype=logits.dtype if rounded else torch.float32, device=logits.device)  # (N, W)
-        work = torch.empty(min(block, n), w, dtype=torch.float32, device=logits.device) if rounded else grad  # (C, W)
+        work = torch.empty(min(block, n), w, dtype=torch.float32, device=logits.device) if rounded else None  # (C, W)
         loss = logits.new_zeros((), dtype=torch.float32)
         nll_sum = logits.new_zeros((), dtype=torch.float32)
         if kind == "uniform":  # q = eps/W everywhere, plus 1 - eps on the gold token
@@ -80,7 +80,7 @@ class _FusedSmoothedCE(torch.autograd.Function):
         for start in range(0, n, block):
             x = logits[start:start + block].float()  # (C, W)
             y = target[start:start + block, None]  # (C, 1)
-            g = work[start:start + block] if work is grad else work[:x.size(0)]  # (C, W), written in place
+            g = work[:x.size(0)] if rounded else grad[start:start + block]  # (C, W), written in place
             m = x.amax(dim=-1, keepdim=True)  # (C, 1)
             torch.sub(x, m, out=g)
             g.exp_()
@@ -95,8 +95,8 @@ class _FusedSmoothedCE(torch.autograd.Function):
             nll_sum += nll.sum()
             g.div_(s).sub_(q_other)  # p - q_other
             g.scatter_add_(1, y, g.new_full(y.shape, q_other - q_gold))  # gold: p - q_gold
-            if work is not grad:
-                grad[start:start + block].copy_(g)  # rounded to the logits' dtype
+            if rounded:
+                grad[start:start + block].copy_(g)  # rounded to bf16
         ctx.save_for_backward(grad)
         ctx.dtype = logits.dtype
         ctx.mark_non_differentiable(nll_sum)
