@@ -26,7 +26,7 @@ demo: $(VENV)/.installed
 recipe: $(VENV)/.installed
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de.sh runs/multi30k-en-de
 
-recipe-60: $(VENV)/.installed  # two 30-minute runs (seeds 1, 2), ensembled, alpha chosen on valid
+recipe-60: $(VENV)/.installed  # two runs (seeds 1, 2; side by side, 60 min on a core each), ensembled, alpha chosen on valid
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-ensemble.sh runs/multi30k-en-de-ensemble
 
 recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left 30-minute run, reranked

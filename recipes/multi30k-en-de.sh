@@ -12,6 +12,8 @@
 # budget starts) measures the rate (results/speedrun/README.md, "Dropout for the budget"). DROPOUT=P,
 # or --model.dropout in TRAIN_ARGS, skips the probe; so does a budget given in TRAIN_ARGS
 # (--train.max_time / --train.max_steps) or MAX_TIME=0, which keep the YAML's 0.2.
+# UNTIL=probe prepares the data and runs the probe only, writing the dropout it chose to
+# OUT_DIR/dropout.txt (recipes/multi30k-en-de-ensemble.sh probes its runs side by side this way).
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -25,6 +27,10 @@ mkdir -p "$OUT"
 # shellcheck disable=SC2086
 [ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data" ${PREPARE_ARGS:-}
 if [ -f "$OUT/run/config.json" ]; then
+  if [ "${UNTIL:-}" = probe ]; then  # a run under way keeps its dropout
+    sh "$HERE/dropout-of.sh" "$OUT/run" > "$OUT/dropout.txt"
+    exit 0
+  fi
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
   probe=${DROPOUT:+no}  # DROPOUT, a dropout or a budget in TRAIN_ARGS, or MAX_TIME=0: no probe
@@ -50,6 +56,10 @@ else
         print (updates >= threshold ? "0.2" : "0.1") }')
     echo "dropout $DROPOUT for this budget on this machine (0.2 from 9,000 updates, else 0.1)"
     rm -rf "$OUT/probe"
+  fi
+  if [ "${UNTIL:-}" = probe ]; then
+    echo "${DROPOUT:-}" > "$OUT/dropout.txt"  # empty: no probe (the YAML's or TRAIN_ARGS's dropout)
+    exit 0
   fi
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml" \
