@@ -39,7 +39,7 @@ if [ "$parallel" = 1 ]; then
     pids=""
     for seed in $SEEDS; do
       UNTIL=$1 MAX_TIME=$minutes TRAIN_ARGS="--train.seed=$seed --train.num_threads=$threads ${TRAIN_ARGS:-}" \
-        sh "$HERE/multi30k-en-de.sh" "$OUT/seed$seed" > "$OUT/seed$seed.log" 2>&1 &
+        sh "$HERE/multi30k-en-de.sh" "$OUT/seed$seed" >> "$OUT/seed$seed.log" 2>&1 &
       pids="$pids $!"
     done
     status=0
@@ -54,7 +54,8 @@ if [ "$parallel" = 1 ]; then
   [ -z "${DROPOUT:-}" ] || { echo "dropout $DROPOUT for every run (seed $first's probe)"; export DROPOUT; }
   run_all ""
   for seed in $SEEDS; do
-    grep -A 3 "^== test2016" "$OUT/seed$seed.log" | sed "s/^== test2016/== seed $seed alone, test2016/"
+    echo "== seed $seed alone, test2016 (its log: $OUT/seed$seed.log)"
+    cat "$OUT/seed$seed/test.score.txt"
     models="$models $OUT/seed$seed/average"
   done
 else

@@ -57,19 +57,21 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
     assert "chosen on valid: beam 8, alpha 0.6, rerank weight 0.4 (valid BLEU 40.5)" in out
 
 
-def fake_trainer(tmp_path, probe_seconds: float) -> tuple[Path, Path]:
+def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | None = None) -> tuple[Path, Path]:
     """A fake `nmt` that records its calls; a probe run (--train.max_steps=150) logs updates 25 and
-    150, the latter ``probe_seconds`` after the start (the former at 10 s); another run writes a
-    config.json holding its --model.dropout."""
+    150, the latter ``probe_seconds`` (``seed2_probe_seconds`` for --train.seed=2, when given) after
+    the start (the former at 10 s); another run writes a config.json holding its --model.dropout."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
+    seconds = (f'{probe_seconds}' if seed2_probe_seconds is None else
+               f'$(case "$*" in *--train.seed=2*) echo {seed2_probe_seconds} ;; *) echo {probe_seconds} ;; esac)')
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
                     'if [ "$1" = train ]; then\n'
                     '  prev=; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
                     '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
                     '\'{"split": "train", "step": 25, "elapsed": 10.0}\\n{"split": "valid", "step": 100, '
                     '"elapsed": 11.0}\\n{"split": "train", "step": 150, "elapsed": %s}\\n\' '
-                    f'{probe_seconds} > "$out/metrics.jsonl" ;;\n'
+                    f'{seconds} > "$out/metrics.jsonl" ;;\n'
                     '  *) d=0.2; for a in "$@"; do case $a in --model.dropout=*) d=${a#--model.dropout=} ;; esac; done\n'
                     '     mkdir -p "$out"; printf \'{\\n  "model": {\\n    "dropout": %s,\\n\' "$d" > "$out/config.json" ;;\n'
                     '  esac\n'
@@ -131,14 +133,62 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
     subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3"}, capture_output=True, text=True, check=True)
+                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0"},
+                   capture_output=True, text=True, check=True)
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
                                                f"{out}/seed3/run"]
     for seed, call in zip((1, 2, 3), trains[1:]):
         assert call.endswith(f"--model.dropout=0.1 --train.seed={seed}")
+        assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
     assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
                           capture_output=True, text=True, check=True).stdout == "0.1\n"
+
+
+@pytest.mark.parametrize("cores,parallel", [("2", True), ("4", True), ("1", False)])
+def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny_data, cores, parallel):
+    """With a core per seed the runs (and before them their probes) train at once, each on its
+    share of the cores for the whole budget; the first seed's probe chooses every run's dropout
+    even where another seed's probe would choose otherwise; then one ensemble on valid and test."""
+    fake, log = fake_trainer(tmp_path, 60.0, seed2_probe_seconds=20.0)  # seed 1: ~8,100 updates in 60 min
+    out = tmp_path / "e"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
+    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                            env={**env, "NMT": str(fake), "CORES": cores, "NMT_DATA_DIR": str(tmp_path)},
+                            capture_output=True, text=True, check=True).stdout
+    calls = log.read_text().splitlines()
+    trains = sorted(c for c in calls if c.startswith("train "))
+    threads = int(cores) // 2
+    if parallel:
+        assert f"training seeds 1 2 side by side: {threads} thread(s) each, 60 minutes each" in stdout
+        assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/probe",
+                                                   f"{out}/seed2/run"]
+        for seed, probe, run in ((1, trains[0], trains[1]), (2, trains[2], trains[3])):
+            assert f"--train.seed={seed} --train.num_threads={threads} --train.max_steps=150" in probe
+            assert run.endswith(f"--train.max_time=60 --model.dropout=0.1 --train.seed={seed} "
+                                f"--train.num_threads={threads}")
+        assert "dropout 0.1 for every run (seed 1's probe)" in stdout
+        assert "dropout 0.2 for this budget" in (out / "seed2.log").read_text()  # its own probe, overruled
+        assert "== seed 2 alone, test2016" in stdout and (out / "seed2" / "test.score.txt").exists()
+    else:  # one core: one after the other, as PARALLEL=0
+        assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run"]
+        assert all("--train.num_threads" not in t for t in trains)
+    ensemble = [c for c in calls if c.startswith(("tune-alpha", "translate")) and f"{out}/seed1/average {out}/seed2/average" in c]
+    assert [c.split()[0] for c in ensemble] == ["tune-alpha", "translate"]
+    assert "-i " + str(out / "seed1" / "data" / "test.en.txt") in ensemble[1]
+
+
+def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data):
+    fake, log = fake_trainer(tmp_path, 60.0)
+    fake.write_text(fake.read_text().replace("exit 0\n", 'case "$*" in *--train.max_time=60*--train.seed=2*) exit 3 ;; esac\n'
+                                                          "exit 0\n"))
+    out = tmp_path / "e"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
+    proc = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                          env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and f"a run failed: see {out}/seed*.log" in proc.stderr
+    assert not any(c.startswith("tune-alpha") for c in log.read_text().splitlines())
 
 
 def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
