@@ -29,7 +29,7 @@ recipe: $(VENV)/.installed
 recipe-60: $(VENV)/.installed  # two runs (seeds 1, 2; side by side, 60 min on a core each), ensembled, alpha chosen on valid
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-ensemble.sh runs/multi30k-en-de-ensemble
 
-recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left 30-minute run, reranked
+recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left run (side by side, 60 min on a core each), reranked
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-bidirectional.sh runs/multi30k-en-de-bidirectional
 
 test: $(VENV)/.installed

@@ -23,9 +23,11 @@ def test_ensemble_test_tunes_alpha_on_valid_then_translates_test_once(tmp_path):
     assert (tmp_path / "test.score.txt").read_text() == "BLEU = 40.00\n"
 
 
-def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_path):
-    """Two 30-minute runs (the second right-to-left), a tune-alpha --rerank grid per beam, the
-    valid-best (beam, alpha, weight) used once on test2016."""
+@pytest.mark.parametrize("env", [{"PARALLEL": "0"}, {"CORES": "2"}])
+def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_path, env):
+    """Two runs (the second right-to-left; one after the other, or side by side on a core each for
+    60 minutes), a tune-alpha --rerank grid per beam, the valid-best (beam, alpha, weight) used once
+    on test2016."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
@@ -39,12 +41,15 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
     out = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-bidirectional.sh"), str(tmp_path / "o")],
-                         env={**os.environ, "NMT": str(fake)}, capture_output=True, text=True, check=True).stdout
+                         env={**os.environ, "NMT": str(fake), **env}, capture_output=True, text=True,
+                         check=True).stdout
     calls = log.read_text().splitlines()
     o = tmp_path / "o"
-    trains = [c for c in calls if c.startswith("train ") and f"{o}/l2r/probe" not in c and f"{o}/r2l/probe" not in c]
+    trains = sorted(c for c in calls if c.startswith("train ") and "/probe " not in c)  # l2r, then r2l
     assert len(trains) == 2 and "--train.seed=1" in trains[0] and "right_to_left" not in trains[0]
     assert "--train.seed=2 --model.right_to_left=true" in trains[1] and f"--out {o}/r2l/run" in trains[1]
+    side_by_side = "CORES" in env
+    assert all(("--train.num_threads=1" in t and "--train.max_time=60" in t) == side_by_side for t in trains)
     tunes = [c for c in calls if c.startswith("tune-alpha")]
     assert tunes == [f"tune-alpha {o}/l2r/average --src {o}/l2r/data/valid.en.txt --ref {o}/l2r/data/valid.de.txt "
                      f"--beam {b} --alphas 0.6,1.0,1.4 --rerank {o}/r2l/average --rerank-weights 0.3,0.4,0.5,0.6,0.7 "
@@ -160,16 +165,16 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
     trains = sorted(c for c in calls if c.startswith("train "))
     threads = int(cores) // 2
     if parallel:
-        assert f"training seeds 1 2 side by side: {threads} thread(s) each, 60 minutes each" in stdout
+        assert f"training seed1 seed2 side by side: {threads} thread(s) each, 60 minutes each" in stdout
         assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/probe",
                                                    f"{out}/seed2/run"]
         for seed, probe, run in ((1, trains[0], trains[1]), (2, trains[2], trains[3])):
             assert f"--train.seed={seed} --train.num_threads={threads} --train.max_steps=150" in probe
             assert run.endswith(f"--train.max_time=60 --model.dropout=0.1 --train.seed={seed} "
                                 f"--train.num_threads={threads}")
-        assert "dropout 0.1 for every run (seed 1's probe)" in stdout
+        assert "dropout 0.1 for every run (seed1's probe)" in stdout
         assert "dropout 0.2 for this budget" in (out / "seed2.log").read_text()  # its own probe, overruled
-        assert "== seed 2 alone, test2016" in stdout and (out / "seed2" / "test.score.txt").exists()
+        assert "== seed2 alone, test2016" in stdout and (out / "seed2" / "test.score.txt").exists()
     else:  # one core: one after the other, as PARALLEL=0
         assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run"]
         assert all("--train.num_threads" not in t for t in trains)
@@ -187,7 +192,7 @@ def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data
     proc = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
                           env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
                           capture_output=True, text=True)
-    assert proc.returncode != 0 and f"a run failed: see {out}/seed*.log" in proc.stderr
+    assert proc.returncode != 0 and f"a run failed: see {out}/*.log" in proc.stderr
     assert not any(c.startswith("tune-alpha") for c in log.read_text().splitlines())
 
 

@@ -1,0 +1,62 @@
+#!/bin/sh
+# Train several runs of the 30-minute Multi30k recipe for a multi-run recipe (an ensemble, a
+# left-to-right and a right-to-left model): OUT_DIR/NAME for each NAME, with its own TRAIN_ARGS.
+#   sh recipes/train-runs.sh OUT_DIR NAME1 "TRAIN_ARGS1" NAME2 "TRAIN_ARGS2" ...
+# Each run is recipes/multi30k-en-de.sh (prepare, train, average the last 5, score valid and test);
+# MAX_TIME (minutes per run one after the other, default 30), TRAIN_ARGS (added to every run's),
+# DROPOUT and NMT are passed on; a finished run is kept, not trained again. The first run's probe
+# chooses the dropout of every run (one setting for all).
+#
+# Side by side (PARALLEL=auto, the default, where the machine has at least one core per run): the
+# runs train at once, each on its share of the cores (--train.num_threads = cores / runs) for the
+# whole budget (MAX_TIME x runs minutes): the same wall time and cores as one after the other, and
+# on a 2-core CPU 1.22x the updates in all, since one thread per training uses its core better than
+# two threads share both (benchmarks/train_processes.py; README "Speed"). Their probes run side by
+# side too, so that they measure the update rate the runs will have. Output: OUT_DIR/NAME.log.
+# PARALLEL=0: one after the other, each on every core, output on stdout.
+set -eu
+OUT=$1; shift
+HERE=$(dirname "$0")
+n=$(($# / 2))
+cores=${CORES:-$(nproc)}
+parallel=${PARALLEL:-auto}
+[ "$parallel" = auto ] && { [ "$n" -gt 1 ] && [ "$cores" -ge "$n" ] && parallel=1 || parallel=0; }
+first=$1
+mkdir -p "$OUT"
+if [ "$parallel" != 1 ]; then
+  while [ $# -ge 2 ]; do
+    TRAIN_ARGS="$2 ${TRAIN_ARGS:-}" sh "$HERE/multi30k-en-de.sh" "$OUT/$1"
+    DROPOUT=${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$OUT/$first/run")}; export DROPOUT  # the first run's probe chose it
+    shift 2
+  done
+  exit 0
+fi
+threads=$((cores / n)); minutes=$((${MAX_TIME:-30} * n))
+names=""; i=1
+while [ $i -le $# ]; do eval "names=\"\$names \${$i}\""; i=$((i + 2)); done
+echo "training$names side by side: $threads thread(s) each, $minutes minutes each; follow with: tail -f $OUT/$first.log"
+run_all() {  # run_all UNTIL NAME ARGS ...: recipes/multi30k-en-de.sh for every run at once; fails if any fails
+  until=$1; shift
+  pids=""
+  while [ $# -ge 2 ]; do
+    UNTIL=$until MAX_TIME=$minutes TRAIN_ARGS="$2 --train.num_threads=$threads ${TRAIN_ARGS:-}" \
+      sh "$HERE/multi30k-en-de.sh" "$OUT/$1" >> "$OUT/$1.log" 2>&1 &
+    pids="$pids $!"
+    shift 2
+  done
+  status=0
+  for pid in $pids; do wait "$pid" || status=1; done
+  [ "$status" = 0 ] || { echo "a run failed: see $OUT/*.log" >&2; tail -n 5 "$OUT"/*.log >&2; exit 1; }
+}
+if [ -z "${DROPOUT:-}" ]; then
+  run_all probe "$@"  # prepare and probe side by side; the first run's probe chooses
+  DROPOUT=$(cat "$OUT/$first/dropout.txt")
+  [ -n "$DROPOUT" ] || unset DROPOUT  # no probe (a dropout or a budget in TRAIN_ARGS)
+fi
+[ -z "${DROPOUT:-}" ] || { echo "dropout $DROPOUT for every run ($first's probe)"; export DROPOUT; }
+run_all "" "$@"
+while [ $# -ge 2 ]; do
+  echo "== $1 alone, test2016 (its log: $OUT/$1.log)"
+  cat "$OUT/$1/test.score.txt"
+  shift 2
+done
