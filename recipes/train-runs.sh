@@ -35,11 +35,11 @@ threads=$((cores / n)); minutes=$((${MAX_TIME:-30} * n))
 names=""; i=1
 while [ $i -le $# ]; do eval "names=\"\$names \${$i}\""; i=$((i + 2)); done
 echo "training$names side by side: $threads thread(s) each, $minutes minutes each; follow with: tail -f $OUT/$first.log"
-run_all() {  # run_all UNTIL NAME ARGS ...: recipes/multi30k-en-de.sh for every run at once; fails if any fails
-  until=$1; shift
+run_all() {  # run_all STAGE NAME ARGS ...: recipes/multi30k-en-de.sh for every run at once; fails if any fails
+  stage=$1; shift
   pids=""
   while [ $# -ge 2 ]; do
-    UNTIL=$until MAX_TIME=$minutes TRAIN_ARGS="$2 --train.num_threads=$threads ${TRAIN_ARGS:-}" \
+    UNTIL=$stage MAX_TIME=$minutes TRAIN_ARGS="$2 --train.num_threads=$threads ${TRAIN_ARGS:-}" \
       sh "$HERE/multi30k-en-de.sh" "$OUT/$1" >> "$OUT/$1.log" 2>&1 &
     pids="$pids $!"
     shift 2
