@@ -13,7 +13,8 @@
 # on a 2-core CPU 1.22x the updates in all, since one thread per training uses its core better than
 # two threads share both (benchmarks/train_processes.py; README "Speed"). Their probes run side by
 # side too, so that they measure the update rate the runs will have. Output: OUT_DIR/NAME.log.
-# PARALLEL=0: one after the other, each on every core, output on stdout.
+# PARALLEL=0: one after the other, each on every core, output on stdout. CORES: the cores to share
+# (default: nproc).
 set -eu
 OUT=$1; shift
 HERE=$(dirname "$0")
