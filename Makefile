@@ -26,10 +26,10 @@ demo: $(VENV)/.installed
 recipe: $(VENV)/.installed
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de.sh runs/multi30k-en-de
 
-recipe-60: $(VENV)/.installed  # two runs (seeds 1, 2; side by side, 60 min on a core each), ensembled, alpha chosen on valid
+recipe-60: $(VENV)/.installed  # two runs (seeds 1, 2; side by side, 60 min each on half the cores), ensembled, alpha chosen on valid
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-ensemble.sh runs/multi30k-en-de-ensemble
 
-recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left run (side by side, 60 min on a core each), reranked
+recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left run (side by side, 60 min each on half the cores), reranked
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-bidirectional.sh runs/multi30k-en-de-bidirectional
 
 test: $(VENV)/.installed

@@ -41,16 +41,23 @@ def worker(threads: int, dtype, steps: int, batch: int, length: int, barrier, re
     results.put(tok_s)
 
 
-def run_layout(processes: int, threads: int, dtype, steps: int, batch: int, length: int) -> list[float]:
+def run_layout(processes: int, threads: int, dtype, steps: int, batch: int, length: int,
+               timeout: float = 600.0) -> list[float]:
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     procs = [ctx.Process(target=worker, args=(threads, dtype, steps, batch, length, barrier, results))
              for _ in range(processes)]
     for p in procs:
         p.start()
-    out = [results.get() for _ in procs]
-    for p in procs:
-        p.join()
+    try:
+        out = [results.get(timeout=timeout) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    if any(p.exitcode for p in procs):
+        raise SystemExit(f"a worker failed (exit codes {[p.exitcode for p in procs]})")
     return out
 
 

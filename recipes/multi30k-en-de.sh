@@ -12,8 +12,8 @@
 # budget starts) measures the rate (results/speedrun/README.md, "Dropout for the budget"). DROPOUT=P,
 # or --model.dropout in TRAIN_ARGS, skips the probe; so does a budget given in TRAIN_ARGS
 # (--train.max_time / --train.max_steps) or MAX_TIME=0, which keep the YAML's 0.2.
-# UNTIL=probe prepares the data and runs the probe only, writing the dropout it chose to
-# OUT_DIR/dropout.txt (recipes/multi30k-en-de-ensemble.sh probes its runs side by side this way).
+# UNTIL=prepare stops after preparing the data; UNTIL=probe after the probe, writing the dropout it
+# chose to OUT_DIR/dropout.txt (recipes/train-runs.sh probes runs side by side this way).
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -26,6 +26,7 @@ fi
 mkdir -p "$OUT"
 # shellcheck disable=SC2086
 [ -f "$OUT/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de --out "$OUT/data" ${PREPARE_ARGS:-}
+[ "${UNTIL:-}" = prepare ] && exit 0
 if [ -f "$OUT/run/config.json" ]; then
   if [ "${UNTIL:-}" = probe ]; then  # a run under way keeps its dropout
     sh "$HERE/dropout-of.sh" "$OUT/run" > "$OUT/dropout.txt"

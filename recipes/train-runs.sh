@@ -9,17 +9,20 @@
 #
 # Side by side (PARALLEL=auto, the default, where the machine has at least one core per run): the
 # runs train at once, each on its share of the cores (--train.num_threads = cores / runs) for the
-# whole budget (MAX_TIME x runs minutes): the same wall time and cores as one after the other, and
-# on a 2-core CPU 1.22x the updates in all, since one thread per training uses its core better than
-# two threads share both (benchmarks/train_processes.py; README "Speed"). Their probes run side by
-# side too, so that they measure the update rate the runs will have. Output: OUT_DIR/NAME.log.
-# PARALLEL=0: one after the other, each on every core, output on stdout. CORES: the cores to share
-# (default: nproc).
+# whole budget (MAX_TIME x runs minutes): the same wall time as one after the other, and on a
+# 2-core CPU 1.22x the updates in all (measured over 400 updates: one thread per training uses its
+# core better than two threads share both; benchmarks/train_processes.py, README "Speed"). The data
+# is prepared first, one run after the other (a first download is not shared by two at once); the
+# probes then run side by side, so that they measure the update rate the runs will have. Output:
+# OUT_DIR/NAME.log. Ctrl-C / SIGTERM stops every run (the trainers save where they are; running the
+# recipe again resumes them). A time limit in TRAIN_ARGS (--train.max_time) is minutes per run in
+# either way. PARALLEL=0: one after the other, each on every core, output on stdout. CORES: the
+# cores to share (default: nproc). A resumed run keeps the threads and budget it started with.
 set -eu
 OUT=$1; shift
 HERE=$(dirname "$0")
 n=$(($# / 2))
-cores=${CORES:-$(nproc)}
+cores=${CORES:-$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 parallel=${PARALLEL:-auto}
 [ "$parallel" = auto ] && { [ "$n" -gt 1 ] && [ "$cores" -ge "$n" ] && parallel=1 || parallel=0; }
 first=$1
@@ -32,10 +35,14 @@ if [ "$parallel" != 1 ]; then
   done
   exit 0
 fi
-threads=$((cores / n)); minutes=$((${MAX_TIME:-30} * n))
+threads=$((cores / n)); [ "$threads" -ge 1 ] || threads=1  # PARALLEL=1 with fewer cores than runs
+minutes=$((${MAX_TIME:-30} * n))
 names=""; i=1
 while [ $i -le $# ]; do eval "names=\"\$names \${$i}\""; i=$((i + 2)); done
-echo "training$names side by side: $threads thread(s) each, $minutes minutes each; follow with: tail -f $OUT/$first.log"
+budget="$minutes minutes each"; [ "$minutes" = 0 ] && budget="no time limit"
+echo "training$names side by side: $threads thread(s) each, $budget; follow with: tail -f $OUT/$first.log"
+# Ctrl-C / SIGTERM: background jobs of a script ignore SIGINT, so pass a SIGTERM to the whole group
+trap 'trap - INT TERM; kill -TERM 0 2>/dev/null; exit 130' INT TERM
 run_all() {  # run_all STAGE NAME ARGS ...: recipes/multi30k-en-de.sh for every run at once; fails if any fails
   stage=$1; shift
   pids=""
@@ -49,8 +56,16 @@ run_all() {  # run_all STAGE NAME ARGS ...: recipes/multi30k-en-de.sh for every 
   for pid in $pids; do wait "$pid" || status=1; done
   [ "$status" = 0 ] || { echo "a run failed: see $OUT/*.log" >&2; tail -n 5 "$OUT"/*.log >&2; exit 1; }
 }
+prepare_all() {  # one after the other: a first download is not shared by two at once
+  while [ $# -ge 2 ]; do
+    UNTIL=prepare sh "$HERE/multi30k-en-de.sh" "$OUT/$1" >> "$OUT/$1.log" 2>&1 || {
+      echo "preparing $1 failed: see $OUT/$1.log" >&2; tail -n 5 "$OUT/$1.log" >&2; exit 1; }
+    shift 2
+  done
+}
+prepare_all "$@"
 if [ -z "${DROPOUT:-}" ]; then
-  run_all probe "$@"  # prepare and probe side by side; the first run's probe chooses
+  run_all probe "$@"  # the probes side by side; the first run's probe chooses
   DROPOUT=$(cat "$OUT/$first/dropout.txt")
   [ -n "$DROPOUT" ] || unset DROPOUT  # no probe (a dropout or a budget in TRAIN_ARGS)
 fi

@@ -41,7 +41,9 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
     out = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-bidirectional.sh"), str(tmp_path / "o")],
-                         env={**os.environ, "NMT": str(fake), **env}, capture_output=True, text=True,
+                         env={**{k: v for k, v in os.environ.items()
+                                 if k not in ("PARALLEL", "CORES", "MAX_TIME", "DROPOUT", "TRAIN_ARGS")},
+                              "NMT": str(fake), **env}, capture_output=True, text=True,
                          check=True).stdout
     calls = log.read_text().splitlines()
     o = tmp_path / "o"
@@ -71,6 +73,18 @@ def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | No
     seconds = (f'{probe_seconds}' if seed2_probe_seconds is None else
                f'$(case "$*" in *--train.seed=2*) echo {seed2_probe_seconds} ;; *) echo {probe_seconds} ;; esac)')
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                    # FAKE_BARRIER=DIR: a run with --train.num_threads (side by side) waits up to 10 s
+                    # for a second one of its stage (probe or run), else fails: proof that they overlap.
+                    # FAKE_SLEEP=S: then such a run (not a probe) sleeps S seconds.
+                    'if [ "$1" = train ] && [ -n "${FAKE_BARRIER:-}" ]; then\n'
+                    '  case "$*" in *--train.num_threads=*)\n'
+                    '    stage=run; case "$*" in *--train.max_steps=150*) stage=probe ;; esac\n'
+                    '    mkdir -p "$FAKE_BARRIER/$stage"; : > "$FAKE_BARRIER/$stage/$$"\n'
+                    '    i=0; while [ "$(ls "$FAKE_BARRIER/$stage" | wc -l)" -lt 2 ]; do\n'
+                    '      i=$((i + 1)); [ $i -gt 100 ] && exit 7; sleep 0.1; done\n'
+                    '    [ $stage = run ] && [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP" ;;\n'
+                    '  esac\n'
+                    'fi\n'
                     'if [ "$1" = train ]; then\n'
                     '  prev=; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
                     '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
@@ -159,12 +173,14 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
     stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                            env={**env, "NMT": str(fake), "CORES": cores, "NMT_DATA_DIR": str(tmp_path)},
+                            env={**env, "NMT": str(fake), "CORES": cores, "NMT_DATA_DIR": str(tmp_path),
+                                 "FAKE_BARRIER": str(tmp_path / "barrier")},  # the runs must overlap
                             capture_output=True, text=True, check=True).stdout
     calls = log.read_text().splitlines()
     trains = sorted(c for c in calls if c.startswith("train "))
     threads = int(cores) // 2
     if parallel:
+        assert calls[:2] == [f"prepare multi30k --src en --tgt de --out {out}/seed{s}/data" for s in (1, 2)]  # in turn
         assert f"training seed1 seed2 side by side: {threads} thread(s) each, 60 minutes each" in stdout
         assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/probe",
                                                    f"{out}/seed2/run"]
@@ -184,8 +200,9 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
 
 
 def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data):
+    """The first of the runs fails: the other finishes, then the recipe fails before the ensemble."""
     fake, log = fake_trainer(tmp_path, 60.0)
-    fake.write_text(fake.read_text().replace("exit 0\n", 'case "$*" in *--train.max_time=60*--train.seed=2*) exit 3 ;; esac\n'
+    fake.write_text(fake.read_text().replace("exit 0\n", 'case "$*" in *--train.max_time=60*--train.seed=1*) exit 3 ;; esac\n'
                                                           "exit 0\n"))
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
@@ -193,7 +210,39 @@ def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data
                           env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
                           capture_output=True, text=True)
     assert proc.returncode != 0 and f"a run failed: see {out}/*.log" in proc.stderr
+    assert (out / "seed2" / "test.score.txt").exists() and not (out / "seed1" / "test.score.txt").exists()
     assert not any(c.startswith("tune-alpha") for c in log.read_text().splitlines())
+
+
+def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_data):
+    """Background jobs of a script ignore SIGINT: Ctrl-C on the recipe must still stop both runs."""
+    import signal
+    import time
+
+    fake, log = fake_trainer(tmp_path, 60.0)
+    out, barrier = tmp_path / "e", tmp_path / "barrier"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
+    proc = subprocess.Popen(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                            env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path),
+                                 "FAKE_BARRIER": str(barrier), "FAKE_SLEEP": "60"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while len(list((barrier / "run").glob("*"))) < 2 if (barrier / "run").exists() else True:
+            assert time.time() < deadline and proc.poll() is None, "the runs did not start side by side"
+            time.sleep(0.1)
+        runs = [int(p.name) for p in (barrier / "run").iterdir()]
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the foreground process group
+        assert proc.wait(timeout=10) != 0
+        deadline = time.time() + 10
+        while any(os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
+                  for pid in runs):
+            assert time.time() < deadline, "a run outlived the recipe"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
