@@ -11,11 +11,18 @@
 # A finished seed's run is kept, not trained again.
 # The runs train side by side where the machine has a core per seed, each on its share of the
 # cores for the whole budget (recipes/train-runs.sh; PARALLEL=0: one after the other).
+# The members train at dropout 0.1: for an ensemble 0.1 scored at least as well as 0.2 on valid at
+# every budget measured (Zen 5, ~12k updates each: 41.11 against 40.92; Zen 4: 40.48 at ~7k updates
+# against 39.84 for 0.2 at ~8.8k; results/speedrun/README.md), though single models at ~12k updates
+# prefer 0.2. DROPOUT=P chooses; DROPOUT= (empty) lets the first run's probe choose, as the single
+# recipe does.
 set -eu
 OUT=${1:-runs/multi30k-en-de-ensemble}
 NMT=${NMT:-nmt}
 HERE=$(dirname "$0")
 SEEDS=${SEEDS:-1 2}
+DROPOUT=${DROPOUT-0.1}
+if [ -n "$DROPOUT" ]; then export DROPOUT; else unset DROPOUT; fi
 runs=""; models=""
 for seed in $SEEDS; do
   runs="$runs seed$seed --train.seed=$seed"

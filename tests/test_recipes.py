@@ -152,8 +152,8 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
     subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0"},
-                   capture_output=True, text=True, check=True)
+                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0", "DROPOUT": ""},
+                   capture_output=True, text=True, check=True)  # DROPOUT empty: the first probe chooses
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
                                                f"{out}/seed3/run"]
@@ -174,6 +174,7 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
     stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
                             env={**env, "NMT": str(fake), "CORES": cores, "NMT_DATA_DIR": str(tmp_path),
+                                 "DROPOUT": "",  # the first probe chooses
                                  "FAKE_BARRIER": str(tmp_path / "barrier")},  # the runs must overlap
                             capture_output=True, text=True, check=True).stdout
     calls = log.read_text().splitlines()
@@ -197,6 +198,19 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
     ensemble = [c for c in calls if c.startswith(("tune-alpha", "translate")) and f"{out}/seed1/average {out}/seed2/average" in c]
     assert [c.split()[0] for c in ensemble] == ["tune-alpha", "translate"]
     assert "-i " + str(out / "seed1" / "data" / "test.en.txt") in ensemble[1]
+
+
+@pytest.mark.parametrize("parallel", ["0", "1"])
+def test_ensemble_members_train_at_dropout_0_1_without_a_probe_by_default(tmp_path, tiny_data, parallel):
+    fake, log = fake_trainer(tmp_path, 20.0)  # a probe would choose 0.2
+    out = tmp_path / "e"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
+    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                   env={**env, "NMT": str(fake), "PARALLEL": parallel, "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
+                   capture_output=True, text=True, check=True)
+    trains = sorted(c for c in log.read_text().splitlines() if c.startswith("train "))
+    assert [t.split()[3] for t in trains] == [f"{out}/seed1/run", f"{out}/seed2/run"]  # no probe
+    assert all(t.count("--model.dropout=") == 1 and "--model.dropout=0.1 " in t for t in trains)
 
 
 def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data):
