@@ -64,12 +64,13 @@ prepare_all() {  # one after the other: a first download is not shared by two at
   done
 }
 prepare_all "$@"
+chosen="given"
 if [ -z "${DROPOUT:-}" ]; then
   run_all probe "$@"  # the probes side by side; the first run's probe chooses
-  DROPOUT=$(cat "$OUT/$first/dropout.txt")
+  DROPOUT=$(cat "$OUT/$first/dropout.txt"); chosen="$first's probe"
   [ -n "$DROPOUT" ] || unset DROPOUT  # no probe (a dropout or a budget in TRAIN_ARGS)
 fi
-[ -z "${DROPOUT:-}" ] || { echo "dropout $DROPOUT for every run ($first's probe)"; export DROPOUT; }
+[ -z "${DROPOUT:-}" ] || { echo "dropout $DROPOUT for every run ($chosen)"; export DROPOUT; }
 run_all "" "$@"
 while [ $# -ge 2 ]; do
   echo "== $1 alone, test2016 (its log: $OUT/$1.log)"

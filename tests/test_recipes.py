@@ -205,11 +205,12 @@ def test_ensemble_members_train_at_dropout_0_1_without_a_probe_by_default(tmp_pa
     fake, log = fake_trainer(tmp_path, 20.0)  # a probe would choose 0.2
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
-    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                   env={**env, "NMT": str(fake), "PARALLEL": parallel, "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
-                   capture_output=True, text=True, check=True)
+    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+                            env={**env, "NMT": str(fake), "PARALLEL": parallel, "CORES": "2",
+                                 "NMT_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, check=True).stdout
     trains = sorted(c for c in log.read_text().splitlines() if c.startswith("train "))
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/run", f"{out}/seed2/run"]  # no probe
+    assert parallel == "0" or "dropout 0.1 for every run (given)" in stdout
     assert all(t.count("--model.dropout=") == 1 and "--model.dropout=0.1 " in t for t in trains)
 
 
