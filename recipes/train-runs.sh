@@ -37,8 +37,16 @@ if [ "$parallel" != 1 ]; then
 fi
 threads=$((cores / n)); [ "$threads" -ge 1 ] || threads=1  # PARALLEL=1 with fewer cores than runs
 minutes=$((${MAX_TIME:-30} * n))
-names=""; i=1
-while [ $i -le $# ]; do eval "names=\"\$names \${$i}\""; i=$((i + 2)); done
+names=""
+prepare_all() {  # one after the other: a first download is not shared by two at once
+  while [ $# -ge 2 ]; do
+    names="$names $1"
+    UNTIL=prepare sh "$HERE/multi30k-en-de.sh" "$OUT/$1" >> "$OUT/$1.log" 2>&1 || {
+      echo "preparing $1 failed: see $OUT/$1.log" >&2; tail -n 5 "$OUT/$1.log" >&2; exit 1; }
+    shift 2
+  done
+}
+prepare_all "$@"
 budget="$minutes minutes each"; [ "$minutes" = 0 ] && budget="no time limit"
 echo "training$names side by side: $threads thread(s) each, $budget; follow with: tail -f $OUT/$first.log"
 # Ctrl-C / SIGTERM: background jobs of a script ignore SIGINT, so pass a SIGTERM to the whole group
@@ -56,14 +64,6 @@ run_all() {  # run_all STAGE NAME ARGS ...: recipes/multi30k-en-de.sh for every 
   for pid in $pids; do wait "$pid" || status=1; done
   [ "$status" = 0 ] || { echo "a run failed: see $OUT/*.log" >&2; tail -n 5 "$OUT"/*.log >&2; exit 1; }
 }
-prepare_all() {  # one after the other: a first download is not shared by two at once
-  while [ $# -ge 2 ]; do
-    UNTIL=prepare sh "$HERE/multi30k-en-de.sh" "$OUT/$1" >> "$OUT/$1.log" 2>&1 || {
-      echo "preparing $1 failed: see $OUT/$1.log" >&2; tail -n 5 "$OUT/$1.log" >&2; exit 1; }
-    shift 2
-  done
-}
-prepare_all "$@"
 chosen="given"
 if [ -z "${DROPOUT:-}" ]; then
   run_all probe "$@"  # the probes side by side; the first run's probe chooses
