@@ -53,6 +53,16 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
     return 3.0 * (enc + dec + out)
 
 
+def random_batch(cfg: ModelConfig, *, batch: int, length: int, pad: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens: src (B, L); tgt (B, L + 1) = BOS-position + target, row i padded at the end so
+    that a mean fraction ``pad`` of the target positions is padding (as length-grouped batches)."""
+    src = torch.randint(4, cfg.src_vocab_size, (batch, length))  # (B, L)
+    tgt = torch.randint(4, cfg.tgt_vocab_size, (batch, length + 1))  # (B, L + 1)
+    lengths = length - torch.linspace(0, 2 * pad * length, batch).round().long().clamp(max=length - 1)
+    tgt[torch.arange(length + 1)[None, :] > lengths[:, None]] = PAD  # row i: BOS + lengths[i] tokens
+    return src, tgt
+
+
 def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int, loss_path: str = "fused",
           pad: float = 0.0) -> tuple[float, float]:
     """loss_path 'fused' is what nmt trains with (only real target tokens projected, fused
@@ -61,10 +71,7 @@ def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int, loss_
     torch.manual_seed(0)
     model = Transformer(cfg).train()
     opt = build_adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
-    src = torch.randint(4, cfg.src_vocab_size, (batch, length))
-    tgt = torch.randint(4, cfg.tgt_vocab_size, (batch, length + 1))
-    lengths = length - torch.linspace(0, 2 * pad * length, batch).round().long().clamp(max=length - 1)
-    tgt[torch.arange(length + 1)[None, :] > lengths[:, None]] = PAD  # row i: BOS + lengths[i] tokens
+    src, tgt = random_batch(cfg, batch=batch, length=length, pad=pad)
     real = int(tgt[:, 1:].ne(PAD).sum())
 
     def step():
