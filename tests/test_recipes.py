@@ -237,10 +237,30 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
     fake, log = fake_trainer(tmp_path, 60.0)
     out, barrier = tmp_path / "e", tmp_path / "barrier"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
+    def as_a_terminal_starts_it():  # SIGINT deliverable and not ignored, whatever this process holds
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    def processes() -> str:  # for a failure: what is left of the recipe, and how it treats signals
+        lines = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.getpgid(int(pid)) != proc.pid:
+                    continue
+                status = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
+                              if ":\t" in line)
+                cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")[:120]
+            except (OSError, ProcessLookupError):
+                continue
+            lines.append(f"{pid} {status.get('State')} blk={status.get('SigBlk')} ign={status.get('SigIgn')} "
+                         f"cgt={status.get('SigCgt')} {cmd}")
+        return "\n".join(lines)
+
     proc = subprocess.Popen(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
                             env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path),
                                  "FAKE_BARRIER": str(barrier), "FAKE_SLEEP": "60"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=as_a_terminal_starts_it)
     try:
         deadline = time.time() + 30
         while len(list((barrier / "run").glob("*"))) < 2:  # glob of a missing folder: nothing
@@ -249,11 +269,15 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
         runs = [int(p.name) for p in (barrier / "run").iterdir()]
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the foreground process group
-        assert proc.wait(timeout=10) != 0
+        try:
+            assert proc.wait(timeout=10) != 0
+        except subprocess.TimeoutExpired:
+            pytest.fail("the recipe outlived Ctrl-C by 10 s; its processes (this test's mask: "
+                        f"{signal.pthread_sigmask(signal.SIG_BLOCK, set())}):\n{processes()}")
         deadline = time.time() + 10
         while any(os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
                   for pid in runs):
-            assert time.time() < deadline, "a run outlived the recipe"
+            assert time.time() < deadline, f"a run outlived the recipe:\n{processes()}"
             time.sleep(0.1)
     finally:
         if proc.poll() is None:
