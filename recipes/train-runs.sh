@@ -4,8 +4,8 @@
 #   sh recipes/train-runs.sh OUT_DIR NAME1 "TRAIN_ARGS1" NAME2 "TRAIN_ARGS2" ...
 # Each run is recipes/multi30k-en-de.sh (prepare, train, average the last 5, score valid and test);
 # MAX_TIME (minutes per run one after the other, default 30), TRAIN_ARGS (added to every run's),
-# DROPOUT and NMT are passed on; a finished run is kept, not trained again. The first run's probe
-# chooses the dropout of every run (one setting for all).
+# DROPOUT, ALPHA (default 0.6) and NMT are passed on; a finished run is kept, not trained again.
+# The first run's probe chooses the dropout of every run (one setting for all).
 #
 # Side by side (PARALLEL=auto, the default, where the machine has at least one core per run): the
 # runs train at once, each on its share of the cores (--train.num_threads = cores / runs) for the
@@ -19,6 +19,9 @@
 # either way. PARALLEL=0: one after the other, each on every core, output on stdout. CORES: the
 # cores to share (default: nproc). A resumed run keeps the threads and budget it started with.
 set -eu
+# each run alone is scored at the paper's alpha 0.6 (ALPHA= chooses another; the ensemble or the
+# reranking that follows chooses its own on valid): no `nmt tune-alpha` per run
+ALPHA=${ALPHA:-0.6}; export ALPHA
 OUT=$1; shift
 HERE=$(dirname "$0")
 n=$(($# / 2))

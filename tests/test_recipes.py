@@ -147,6 +147,37 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
         assert f"--train.max_time={env['MAX_TIME']} " in final + " "
 
 
+@pytest.mark.parametrize("alpha", [None, "0.6"])
+def test_recipe_chooses_the_length_penalty_on_valid_then_translates_test_once(tmp_path, alpha):
+    """As the paper chose its alpha on its development set (6.1): `nmt tune-alpha` on valid for the
+    averaged model, whose choice (the fake's 1.2) both valid translations and the one of test
+    use; ALPHA=A fixes it and tunes nothing."""
+    fake, log = fake_trainer(tmp_path, 50.0)
+    out = tmp_path / "o"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "ALPHA")}
+    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+                            env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path), "DROPOUT": "0.1",
+                                 **({"ALPHA": alpha} if alpha else {})},
+                            capture_output=True, text=True, check=True).stdout
+    calls = log.read_text().splitlines()
+    tunes = [c for c in calls if c.startswith("tune-alpha")]
+    chosen = alpha or "1.2"
+    if alpha is None:
+        assert tunes == [f"tune-alpha {out}/average --src {out}/data/valid.en.txt --ref {out}/data/valid.de.txt "
+                         f"--out {out}/alpha.json"]
+        assert calls.index(tunes[0]) > calls.index(f"average {out}/run --last 5 --out {out}/average --force")
+        assert (out / "alpha.txt").read_text() == "best alpha: 1.2\n"
+    else:
+        assert tunes == []
+    translations = [c for c in calls if c.startswith("translate ")]
+    assert [c.split()[1:6:4] for c in translations] == [
+        [f"{out}/average", f"{out}/valid.average.de"], [f"{out}/run/checkpoints/best", f"{out}/valid.best.de"],
+        [f"{out}/average", f"{out}/test.hyp.de"]]
+    assert all(c.endswith(f"--beam 4 --alpha {chosen}") for c in translations)
+    assert ("== test2016, averaged checkpoint, beam 4, alpha "
+            f"{chosen} ({'given' if alpha else 'chosen on valid'})") in stdout
+
+
 def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data):
     fake, log = fake_trainer(tmp_path, 50.0)  # the probe: ~5,100 updates, dropout 0.1
     out = tmp_path / "e"
@@ -157,6 +188,8 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
                                                f"{out}/seed3/run"]
+    tunes = [c for c in log.read_text().splitlines() if c.startswith("tune-alpha")]
+    assert [c.split()[1:4] for c in tunes] == [[f"{out}/seed1/average", f"{out}/seed2/average", f"{out}/seed3/average"]]
     for seed, call in zip((1, 2, 3), trains[1:]):
         assert call.endswith(f"--model.dropout=0.1 --train.seed={seed}")
         assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
