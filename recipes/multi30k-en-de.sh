@@ -73,8 +73,10 @@ $NMT plot "$OUT/run"
 # development set (6.1): ALPHA=A fixes it instead
 if [ -z "${ALPHA:-}" ]; then
   $NMT tune-alpha "$OUT/average" --src "$OUT/data/valid.en.txt" --ref "$OUT/data/valid.de.txt" \
-    --out "$OUT/alpha.json" | tee "$OUT/alpha.txt"
+    --out "$OUT/alpha.json" > "$OUT/alpha.txt"  # not through a pipe: a failure stops the recipe
+  cat "$OUT/alpha.txt"
   ALPHA=$(sed -n 's/^best alpha: //p' "$OUT/alpha.txt"); chosen=" (chosen on valid)"
+  [ -n "$ALPHA" ] || { echo "no 'best alpha' in $OUT/alpha.txt" >&2; exit 1; }
 else
   chosen=" (given)"
 fi

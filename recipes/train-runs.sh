@@ -19,7 +19,7 @@
 # either way. PARALLEL=0: one after the other, each on every core, output on stdout. CORES: the
 # cores to share (default: nproc). A resumed run keeps the threads and budget it started with.
 set -eu
-# each run alone is scored at the paper's alpha 0.6 (ALPHA= chooses another; the ensemble or the
+# each run alone is scored at the paper's alpha 0.6 (ALPHA=A at another; the ensemble or the
 # reranking that follows chooses its own on valid): no `nmt tune-alpha` per run
 ALPHA=${ALPHA:-0.6}; export ALPHA
 OUT=$1; shift

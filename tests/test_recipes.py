@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,7 @@ def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | No
                     'if [ "$1" = translate ]; then\n'
                     '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
                     'fi\n'
-                    '[ "$1" = tune-alpha ] && echo "best alpha: 1.2"\n'
+                    '[ "$1" = tune-alpha ] && [ -z "${FAKE_NO_ALPHA:-}" ] && echo "best alpha: 1.2"\n'
                     '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
     fake.chmod(0o755)
     return fake, log
@@ -147,7 +148,7 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
         assert f"--train.max_time={env['MAX_TIME']} " in final + " "
 
 
-@pytest.mark.parametrize("alpha", [None, "0.6"])
+@pytest.mark.parametrize("alpha", [None, "0.9"])
 def test_recipe_chooses_the_length_penalty_on_valid_then_translates_test_once(tmp_path, alpha):
     """As the paper chose its alpha on its development set (6.1): `nmt tune-alpha` on valid for the
     averaged model, whose choice (the fake's 1.2) both valid translations and the one of test
@@ -176,6 +177,17 @@ def test_recipe_chooses_the_length_penalty_on_valid_then_translates_test_once(tm
     assert all(c.endswith(f"--beam 4 --alpha {chosen}") for c in translations)
     assert ("== test2016, averaged checkpoint, beam 4, alpha "
             f"{chosen} ({'given' if alpha else 'chosen on valid'})") in stdout
+
+
+def test_recipe_stops_when_the_length_penalty_search_chooses_nothing(tmp_path):
+    fake, log = fake_trainer(tmp_path, 50.0)
+    out = tmp_path / "o"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "ALPHA")}
+    proc = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+                          env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path), "DROPOUT": "0.1",
+                               "FAKE_NO_ALPHA": "1"}, capture_output=True, text=True)
+    assert proc.returncode != 0 and f"no 'best alpha' in {out}/alpha.txt" in proc.stderr
+    assert not any(c.startswith("translate ") for c in log.read_text().splitlines())
 
 
 def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data):
@@ -270,9 +282,13 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
     fake, log = fake_trainer(tmp_path, 60.0)
     out, barrier = tmp_path / "e", tmp_path / "barrier"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
-    def as_a_terminal_starts_it():  # SIGINT deliverable and not ignored, whatever this process holds
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # started as a terminal starts it: SIGINT deliverable and not ignored, whatever this process holds
+    # (a script cannot trap a signal ignored on entry), SIGPIPE and SIGXFSZ default as Popen leaves
+    # them (Python ignores both); a wrapper that execs sh, not preexec_fn (unsafe with threads)
+    as_a_terminal = ("import os, signal, sys; "
+                     "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)]; "
+                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}); "
+                     "os.execvp('sh', ['sh', *sys.argv[1:]])")
 
     def processes() -> str:  # for a failure: what is left of the recipe, and how it treats signals
         lines = []
@@ -289,11 +305,11 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
                          f"cgt={status.get('SigCgt')} {cmd}")
         return "\n".join(lines)
 
-    proc = subprocess.Popen(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+    proc = subprocess.Popen([sys.executable, "-c", as_a_terminal, str(ROOT / "recipes/multi30k-en-de-ensemble.sh"),
+                             str(out)],
                             env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path),
                                  "FAKE_BARRIER": str(barrier), "FAKE_SLEEP": "60"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=as_a_terminal_starts_it)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 30
         while len(list((barrier / "run").glob("*"))) < 2:  # glob of a missing folder: nothing
@@ -307,14 +323,22 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
         except subprocess.TimeoutExpired:
             pytest.fail("the recipe outlived Ctrl-C by 10 s; its processes (this test's mask: "
                         f"{signal.pthread_sigmask(signal.SIG_BLOCK, set())}):\n{processes()}")
+        def alive(pid: int) -> bool:  # a zombie is dead; a process reaped meanwhile too
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
         deadline = time.time() + 10
-        while any(os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
-                  for pid in runs):
+        while any(alive(pid) for pid in runs):
             assert time.time() < deadline, f"a run outlived the recipe:\n{processes()}"
             time.sleep(0.1)
-    finally:
-        if proc.poll() is None:
+    finally:  # whatever is left of the group (a run that outlived the recipe, too)
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
