@@ -296,10 +296,10 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
             try:
                 if os.getpgid(int(pid)) != proc.pid:
                     continue
-                status = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
+                status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                               if ":\t" in line)
-                cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")[:120]
-            except (OSError, ProcessLookupError):
+                cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:120]
+            except OSError:  # gone meanwhile (ProcessLookupError is one)
                 continue
             lines.append(f"{pid} {status.get('State')} blk={status.get('SigBlk')} ign={status.get('SigIgn')} "
                          f"cgt={status.get('SigCgt')} {cmd}")
@@ -323,6 +323,7 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
         except subprocess.TimeoutExpired:
             pytest.fail("the recipe outlived Ctrl-C by 10 s; its processes (this test's mask: "
                         f"{signal.pthread_sigmask(signal.SIG_BLOCK, set())}):\n{processes()}")
+
         def alive(pid: int) -> bool:  # a zombie is dead; a process reaped meanwhile too
             try:
                 with open(f"/proc/{pid}/stat") as f:
