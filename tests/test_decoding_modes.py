@@ -269,3 +269,17 @@ def test_cli_modes(checkpoints, tmp_path, capsys):
     assert "prefix.txt: 1 prefix lines for 3 input lines" in capsys.readouterr().err
     assert run_cli(tmp_path, a, "-i", src, "--sampling", "--beam", "2", "--nbest", "2") == (2, None)
     assert "--sampling --nbest 2" in capsys.readouterr().err
+
+
+def test_int8_runs_on_the_cpu_by_default_where_cuda_is_available(checkpoints, tmp_path, monkeypatch):
+    """int8 is CPU-only (fbgemm): with no --device it takes the CPU also on a GPU machine, where
+    the default device of the other precisions is CUDA (found on an H200: `--precision int8` was
+    refused there as 'int8 runs on CPU only, not on cuda')."""
+    from nmt.infer.translate import Translator
+
+    a = checkpoints[0]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert Translator.load(a, precision="int8").device == torch.device("cpu")
+    (tmp_path / "src.txt").write_text("der hund.\n", encoding="utf-8")
+    status, int8 = run_cli(tmp_path, a, "-i", tmp_path / "src.txt", "--beam", "2", "--precision", "int8")
+    assert status == 0 and len(int8) == 1

@@ -25,7 +25,8 @@ from nmt.train import distributed
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+# --device cpu: these tests pin the gloo path, also on a machine with GPUs (tests/test_cuda.py has nccl's)
+TINY = ["--device", "cpu", "--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
         "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
         "--train.save_every_steps=0", "--train.valid_every_steps=0", "--train.warmup_steps=10",
         "--train.num_threads=1", "--train.keep_last=100"]
@@ -260,6 +261,26 @@ def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
 
 
 # ----------------------------------------------------------------------------- device placement (NCCL path)
+@pytest.mark.parametrize("device, local_rank, message", [
+    (None, "1", "local rank 1 would train on cuda:1, but this machine has 1 CUDA device: start at most 1 process "
+                "per machine (torchrun --nproc-per-node), or train on the CPU with --device cpu"),
+    ("cuda:3", "0", "--device cuda:3: this machine has 1 CUDA device (cuda:0 to cuda:0)"),
+])
+def test_more_processes_than_gpus_is_a_clear_error(tiny_data, tmp_path, monkeypatch, capsys, device, local_rank,
+                                                   message):
+    """torchrun --nproc-per-node 2 on a machine with one GPU: rank 1's default device cuda:1 does not exist.
+    The trainer says so before it touches CUDA or the process group (found on an H200: it was an
+    'internal error: invalid device ordinal')."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for key, value in {"WORLD_SIZE": "2", "RANK": local_rank, "LOCAL_RANK": local_rank}.items():
+        monkeypatch.setenv(key, value)
+    argv = ["train", str(tiny_data), "--out", str(tmp_path / "run"), *TINY[2:], "--train.max_steps=1"]
+    assert main(argv + (["--device", device] if device else [])) == 2
+    assert capsys.readouterr().err.strip() == f"nmt train: error: {message}"
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_set_device_before_nccl_init(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))

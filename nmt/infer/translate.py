@@ -206,7 +206,8 @@ class Translator:
              precision: str = "auto", engine: str = "torch") -> "Translator":
         """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
         is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
-        ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize); float32 on the
+        ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize; the default device
+        then is the CPU, also where CUDA is available); float32 on the
         CPU: linear layers through oneDNN with packed weights (nmt.infer.packed).
         ``engine="ctranslate2"``: search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes
         `nmt export ctranslate2` output; one checkpoint, no ensemble)."""
@@ -226,7 +227,8 @@ class Translator:
         from ..checkpoint import load_model, load_spm, resolve
 
         paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        # the default device: CUDA where there is one, except for int8 (dynamic quantization runs on CPU)
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() and precision != "int8" else "cpu"))
         if device.type == "cpu":  # a decoding step's logits (rows x vocabulary) exceed glibc's mmap threshold
             keep_freed_memory()
         if precision == "int8":
@@ -390,7 +392,7 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
                         help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only; int8: "
-                             "dynamic int8 linear layers (CPU)")
+                             "dynamic int8 linear layers (CPU; the default --device then)")
     parser.add_argument("--prefix-file", default=None,
                         help="one target prefix per input line: each output starts with it (empty line: none)")
     add_mbr_args(parser)

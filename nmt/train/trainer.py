@@ -59,6 +59,15 @@ class Trainer:
             raise TrainError(f"--device {device}: not a device (cpu, cuda, cuda:1 ...)") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise TrainError(f"--device {device}: CUDA is not available on this machine")
+        if self.device.type == "cuda" and self.device.index >= torch.cuda.device_count():
+            count = torch.cuda.device_count()
+            gpus = f"{count} CUDA device{'s' if count != 1 else ''}"
+            if device and torch.device(device).index is not None:  # --device cuda:3 on a 1-GPU machine
+                raise TrainError(f"--device {device}: this machine has {gpus} (cuda:0 to cuda:{count - 1})")
+            # torchrun --nproc-per-node 2 on a machine with one GPU: local rank 1 would take cuda:1
+            raise TrainError(f"local rank {topo.local_rank} would train on {self.device}, but this machine has "
+                             f"{gpus}: start at most {count} process{'es' if count != 1 else ''} per machine "
+                             "(torchrun --nproc-per-node), or train on the CPU with --device cpu")
         if self.device.type == "cpu":
             keep_freed_memory()  # ~1.25x faster steps on CPU: no page faults for large tensors
         if (topo.launched or self.world > 1) and not dist.is_initialized():
@@ -377,7 +386,8 @@ class Trainer:
                 self.tb = None
         n_params = sum(p.numel() for p in self.model.parameters())
         self.log(f"model: {n_params:,} parameters; precision: {self.precision_note}; device: {self.device}; "
-                 f"world size {self.world}; {self.accum} micro-batch(es) of <= {cfg.max_tokens} tokens per update "
+                 f"world size {self.world}{f' ({dist.get_backend()})' if self.coll.active else ''}; "
+                 f"{self.accum} micro-batch(es) of <= {cfg.max_tokens} tokens per update "
                  f"(~{cfg.update_tokens} target tokens)")
         if len(self.train_sets) > 1:
             k = len(self.train_sets)
