@@ -113,6 +113,7 @@ def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | No
     (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
     (50.0, {"TRAIN_ARGS": "--train.max_time=0 --train.max_steps=8000"}, None),  # another budget: the YAML's
     (50.0, {"MAX_TIME": "0"}, None),  # no time limit: the YAML's
+    (50.0, {"TRAIN_ARGS": "--train.seed=2 --train.lr_scale=0.4"}, "0.1"),  # probed; TRAIN_ARGS override
 ])
 def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_data, probe_seconds, env, dropout):
     from nmt.config import parse_overrides
@@ -125,7 +126,9 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
                             env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
                             capture_output=True, text=True, check=True).stdout
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
-    probed = "DROPOUT" not in env and "TRAIN_ARGS" not in env and env.get("MAX_TIME") != "0"
+    given = ("--model.dropout", "--train.max_time", "--train.max_steps")  # in TRAIN_ARGS: no probe
+    probed = ("DROPOUT" not in env and not any(g in env.get("TRAIN_ARGS", "") for g in given)
+              and env.get("MAX_TIME") != "0")
     assert len(trains) == (2 if probed else 1)
     if probed:
         assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
@@ -143,6 +146,13 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
         assert final.endswith(env.get("TRAIN_ARGS", ""))
     else:
         assert final.count("--model.dropout=") == 1 and f"--model.dropout={dropout}" in final
+    # a budget of fewer than 9,000 updates (the probe's 0.1) also warms up longer at lr_scale 0.5;
+    # TRAIN_ARGS still come last, so that they override it
+    schedule = "--train.warmup_steps=1000 --train.lr_scale=0.5"
+    assert (schedule in final) == (probed and dropout == "0.1"), final
+    assert ("warm-up 1000, lr_scale 0.5 for this budget" in stdout) == (probed and dropout == "0.1")
+    if schedule in final and env.get("TRAIN_ARGS"):
+        assert final.index(schedule) < final.index(env["TRAIN_ARGS"])
     assert ("--train.max_time=" in final) == ("MAX_TIME" in env or "--train.max_time" in env.get("TRAIN_ARGS", ""))
     if "MAX_TIME" in env:
         assert f"--train.max_time={env['MAX_TIME']} " in final + " "
