@@ -10,12 +10,14 @@
 # PREPARE_ARGS="--bpe-dropout 0.1").
 # Dropout and warm-up follow the number of updates the budget holds on this machine: the YAML's
 # (dropout 0.2, warm-up 500, lr_scale 0.35) when the run will hold at least 9,000, else dropout 0.1
-# with warm-up 1000 and lr_scale 0.5 (the same peak rate, reached later; 1.43x eq. 3 after it); a
-# probe of 150 updates (under a minute, before the budget starts) measures the rate
+# with warm-up 1000 and lr_scale 0.5 (the same peak rate, reached later; 1.43x the YAML's rate
+# after it); a probe of 150 updates (under a minute, before the budget starts) measures the rate
 # (results/speedrun/README.md, "Dropout for the budget" and "Warm-up 1,000 at the AMX Xeon's
-# budget"). DROPOUT=P, or --model.dropout in TRAIN_ARGS, skips the probe (and keeps the YAML's
-# schedule); so does a budget given in TRAIN_ARGS (--train.max_time / --train.max_steps) or
-# MAX_TIME=0, which keep the YAML's settings. TRAIN_ARGS come last: they override all of these.
+# budget"). DROPOUT=P, or --model.dropout in TRAIN_ARGS, skips the probe; so does a budget given in
+# TRAIN_ARGS (--train.max_time / --train.max_steps) or MAX_TIME=0, which keep the YAML's settings.
+# SCHEDULE: "auto" (the default: the probe's warm-up as above; the YAML's without a probe), empty
+# (the YAML's warm-up and lr_scale), or --train.* options of your own. TRAIN_ARGS come last: they
+# override all of these.
 # UNTIL=prepare stops after preparing the data; UNTIL=probe after the probe, writing the dropout it
 # chose to OUT_DIR/dropout.txt (recipes/train-runs.sh probes runs side by side this way).
 set -eu
@@ -38,7 +40,7 @@ if [ -f "$OUT/run/config.json" ]; then
   fi
   $NMT train "$OUT/data" --out "$OUT/run" --resume
 else
-  SCHEDULE=""  # a short budget's warm-up and lr_scale, set by the probe
+  SCHEDULE=${SCHEDULE-auto}
   probe=${DROPOUT:+no}  # DROPOUT, a dropout or a budget in TRAIN_ARGS, or MAX_TIME=0: no probe
   case " ${TRAIN_ARGS:-} " in *" --model.dropout"* | *" --train.max_time"* | *" --train.max_steps"*) probe=no ;; esac
   [ "${MAX_TIME:-30}" = 0 ] && probe=no
@@ -63,7 +65,7 @@ else
     echo "dropout $DROPOUT for this budget on this machine (0.2 from 9,000 updates, else 0.1)"
     # a short budget also warms up for 1,000 updates at lr_scale 0.5 (+0.7 / +0.9 valid BLEU at 0.6 /
     # the chosen alpha, seed 1, ~7,000 updates on an AMX Xeon; results/speedrun/README.md)
-    if [ "$DROPOUT" = 0.1 ]; then
+    if [ "$SCHEDULE" = auto ] && [ "$DROPOUT" = 0.1 ]; then
       SCHEDULE="--train.warmup_steps=1000 --train.lr_scale=0.5"
       echo "warm-up 1000, lr_scale 0.5 for this budget (the YAML's 500 and 0.35 from 9,000 updates)"
     fi
@@ -73,6 +75,7 @@ else
     echo "${DROPOUT:-}" > "$OUT/dropout.txt"  # empty: no probe (the YAML's or TRAIN_ARGS's dropout)
     exit 0
   fi
+  [ "$SCHEDULE" = auto ] && SCHEDULE=""  # no probe, or a budget of 9,000 updates or more: the YAML's
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/run" --config "$HERE/multi30k-en-de.yaml" \
     ${MAX_TIME:+--train.max_time=$MAX_TIME} ${DROPOUT:+--model.dropout=$DROPOUT} ${SCHEDULE:-} ${TRAIN_ARGS:-}

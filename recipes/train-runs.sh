@@ -5,7 +5,10 @@
 # Each run is recipes/multi30k-en-de.sh (prepare, train, average the last 5, score valid and test);
 # MAX_TIME (minutes per run one after the other, default 30), TRAIN_ARGS (added to every run's),
 # DROPOUT, ALPHA (default 0.6) and NMT are passed on; a finished run is kept, not trained again.
-# The first run's probe chooses the dropout of every run (one setting for all).
+# The first run's probe chooses the dropout of every run (one setting for all). SCHEDULE (passed on
+# to every run; default empty: the YAML's warm-up 500 and lr_scale 0.35) is one warm-up for all
+# runs: the probes' short-budget warm-up of recipes/multi30k-en-de.sh is for single runs, since it
+# was measured on one.
 #
 # Side by side (PARALLEL=auto, the default, where the machine has at least one core per run): the
 # runs train at once, each on its share of the cores (--train.num_threads = cores / runs) for the
@@ -22,6 +25,7 @@ set -eu
 # each run alone is scored at the paper's alpha 0.6 (ALPHA=A at another; the ensemble or the
 # reranking that follows chooses its own on valid): no `nmt tune-alpha` per run
 ALPHA=${ALPHA:-0.6}; export ALPHA
+SCHEDULE=${SCHEDULE-}; export SCHEDULE  # one warm-up for every run (empty: the YAML's)
 OUT=$1; shift
 HERE=$(dirname "$0")
 n=$(($# / 2))

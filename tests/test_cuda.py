@@ -102,8 +102,8 @@ def test_training_on_cuda_follows_the_cpu_in_each_precision(tiny_data, tmp_path,
 
 
 def test_resume_on_cuda_continues_as_the_straight_run(tiny_data, tmp_path):
-    """Straight 2n updates against n, stop, --resume, n more. Bit-identical where the GPU's
-    kernels are deterministic; the report names the largest difference otherwise."""
+    """Straight 2n updates against n, stop, --resume, n more: bit-identical, as two straight runs
+    are to each other (a failure names the largest difference of each)."""
     common = ["--device", "cuda", "--train.precision=fp32", "--train.max_tokens=512", "--train.accum_steps=1",
               "--train.save_every_steps=15"]
     train(tiny_data, tmp_path / "straight", *common, "--train.max_steps=30")

@@ -26,8 +26,8 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distribut
 
 REPO = Path(__file__).resolve().parents[1]
 # --device cpu: these tests pin the gloo path, also on a machine with GPUs (tests/test_cuda.py has nccl's)
-TINY = ["--device", "cpu", "--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
+TINY = ["--device", "cpu", "--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2",
+        "--model.d_k=16", "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
         "--train.save_every_steps=0", "--train.valid_every_steps=0", "--train.warmup_steps=10",
         "--train.num_threads=1", "--train.keep_last=100"]
 # tiny data at max_tokens=512: 11 batches per rank per epoch, and a per-shard mean of 427 / 454 target
@@ -263,11 +263,12 @@ def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
 # ----------------------------------------------------------------------------- device placement (NCCL path)
 @pytest.mark.parametrize("device, local_rank, message", [
     (None, "1", "local rank 1 would train on cuda:1, but this machine has 1 CUDA device: start at most 1 process "
-                "per machine (torchrun --nproc-per-node), or train on the CPU with --device cpu"),
+                "per machine (torchrun --nproc-per-node), give --device cuda:0 where each process sees only its "
+                "own GPU (CUDA_VISIBLE_DEVICES), or train on the CPU with --device cpu"),
     ("cuda:3", "0", "--device cuda:3: this machine has 1 CUDA device (cuda:0 to cuda:0)"),
 ])
-def test_more_processes_than_gpus_is_a_clear_error(tiny_data, tmp_path, monkeypatch, capsys, device, local_rank,
-                                                   message):
+def test_more_processes_than_gpus_is_a_clear_error(tiny_data, tmp_path, monkeypatch, capsys, device,
+                                                   local_rank, message):
     """torchrun --nproc-per-node 2 on a machine with one GPU: rank 1's default device cuda:1 does not exist.
     The trainer says so before it touches CUDA or the process group (found on an H200: it was an
     'internal error: invalid device ordinal')."""

@@ -114,6 +114,8 @@ def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | No
     (50.0, {"TRAIN_ARGS": "--train.max_time=0 --train.max_steps=8000"}, None),  # another budget: the YAML's
     (50.0, {"MAX_TIME": "0"}, None),  # no time limit: the YAML's
     (50.0, {"TRAIN_ARGS": "--train.seed=2 --train.lr_scale=0.4"}, "0.1"),  # probed; TRAIN_ARGS override
+    (50.0, {"SCHEDULE": ""}, "0.1"),  # probed, the YAML's warm-up
+    (50.0, {"SCHEDULE": "--train.warmup_steps=800"}, "0.1"),  # probed, a warm-up of one's own
 ])
 def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_data, probe_seconds, env, dropout):
     from nmt.config import parse_overrides
@@ -121,7 +123,7 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
 
     fake, log = fake_trainer(tmp_path, probe_seconds)
     out = tmp_path / "o"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS")} | env
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SCHEDULE")} | env
     stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
                             env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
                             capture_output=True, text=True, check=True).stdout
@@ -138,8 +140,14 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
         assert not (out / "probe").exists()
     for call in trains:  # each configuration is one `nmt train` accepts (the probe's too)
         _, _, _, _, _, config, *overrides = call.split()
-        build_configs(tiny_data, preset_name=None, config_file=config, overrides=parse_overrides(overrides))
+        _, train_cfg, _ = build_configs(tiny_data, preset_name=None, config_file=config,
+                                        overrides=parse_overrides(overrides))
     final = trains[-1]
+    auto = probed and dropout == "0.1" and env.get("SCHEDULE", "auto") == "auto"  # the short budget's
+    own = {"--train.warmup_steps=800": (800, 0.35)}.get(env.get("SCHEDULE"))
+    lr_scale = 0.4 if "--train.lr_scale=0.4" in env.get("TRAIN_ARGS", "") else None  # TRAIN_ARGS win
+    assert (train_cfg.warmup_steps, train_cfg.lr_scale) == (
+        own or ((1000, lr_scale or 0.5) if auto else (500, lr_scale or 0.35))), final
     assert final.startswith(f"train {out}/data --out {out}/run --config ")
     if dropout is None:  # the YAML's, or TRAIN_ARGS's
         assert final.count("--model.dropout") == ("--model.dropout" in env.get("TRAIN_ARGS", ""))
@@ -149,8 +157,8 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
     # a budget of fewer than 9,000 updates (the probe's 0.1) also warms up longer at lr_scale 0.5;
     # TRAIN_ARGS still come last, so that they override it
     schedule = "--train.warmup_steps=1000 --train.lr_scale=0.5"
-    assert (schedule in final) == (probed and dropout == "0.1"), final
-    assert ("warm-up 1000, lr_scale 0.5 for this budget" in stdout) == (probed and dropout == "0.1")
+    assert (schedule in final) == auto, final
+    assert ("warm-up 1000, lr_scale 0.5 for this budget" in stdout) == auto
     if schedule in final and env.get("TRAIN_ARGS"):
         assert final.index(schedule) < final.index(env["TRAIN_ARGS"])
     assert ("--train.max_time=" in final) == ("MAX_TIME" in env or "--train.max_time" in env.get("TRAIN_ARGS", ""))
@@ -200,12 +208,16 @@ def test_recipe_stops_when_the_length_penalty_search_chooses_nothing(tmp_path):
     assert not any(c.startswith("translate ") for c in log.read_text().splitlines())
 
 
-def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data):
+@pytest.mark.parametrize("schedule", [None, "--train.warmup_steps=1000 --train.lr_scale=0.5"])
+def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data, schedule):
+    """One setting for all runs: the first probe's dropout, and one warm-up (SCHEDULE; by default
+    the YAML's, also for the first run, whose own probe would choose the short budget's)."""
     fake, log = fake_trainer(tmp_path, 50.0)  # the probe: ~5,100 updates, dropout 0.1
     out = tmp_path / "e"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "SCHEDULE")}
     subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0", "DROPOUT": ""},
+                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0", "DROPOUT": "",
+                        **({"SCHEDULE": schedule} if schedule else {})},
                    capture_output=True, text=True, check=True)  # DROPOUT empty: the first probe chooses
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
@@ -213,7 +225,8 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
     tunes = [c for c in log.read_text().splitlines() if c.startswith("tune-alpha")]
     assert [c.split()[1:4] for c in tunes] == [[f"{out}/seed1/average", f"{out}/seed2/average", f"{out}/seed3/average"]]
     for seed, call in zip((1, 2, 3), trains[1:]):
-        assert call.endswith(f"--model.dropout=0.1 --train.seed={seed}")
+        assert call.endswith(f"--model.dropout=0.1 {schedule + ' ' if schedule else ''}--train.seed={seed}")
+        assert call.count("--train.warmup_steps") == (1 if schedule else 0)
         assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
     assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
                           capture_output=True, text=True, check=True).stdout == "0.1\n"

@@ -403,7 +403,8 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topk", type=int, default=0, help="sampling: only the K most probable tokens (0: all)")
     parser.add_argument("--topp", type=float, default=1.0, help="sampling: only the top-p nucleus (1: all)")
     parser.add_argument("--seed", type=int, default=0, help="sampling: seed (line i always draws the same)")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="invalid UTF-8 input: an error naming the line, or U+FFFD")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")

@@ -67,7 +67,8 @@ class Trainer:
             # torchrun --nproc-per-node 2 on a machine with one GPU: local rank 1 would take cuda:1
             raise TrainError(f"local rank {topo.local_rank} would train on {self.device}, but this machine has "
                              f"{gpus}: start at most {count} process{'es' if count != 1 else ''} per machine "
-                             "(torchrun --nproc-per-node), or train on the CPU with --device cpu")
+                             "(torchrun --nproc-per-node), give --device cuda:0 where each process sees only "
+                             "its own GPU (CUDA_VISIBLE_DEVICES), or train on the CPU with --device cpu")
         if self.device.type == "cpu":
             keep_freed_memory()  # ~1.25x faster steps on CPU: no page faults for large tensors
         if (topo.launched or self.world > 1) and not dist.is_initialized():

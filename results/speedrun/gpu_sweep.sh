@@ -47,11 +47,11 @@ records = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines
 train = [r for r in records if r["split"] == "train"]
 valid = [r for r in records if r["split"] == "valid"]
 reached = train[-1]["step"] if train else 0
-ppl = " ".join(f"{r['step'] // 1000}k:{r['ppl']:.2f}" for r in valid)
+ppl = " ".join(f"{r['step'] / 1000:g}k:{r['ppl']:.2f}" for r in valid)
 alpha = (run / "alpha.txt").read_text() if (run / "alpha.txt").exists() else ""
 rows = {m[0]: m[1] for m in re.findall(r"^\| ([0-9.]+) \| ([0-9.]+) \|", alpha, re.M)}
-best = re.search(r"best alpha: ([0-9.]+)", alpha)
-best_a = best.group(1) if best else "-"
+best = re.search(r"best alpha: ([0-9.]+)", alpha)  # absent when tune-alpha was stopped: the best row so far
+best_a = best.group(1) if best else max(rows, key=lambda a: float(rows[a]), default="-")
 print(f"| {name} | {extra.strip() or '(recipe, dropout 0.1)'} | {reached}/{steps} | {ppl} | "
       f"{rows.get('0.6', '-')} | {rows.get(best_a, '-')} ({best_a}) |")
 EOF
