@@ -208,25 +208,27 @@ def test_recipe_stops_when_the_length_penalty_search_chooses_nothing(tmp_path):
     assert not any(c.startswith("translate ") for c in log.read_text().splitlines())
 
 
-@pytest.mark.parametrize("schedule", [None, "--train.warmup_steps=1000 --train.lr_scale=0.5"])
+@pytest.mark.parametrize("schedule", [None, "", "--train.warmup_steps=800"])
 def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_path, tiny_data, schedule):
-    """One setting for all runs: the first probe's dropout, and one warm-up (SCHEDULE; by default
-    the YAML's, also for the first run, whose own probe would choose the short budget's)."""
+    """One setting for all runs: the first probe's dropout, and one warm-up (SCHEDULE: the
+    ensemble's default 1,000 at lr_scale 0.5, the YAML's when empty, or one's own), also for the
+    first run, whose own probe would otherwise choose its own."""
     fake, log = fake_trainer(tmp_path, 50.0)  # the probe: ~5,100 updates, dropout 0.1
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "SCHEDULE")}
     subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
                    env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0", "DROPOUT": "",
-                        **({"SCHEDULE": schedule} if schedule else {})},
+                        **({"SCHEDULE": schedule} if schedule is not None else {})},
                    capture_output=True, text=True, check=True)  # DROPOUT empty: the first probe chooses
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
                                                f"{out}/seed3/run"]
     tunes = [c for c in log.read_text().splitlines() if c.startswith("tune-alpha")]
     assert [c.split()[1:4] for c in tunes] == [[f"{out}/seed1/average", f"{out}/seed2/average", f"{out}/seed3/average"]]
+    expected = "--train.warmup_steps=1000 --train.lr_scale=0.5" if schedule is None else schedule
     for seed, call in zip((1, 2, 3), trains[1:]):
-        assert call.endswith(f"--model.dropout=0.1 {schedule + ' ' if schedule else ''}--train.seed={seed}")
-        assert call.count("--train.warmup_steps") == (1 if schedule else 0)
+        assert call.endswith(f"--model.dropout=0.1 {expected + ' ' if expected else ''}--train.seed={seed}")
+        assert call.count("--train.warmup_steps") == (1 if expected else 0)
         assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
     assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
                           capture_output=True, text=True, check=True).stdout == "0.1\n"
@@ -255,8 +257,8 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
                                                    f"{out}/seed2/run"]
         for seed, probe, run in ((1, trains[0], trains[1]), (2, trains[2], trains[3])):
             assert f"--train.seed={seed} --train.num_threads={threads} --train.max_steps=150" in probe
-            assert run.endswith(f"--train.max_time=60 --model.dropout=0.1 --train.seed={seed} "
-                                f"--train.num_threads={threads}")
+            assert run.endswith(f"--train.max_time=60 --model.dropout=0.1 --train.warmup_steps=1000 "
+                                f"--train.lr_scale=0.5 --train.seed={seed} --train.num_threads={threads}")
         assert "dropout 0.1 for every run (seed1's probe)" in stdout
         assert "dropout 0.2 for this budget" in (out / "seed2.log").read_text()  # its own probe, overruled
         assert "== seed2 alone, test2016" in stdout and (out / "seed2" / "test.score.txt").exists()
@@ -280,6 +282,7 @@ def test_ensemble_members_train_at_dropout_0_1_without_a_probe_by_default(tmp_pa
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/run", f"{out}/seed2/run"]  # no probe
     assert parallel == "0" or "dropout 0.1 for every run (given)" in stdout
     assert all(t.count("--model.dropout=") == 1 and "--model.dropout=0.1 " in t for t in trains)
+    assert all("--model.dropout=0.1 --train.warmup_steps=1000 --train.lr_scale=0.5 " in t for t in trains)
 
 
 def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data):
