@@ -7,8 +7,8 @@
 # DROPOUT, ALPHA (default 0.6) and NMT are passed on; a finished run is kept, not trained again.
 # The first run's probe chooses the dropout of every run (one setting for all). SCHEDULE (passed on
 # to every run; default empty: the YAML's warm-up 500 and lr_scale 0.35) is one warm-up for all
-# runs: the probes' short-budget warm-up of recipes/multi30k-en-de.sh is for single runs, since it
-# was measured on one.
+# runs, not each probe's own: recipes/multi30k-en-de-ensemble.sh sets the short budget's (1,000 at
+# lr_scale 0.5, measured for its members); the other multi-run recipes keep the YAML's.
 #
 # Side by side (PARALLEL=auto, the default, where the machine has at least one core per run): the
 # runs train at once, each on its share of the cores (--train.num_threads = cores / runs) for the

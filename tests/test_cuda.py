@@ -23,17 +23,11 @@ from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.config import tiny
 from nmt.model import Transformer
+from test_train import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.log_every_steps=1", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
-
-
-def train(data, out, *extra):
-    assert main(["train", str(data), "--out", str(out), *TINY, *extra]) == 0
 
 
 def losses(run: Path) -> list[float]:

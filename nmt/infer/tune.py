@@ -126,7 +126,8 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
                         help="as `nmt translate` (default: auto)")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
     parser.add_argument("--out", default=None, help="also write the table and the choice as JSON here")
 
 

@@ -15,30 +15,23 @@ DATA=$1; OUT=$2; SPECS=$3; LIMIT=${4:-330}
 NMT=${NMT:-python3 -m nmt}; DEVICE=${DEVICE:-cuda}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$OUT"
-while IFS='|' read -r name steps extra; do
-  [ -z "$name" ] && continue
-  case $name in \#*) continue ;; esac
+runs() { grep -v -e '^#' -e '^[[:space:]]*$' "$SPECS"; }  # the SPECS lines, without comments and blanks
+runs | { while IFS='|' read -r name steps extra; do
   # shellcheck disable=SC2086
   ( OMP_NUM_THREADS=1 timeout "$LIMIT" $NMT train "$DATA" --out "$OUT/$name" --config "$HERE/recipes/multi30k-en-de.yaml" \
       --device "$DEVICE" --model.dropout=0.1 --train.max_time=0 --train.max_steps="$steps" --train.num_threads=1 \
       --train.valid_every_steps=1000 --train.valid_bleu=false --train.best_metric=loss $extra \
       > "$OUT/$name.train.out" 2>&1
     echo "train rc $? $name" >> "$OUT/status.txt" ) &
-done < "$SPECS"
-wait
-while IFS='|' read -r name steps extra; do
-  [ -z "$name" ] && continue
-  case $name in \#*) continue ;; esac
+done; wait; }  # the trainings, all at once (jobs of the pipeline's subshell: waited for there)
+runs | { while IFS='|' read -r name steps extra; do
   ( $NMT average "$OUT/$name" --last 5 --out "$OUT/$name/average" --force > "$OUT/$name.eval.out" 2>&1 &&
     timeout "${EVAL_LIMIT:-600}" $NMT tune-alpha "$OUT/$name/average" --src "$DATA/valid.en.txt" --ref "$DATA/valid.de.txt" --device "$DEVICE" \
       --out "$OUT/$name/alpha.json" > "$OUT/$name/alpha.txt" 2>> "$OUT/$name.eval.out"
     echo "eval rc $? $name" >> "$OUT/status.txt" ) &
-done < "$SPECS"
-wait
+done; wait; }
 # one line per run: updates reached, last valid perplexity, BLEU at alpha 0.6 and at the best alpha
-while IFS='|' read -r name steps extra; do
-  [ -z "$name" ] && continue
-  case $name in \#*) continue ;; esac
+runs | while IFS='|' read -r name steps extra; do
   python3 - "$OUT/$name" "$name" "$steps" "$extra" <<'EOF'
 import json, re, sys
 from pathlib import Path
@@ -55,5 +48,5 @@ best_a = best.group(1) if best else max(rows, key=lambda a: float(rows[a]), defa
 print(f"| {name} | {extra.strip() or '(recipe, dropout 0.1)'} | {reached}/{steps} | {ppl} | "
       f"{rows.get('0.6', '-')} | {rows.get(best_a, '-')} ({best_a}) |")
 EOF
-done < "$SPECS" > "$OUT/summary.md"
+done > "$OUT/summary.md"
 cat "$OUT/summary.md"
