@@ -9,7 +9,8 @@ TORCH  ?= torch==2.13.0
 NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
-.PHONY: demo recipe recipe-60 recipe-60-bidirectional test install clean
+.PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper test install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,26 @@ recipe-60: $(VENV)/.installed  # two runs (seeds 1, 2; side by side, 60 min each
 
 recipe-60-bidirectional: $(VENV)/.installed  # a left-to-right and a right-to-left run (side by side, 60 min each on half the cores), reranked
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-bidirectional.sh runs/multi30k-en-de-bidirectional
+
+recipe-distill: $(VENV)/.installed  # a 30-minute teacher, a student trained on its translations for the rest of the hour, ensembled
+	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de-distill.sh runs/multi30k-en-de-distill
+
+recipe-libreoffice-zh-en: $(VENV)/.installed  # LibreOffice help zh->en, 60 min (+ WMT newstest2018, out of domain)
+	NMT="$(PY) -m nmt" sh recipes/libreoffice-zh-en.sh runs/libreoffice-zh-en
+
+recipe-libreoffice-en-zh: $(VENV)/.installed  # LibreOffice help en->zh, 60 min
+	NMT="$(PY) -m nmt" sh recipes/libreoffice-en-zh.sh runs/libreoffice-en-zh
+
+recipe-libreoffice: $(VENV)/.installed  # both directions, one after the other (two at once slow each other's decoding)
+	NMT="$(PY) -m nmt" sh recipes/libreoffice-zh-en.sh runs/libreoffice-zh-en
+	NMT="$(PY) -m nmt" sh recipes/libreoffice-en-zh.sh runs/libreoffice-en-zh
+
+recipe-parse: $(VENV)/.installed  # PTB parsing, the variant that parses (per-word output, copies, --constrain; not the paper's)
+	NMT="$(PY) -m nmt" PREPARE_ARGS="--form per-word --copy-pairs" PARSE_ARGS=--constrain \
+	  CONFIG=recipes/ptb-parse-per-word.yaml sh recipes/ptb-parse.sh runs/ptb-per-word
+
+recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisation (XX leaves): test F1 12 on this 3.7K-tree sample
+	NMT="$(PY) -m nmt" sh recipes/ptb-parse.sh runs/ptb-parse
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

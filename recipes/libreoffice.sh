@@ -1,5 +1,6 @@
 #!/bin/sh
-# LibreOffice help SRC->TGT end to end (en->zh, zh->en; en<->de too): prepare (checksums verified, train shuffled from the seed,
+# LibreOffice help SRC->TGT end to end (en->zh, zh->en; the corpus also has en<->de, which needs a
+# recipes/libreoffice-en-de.yaml first): prepare (checksums verified, train shuffled from the seed,
 # 8k shared BPE, character coverage 0.9995), train (60 min on 2 CPU cores), average the last 5
 # checkpoints, translate valid and test with beam 4 / alpha 0.6, score with sacreBLEU's `zh`
 # tokenizer for Chinese output and `13a` otherwise, and chrF; for zh->en also WMT newstest2018

@@ -2,7 +2,7 @@
 # Multi30k en->de in 60 minutes as a left-to-right and a right-to-left model (not in the paper):
 # two runs of the 30-minute recipe (seed 1 as the paper's decoder writes, seed 2 with
 # model.right_to_left: the target last piece first; side by side or one after the other as
-# recipes/train-runs.sh chooses), each averaged over its last 5
+# recipes/lib/train-runs.sh chooses), each averaged over its last 5
 # checkpoints. The left-to-right model's beam gives its --beam best; the right-to-left model
 # rescores them, and the output is the best by ((1 - w) * own + w * its log-probability) / lp
 # (nmt.infer.rerank; Liu et al. 2016, Sennrich et al. 2016). Beam, alpha and w are chosen on valid
@@ -18,8 +18,8 @@ HERE=$(dirname "$0")
 BEAMS=${BEAMS:-4 8}
 ALPHAS=${ALPHAS:-0.6,1.0,1.4}
 WEIGHTS=${WEIGHTS:-0.3,0.4,0.5,0.6,0.7}
-# side by side where the machine has a core per run (recipes/train-runs.sh; PARALLEL=0: one after the other)
-sh "$HERE/train-runs.sh" "$OUT" l2r "--train.seed=1" r2l "--train.seed=2 --model.right_to_left=true"
+# side by side where the machine has a core per run (recipes/lib/train-runs.sh; PARALLEL=0: one after the other)
+sh "$HERE/lib/train-runs.sh" "$OUT" l2r "--train.seed=1" r2l "--train.seed=2 --model.right_to_left=true"
 data=$OUT/l2r/data  # both runs prepare the same data (same vocabulary, id for id)
 best=""; best_bleu=-1
 for beam in $BEAMS; do

@@ -42,7 +42,7 @@ if [ -f "$OUT/student/config.json" ]; then
   $NMT train "$OUT/data" --out "$OUT/student" --resume
 else
   # the student trains at the teacher's dropout (chosen by its run's probe, recipes/multi30k-en-de.sh)
-  DROPOUT=${DROPOUT:-$(sh "$HERE/dropout-of.sh" "$TEACHER/average")}
+  DROPOUT=${DROPOUT:-$(sh "$HERE/lib/dropout-of.sh" "$TEACHER/average")}
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/student" --config "$HERE/multi30k-en-de.yaml" --train.seed=2 \
     --train.max_time=$((30 - spent)) ${DROPOUT:+--model.dropout=$DROPOUT} ${TRAIN_ARGS:-}
@@ -50,5 +50,5 @@ fi
 $NMT average "$OUT/student" --last 5 --out "$OUT/student-average" --force
 $NMT translate "$OUT/student-average" -i "$OUT/data/valid.en.txt" -o "$OUT/valid.student.de" --beam 4 --alpha 0.6
 echo "== valid, the student alone"; $NMT score --ref "$OUT/data/valid.de.txt" "$OUT/valid.student.de"
-NMT="$NMT" sh "$HERE/ensemble-test.sh" "$OUT" "$OUT/data" "teacher + student ensemble" \
+NMT="$NMT" sh "$HERE/lib/ensemble-test.sh" "$OUT" "$OUT/data" "teacher + student ensemble" \
   "$TEACHER/average" "$OUT/student-average"

@@ -10,7 +10,7 @@
 # each run of recipes/multi30k-en-de.sh (which also scores each model alone on valid and test2016).
 # A finished seed's run is kept, not trained again.
 # The runs train side by side where the machine has a core per seed, each on its share of the
-# cores for the whole budget (recipes/train-runs.sh; PARALLEL=0: one after the other).
+# cores for the whole budget (recipes/lib/train-runs.sh; PARALLEL=0: one after the other).
 # The members train at dropout 0.1: for an ensemble 0.1 scored at least as well as 0.2 on valid at
 # every budget measured (Zen 5, ~12k updates each: 41.11 against 40.92; Zen 4: 40.48 at ~7k updates
 # against 39.84 for 0.2 at ~8.8k; results/speedrun/README.md), though single models at ~12k updates
@@ -19,7 +19,7 @@
 # They warm up for 1,000 updates at lr_scale 0.5 (the single recipe's setting for budgets under
 # 9,000 updates): on an Intel Xeon with AMX, side by side, ~8,500 updates each, members valid 39.69 /
 # 39.45 and the ensemble 41.10 valid, 40.02 test2016, against 38.38 / 38.45 and 40.39 / 38.66 with
-# the YAML's warm-up 500 at lr_scale 0.35 (results/multi30k-en-de-ensemble-warm1000-amx/; not
+# the YAML's warm-up 500 at lr_scale 0.35 (results/multi30k-60min-ensemble/; not
 # measured at ~12k updates per member). SCHEDULE= (empty) restores the YAML's.
 set -eu
 OUT=${1:-runs/multi30k-en-de-ensemble}
@@ -35,8 +35,8 @@ for seed in $SEEDS; do
   models="$models $OUT/seed$seed/average"
 done
 # shellcheck disable=SC2086
-sh "$HERE/train-runs.sh" "$OUT" $runs
+sh "$HERE/lib/train-runs.sh" "$OUT" $runs
 first=$(echo $SEEDS | cut -d' ' -f1)
 data=$OUT/seed$first/data  # every seed prepares the same data (same vocabulary, id for id)
 # shellcheck disable=SC2086
-NMT="$NMT" sh "$HERE/ensemble-test.sh" "$OUT" "$data" "ensemble of the averaged models of seeds $SEEDS" $models
+NMT="$NMT" sh "$HERE/lib/ensemble-test.sh" "$OUT" "$data" "ensemble of the averaged models of seeds $SEEDS" $models

@@ -12,14 +12,14 @@
 # (dropout 0.2, warm-up 500, lr_scale 0.35) when the run will hold at least 9,000, else dropout 0.1
 # with warm-up 1000 and lr_scale 0.5 (the same peak rate, reached later; 1.43x the YAML's rate
 # after it); a probe of 150 updates (under a minute, before the budget starts) measures the rate
-# (results/speedrun/README.md, "Dropout for the budget" and "Warm-up 1,000 at the AMX Xeon's
-# budget"). DROPOUT=P, or --model.dropout in TRAIN_ARGS, skips the probe; so does a budget given in
+# (results/speedrun/README.md, the rows "dropout for the budget" and "warm-up 1,000 at lr_scale 0.5";
+# results/multi30k-30min/xeon-amx/). DROPOUT=P, or --model.dropout in TRAIN_ARGS, skips the probe; so does a budget given in
 # TRAIN_ARGS (--train.max_time / --train.max_steps) or MAX_TIME=0, which keep the YAML's settings.
 # SCHEDULE: "auto" (the default: the probe's warm-up as above; the YAML's without a probe), empty
 # (the YAML's warm-up and lr_scale), or --train.* options of your own. TRAIN_ARGS come last: they
 # override all of these.
 # UNTIL=prepare stops after preparing the data; UNTIL=probe after the probe, writing the dropout it
-# chose to OUT_DIR/dropout.txt (recipes/train-runs.sh probes runs side by side this way).
+# chose to OUT_DIR/dropout.txt (recipes/lib/train-runs.sh probes runs side by side this way).
 set -eu
 OUT=${1:-runs/multi30k-en-de}
 NMT=${NMT:-nmt}
@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 [ "${UNTIL:-}" = prepare ] && exit 0
 if [ -f "$OUT/run/config.json" ]; then
   if [ "${UNTIL:-}" = probe ]; then  # a run under way keeps its dropout
-    sh "$HERE/dropout-of.sh" "$OUT/run" > "$OUT/dropout.txt"
+    sh "$HERE/lib/dropout-of.sh" "$OUT/run" > "$OUT/dropout.txt"
     exit 0
   fi
   $NMT train "$OUT/data" --out "$OUT/run" --resume
@@ -64,7 +64,7 @@ else
         print (updates >= threshold ? "0.2" : "0.1") }')
     echo "dropout $DROPOUT for this budget on this machine (0.2 from 9,000 updates, else 0.1)"
     # a short budget also warms up for 1,000 updates at lr_scale 0.5 (+0.7 / +0.9 valid BLEU at 0.6 /
-    # the chosen alpha, seed 1, ~7,000 updates on an AMX Xeon; results/speedrun/README.md)
+    # the chosen alpha, seed 1, ~7,000 updates on an AMX Xeon; results/multi30k-30min/xeon-amx/)
     if [ "$SCHEDULE" = auto ] && [ "$DROPOUT" = 0.1 ]; then
       SCHEDULE="--train.warmup_steps=1000 --train.lr_scale=0.5"
       echo "warm-up 1000, lr_scale 0.5 for this budget (the YAML's 500 and 0.35 from 9,000 updates)"

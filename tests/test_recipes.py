@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ensemble_test_tunes_alpha_on_valid_then_translates_test_once(tmp_path):
     fake, log = fake_trainer(tmp_path, 50.0)
-    out = subprocess.run(["sh", str(ROOT / "recipes/ensemble-test.sh"), str(tmp_path), "/D", "two seeds",
+    out = subprocess.run(["sh", str(ROOT / "recipes/lib/ensemble-test.sh"), str(tmp_path), "/D", "two seeds",
                           "runs/a", "runs/b"], env={**os.environ, "NMT": str(fake)},
                          capture_output=True, text=True, check=True).stdout
     calls = log.read_text().splitlines()
@@ -230,7 +230,7 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
         assert call.endswith(f"--model.dropout=0.1 {expected + ' ' if expected else ''}--train.seed={seed}")
         assert call.count("--train.warmup_steps") == (1 if expected else 0)
         assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
-    assert subprocess.run(["sh", str(ROOT / "recipes/dropout-of.sh"), str(out / "seed2/run")],
+    assert subprocess.run(["sh", str(ROOT / "recipes/lib/dropout-of.sh"), str(out / "seed2/run")],
                           capture_output=True, text=True, check=True).stdout == "0.1\n"
 
 
