@@ -10,13 +10,13 @@ NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
-	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper test install clean
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper test docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve]"
+	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -53,8 +53,15 @@ recipe-parse: $(VENV)/.installed  # PTB parsing, the variant that parses (per-wo
 recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisation (XX leaves): test F1 12 on this 3.7K-tree sample
 	NMT="$(PY) -m nmt" sh recipes/ptb-parse.sh runs/ptb-parse
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed  # the suite, then the documentation site (a broken link or a page missing from the nav fails)
 	$(PY) -m pytest -q tests
+	$(MAKE) docs
+
+docs: $(VENV)/.installed  # the site, from docs/ and mkdocs.yml, into site/
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(VENV)/.installed  # preview the site on http://127.0.0.1:8001/
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
 
 clean:
 	rm -rf $(VENV) *.egg-info

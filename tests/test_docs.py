@@ -1,0 +1,65 @@
+"""The documentation stays true to the code: the CLI reference is generated, the README is a front
+door whose links resolve, and every results folder the docs cite exists with its README."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_cli_reference_matches_the_argparse_parsers():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_reference_check_fails_when_the_page_differs(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import cli_reference
+    finally:
+        sys.path.pop(0)
+    stale = tmp_path / "cli.md"
+    stale.write_text(cli_reference.render().replace("--beam", "--bean"), encoding="utf-8")
+    monkeypatch.setattr(cli_reference, "OUT", stale)
+    monkeypatch.setattr(sys, "argv", ["cli_reference.py", "--check"])
+    assert cli_reference.main() == 1
+
+
+def test_readme_is_a_front_door_of_at_most_200_lines_and_2500_words():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert len(text.split()) <= 2500
+    assert not re.search(r"\bissue \d+", text, re.IGNORECASE), "the README names no issue numbers"
+
+
+def test_readme_links_point_at_files_that_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in LINK.findall(text) if "://" not in t]
+    assert targets, "the README links to the docs and results"
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, missing
+
+
+def test_every_results_folder_cited_by_the_docs_exists_with_a_readme():
+    cited = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        cited |= set(re.findall(r"results/[\w.-]+(?:/[\w.-]+)*/", page.read_text(encoding="utf-8")))
+    assert cited
+    for folder in sorted(cited):
+        assert (ROOT / folder / "README.md").is_file(), f"{folder} is cited but has no README.md"
+
+
+def test_results_stay_small_and_indexed():
+    entries = [p for p in (ROOT / "results").iterdir()]
+    assert len(entries) <= 12
+    index = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
+    for p in entries:
+        if p.is_dir():
+            assert (p / "README.md").is_file(), f"{p.name} has no README.md"
+            assert f"{p.name}/" in index, f"results/README.md does not list {p.name}/"
