@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)")
     add_tune_alpha_args(p)
     p.set_defaults(func=run_tune_alpha)
+    from .infer.shortlist import add_shortlist_args, run_shortlist
+
+    p = sub.add_parser("shortlist", help="vocabulary shortlist from prepared training data (translate --shortlist)")
+    add_shortlist_args(p)
+    p.set_defaults(func=run_shortlist)
     from .infer.export import add_export_args, run_export
 
     p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     from .infer.translate import TranslateError
     from .infer.export_ctranslate2 import ExportError
     from .infer.plot_attention import PlotAttentionError
+    from .infer.shortlist import ShortlistError
     from .serve.options import ServeError
 
     try:
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            AverageError, ExportError, PlotAttentionError, ServeError, FileNotFoundError) as e:
+            AverageError, ExportError, PlotAttentionError, ServeError, ShortlistError, FileNotFoundError) as e:
         if args.debug:
             traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)

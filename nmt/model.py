@@ -454,11 +454,13 @@ class Decoder(nn.Module):
         return DecoderCache(layers, 0, memory.group, ~memory.padding_mask[:, None, None, :], [0])
 
     def forward(self, tokens: Tensor, memory: EncoderOut, cache: DecoderCache,
-                select: Tensor | None = None) -> tuple[Tensor, DecoderCache]:
+                select: Tensor | None = None, projection: nn.Module | None = None) -> tuple[Tensor, DecoderCache]:
         """tokens (N, T) following the P cached positions -> logits (N, T, W), updated cache.
         The memory is read through ``cache`` (made from it by ``empty_cache``). With ``select``
         (bool (N, T)) only the selected positions are projected: logits (K, W), K = select.sum(),
-        in row-major order (training skips the padding this way)."""
+        in row-major order (training skips the padding this way). ``projection``: an output layer
+        used instead of the model's, (..., D) -> (..., W') (a vocabulary shortlist's rows,
+        nmt.infer.shortlist)."""
         p, t = cache.length, tokens.size(1)
         if tokens.size(0) != cache.memory_mask.size(0) * cache.group:
             raise ValueError(f"{tokens.size(0)} target rows for {cache.memory_mask.size(0)} memory rows "
@@ -485,7 +487,9 @@ class Decoder(nn.Module):
             x = self.layer_norm(x)
         if select is not None:
             x = x[select]  # (K, D)
-        if self.output_projection is None:
+        if projection is not None:
+            logits = projection(x)  # (N, T, W')
+        elif self.output_projection is None:
             logits = F.linear(x, self.embed_tokens.weight)  # (N, T, W)
         else:  # a module call, so that a quantized copy (nmt.infer.quantize) is used as such
             logits = self.output_projection(x)  # (N, T, W)
@@ -528,14 +532,14 @@ class Transformer(nn.Module):
         padding_mask = src_tokens.eq(PAD)  # (B, S), True = padding
         return EncoderOut(self.encoder(src_tokens, padding_mask), padding_mask)
 
-    def decode_step(self, tgt_tokens: Tensor, memory: EncoderOut,
-                    cache: DecoderCache | None = None) -> tuple[Tensor, DecoderCache]:
+    def decode_step(self, tgt_tokens: Tensor, memory: EncoderOut, cache: DecoderCache | None = None,
+                    projection: nn.Module | None = None) -> tuple[Tensor, DecoderCache]:
         """Feed the next target tokens (B, T) (usually T=1) -> logits (B, T, W), new cache.
         With ``cache=None`` the cross-attention keys/values are computed from ``memory`` once and
-        the tokens are taken to start at position 0."""
+        the tokens are taken to start at position 0. ``projection``: see Decoder.forward."""
         if cache is None:
             cache = self.decoder.empty_cache(memory, capacity=max(16, tgt_tokens.size(1)))
-        return self.decoder(tgt_tokens, memory, cache)
+        return self.decoder(tgt_tokens, memory, cache, projection=projection)
 
     def forward(self, src_tokens: Tensor, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in = BOS + target (B, T) -> logits (B, T, W); with

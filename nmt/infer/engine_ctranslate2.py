@@ -11,6 +11,11 @@ truncation to the model's positions with a warning, empty lines give empty outpu
 the model, results in input order. Differences: CTranslate2's own beam search (its early stopping
 and length normalisation differ in detail from nmt.search), the max length a*|x|+b is applied per
 batch and outputs are then cut to each sentence's own limit.
+
+With a vocabulary shortlist (``shortlist=FILE``, nmt.infer.shortlist) the search uses CTranslate2's
+vocabulary map (``use_vmap=True``): an export directory must hold the shortlist's ``vmap.txt``
+(``nmt shortlist DATA --out FILE --ctranslate2 DIR`` writes it); a checkpoint is exported once per
+shortlist into the cache, with its map.
 """
 
 from __future__ import annotations
@@ -46,30 +51,54 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NMT_CACHE_DIR") or Path.home() / ".cache" / "nmt") / "ctranslate2"
 
 
-def exported_dir(path: str | Path) -> Path:
-    """``path`` if it is a CTranslate2 export, else the cached export of the nmt checkpoint there."""
+def exported_dir(path: str | Path, shortlist=None) -> Path:
+    """``path`` if it is a CTranslate2 export, else the cached export of the nmt checkpoint there
+    (one per ``shortlist``, an nmt.infer.shortlist.Shortlist, with its vocabulary map)."""
+    from .shortlist import ShortlistError, check_model, dumps, vmap_text
+
     path = Path(path)
     if (path / "model.bin").exists():
         if not (path / "nmt_export.json").exists():
             raise ExportError(f"{path}: a CTranslate2 model not exported by `nmt export ctranslate2` "
                               "(no nmt_export.json)")
+        if shortlist is not None:  # its vmap.txt must be this shortlist's
+            vocab = json.loads((path / "shared_vocabulary.json").read_text(encoding="utf-8"))
+            vmap = path / "vmap.txt"
+            try:
+                same = vmap.is_file() and vmap.read_text(encoding="utf-8") == vmap_text(shortlist, vocab)
+            except ShortlistError as e:
+                raise ExportError(f"{path}: {e}") from None
+            if not same:
+                raise ExportError(f"{vmap}: {'not' if vmap.is_file() else 'missing, so not'} the vocabulary map of "
+                                  f"the shortlist given: write it with `nmt shortlist DATA --out FILE "
+                                  f"--ctranslate2 {path}`")
         return path
     from ..checkpoint import MANIFEST, resolve
 
     source = resolve(path)
-    key = hashlib.sha256((source / MANIFEST).read_bytes()).hexdigest()[:32]
-    out = cache_dir() / key
-    if not (out / "nmt_export.json").exists():
-        export_ctranslate2(source, out)  # atomic: a concurrent or interrupted export leaves no half
+    digest = hashlib.sha256((source / MANIFEST).read_bytes())
+    if shortlist is not None:
+        import sentencepiece as spm
+
+        try:
+            check_model(shortlist, source="shortlist", model=str(source),
+                        vocab_size=spm.SentencePieceProcessor(model_file=str(source / "spm.model")).get_piece_size(),
+                        spm_sha256=hashlib.sha256((source / "spm.model").read_bytes()).hexdigest())
+        except ShortlistError as e:
+            raise ExportError(str(e)) from None
+        digest.update(dumps(shortlist).encode("utf-8"))
+    out = cache_dir() / digest.hexdigest()[:32]
+    if not (out / "nmt_export.json").exists():  # atomic: a concurrent or interrupted export leaves no half
+        export_ctranslate2(source, out, shortlist=shortlist)
     return out
 
 
 def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_type: str = "default",
-                     threads: int | None = None) -> CTranslate2Model:
+                     threads: int | None = None, shortlist=None) -> CTranslate2Model:
     ctranslate2 = import_ctranslate2()
     import torch
 
-    directory = exported_dir(path)
+    directory = exported_dir(path, shortlist)
     meta = json.loads((directory / "nmt_export.json").read_text())
     cfg = from_dict(ModelConfig, meta["model"], section="model")
     translator = ctranslate2.Translator(
@@ -83,22 +112,37 @@ class CTranslate2Translator(Translator):
 
     engine = "ctranslate2"
 
-    def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu"):
+    def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu", shortlist=None):
         self.model, self.sp, self.device, self.dtype = model, sp, device, None
+        self.shortlist = shortlist  # searched with the model directory's vmap.txt (see exported_dir)
         self.vocab = json.loads((model.directory / "shared_vocabulary.json").read_text(encoding="utf-8"))
         self.piece_ids = {p: i for i, p in enumerate(self.vocab)}
 
     @classmethod
     def load(cls, checkpoint: str | Path, *, device: str | None = None,
-             precision: str = "auto") -> "CTranslate2Translator":
-        """precision: fp32, bf16, int8 (CTranslate2 quantizes when loading), or auto (as exported)."""
+             precision: str = "auto", shortlist=None) -> "CTranslate2Translator":
+        """precision: fp32, bf16, int8 (CTranslate2 quantizes when loading), or auto (as exported).
+        ``shortlist``: a file of `nmt shortlist` (or a Shortlist), searched as the vocabulary map."""
         import sentencepiece as spm
+
+        from .shortlist import Shortlist, ShortlistError, load as load_shortlist
 
         if precision not in COMPUTE_TYPES:
             raise ExportError(f"precision {precision!r}: the ctranslate2 engine takes {', '.join(COMPUTE_TYPES)}")
-        model = load_ctranslate2(checkpoint, device=device, compute_type=COMPUTE_TYPES[precision])
+        if shortlist is not None and not isinstance(shortlist, Shortlist):
+            try:
+                shortlist = load_shortlist(shortlist)
+            except ShortlistError as e:
+                raise ExportError(str(e)) from None
+        model = load_ctranslate2(checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist)
         sp = spm.SentencePieceProcessor(model_file=str(model.directory / "spm.model"))
-        return cls(model, sp, device=device or "cpu")
+        return cls(model, sp, device=device or "cpu", shortlist=shortlist)
+
+    def use_shortlist(self, shortlist) -> None:
+        from .translate import TranslateError
+
+        raise TranslateError("the ctranslate2 engine reads its vocabulary map when it loads the model: "
+                             "Translator.load(..., engine='ctranslate2', shortlist=FILE)")
 
     @one_or_many
     def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
@@ -120,16 +164,19 @@ class CTranslate2Translator(Translator):
             else:
                 warnings.warn(truncation_message(i, n, limit))
         hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-                               nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch)
+                               nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch,
+                               use_vmap=self.shortlist is not None)
         return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
 
     def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float | None = None,
                    max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, min_len: int = 1,
                    batch_tokens: int = 2048, max_sentences: int | None = None,
-                   on_batch: Callable[[int], None] | None = None) -> list[list[tuple[list[int], float]]]:
+                   on_batch: Callable[[int], None] | None = None,
+                   use_vmap: bool = False) -> list[list[tuple[list[int], float]]]:
         """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
         length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score).
-        ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6)."""
+        ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6).
+        ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt."""
         alpha = default_alpha(beam) if alpha is None else alpha
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
@@ -142,7 +189,8 @@ class CTranslate2Translator(Translator):
             out = self.model.translator.translate_batch(
                 [[self.vocab[t] for t in r[:-1]] for r in rows], beam_size=beam,
                 length_penalty=alpha, num_hypotheses=nbest, return_scores=True,
-                max_decoding_length=max(max_len), min_decoding_length=max(0, min_len - 1), max_input_length=0)
+                max_decoding_length=max(max_len), min_decoding_length=max(0, min_len - 1), max_input_length=0,
+                use_vmap=use_vmap)
             for j, n, res in zip(batch, max_len, out):
                 results[todo[j]] = [([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
                                     for pieces, score in zip(res.hypotheses, res.scores)]

@@ -3,8 +3,9 @@
 Built with CTranslate2's own Python spec API (``ctranslate2.specs.TransformerSpec``), as its fairseq
 converter does, so CTranslate2 writes its binary format itself. The directory holds ``model.bin``,
 ``shared_vocabulary.json`` (or source/target vocabularies), ``config.json``, the SentencePiece model
-``spm.model``, ``nmt_export.json`` (nmt's model configuration, for the ctranslate2 engine) and a
-``README.md`` saying how to use it.
+``spm.model``, ``nmt_export.json`` (nmt's model configuration, for the ctranslate2 engine), a
+``README.md`` saying how to use it, and with a vocabulary shortlist (nmt.infer.shortlist) its
+vocabulary map ``vmap.txt`` (``translate_batch(..., use_vmap=True)``).
 
 Mapping (our names are fairseq's, so it is a list of assignments):
   * embeddings scaled by sqrt(d_model) (``scale_embeddings``), the decoder starts with BOS, the
@@ -159,10 +160,11 @@ or directly (source pieces from `spm.model`; CTranslate2 appends EOS and starts 
 
 
 def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: str | None = None,
-                 spm_model: str | Path | None = None, source: str = "") -> Path:
+                 spm_model: str | Path | None = None, source: str = "", shortlist=None) -> Path:
     """Write the CTranslate2 directory of ``model`` (an nmt Transformer) and its ``vocab`` (pieces
     in id order) atomically: built in a temporary sibling, then renamed (an existing ``out_dir`` is
-    replaced only once the new one is complete)."""
+    replaced only once the new one is complete). ``shortlist`` (nmt.infer.shortlist.Shortlist):
+    also its vocabulary map, vmap.txt."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
     spec = build_spec(model, vocab)
@@ -173,6 +175,10 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         spec.save(str(tmp))
+        if shortlist is not None:
+            from .shortlist import vmap_text
+
+            (tmp / "vmap.txt").write_text(vmap_text(shortlist, vocab), encoding="utf-8")
         if spm_model is not None:
             shutil.copyfile(spm_model, tmp / "spm.model")
         (tmp / "README.md").write_text(README.format(source=source, quantization=quantization or "none (float32)",
@@ -189,8 +195,10 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
     return out_dir
 
 
-def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None) -> Path:
-    """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model."""
+def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None,
+                       shortlist=None) -> Path:
+    """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model (and
+    ``shortlist``'s vocabulary map, see export_model)."""
     import sentencepiece as spm
 
     from ..checkpoint import load_model, resolve
@@ -202,4 +210,4 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantizat
     model, _ = load_model(source, device="cpu")
     sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
     return export_model(model, vocabulary(sp), out_dir, quantization=quantization,
-                        spm_model=source / "spm.model", source=str(source))
+                        spm_model=source / "spm.model", source=str(source), shortlist=shortlist)

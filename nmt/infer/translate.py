@@ -89,14 +89,17 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
                    on_batch: Callable[[int], None] | None = None,
                    prefix: list[list[int]] | None = None,
                    sampling: Sampling | None = None, stopping: str = "exact",
-                   constraint=None) -> list[list[Hypothesis]]:
+                   constraint=None, shortlist=None) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
-    ``constraint``: beam_search's (search only)."""
+    ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
+    each batch searched over its union only."""
     device = torch.device(device)
     if constraint is not None and sampling is not None:
         raise ValueError("constraint: only for beam/greedy search, not sampling")
+    if constraint is not None and shortlist is not None:
+        raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -106,17 +109,23 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
         width = max(map(len, rows))
         src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)  # (B, S)
         pre = None if prefix is None else [prefix[todo[j]] for j in batch]
+        searched = model
+        if shortlist is not None:  # the batch's union of target ids (nmt.infer.shortlist)
+            restriction = shortlist.restrict(model, src, pre)
+            searched, pre = restriction.model, restriction.to_positions(pre)
         with torch.inference_mode(), autocast(device, dtype):
             if sampling is None:
-                hyps = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
+                hyps = beam_search(searched, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
                                    max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre,
                                    stopping=stopping, constraint=constraint)
             else:
                 rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
                 hyps = [[h] for h in sample(
-                    model, src, rngs=rngs, temperature=sampling.temperature, topk=sampling.topk,
+                    searched, src, rngs=rngs, temperature=sampling.temperature, topk=sampling.topk,
                     topp=sampling.topp, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
                     prefix=pre)]
+        if shortlist is not None:
+            hyps = restriction.to_ids(hyps)
         for j, h in zip(batch, hyps):
             results[todo[j]] = h
         if on_batch is not None:
@@ -196,21 +205,37 @@ class Translator:
 
     engine = "torch"  # where the search runs (nmt.infer.engine_ctranslate2's subclass: "ctranslate2")
 
-    def __init__(self, model, sp, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
+    def __init__(self, model, sp, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+                 shortlist=None):
         for m in model.models if isinstance(model, Ensemble) else [model]:
             m.eval()
         self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
+        self.shortlist = None  # nmt.infer.shortlist.Shortlist: every search scores its batch's union only
+        if shortlist is not None:
+            self.use_shortlist(shortlist)
+
+    def use_shortlist(self, shortlist) -> None:
+        """Search over a vocabulary shortlist from now on (a file of `nmt shortlist` or a
+        Shortlist, checked against this model's vocabulary); None: the full vocabulary again."""
+        from .shortlist import ShortlistError, for_translator
+
+        try:
+            self.shortlist = None if shortlist is None else for_translator(shortlist, self.sp, self.model.cfg)
+        except ShortlistError as e:
+            raise TranslateError(str(e)) from None
 
     @classmethod
     def load(cls, checkpoint: str | Path | list[str | Path], *, device: str | None = None,
-             precision: str = "auto", engine: str = "torch") -> "Translator":
+             precision: str = "auto", engine: str = "torch", shortlist=None) -> "Translator":
         """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
         is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
         ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize; the default device
         then is the CPU, also where CUDA is available); float32 on the
         CPU: linear layers through oneDNN with packed weights (nmt.infer.packed).
         ``engine="ctranslate2"``: search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes
-        `nmt export ctranslate2` output; one checkpoint, no ensemble)."""
+        `nmt export ctranslate2` output; one checkpoint, no ensemble). ``shortlist``: a file of
+        `nmt shortlist` (or a Shortlist): search only its union of target pieces per batch
+        (nmt.infer.shortlist; CTranslate2: its vocabulary map)."""
         if engine not in ("torch", "ctranslate2"):
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         if engine == "ctranslate2":
@@ -221,7 +246,7 @@ class Translator:
                     raise TranslateError("engine ctranslate2: one checkpoint (ensembles need the torch engine)")
                 checkpoint = checkpoint[0]
 
-            return CTranslate2Translator.load(checkpoint, device=device, precision=precision)
+            return CTranslate2Translator.load(checkpoint, device=device, precision=precision, shortlist=shortlist)
 
         from ..allocator import keep_freed_memory
         from ..checkpoint import load_model, load_spm, resolve
@@ -258,7 +283,7 @@ class Translator:
             model = models[0] if len(models) == 1 else Ensemble(models)
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
-        return cls(model, sp, device=device, dtype=dtype)
+        return cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
         """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""
@@ -316,7 +341,7 @@ class Translator:
         hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
                               max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
                               device=self.device, dtype=self.dtype, on_batch=on_batch,
-                              prefix=prefix_ids, sampling=sampling, stopping=stopping)
+                              prefix=prefix_ids, sampling=sampling, stopping=stopping, shortlist=self.shortlist)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
     @one_or_many
@@ -412,6 +437,10 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                         help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)")
     parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
                         help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory")
+    parser.add_argument("--shortlist", default=None, metavar="FILE",
+                        help="score only the target pieces of this vocabulary shortlist (`nmt shortlist`) that a "
+                             "batch's source makes likely, normalised over them (faster; outputs may differ); "
+                             "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt)")
     parser.add_argument("--alignment", action="store_true",
                         help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
                              "layer's encoder-decoder attention averaged over heads (fairseq's convention)")
@@ -463,7 +492,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
             raise TranslateError("--precision int8 is the torch engine's; for CTranslate2 use "
                                  "`nmt export ctranslate2 --quantization int8`")
         translator = Translator.load(args.checkpoint if args.engine == "torch" else args.checkpoint,
-                                     device=args.device, engine=args.engine,
+                                     device=args.device, engine=args.engine, shortlist=args.shortlist,
                                      precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision)
     except (CheckpointError, ExportError) as e:
         raise TranslateError(str(e)) from None

@@ -1,0 +1,502 @@
+"""Vocabulary shortlists: score only the target pieces a batch's source makes likely (issue 41).
+
+Most of a decoding step's output layer goes to pieces the sentence will never use. A shortlist
+(Marian's lexical shortlist, Sockeye's top-k lexicon, CTranslate2's vocabulary map) lists, for
+each source piece, the target pieces worth scoring; a batch is searched over the union of the
+lists of its source pieces and of the most frequent target pieces.
+
+Built by ``nmt shortlist DATA --out FILE`` from a prepared corpus's training pairs:
+  * statistic: IBM Model 1 lexical translation probabilities p(t | s) (Brown et al. 1993), i.e.
+    sentence-level co-occurrence counts re-weighted by expectation-maximisation (``iterations``
+    EM passes from uniform, with a NULL source word), as fast_align's lexical table that Marian
+    and Sockeye read, without its diagonal prior. Each source piece keeps its ``best`` target
+    pieces by p(t | s) above ``threshold`` (Marian's ``best``, Sockeye's k), and itself (the
+    vocabulary is shared: names and numbers are copied; Marian's ``shared``; ``identity``);
+  * ``frequent``: the most frequent target pieces of the training targets (Marian's ``first``;
+    SentencePiece ids are not in frequency order, so they are counted), always scored.
+Special ids are never listed: PAD, UNK, BOS and EOS are always in the union.
+
+Used by ``nmt translate --shortlist FILE`` / ``Translator.load(..., shortlist=FILE)``: for each
+batch the union U (ascending ids) of PAD, UNK, BOS, EOS, the frequent pieces, the lists of the
+batch's source pieces and any prefix's pieces. The search runs over U: the output projection's
+rows U only (a copy per batch; packed float32 and int8 layers stay packed / int8), the next-token
+log-probabilities are ``log_softmax`` over U (normalised over the shortlist, as Marian and
+CTranslate2 do; a piece outside U has probability 0), and the chosen positions are mapped back to
+ids. U starts with the four special ids, so they keep their ids inside U and the search's rules
+(PAD and BOS never chosen, EOS last) apply unchanged. Where U is the whole vocabulary the model
+runs unchanged (outputs equal the full vocabulary's bit for bit).
+
+File format (UTF-8 text, one record a line, ids in the SentencePiece model's numbering):
+    nmt-shortlist<TAB>1<TAB>{"vocab_size": W, "spm_sha256": ..., "statistic": ..., ...}
+    frequent<TAB>ID ID ...
+    SOURCE_ID<TAB>ID ID ...          (one line per source piece with a list)
+``vmap_text`` renders it as CTranslate2's vocabulary map (pieces instead of ids, the frequent
+pieces under the empty source n-gram): ``nmt shortlist ... --ctranslate2 DIR`` writes DIR/vmap.txt,
+which ``translate_batch(..., use_vmap=True)`` reads; CTranslate2 adds UNK, BOS and EOS itself, so
+both engines choose among the same pieces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..vocab import BOS, EOS, PAD, UNK
+
+SPECIAL = (PAD, UNK, BOS, EOS)  # always scored; ascending, so they keep their ids inside the union
+MAGIC = "nmt-shortlist"
+VERSION = 1
+
+
+class ShortlistError(Exception):
+    """A bad shortlist file or option; the message names the file (and line)."""
+
+
+@dataclass
+class Shortlist:
+    """Per source id, the target ids worth scoring, plus the ids always scored."""
+
+    vocab_size: int  # W: ids are 0..W-1, source and target (one shared vocabulary)
+    frequent: list[int]  # most frequent target ids, always scored (ascending)
+    candidates: dict[int, list[int]]  # source id -> target ids (ascending), no special ids
+    spm_sha256: str = ""  # sha256 of the SentencePiece model the ids belong to ("": not checked)
+    info: dict = field(default_factory=dict)  # how it was built (statistic, options, data)
+    _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def tables(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """(W, K) target ids of each source id padded with -1, and (W,) bool: always scored."""
+        key = str(device)
+        if key not in self._tables:
+            width = max((len(v) for v in self.candidates.values()), default=0)
+            table = torch.full((self.vocab_size, max(width, 1)), -1, dtype=torch.long)  # (W, K)
+            for s, ts in self.candidates.items():
+                table[s, :len(ts)] = torch.tensor(ts, dtype=torch.long)
+            base = torch.zeros(self.vocab_size, dtype=torch.bool)  # (W,)
+            base[list(SPECIAL) + list(self.frequent)] = True
+            self._tables[key] = (table.to(device), base.to(device))
+        return self._tables[key]
+
+    def rows(self, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> Tensor:
+        """The union U (ascending target ids, (U,)) for a batch ``src_tokens`` (B, S) (padding
+        included: PAD has no list) and the target ``prefix`` ids of its sentences."""
+        table, base = self.tables(src_tokens.device)
+        keep = base.clone()  # (W,)
+        cand = table[src_tokens.unique()].flatten()  # (n * K,)
+        keep[cand[cand.ge(0)]] = True
+        forced = [t for p in prefix or [] for t in p]
+        if forced:
+            keep[torch.tensor(forced, device=keep.device)] = True
+        return keep.nonzero().squeeze(1)  # (U,)
+
+    def restrict(self, model, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> "Restriction":
+        """``model`` (a Transformer or an nmt.infer.search.Ensemble of them) for the batch
+        ``src_tokens``: searched over the batch's union, or unchanged where that is every id."""
+        rows = self.rows(src_tokens, prefix)
+        if rows.numel() >= self.vocab_size:
+            return Restriction(model, None)
+        return Restriction(restricted_model(model, rows), rows.tolist())
+
+
+@dataclass
+class Restriction:
+    """The model a batch is searched with and how its token positions map to ids."""
+
+    model: object  # what the search calls (encode / decode_step)
+    ids: list[int] | None  # position in the union -> target id (None: the full vocabulary)
+
+    def to_positions(self, prefix: list[list[int]] | None) -> list[list[int]] | None:
+        """Prefix ids as positions in the union (every prefix id is in it, see Shortlist.rows)."""
+        if prefix is None or self.ids is None:
+            return prefix
+        where = {t: i for i, t in enumerate(self.ids)}
+        return [[where[t] for t in p] for p in prefix]
+
+    def to_ids(self, hyps: list) -> list:
+        """Hypotheses (per sentence, a list of nmt.infer.search.Hypothesis) with ids for positions."""
+        if self.ids is None:
+            return hyps
+        ids = self.ids
+        return [[dataclasses.replace(h, tokens=[ids[t] for t in h.tokens]) for h in hs] for hs in hyps]
+
+
+# ----------------------------------------------------------------------------- the model on the union
+class RowLinear(nn.Module):
+    """logits = x W_U^T (+ b_U): the rows U of an output projection, copied (float32 / bf16)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None):
+        super().__init__()
+        self.weight, self.bias = weight, bias
+
+    def forward(self, x: Tensor) -> Tensor:  # (..., D) -> (..., U)
+        return F.linear(x, self.weight, self.bias)
+
+
+def restricted_projection(decoder, rows: Tensor) -> nn.Module:
+    """The decoder's output layer for the target ids ``rows`` (U,) only: a packed float32 layer
+    (nmt.infer.packed) is packed again over those rows, an int8 layer (nmt.infer.quantize) keeps
+    the int8 rows and their scales, a plain or tied one copies the rows."""
+    from .packed import PackedLinear
+
+    proj = decoder.output_projection
+    if proj is None:  # tied, not packed: the embedding matrix (section 3.4)
+        return RowLinear(decoder.embed_tokens.weight.detach().index_select(0, rows))
+    if isinstance(proj, PackedLinear):
+        bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
+        return PackedLinear(proj.weight.detach().index_select(0, rows), bias)
+    if hasattr(proj, "_weight_bias"):  # torch.ao dynamic int8 Linear: per-row scales, int8 kept
+        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+        weight, bias = proj._weight_bias()  # (W, D) qint8 per channel, (W,) float or None
+        sub = torch.quantize_per_channel(
+            weight.dequantize().index_select(0, rows), weight.q_per_channel_scales().index_select(0, rows),
+            weight.q_per_channel_zero_points().index_select(0, rows), 0, torch.qint8)  # same int8 values
+        layer = DynamicLinear(weight.size(1), rows.numel(), bias_=bias is not None, dtype=torch.qint8)
+        layer.set_weight_bias(sub, None if bias is None else bias.index_select(0, rows))
+        return layer
+    bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
+    return RowLinear(proj.weight.detach().index_select(0, rows), bias)
+
+
+class ShortlistModel:
+    """A Transformer searched over the target ids ``rows`` (U,): ``decode_step`` takes and
+    returns positions in ``rows`` (tokens (N, T) positions -> logits (N, T, U)); the rest is the
+    model's. Its cache and memory are the model's own."""
+
+    def __init__(self, model, rows: Tensor):
+        self.model, self.rows, self.cfg = model, rows, model.cfg
+        self.projection = restricted_projection(model.decoder, rows)
+
+    def encode(self, src_tokens: Tensor):
+        return self.model.encode(src_tokens)
+
+    def decode_step(self, tgt_tokens: Tensor, memory, cache=None):
+        return self.model.decode_step(self.rows[tgt_tokens], memory, cache, projection=self.projection)
+
+
+def restricted_model(model, rows: Tensor):
+    """``model`` over the ids ``rows``: a ShortlistModel, or an Ensemble of them (one per member)."""
+    from .search import Ensemble
+
+    if isinstance(model, Ensemble):
+        return Ensemble([ShortlistModel(m, rows) for m in model.models])
+    return ShortlistModel(model, rows)
+
+
+# ----------------------------------------------------------------------------- building
+@dataclass
+class BuildOptions:
+    best: int = 50  # target pieces kept per source piece (by p(t|s))
+    frequent: int = 100  # most frequent target pieces, always scored
+    threshold: float = 0.0  # keep p(t|s) > threshold only
+    iterations: int = 5  # EM passes of IBM Model 1
+    identity: bool = True  # each source piece lists itself (shared vocabulary: copies)
+    max_sentences: int = 1_000_000  # the first N training pairs (prepare shuffles them)
+    chunk: int = 8192  # sentences per vectorised pass (memory)
+
+
+def _read_side(data_dir: Path, split: str, side: str, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """All ids of a split's side back to back and the offsets (see nmt.data.prepare)."""
+    offsets = np.load(data_dir / f"{split}.{side}.offsets.npy")  # (n + 1,) int64
+    path = data_dir / f"{split}.{side}.bin"
+    ids = np.zeros(0, dtype) if path.stat().st_size == 0 else np.memmap(path, dtype=dtype, mode="r")
+    return np.asarray(ids, dtype=np.int64), offsets.astype(np.int64)
+
+
+def _pairs(src: np.ndarray, src_off: np.ndarray, tgt: np.ndarray, tgt_off: np.ndarray, lo: int, hi: int,
+           null: int, vocab: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every (source piece or NULL, target position) pair of sentences lo..hi-1: the pair keys
+    s * W + t (P,), the chunk-local target position of each pair (P,), the chunk's target count."""
+    ls = np.diff(src_off[lo:hi + 1]) + 1  # (n,) source pieces + NULL
+    lt = np.diff(tgt_off[lo:hi + 1])  # (n,)
+    count = ls * lt  # (n,) pairs per sentence
+    total = int(count.sum())
+    start = np.cumsum(count) - count  # (n,)
+    r = np.arange(total) - np.repeat(start, count)  # (P,) index inside its sentence
+    width = np.repeat(lt, count)  # (P,)
+    i, j = r // width, r % width  # (P,) source position, target position
+    last = np.repeat(ls - 1, count)  # (P,) the NULL position
+    src_pos = np.minimum(np.repeat(src_off[lo:hi], count) + i, len(src) - 1)  # (P,) clipped for NULL
+    s = np.where(i == last, null, src[src_pos] if len(src) else null)  # (P,)
+    t_pos = np.repeat(tgt_off[lo:hi] - tgt_off[lo], count) + j  # (P,) chunk-local target position
+    t = tgt[tgt_off[lo] + t_pos]  # (P,)
+    return s * vocab + t, t_pos, int(tgt_off[hi] - tgt_off[lo])
+
+
+def ibm1(src: np.ndarray, src_off: np.ndarray, tgt: np.ndarray, tgt_off: np.ndarray, *, vocab: int,
+         iterations: int, chunk: int, log=None) -> tuple[np.ndarray, np.ndarray]:
+    """IBM Model 1 p(t | s) by EM over the sentence pairs (source side with a NULL word, id
+    ``vocab``), from uniform: returns the co-occurring pairs' keys s * W + t (ascending) and
+    p(t | s) for each. One pass: every target piece's expected alignment to each source piece of
+    its sentence, p(t|s) / sum over the sentence's s' of p(t|s'), summed per pair and
+    normalised per source piece."""
+    n = len(src_off) - 1
+    spans = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+    keys = np.zeros(0, np.int64)
+    for lo, hi in spans:  # the distinct pairs that co-occur
+        keys = np.union1d(keys, np.unique(_pairs(src, src_off, tgt, tgt_off, lo, hi, vocab, vocab)[0]))
+    prob = np.ones(len(keys))  # uniform start (any constant: the first pass gives co-occurrence shares)
+    source_of = keys // vocab  # (K,)
+    for it in range(iterations):
+        counts = np.zeros(len(keys))
+        for lo, hi in spans:
+            key, t_pos, n_tgt = _pairs(src, src_off, tgt, tgt_off, lo, hi, vocab, vocab)
+            idx = np.searchsorted(keys, key)  # (P,)
+            p = prob[idx]
+            denom = np.bincount(t_pos, p, minlength=n_tgt)  # (targets,) sum over the sentence's sources
+            counts += np.bincount(idx, p / denom[t_pos], minlength=len(keys))
+        total = np.bincount(source_of, counts, minlength=vocab + 1)  # (W + 1,)
+        prob = counts / total[source_of]
+        if log is not None:
+            log(f"EM pass {it + 1}/{iterations} done")
+    return keys, prob
+
+
+def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=None) -> Shortlist:
+    """The shortlist of a prepared corpus (``nmt prepare`` output): see the module docstring."""
+    from ..data.prepare import DataError, load_meta
+
+    data_dir = Path(data_dir)
+    for name, value in (("best", options.best), ("frequent", options.frequent), ("iterations", options.iterations),
+                        ("max_sentences", options.max_sentences)):
+        if value < 0 or (name in ("iterations", "max_sentences") and value < 1):
+            raise ShortlistError(f"--{name.replace('_', '-')} {value}: must be "
+                                 f"{'>= 1' if name in ('iterations', 'max_sentences') else '>= 0'}")
+    try:
+        meta = load_meta(data_dir)
+    except DataError as e:
+        raise ShortlistError(str(e)) from None
+    if "train" not in meta.get("splits", {}):
+        raise ShortlistError(f"{data_dir}: no train split in meta.json")
+    vocab = int(meta["vocab_size"])
+    dtype = np.dtype(meta["dtype"])
+    src, src_off = _read_side(data_dir, "train", "src", dtype)
+    tgt, tgt_off = _read_side(data_dir, "train", "tgt", dtype)
+    n = min(len(src_off) - 1, options.max_sentences)
+    src_off, tgt_off = src_off[:n + 1], tgt_off[:n + 1]
+    src, tgt = src[:src_off[-1]], tgt[:tgt_off[-1]]
+    start = time.perf_counter()
+    keys, prob = ibm1(src, src_off, tgt, tgt_off, vocab=vocab, iterations=options.iterations,
+                      chunk=options.chunk, log=log)
+    source, target = keys // vocab, keys % vocab  # (K,) each
+    ok = (source < vocab) & (target >= len(SPECIAL)) & (prob > options.threshold)  # no NULL, no specials
+    ok &= ~np.isin(source, SPECIAL)
+    source, target, prob = source[ok], target[ok], prob[ok]
+    order = np.lexsort((target, -prob, source))  # by source, then p(t|s) descending, then id
+    source, target = source[order], target[order]
+    first = np.searchsorted(source, source, side="left")  # (K',) where each source's run starts
+    rank = np.arange(len(source)) - first
+    keep = rank < options.best
+    candidates: dict[int, set[int]] = {}
+    for s, t in zip(source[keep].tolist(), target[keep].tolist()):
+        candidates.setdefault(s, set()).add(t)
+    if options.identity:  # every non-special piece lists itself (shared vocabulary)
+        for s in range(len(SPECIAL), vocab):
+            candidates.setdefault(s, set()).add(s)
+    freq = np.bincount(tgt, minlength=vocab)  # (W,)
+    freq[list(SPECIAL)] = -1
+    top = np.argsort(-freq, kind="stable")[:options.frequent]
+    frequent = sorted(int(t) for t in top if freq[t] > 0)
+    spm = data_dir / "spm.model"
+    info = {"statistic": "ibm1", "data": str(data_dir), "sentences": n, "seconds": round(time.perf_counter() - start, 1),
+            **{k: v for k, v in dataclasses.asdict(options).items() if k != "chunk"}}
+    return Shortlist(vocab, frequent, {s: sorted(ts) for s, ts in sorted(candidates.items())},
+                     spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "", info=info)
+
+
+# ----------------------------------------------------------------------------- the file
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary sibling renamed into place (never half-written)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def dumps(shortlist: Shortlist) -> str:
+    head = {"vocab_size": shortlist.vocab_size, "spm_sha256": shortlist.spm_sha256, **shortlist.info}
+    lines = [f"{MAGIC}\t{VERSION}\t{json.dumps(head, sort_keys=True)}",
+             "frequent\t" + " ".join(map(str, shortlist.frequent))]
+    lines += [f"{s}\t{' '.join(map(str, ts))}" for s, ts in sorted(shortlist.candidates.items()) if ts]
+    return "\n".join(lines) + "\n"
+
+
+def save(shortlist: Shortlist, path: str | Path) -> Path:
+    path = Path(path)
+    if path.is_dir():
+        raise ShortlistError(f"{path}: is a directory; --out takes a file name")
+    if not path.parent.is_dir():
+        raise ShortlistError(f"{path}: cannot write: folder {path.parent} does not exist")
+    _write_atomic(path, dumps(shortlist))
+    return path
+
+
+def _ids(text: str, where: str, vocab: int, *, special_ok: bool) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split()]
+    except ValueError:
+        raise ShortlistError(f"{where}: expected ids separated by spaces, got {text[:60]!r}") from None
+    bad = [i for i in ids if not (0 if special_ok else len(SPECIAL)) <= i < vocab]
+    if bad:
+        raise ShortlistError(f"{where}: id {bad[0]} outside {len(SPECIAL)}..{vocab - 1}"
+                             f"{'' if special_ok else ' (special ids are always scored, never listed)'}")
+    return sorted(set(ids))
+
+
+def load(path: str | Path) -> Shortlist:
+    """Read a shortlist file; ShortlistError naming the file and line for anything malformed."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ShortlistError(f"{path}: no such file (build one with `nmt shortlist DATA --out {path}`)") from None
+    except UnicodeDecodeError as e:
+        raise ShortlistError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    head = lines[0].split("\t", 2) if lines else []
+    if len(head) != 3 or head[0] != MAGIC:
+        raise ShortlistError(f"{path}:1: not an nmt shortlist (expected '{MAGIC}<TAB>{VERSION}<TAB>{{...}}'; "
+                             "build one with `nmt shortlist`)")
+    if head[1] != str(VERSION):
+        raise ShortlistError(f"{path}:1: shortlist format version {head[1]}, this nmt reads {VERSION}")
+    try:
+        info = json.loads(head[2])
+        vocab = int(info.pop("vocab_size"))
+        sha = str(info.pop("spm_sha256", ""))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ShortlistError(f"{path}:1: bad header ({type(e).__name__}: {e})") from None
+    if len(lines) < 2 or not lines[1].startswith("frequent\t"):
+        raise ShortlistError(f"{path}:2: expected 'frequent<TAB>ID ID ...'")
+    frequent = _ids(lines[1].split("\t", 1)[1], f"{path}:2", vocab, special_ok=False)
+    candidates: dict[int, list[int]] = {}
+    for n, line in enumerate(lines[2:], start=3):
+        src, sep, rest = line.partition("\t")
+        where = f"{path}:{n}"
+        if not sep:
+            raise ShortlistError(f"{where}: expected 'SOURCE_ID<TAB>ID ID ...', got {line[:60]!r}")
+        if len(src.split()) != 1:
+            raise ShortlistError(f"{where}: expected one source id before the tab, got {src!r}")
+        (s,) = _ids(src, where, vocab, special_ok=True)
+        if s in candidates:
+            raise ShortlistError(f"{where}: source id {s} listed twice")
+        candidates[s] = _ids(rest, where, vocab, special_ok=False)
+    return Shortlist(vocab, frequent, candidates, spm_sha256=sha, info=info)
+
+
+def check_model(shortlist: Shortlist, *, vocab_size: int, spm_sha256: str, source: str, model: str) -> None:
+    """ShortlistError unless ``shortlist`` (read from ``source``) belongs to the model at ``model``:
+    the same vocabulary size and (when recorded) the same SentencePiece model."""
+    if shortlist.vocab_size != vocab_size:
+        raise ShortlistError(f"{source}: built for a vocabulary of {shortlist.vocab_size} pieces, the model "
+                             f"{model} has {vocab_size}")
+    if shortlist.spm_sha256 and spm_sha256 and shortlist.spm_sha256 != spm_sha256:
+        raise ShortlistError(f"{source}: built for another SentencePiece model than {model}'s (sha256 "
+                             f"{shortlist.spm_sha256[:12]}... against {spm_sha256[:12]}...): ids would not match; "
+                             "build it from the data the model was trained on")
+
+
+def for_translator(shortlist: "str | Path | Shortlist", sp, cfg) -> Shortlist:
+    """A shortlist (or its file) checked against a model's configuration and SentencePiece model."""
+    source = "shortlist" if isinstance(shortlist, Shortlist) else str(shortlist)
+    if not isinstance(shortlist, Shortlist):
+        shortlist = load(shortlist)
+    sha = hashlib.sha256(sp.serialized_model_proto()).hexdigest()
+    if cfg.src_vocab_size != cfg.tgt_vocab_size:
+        raise ShortlistError(f"{source}: shortlists need one shared vocabulary (the model has "
+                             f"{cfg.src_vocab_size} source and {cfg.tgt_vocab_size} target pieces)")
+    check_model(shortlist, vocab_size=cfg.tgt_vocab_size, spm_sha256=sha, source=source, model="being loaded")
+    return shortlist
+
+
+# ----------------------------------------------------------------------------- CTranslate2
+def vmap_text(shortlist: Shortlist, vocab: list[str]) -> str:
+    """CTranslate2's vocabulary map of ``shortlist``: 'SOURCE<TAB>TARGET TARGET ...' per source
+    piece, the frequent pieces under the empty source; ``vocab``: the pieces in id order."""
+    if len(vocab) != shortlist.vocab_size:
+        raise ShortlistError(f"vocabulary of {len(vocab)} pieces, the shortlist's has {shortlist.vocab_size}")
+    lines = ["\t" + " ".join(vocab[t] for t in shortlist.frequent)]
+    lines += [f"{vocab[s]}\t{' '.join(vocab[t] for t in ts)}" for s, ts in sorted(shortlist.candidates.items())
+              if ts and s not in SPECIAL]
+    return "\n".join(lines) + "\n"
+
+
+def write_vmap(shortlist: Shortlist, model_dir: str | Path) -> Path:
+    """Write ``model_dir``/vmap.txt (a CTranslate2 model directory: `nmt export ctranslate2`),
+    atomically; ShortlistError when the directory's vocabulary or spm.model is not the shortlist's."""
+    model_dir = Path(model_dir)
+    vocab_file = model_dir / "shared_vocabulary.json"
+    if not (model_dir / "model.bin").is_file() or not vocab_file.is_file():
+        raise ShortlistError(f"{model_dir}: not a CTranslate2 model directory with a shared vocabulary "
+                             "(model.bin, shared_vocabulary.json; see `nmt export ctranslate2`)")
+    vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
+    spm = model_dir / "spm.model"
+    check_model(shortlist, vocab_size=len(vocab), source="shortlist", model=str(model_dir),
+                spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "")
+    out = model_dir / "vmap.txt"
+    _write_atomic(out, vmap_text(shortlist, vocab))
+    return out
+
+
+# ----------------------------------------------------------------------------- `nmt shortlist`
+def add_shortlist_args(parser: argparse.ArgumentParser) -> None:
+    d = BuildOptions()
+    parser.add_argument("data", help="prepared data directory (`nmt prepare` output; its train split is read)")
+    parser.add_argument("--out", required=True, help="shortlist file to write")
+    parser.add_argument("--best", type=int, default=d.best,
+                        help=f"target pieces per source piece, by IBM Model 1 p(t|s) (default {d.best})")
+    parser.add_argument("--frequent", type=int, default=d.frequent,
+                        help=f"most frequent target pieces, always scored (default {d.frequent})")
+    parser.add_argument("--threshold", type=float, default=d.threshold, help="keep p(t|s) > this only (default 0)")
+    parser.add_argument("--iterations", type=int, default=d.iterations, help=f"EM passes (default {d.iterations})")
+    parser.add_argument("--no-identity", action="store_true",
+                        help="do not list each source piece as its own candidate (listed by default: shared "
+                             "vocabulary, names and numbers are copied)")
+    parser.add_argument("--max-sentences", type=int, default=d.max_sentences,
+                        help=f"read the first N training pairs (default {d.max_sentences:,})")
+    parser.add_argument("--ctranslate2", metavar="MODEL_DIR", action="append", default=[],
+                        help="also write MODEL_DIR/vmap.txt, the same shortlist as CTranslate2's vocabulary map "
+                             "(MODEL_DIR: `nmt export ctranslate2` output; translate there with use_vmap=True)")
+
+
+def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
+    if overrides:
+        raise ShortlistError(f"--{next(iter(overrides))}.*: shortlist takes no configuration overrides")
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise ShortlistError(f"{out}: cannot write (a directory, or its folder does not exist)")
+    options = BuildOptions(best=args.best, frequent=args.frequent, threshold=args.threshold,
+                           iterations=args.iterations, identity=not args.no_identity,
+                           max_sentences=args.max_sentences)
+
+    def log(message: str) -> None:
+        print(f"nmt shortlist: {message}", file=sys.stderr, flush=True)
+
+    shortlist = build(args.data, options, log=log)
+    save(shortlist, out)
+    for model_dir in args.ctranslate2:
+        write_vmap(shortlist, model_dir)
+    sizes = [len(v) for v in shortlist.candidates.values()]
+    log(f"wrote {out}: {len(shortlist.candidates):,} source pieces, {np.mean(sizes) if sizes else 0:.1f} target "
+        f"pieces each on average, {len(shortlist.frequent)} frequent ({shortlist.info['sentences']:,} sentence "
+        f"pairs, {shortlist.info['seconds']} s)")
+    for model_dir in args.ctranslate2:
+        log(f"wrote {Path(model_dir) / 'vmap.txt'}")
+    return 0

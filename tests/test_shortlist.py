@@ -1,0 +1,280 @@
+"""Vocabulary shortlists (nmt.infer.shortlist): building, the file, the union per batch, search over
+the union (normalised over it), the CLI, the Python API and CTranslate2's vocabulary map."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.cli import main
+from nmt.infer.shortlist import (BuildOptions, Shortlist, ShortlistError, ShortlistModel, build, dumps, ibm1, load,
+                                 vmap_text)
+from nmt.infer.translate import TranslateError, Translator, search_sources
+
+TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
+        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1000", "--train.save_every_minutes=0",
+        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, tmp_path_factory):
+    """A tiny model trained for a few seconds on the tiny corpus: input-dependent outputs."""
+    run = tmp_path_factory.mktemp("shortlist") / "run"
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=150",
+                 "--train.max_tokens=1024", "--train.accum_steps=1", "--train.lr_scale=0.3"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def lines(tiny_data):
+    return (tiny_data.parent / "text" / "test.en").read_text().splitlines()[:12]
+
+
+@pytest.fixture(scope="module")
+def small_shortlist(tiny_data):
+    """A restrictive shortlist (2 candidates a source piece, 5 frequent pieces)."""
+    return build(tiny_data, BuildOptions(best=2, frequent=5, identity=False))
+
+
+def sources_of(t: Translator, lines):
+    return t.encode(lines)[0]
+
+
+def all_ids_shortlist(vocab: int) -> Shortlist:
+    return Shortlist(vocab, [], {s: list(range(4, vocab)) for s in range(4, vocab)})
+
+
+# ----------------------------------------------------------------------------- search over the union
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(trained, lines, precision):
+    t = Translator.load(trained, device="cpu", precision=precision)
+    vocab = t.model.cfg.tgt_vocab_size
+    for beam, nbest in ((4, 2), (1, 1)):
+        full = t.translate_nbest(lines, beam=beam, nbest=nbest)
+        t.use_shortlist(all_ids_shortlist(vocab))
+        listed = t.translate_nbest(lines, beam=beam, nbest=nbest)
+        t.use_shortlist(None)
+        assert [[(x.tokens, x.score) for x in r] for r in listed] == [[(x.tokens, x.score) for x in r] for r in full]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8", "plain"])
+def test_restricted_projection_gives_the_full_logits_of_the_union(trained, precision):
+    """The output layer over rows U (packed float32, int8, plain tied) gives the full layer's columns
+    U; positions in, positions out."""
+    t = Translator.load(trained, device="cpu", precision="int8" if precision == "int8" else "fp32")
+    model = t.model
+    if precision == "plain":  # unpacked, tied: the embedding matrix itself
+        from nmt.checkpoint import load_model
+
+        model = load_model(trained, device="cpu")[0].eval()
+        assert model.decoder.output_projection is None
+    rows = torch.tensor([0, 1, 2, 3, 7, 20, 21, 50, 99])
+    src = torch.tensor([[5, 9, 30, 3], [11, 12, 3, 0]])
+    with torch.inference_mode():
+        memory = model.encode(src)
+        full, _ = model.decode_step(torch.tensor([[2], [2]]), memory, None)  # (2, 1, W)
+        part, _ = ShortlistModel(model, rows).decode_step(torch.tensor([[2], [2]]), model.encode(src), None)
+        assert part.shape == (2, 1, len(rows))
+        torch.testing.assert_close(part, full[:, :, rows], rtol=1e-5, atol=1e-5)
+        pos = torch.tensor([[4], [6]])  # positions 4, 6 of U = ids 7, 21
+        _, cache = model.decode_step(torch.tensor([[2], [2]]), memory, None)
+        full2, _ = model.decode_step(rows[pos], memory, cache)
+        sm = ShortlistModel(model, rows)
+        memory2 = model.encode(src)
+        _, c2 = sm.decode_step(torch.tensor([[2], [2]]), memory2, None)
+        part2, _ = sm.decode_step(pos, memory2, c2)
+        torch.testing.assert_close(part2, full2[:, :, rows], rtol=1e-5, atol=1e-5)
+
+
+def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortlist):
+    """Marian's and CTranslate2's normalisation: log p(y_t) = log_softmax over the union U of the
+    batch (not over the whole vocabulary) at each step; every output id is in U."""
+    t = Translator.load(trained, device="cpu", precision="fp32")
+    sources = sources_of(t, lines[:4])
+    width = max(map(len, sources))
+    src = torch.tensor([s + [0] * (width - len(s)) for s in sources])  # (B, S)
+    rows = small_shortlist.rows(src)
+    assert rows.numel() < t.model.cfg.tgt_vocab_size
+    hyps = search_sources(t.model, sources, beam=1, batch_tokens=10**6, shortlist=small_shortlist)
+    differs = False
+    for i, (h,) in enumerate(hyps):
+        assert set(h.tokens) <= set(rows.tolist())
+        tgt_in = torch.tensor([[2] + h.tokens])  # BOS + output
+        with torch.inference_mode():
+            logits = t.model(src[i:i + 1], tgt_in)[0].float()  # (T, W)
+        over_u = F.log_softmax(logits[:, rows], dim=-1)  # (T, U)
+        col = {int(r): j for j, r in enumerate(rows)}
+        expected = [over_u[step, col[y]].item() for step, y in enumerate(h.tokens + [3])]
+        assert h.positional_scores == pytest.approx(expected, abs=1e-5)
+        over_w = F.log_softmax(logits, dim=-1)[torch.arange(len(expected)), torch.tensor(h.tokens + [3])]
+        differs |= not torch.allclose(over_w, torch.tensor(expected), atol=1e-5)
+    assert differs  # the full-vocabulary normalisation would give other scores
+
+
+def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch():
+    sl = Shortlist(30, [10, 11], {5: [20, 21], 6: [22], 7: [23]})
+    src = torch.tensor([[5, 6, 3], [6, 3, 0]])  # sentence 2 padded; piece 7 absent
+    assert sl.rows(src).tolist() == [0, 1, 2, 3, 10, 11, 20, 21, 22]
+    assert sl.rows(src, prefix=[[25], []]).tolist() == [0, 1, 2, 3, 10, 11, 20, 21, 22, 25]
+    assert sl.rows(torch.tensor([[9, 3]])).tolist() == [0, 1, 2, 3, 10, 11]
+
+
+def test_shortlist_with_a_constraint_is_an_error(trained, lines, small_shortlist):
+    t = Translator.load(trained, device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match="constraint"):
+        search_sources(t.model, sources_of(t, lines[:2]), shortlist=small_shortlist,
+                       constraint=lambda src: (lambda logp, *a: logp))
+
+
+# ----------------------------------------------------------------------------- building and the file
+def model1_reference(pairs, vocab, iterations):
+    """IBM Model 1 EM written from the formula, one sentence and one pair at a time."""
+    null = vocab
+    t = {}
+    for src, tgt in pairs:
+        for s, w in itertools.product(src + [null], tgt):
+            t[(s, w)] = 1.0
+    for _ in range(iterations):
+        count = dict.fromkeys(t, 0.0)
+        for src, tgt in pairs:
+            for w in tgt:
+                z = sum(t[(s, w)] for s in src + [null])
+                for s in src + [null]:
+                    count[(s, w)] += t[(s, w)] / z
+        total = {}
+        for (s, _), c in count.items():
+            total[s] = total.get(s, 0.0) + c
+        t = {(s, w): c / total[s] for (s, w), c in count.items()}
+    return t
+
+
+def test_ibm1_equals_model_1_written_from_the_formula():
+    pairs = [([4, 5], [7, 8]), ([4, 6], [7, 9]), ([5], [8]), ([6, 6, 4], [9, 7, 7, 10])]
+    vocab = 12
+    src = np.array([s for p, _ in pairs for s in p], dtype=np.int64)
+    tgt = np.array([w for _, q in pairs for w in q], dtype=np.int64)
+    src_off = np.concatenate([[0], np.cumsum([len(p) for p, _ in pairs])])
+    tgt_off = np.concatenate([[0], np.cumsum([len(q) for _, q in pairs])])
+    for iterations in (1, 4):
+        keys, prob = ibm1(src, src_off, tgt, tgt_off, vocab=vocab, iterations=iterations, chunk=3)
+        ref = model1_reference(pairs, vocab, iterations)
+        got = {(int(k) // vocab, int(k) % vocab): float(p) for k, p in zip(keys, prob)}
+        assert got.keys() == ref.keys()
+        for key in ref:
+            assert got[key] == pytest.approx(ref[key], rel=1e-12)
+
+
+def test_build_lists_each_source_words_translation_and_the_frequent_pieces(tiny_data):
+    """The tiny corpus maps every English word to one German word: a word of one piece on both
+    sides has its translation as its best candidate; frequent = the most frequent target pieces."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_data / "spm.model"))
+    sl = build(tiny_data, BuildOptions(best=1, frequent=3, identity=False))
+    assert sl.spm_sha256 == hashlib.sha256((tiny_data / "spm.model").read_bytes()).hexdigest()
+    assert sl.info["statistic"] == "ibm1" and sl.info["sentences"] == 600
+    for word in ("house", "tree", "ball", "green", "runs"):
+        (src_piece,), (tgt_piece,) = sp.encode(word), sp.encode(word[::-1] + "en")
+        assert sl.candidates[src_piece] == [tgt_piece], word
+    from nmt.data.prepare import ParallelDataset
+
+    data = ParallelDataset.load(tiny_data, "train")
+    counts = np.bincount(np.concatenate([data[i][1] for i in range(len(data))]), minlength=sl.vocab_size)
+    assert sl.frequent == sorted(np.argsort(-counts, kind="stable")[:3].tolist())
+    with_identity = build(tiny_data, BuildOptions(best=1, frequent=3))
+    assert all(s in with_identity.candidates[s] for s in range(4, sl.vocab_size))
+
+
+def test_shortlist_file_round_trips(tmp_path, small_shortlist):
+    from nmt.infer.shortlist import save as save_shortlist
+
+    path = save_shortlist(small_shortlist, tmp_path / "s.txt")
+    again = load(path)
+    assert again == small_shortlist
+    assert dumps(again) == path.read_text(encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("nmt-shortlist\t1\t{") and lines[1].startswith("frequent\t")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ls: ["hello"] + ls[1:], ":1: not an nmt shortlist"),
+    (lambda ls: [ls[0].replace("\t1\t", "\t9\t")] + ls[1:], ":1: shortlist format version 9"),
+    (lambda ls: ls[:2] + ["5\t4 x"] + ls[3:], ":3: expected ids"),
+    (lambda ls: ls[:2] + ["5\t4 999"] + ls[3:], ":3: id 999 outside 4..119"),
+    (lambda ls: ls[:2] + ["5\t2"] + ls[3:], ":3: id 2 outside"),
+    (lambda ls: ls[:3] + [ls[2]] + ls[3:], ":4: source id"),
+    (lambda ls: ls[:2] + ["5 6\t7"] + ls[3:], ":3: expected one source id"),
+])
+def test_a_bad_shortlist_file_is_an_error_naming_the_line(tmp_path, small_shortlist, change, message):
+    lines = dumps(small_shortlist).splitlines()
+    path = tmp_path / "bad.txt"
+    path.write_text("\n".join(change(lines)) + "\n", encoding="utf-8")
+    with pytest.raises(ShortlistError, match=f"bad.txt{message}"):
+        load(path)
+
+
+# ----------------------------------------------------------------------------- CLI, API, CTranslate2
+def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(trained, tiny_data, lines, tmp_path, capsys):
+    out = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(out), "--best", "2", "--frequent", "5",
+                 "--no-identity"]) == 0
+    assert load(out) == build(tiny_data, BuildOptions(best=2, frequent=5, identity=False))
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["translate", str(trained), "-i", str(tmp_path / "in.txt"), "--shortlist", str(out), "--quiet",
+                 "--precision", "fp32"]) == 0
+    cli = capsys.readouterr().out.splitlines()
+    api = Translator.load(trained, device="cpu", precision="fp32", shortlist=out).translate(lines)
+    full = Translator.load(trained, device="cpu", precision="fp32").translate(lines)
+    assert cli == api and api != full  # restrictive enough to change outputs
+
+
+def test_a_shortlist_of_another_vocabulary_is_an_error(trained, tmp_path, capsys):
+    other = dataclasses.replace(Shortlist(120, [5], {5: [6]}), spm_sha256="0" * 64)
+    path = tmp_path / "other.txt"
+    path.write_text(dumps(other))
+    with pytest.raises(TranslateError, match="another SentencePiece model"):
+        Translator.load(trained, device="cpu", shortlist=path)
+    path.write_text(dumps(Shortlist(50, [5], {5: [6]})))
+    assert main(["translate", str(trained), "--shortlist", str(path), "-i", str(path), "--quiet"]) == 2
+    assert "built for a vocabulary of 50 pieces" in capsys.readouterr().err
+
+
+def test_vmap_lists_pieces_with_the_frequent_ones_under_the_empty_source():
+    vocab = ["<blank>", "<unk>", "<s>", "</s>", "▁a", "▁b", "x", "y"]
+    sl = Shortlist(8, [4, 6], {5: [6, 7], 7: [4]})
+    assert vmap_text(sl, vocab) == "\t▁a x\n▁b\tx y\ny\t▁a\n"
+
+
+def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(trained, tiny_data, lines, tmp_path,
+                                                                           monkeypatch, small_shortlist):
+    """Greedy search over the same union: nmt's shortlist and CTranslate2's use_vmap give the same
+    outputs (the choice at each step is the argmax over the same pieces), and they differ from the
+    full vocabulary's."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from nmt.infer.export_ctranslate2 import ExportError
+
+    export = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(trained), str(export)]) == 0
+    path = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5", "--no-identity",
+                 "--ctranslate2", str(export)]) == 0
+    assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(
+        small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8")))
+    nmt = Translator.load(trained, device="cpu", precision="fp32", shortlist=path).translate(lines, beam=1)
+    ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
+    assert ct2.translate(lines, beam=1) == nmt
+    assert Translator.load(export, engine="ctranslate2", precision="fp32").translate(lines, beam=1) != nmt
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))  # a checkpoint: exported with its map
+    assert Translator.load(trained, engine="ctranslate2", precision="fp32", shortlist=path).translate(
+        lines, beam=1) == nmt
+    (export / "vmap.txt").unlink()
+    with pytest.raises(ExportError, match="vmap.txt: missing"):
+        Translator.load(export, engine="ctranslate2", shortlist=path)
