@@ -127,6 +127,20 @@ def test_combine_by_hand():
     assert only[0].text == "c d e"  # -3/lp(4) = -1.0 beats -2.6/lp(2) = -2.23
 
 
+def test_combine_picks_the_candidate_neither_direction_ranks_first():
+    """Equal lengths (one lp): own -1, -5, -2 and theirs -6, -1, -2 give, at weight 0.5, -3.5, -3, -2:
+    the compromise "c" wins, though the beam prefers "a" and the other direction "b"."""
+    lp = length_penalty(3, 0.6)
+    cands = [Translation("a", -1.0 / lp, [5, 6]), Translation("b", -5.0 / lp, [7, 8]),
+             Translation("c", -2.0 / lp, [9, 10])]
+    theirs = [[-6.0, -1.0, -2.0]]
+    assert [t.text for t in combine([cands], theirs, weight=0.0, alpha=0.6)[0]] == ["a", "c", "b"]
+    assert [t.text for t in combine([cands], theirs, weight=1.0, alpha=0.6)[0]] == ["b", "c", "a"]
+    half = combine([cands], theirs, weight=0.5, alpha=0.6)[0]
+    assert [(t.text, t.tokens) for t in half] == [("c", [9, 10]), ("b", [7, 8]), ("a", [5, 6])]
+    assert [t.score for t in half] == pytest.approx([-2.0 / lp, -3.0 / lp, -3.5 / lp])
+
+
 def test_rerank_with_itself_changes_nothing(checkpoint):  # noqa: F811
     """Rescoring with the searching model itself (any weight) keeps the beam's choice: the search's
     scores are the teacher-forced ones."""
@@ -200,6 +214,39 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F81
         assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
     best = max(saved["rows"], key=lambda r: r["bleu"])
     assert saved["best_rerank_weight"] is not None and best["bleu"] == max(r["bleu"] for r in saved["rows"])
+    # the saved and printed choice is the documented one: highest BLEU, ties to the alpha nearest
+    # 0.6, then the lower weight (every row scores 0 BLEU here: the tie-break decides)
+    want = max(saved["rows"],
+               key=lambda r: (round(r["bleu"], 10), -abs(r["alpha"] - 0.6), -r["rerank_weight"]))
+    assert (want["alpha"], want["rerank_weight"]) == (1.0, 0.0)
+    assert (saved["best_alpha"], saved["best_rerank_weight"]) == (1.0, 0.0)
+    assert out.splitlines()[-2:] == ["best rerank weight: 0", "best alpha: 1"]
+
+
+def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
+        checkpoint, r2l, tmp_path, capsys):  # noqa: F811
+    """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
+    give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
+    saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
+    from nmt.infer.tune import run_tune_alpha
+    from translate_fixtures import TUNE_LINES as lines, tune_alpha_args
+
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    scorer = Translator.load(r2l, device="cpu", precision="fp32")
+    kw = dict(beam=3, alpha=0.0, max_len_a=0, max_len_b=5)
+    refs = t.translate(lines, rerank=Rerank(scorer, 1.0), **kw)
+    own = t.translate(lines, rerank=Rerank(scorer, 0.0), **kw)
+    assert [a == b for a, b in zip(refs, own)] == [False, True, True, True]  # they disagree on line 1
+    args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    assert run_tune_alpha(args, {}) == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "a.json").read_text())
+    bleu = {(r["alpha"], r["rerank_weight"]): r["bleu"] for r in saved["rows"]}
+    assert [bleu[(a, w)] == pytest.approx(100.0) for a in (0.0, 1.0) for w in (0.0, 0.5, 1.0)] == [
+        False, True, True, False, True, True]
+    assert (saved["best_alpha"], saved["best_rerank_weight"]) == (1.0, 0.5)
+    assert out.splitlines()[-2:] == ["best rerank weight: 0.5", "best alpha: 1"]
 
 
 @pytest.mark.parametrize("extra,message", [

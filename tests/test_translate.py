@@ -112,6 +112,48 @@ def test_translate_ids_restores_training_mode(checkpoint):
         ["der hund", "", "ein baum und eine katze"], beam=1, alpha=0.0, max_len_a=0, max_len_b=5))]
 
 
+LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
+         "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
+SEARCH = dict(beam=2, max_len_a=0, max_len_b=4)
+
+
+def test_ensemble_cli_output_equals_the_api_ensemble(checkpoint, tmp_path):
+    """`nmt translate A B` writes what Translator.load([A, B]).translate gives for the same lines;
+    on these lines that differs from each member's own output, so the CLI really ensembles."""
+    torch.manual_seed(1)
+    cfg = tiny(100)
+    other = save(tmp_path / "other", model=Transformer(cfg), spm_model=checkpoint / "spm.model",
+                 config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert cli(checkpoint, other, "-i", src, "-o", tmp_path / "out.txt", "--precision", "fp32",
+               "--device", "cpu", *FAST) == 0
+    got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    api = Translator.load([checkpoint, other], device="cpu", precision="fp32").translate(LINES, **SEARCH)
+    assert got == api + [""]
+    for member in (checkpoint, other):
+        assert api != Translator.load(member, device="cpu", precision="fp32").translate(LINES, **SEARCH)
+
+
+def test_int8_cli_output_equals_the_api_int8_output(checkpoint, tmp_path):
+    """`nmt translate --precision int8` writes Translator.load(precision="int8")'s translations
+    and n-best scores (to the 4 decimals it prints), which are not float32's: int8 is in use."""
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    q = Translator.load(checkpoint, precision="int8")
+    assert cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--precision", "int8", *FAST) == 0
+    got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    assert got == q.translate(LINES, **SEARCH) + [""]
+    assert cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--precision", "int8", "--nbest", "2",
+               *FAST) == 0
+    nbest = q.translate_nbest(LINES, nbest=2, **SEARCH)
+    assert (tmp_path / "nb.txt").read_text(encoding="utf-8").splitlines() == [
+        f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(nbest, start=1) for t in r]
+    fp32 = Translator.load(checkpoint, device="cpu", precision="fp32").translate_nbest(
+        LINES, nbest=2, **SEARCH)
+    assert [f"{t.score:.4f}" for r in nbest for t in r] != [f"{t.score:.4f}" for r in fp32 for t in r]
+
+
 def test_make_batches():
     lengths = [3, 10, 1, 7, 7, 2]
     batches = make_batches(lengths, batch_tokens=15)

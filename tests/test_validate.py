@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 import torch
 
+from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.data.prepare import PrepareOptions, prepare
 from nmt.model import Transformer
@@ -34,6 +36,35 @@ def test_bleu_on_split_for_training(tmp_path):
     model = Transformer(tiny(meta["vocab_size"]))
     out = validate.bleu_on_split(model, data, "valid", beam=1, max_sentences=4)
     assert 0.0 <= out["bleu"] <= 100.0 and "tok:13a" in out["bleu_signature"]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_validation_bleu_is_sacrebleu_of_the_translations_of_the_split(tmp_path, beam):
+    """The BLEU and chrF that training logs for a split are sacreBLEU's of what `Translator`
+    translates from the split's source text (beam 1: greedy, alpha 0; beam 4: alpha 0.6), against
+    the split's references. Half of the references are made equal to those translations, so the
+    score is strictly between 0 and 100 and a shifted, reordered or mis-decoded line changes it."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from nmt.infer.translate import Translator
+
+    data, meta = prepared(tmp_path)
+    torch.manual_seed(0)
+    cfg = tiny(meta["vocab_size"])
+    model = Transformer(cfg)
+    ckpt = save(tmp_path / "checkpoint", model=model, spm_model=data / "spm.model",
+                config={"model": dataclasses.asdict(cfg), "train": {}, "data": meta})
+    sources = (data / "valid.de.txt").read_text(encoding="utf-8").splitlines()[:4]
+    hyps = Translator.load(ckpt, device="cpu", precision="fp32").translate(sources, beam=beam)
+    refs = [h if i % 2 == 0 else r for i, (h, r) in
+            enumerate(zip(hyps, (data / "valid.en.txt").read_text(encoding="utf-8").splitlines()))]
+    unread = ["an unread fifth line", "a sixth"]
+    (data / "valid.en.txt").write_text("\n".join(refs + unread) + "\n", encoding="utf-8")
+    want = BLEU(tokenize="13a").corpus_score(hyps, [refs]).score
+    assert 0.0 < want < 100.0
+    out = validate.bleu_on_split(model, data, "valid", beam=beam, max_sentences=4)
+    assert out["bleu"] == pytest.approx(want, rel=1e-9)
+    assert out["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score, rel=1e-9)
 
 
 def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, monkeypatch):
