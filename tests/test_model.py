@@ -427,3 +427,56 @@ def test_attention_dropout_on_the_explicit_path_keeps_the_expected_weights():
     q, k = torch.randn(50, 4, 20, 8), torch.randn(50, 4, 20, 8)
     out = explicit_attention(q, k, torch.ones(50, 4, 20, 8), mask=None, is_causal=True, dropout_p=0.3)
     assert abs(out.mean().item() - 1.0) < 0.02 and out.std().item() > 0.1
+
+
+def kept_where_dropped(observed: torch.Tensor, full: torch.Tensor, p: float) -> torch.Tensor:
+    """observed should be dropout(full): each element 0 or full / (1 - p). Returns the kept mask,
+    after checking the kept elements and that about 1 - p of them are kept."""
+    kept = observed.ne(0)
+    torch.testing.assert_close(observed[kept], full[kept] / (1 - p))
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.1, kept.float().mean().item()
+    return kept
+
+
+def test_training_drops_the_embedding_sums_and_each_sublayer_output():
+    """Section 5.4, post-norm: in training, dropout (P_drop = 0.5 here; attention and activation
+    dropout 0) on the sums of embeddings and positions, encoder and decoder, and on the output of
+    each sublayer before it is added to the sublayer input: LayerNorm(x + Dropout(Sublayer(x))).
+    Each place draws its own mask. In eval mode the same model drops nothing."""
+    p = 0.5
+    model = eval_model(dropout=p)
+    enc, dec = model.encoder.layers[0], model.decoder.layers[0]
+    seen = record({"e_in": enc.self_attn.q_proj, "e_attn": enc.self_attn.out_proj,
+                   "e_ln1": enc.self_attn_layer_norm, "e_ffn": enc.fc2, "e_ln2": enc.final_layer_norm,
+                   "d_in": dec.self_attn.q_proj, "d_self": dec.self_attn.out_proj,
+                   "d_ln1": dec.self_attn_layer_norm, "d_cross": dec.encoder_attn.out_proj,
+                   "d_ln2": dec.encoder_attn_layer_norm, "d_ffn": dec.fc2, "d_ln3": dec.final_layer_norm})
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 3], [12, 13, 14, 15, 16, 17, 18, 3]])  # (B, S)
+    tgt = torch.tensor([[2, 20, 21, 22, 23, 24, 25, 26], [2, 27, 28, 29, 30, 31, 32, 33]])  # (B, T)
+    table = model.encoder.embed_tokens.weight
+
+    def embedded(tokens):  # (B, T) -> (B, T, D): embedding * sqrt(d_model) + PE, by the formula
+        d = model.cfg.d_model
+        return table[tokens] * math.sqrt(d) + sinusoidal_table(tokens.size(1), d)
+
+    for training in (True, False):
+        model.train(training)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            model(src, tgt)
+        sums = {  # name: (what the residual sum received, the sublayer output)
+            "enc embedding": (seen["e_in"][0], embedded(src)),
+            "enc self-attention": (seen["e_ln1"][0] - seen["e_in"][0], seen["e_attn"][1]),
+            "enc feed-forward": (seen["e_ln2"][0] - seen["e_ln1"][1], seen["e_ffn"][1]),
+            "dec embedding": (seen["d_in"][0], embedded(tgt)),
+            "dec self-attention": (seen["d_ln1"][0] - seen["d_in"][0], seen["d_self"][1]),
+            "dec cross-attention": (seen["d_ln2"][0] - seen["d_ln1"][1], seen["d_cross"][1]),
+            "dec feed-forward": (seen["d_ln3"][0] - seen["d_ln2"][1], seen["d_ffn"][1]),
+        }
+        if not training:
+            for name, (observed, full) in sums.items():
+                torch.testing.assert_close(observed, full, msg=lambda m, name=name: f"{name}: {m}")
+            continue
+        masks = {name: kept_where_dropped(observed, full, p) for name, (observed, full) in sums.items()}
+        flat = [m.flatten() for m in masks.values()]
+        assert all(not torch.equal(a, b) for i, a in enumerate(flat) for b in flat[i + 1:])  # own masks
