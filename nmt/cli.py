@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 
@@ -53,6 +54,59 @@ def cmd_model_info(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
+def read_score_lines(path: str) -> list[str]:
+    """A plain or .gz UTF-8 file ("-" = stdin) as lines; errors name the file and line."""
+    from .data.prepare import DataError, read_lines
+    from .metrics import ScoreError
+
+    try:
+        return list(read_lines(path))
+    except DataError as e:  # unreadable file or invalid UTF-8, named by the message
+        raise ScoreError(str(e)) from None
+
+
+def add_score_args(parser: argparse.ArgumentParser) -> None:
+    from sacrebleu.metrics import BLEU
+
+    parser.add_argument("hyp", nargs="?", default="-", help="detokenized hypotheses (default: stdin)")
+    parser.add_argument("--ref", "-r", action="append", required=True,
+                        help="detokenized reference file (.gz ok); repeat for several references")
+    parser.add_argument("--tokenize", "-tok", default="13a", choices=sorted(BLEU.TOKENIZERS),
+                        help="sacreBLEU tokenizer for BLEU (13a; zh for Chinese, ja-mecab, intl, ...)")
+    parser.add_argument("--paper-bleu", action="store_true",
+                        help="also print the paper-era tokenized, compound-split BLEU, labelled")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run_score(args: argparse.Namespace, overrides: dict) -> int:
+    import sacrebleu
+
+    from .metrics import PAPER_BLEU_LABEL, ScoreError, corpus_scores, paper_bleu
+
+    if overrides:
+        raise ScoreError(f"--{next(iter(overrides))}.*: score takes no configuration overrides")
+    hyps = read_score_lines(args.hyp)
+    refs = [read_score_lines(r) for r in args.ref]
+    for path, r in zip(args.ref, refs):
+        if len(r) != len(hyps):
+            raise ScoreError(f"line count mismatch: {args.hyp if args.hyp != '-' else '<stdin>'} has "
+                             f"{len(hyps)} lines but {path} has {len(r)}")
+    s = corpus_scores(hyps, refs, tokenize=args.tokenize)
+    paper = paper_bleu(hyps, refs) if args.paper_bleu else None
+    if args.format == "json":
+        out = {"bleu": s.bleu, "bleu_signature": s.bleu_signature, "chrf": s.chrf,
+               "chrf_signature": s.chrf_signature, "sacrebleu_version": sacrebleu.__version__}
+        if paper is not None:
+            out["paper_bleu"] = {"score": paper, "label": PAPER_BLEU_LABEL}
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{s.bleu_text}\n  signature: {s.bleu_signature}")
+        print(f"{s.chrf_text}\n  signature: {s.chrf_signature}")
+        if paper is not None:
+            print(f"{PAPER_BLEU_LABEL} = {paper:.2f}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nmt", description="Transformer neural machine translation (Vaswani et al., 2017).",
@@ -69,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import plot
     from .data import prepare as data
-    from .train import average, command as train
+    from .train import command as train
 
     p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
     data.add_prepare_args(p)
@@ -78,9 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_train_args(p)
     p.set_defaults(func=train.run_train)
     p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
-    average.add_average_args(p)
-    p.set_defaults(func=average.run_average)
-    from .metrics import add_score_args, run_score
+    train.add_average_args(p)
+    p.set_defaults(func=train.run_average)
     from .infer.translate import add_translate_args, run_translate
 
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
@@ -114,19 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
     add_score_args(p)
     p.set_defaults(func=run_score)
-    from .tasks import parsing, variations
+    from .experiments import command as experiments
 
     p = sub.add_parser("prepare-ptb", prog="nmt prepare ptb",
                        help="`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)")
-    parsing.add_prepare_ptb_args(p)
-    p.set_defaults(func=parsing.run_prepare_ptb, command="prepare ptb")
+    experiments.add_prepare_ptb_args(p)
+    p.set_defaults(func=experiments.run_prepare_ptb, command="prepare ptb")
     p = sub.add_parser("parse", help="parse sentences into trees with a parsing checkpoint (section 6.3)")
-    parsing.add_parse_args(p)
-    p.set_defaults(func=parsing.run_parse)
+    experiments.add_parse_args(p)
+    p.set_defaults(func=experiments.run_parse)
 
     p = sub.add_parser("variations", help="train the paper's Table 3 model variations, one run per row")
-    variations.add_variations_args(p)
-    p.set_defaults(func=variations.run_variations)
+    experiments.add_variations_args(p)
+    p.set_defaults(func=experiments.run_variations)
     p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
     plot.add_plot_args(p)
     p.set_defaults(func=plot.run_plot)
@@ -138,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:2] == ["prepare", "ptb"]:  # `nmt prepare ptb` has its own arguments (nmt/tasks/parsing.py)
+    if argv[:2] == ["prepare", "ptb"]:  # `nmt prepare ptb` has its own arguments (nmt/experiments/command.py)
         argv = ["prepare-ptb", *argv[2:]]
     args, rest = parser.parse_known_args(argv)
     if args.command is None:

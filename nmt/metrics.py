@@ -13,12 +13,9 @@ It is not comparable to sacreBLEU and is always printed with that label.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 from dataclasses import dataclass
 
-import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 
 PAPER_BLEU_LABEL = "tokenized BLEU (paper-era, compound-split; not comparable to sacreBLEU)"
@@ -70,47 +67,3 @@ def paper_bleu(hyps: list[str], refs: list[list[str]]) -> float:
 
 
 # ----------------------------------------------------------------------------- CLI
-def read_lines(path: str) -> list[str]:
-    """A plain or .gz UTF-8 file ("-" = stdin) as lines; errors name the file and line."""
-    from .data.prepare import DataError, read_lines as data_read_lines
-
-    try:
-        return list(data_read_lines(path))
-    except DataError as e:  # unreadable file or invalid UTF-8, named by the message
-        raise ScoreError(str(e)) from None
-
-
-def add_score_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("hyp", nargs="?", default="-", help="detokenized hypotheses (default: stdin)")
-    parser.add_argument("--ref", "-r", action="append", required=True,
-                        help="detokenized reference file (.gz ok); repeat for several references")
-    parser.add_argument("--tokenize", "-tok", default="13a", choices=sorted(BLEU.TOKENIZERS),
-                        help="sacreBLEU tokenizer for BLEU (13a; zh for Chinese, ja-mecab, intl, ...)")
-    parser.add_argument("--paper-bleu", action="store_true",
-                        help="also print the paper-era tokenized, compound-split BLEU, labelled")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-
-
-def run_score(args: argparse.Namespace, overrides: dict) -> int:
-    if overrides:
-        raise ScoreError(f"--{next(iter(overrides))}.*: score takes no configuration overrides")
-    hyps = read_lines(args.hyp)
-    refs = [read_lines(r) for r in args.ref]
-    for path, r in zip(args.ref, refs):
-        if len(r) != len(hyps):
-            raise ScoreError(f"line count mismatch: {args.hyp if args.hyp != '-' else '<stdin>'} has "
-                             f"{len(hyps)} lines but {path} has {len(r)}")
-    s = corpus_scores(hyps, refs, tokenize=args.tokenize)
-    paper = paper_bleu(hyps, refs) if args.paper_bleu else None
-    if args.format == "json":
-        out = {"bleu": s.bleu, "bleu_signature": s.bleu_signature, "chrf": s.chrf,
-               "chrf_signature": s.chrf_signature, "sacrebleu_version": sacrebleu.__version__}
-        if paper is not None:
-            out["paper_bleu"] = {"score": paper, "label": PAPER_BLEU_LABEL}
-        print(json.dumps(out, indent=2))
-    else:
-        print(f"{s.bleu_text}\n  signature: {s.bleu_signature}")
-        print(f"{s.chrf_text}\n  signature: {s.chrf_signature}")
-        if paper is not None:
-            print(f"{PAPER_BLEU_LABEL} = {paper:.2f}")
-    return 0

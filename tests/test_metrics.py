@@ -9,8 +9,8 @@ import pytest
 import sacrebleu
 
 from nmt.data.prepare import read_lines
-from nmt.metrics import (PAPER_BLEU_LABEL, ScoreError, add_score_args, corpus_scores, paper_bleu,
-                         run_score, split_compounds)
+from nmt.cli import add_score_args, run_score
+from nmt.metrics import PAPER_BLEU_LABEL, ScoreError, corpus_scores, paper_bleu, split_compounds
 
 DATA = Path(os.environ.get("NMT_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 REFS = {"13a": DATA / "wmt14_en_de" / "test.de.gz", "zh": DATA / "wmt_zh_en" / "test.zh.gz"}

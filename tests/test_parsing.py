@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from nmt.cli import main
-from nmt.tasks import evalb
-from nmt.tasks.parsing import PerWordConstraint, TreeConstraint
-from nmt.tasks.trees import (clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets, per_word,
+from nmt.experiments import evalb
+from nmt.experiments.parsing import PerWordConstraint, TreeConstraint
+from nmt.experiments.trees import (clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets, per_word,
                              split_per_word)
 
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"

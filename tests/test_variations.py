@@ -7,7 +7,7 @@ import pytest
 
 from nmt.cli import main
 from nmt.config import small
-from nmt.tasks.variations import select_rows, table3_rows
+from nmt.experiments.variations import select_rows, table3_rows
 
 
 def test_rows_scale_the_paper_to_the_base():

@@ -2,7 +2,7 @@
 --copy-pairs parser. Usage: python benchmarks/parse/copy_accuracy.py CHECKPOINT (data: runs/ptb-pw-copy/data)."""
 import sys, torch, sentencepiece as spm
 from nmt.checkpoint import load_model
-from nmt.tasks.parsing import word_ids
+from nmt.experiments.parsing import word_ids
 R="runs/ptb-pw-copy"; model,_=load_model(sys.argv[1]); model.eval()
 sp=spm.SentencePieceProcessor(model_file=f"{R}/data/spm.model")
 src=[l.split() for l in open(f"{R}/data/valid.words.txt")][:40]

@@ -3,7 +3,7 @@ its maximum for each label of a --form per-word parser (label i belongs to sourc
 60 valid trees. Usage: python benchmarks/parse/cross_attention_alignment.py RUN_DIR [CHECKPOINT]."""
 import torch, sentencepiece as spm
 from nmt.checkpoint import load_model
-from nmt.tasks.parsing import word_ids
+from nmt.experiments.parsing import word_ids
 from nmt.infer.attention import align
 import sys
 R = sys.argv[1] if len(sys.argv) > 1 else "runs/ptb-perword"

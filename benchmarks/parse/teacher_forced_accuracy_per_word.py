@@ -4,7 +4,7 @@ counts, no context). Usage: python benchmarks/parse/teacher_forced_accuracy_per_
 import torch, sentencepiece as spm
 from collections import Counter, defaultdict
 from nmt.checkpoint import load_model
-from nmt.tasks.parsing import word_ids
+from nmt.experiments.parsing import word_ids
 import sys
 R = sys.argv[1] if len(sys.argv) > 1 else "runs/ptb-perword"
 CK = sys.argv[2] if len(sys.argv) > 2 else f"{R}/average"

@@ -133,7 +133,6 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
-    from ..metrics import read_lines
     from .rerank import load_rerank
     from .mbr import mbr_from_args
     from .translate import Translator, TranslateError, check_output, read_text_lines, set_precision, write_output
@@ -145,7 +144,7 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
         raise TranslateError("--mbr and --rerank: choose one")
     if args.out:
         check_output(args.out)
-    sources, references = read_text_lines(args.src), read_lines(args.ref)
+    sources, references = read_text_lines(args.src), read_text_lines(args.ref)
     translator = Translator.load(args.checkpoint, device=args.device,
                                  precision="int8" if args.precision == "int8" else "fp32")
     if args.precision != "int8":

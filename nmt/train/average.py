@@ -5,7 +5,6 @@ we averaged the last 20 checkpoints." The formula (`average`) and `nmt average` 
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
@@ -71,16 +70,3 @@ def average_run(run_dir: str | Path, *, last: int, out: str | Path, force: bool 
     config["averaged_from"] = [p.name for p in chosen]
     ckpt.save(out, model=model, config=config, spm_model=chosen[-1] / "spm.model")
     return chosen
-
-
-def add_average_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", help="a run directory with checkpoints/step_*")
-    parser.add_argument("--last", type=int, default=5, help="how many of the last checkpoints (paper: 5 base, 20 big)")
-    parser.add_argument("--out", required=True, help="where to write the averaged checkpoint (a new directory)")
-    parser.add_argument("--force", action="store_true", help="replace --out if it is an existing checkpoint")
-
-
-def run_average(args: argparse.Namespace, overrides: dict) -> int:
-    chosen = average_run(args.run_dir, last=args.last, out=args.out, force=args.force)
-    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {args.out}")
-    return 0

@@ -3,7 +3,7 @@
 Data (`nmt prepare ptb --treebank PATH --out DIR`): the Penn Treebank WSJ sample (a folder or the
 ``combined.tar.gz`` of ``ptb_sample``, files wsj_0001..wsj_0199.mrg; without ``--treebank``,
 ``$NMT_DATA_DIR/ptb_sample/combined.tar.gz``). Trees are
-cleaned (empty elements and function tags removed, see :mod:`nmt.tasks.trees`) and linearised as in
+cleaned (empty elements and function tags removed, see :mod:`nmt.experiments.trees`) and linearised as in
 Vinyals & Kaiser et al. 2014. Split by file, as no standard split of the sample exists:
 train wsj_0001-0179, valid wsj_0180-0189, test wsj_0190-0199.
 
@@ -22,7 +22,7 @@ the XX model fails to learn on this small treebank (results/ptb-parse/README.md)
 the same labelled brackets in every case (EVALB does not score POS tags).
 
 ``--form per-word`` (not the paper's): one output token per word, "(S(NP*0" = the brackets
-opened before the word, XX, and how many close after it (:func:`nmt.tasks.trees.per_word`;
+opened before the word, XX, and how many close after it (:func:`nmt.experiments.trees.per_word`;
 ~450 distinct tokens in the training trees), so output position i belongs to input word i.
 ``--copy-pairs`` adds a copy of every training sentence (words + <s> -> words) to the training
 split: from the copies the model learns to attend to source position i at output position i, which
@@ -36,13 +36,10 @@ input word (:class:`TreeConstraint`), so nothing needs repair.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 import tarfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -146,7 +143,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     -> its words). A copy is learned by attending to source position i at output position i (the
     embeddings are tied), which is the alignment a per-word parser needs and does not find from
     3.7K trees alone (results/ptb-parse/README.md); `nmt parse` never adds the <s>."""
-    from ..data.prepare import _train_spm
+    from ..data.prepare import train_spm
 
     if leaf not in LEAF_KINDS:
         raise DataError(f"leaves {leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
@@ -185,7 +182,7 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
         ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
         vocab_file.write_text("".join(w + "\n" for w in ordered))
         vocab_size = len(ordered) + len(SPECIAL_IDS)
-        sp = _train_spm([vocab_file], tmp / "spm", seed=0, model_type="word", vocab_size=vocab_size,
+        sp = train_spm([vocab_file], tmp / "spm", seed=0, model_type="word", vocab_size=vocab_size,
                         pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, normalization_rule_name="identity",
                         split_by_whitespace=True, hard_vocab_limit=False, character_coverage=1.0)
         vocab_file.unlink()
@@ -223,43 +220,6 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
         f"({len(kept)} words seen >= {min_count} times + {len(symbols)} tree symbols + 4 special), "
         f"train <unk> rate {meta['ptb']['train_unk_rate']:.1%}")
     return meta
-
-
-def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--treebank",
-                        help="folder of wsj_*.mrg files or its .tar.gz (default: $NMT_DATA_DIR/ptb_sample/combined.tar.gz)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
-    parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
-    parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
-    parser.add_argument("--leaves", choices=LEAF_KINDS, default=None,
-                        help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
-                             "words (the word itself); see results/ptb-parse/README.md")
-    parser.add_argument("--pos-tags", action="store_true", help="the same as --leaves pos")
-    parser.add_argument("--copy-pairs", action="store_true",
-                        help="also train on a copy of every training sentence (words + <s> -> words), which "
-                             "teaches the positional alignment a --form per-word parser needs (not the paper's)")
-    parser.add_argument("--form", choices=FORMS, default="brackets",
-                        help="brackets (the paper's bracket sequence, default) or per-word (one token per "
-                             "word: the brackets it opens, XX, how many close after it; not the paper's)")
-
-
-def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
-    if args.min_count < 1:
-        raise DataError("--min-count: must be >= 1")
-    treebank = args.treebank
-    if treebank is None:
-        if not os.environ.get("NMT_DATA_DIR"):
-            raise DataError("--treebank PATH is required (or set NMT_DATA_DIR to a folder holding ptb_sample/)")
-        treebank = Path(os.environ["NMT_DATA_DIR"]) / "ptb_sample" / "combined.tar.gz"
-        if not treebank.exists():
-            raise DataError(f"{treebank}: no such file (NMT_DATA_DIR); pass --treebank PATH")
-    if args.pos_tags and args.leaves not in (None, "pos"):
-        raise DataError(f"--pos-tags contradicts --leaves {args.leaves}")
-    leaf = "pos" if args.pos_tags else args.leaves or "xx"
-    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf, form=args.form,
-                copy_pairs=args.copy_pairs)
-    print(f"wrote {args.out}")
-    return 0
 
 
 class TreeConstraint:
@@ -450,70 +410,3 @@ def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, 
         repaired += fixed
     return trees, repaired
 
-
-def add_parse_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint or run directory trained on `nmt prepare ptb` data")
-    parser.add_argument("-i", "--input", default="-", help="tokenised sentences, one per line (default: stdin)")
-    parser.add_argument("-o", "--output", default="-", help="trees, one per line (default: stdout)")
-    parser.add_argument("--gold", help="gold trees (one per line, e.g. DATA_DIR/test.gold.txt): also print F1")
-    parser.add_argument("--beam", type=int, default=BEAM, help="beam size (paper, 6.3: 21)")
-    parser.add_argument("--alpha", type=float, default=ALPHA, help="length penalty (paper, 6.3: 0.3)")
-    parser.add_argument("--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)")
-    parser.add_argument("--constrain", action="store_true",
-                        help="search only well-formed trees with one leaf per word (not the paper's: "
-                             "it repaired unconstrained outputs)")
-    parser.add_argument("--max-open-run", type=int, default=None,
-                        help="with --constrain: most opening brackets in a row (default: the training "
-                             "trees' maximum, from the checkpoint's data)")
-    parser.add_argument("--max-depth", type=int, default=None,
-                        help="with --constrain: greatest tree depth (default: the training trees' maximum)")
-    parser.add_argument("--device", default=None)
-
-
-def run_parse(args: argparse.Namespace, overrides: dict) -> int:
-    from ..infer.translate import read_text_lines
-    from . import evalb
-
-    lines = read_text_lines(args.input)
-    gold = None
-    if args.gold:
-        try:
-            gold = [parse_brackets(line)[0] for line in Path(args.gold).read_text().splitlines() if line.strip()]
-        except (ValueError, IndexError) as e:
-            raise DataError(f"{args.gold}: cannot read gold trees: {e}") from None
-        if len(gold) != len(lines):
-            raise DataError(f"{args.gold}: {len(gold)} trees for {len(lines)} input sentences")
-    import sentencepiece as spm
-
-    from ..checkpoint import load_model, read_config, resolve
-
-    model, _ = load_model(args.checkpoint, device=args.device or "cpu")
-    directory = resolve(args.checkpoint)
-    ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
-    leaves = (None if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
-              else frozenset(ptb_meta.get("leaves") or ["XX"]))  # data prepared before --pos-tags: XX
-    sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
-    limits = {k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
-              for k in ("max_open_run", "max_depth")}
-    for k, v in limits.items():
-        if v is not None and v < 1:
-            raise DataError(f"--{k.replace('_', '-')}: must be >= 1")
-    start = time.time()
-    trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
-                                      alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaves=leaves, constrain=args.constrain, limits=limits,
-                                      form=ptb_meta.get("form", "brackets"))
-    text = "".join(f"{t}\n" for t in trees)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        tmp = Path(args.output).with_name(f".{Path(args.output).name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, args.output)
-    print(f"parsed {len(trees)} sentences in {time.time() - start:.1f} s; {repaired} outputs repaired",
-          file=sys.stderr)
-    if gold is not None:
-        s = evalb.score(gold, trees)
-        print(f"labelled bracket (EVALB COLLINS.prm): P {s.precision:.2f} R {s.recall:.2f} F1 {s.f1:.2f} "
-              f"({s.matched} matched, {s.gold} gold, {s.test} test brackets)", file=sys.stderr)
-    return 0

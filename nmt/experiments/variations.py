@@ -17,15 +17,14 @@ beam 4, alpha 0.6, no checkpoint averaging.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_text
 from ..config import ConfigError, ModelConfig, TrainConfig, apply_overrides
 
 LETTERS = "ABCDEF"
@@ -127,22 +126,16 @@ def run_row(data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: Tr
             "dev_sentences": dev_sentences or "all", "bleu_signature": bleu["bleu_signature"]}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_table(results: list[dict], out: Path) -> None:
     """RUN_ROOT/table3.md, table3.csv and table3.png (dev BLEU per row)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(results)
-    _atomic_write(out / "table3.csv", buf.getvalue())
+    write_text(out / "table3.csv", buf.getvalue())
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in results]
-    _atomic_write(out / "table3.md", "\n".join(lines) + "\n")
+    write_text(out / "table3.md", "\n".join(lines) + "\n")
     try:
         import matplotlib
     except ImportError:  # the plot is optional (pip install nmt[plot]); the table is written
@@ -162,71 +155,3 @@ def write_table(results: list[dict], out: Path) -> None:
     plt.close(fig)
     os.replace(tmp, out / "table3.png")
 
-
-def add_variations_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data_dir", help="a directory written by `nmt prepare`")
-    parser.add_argument("--out", required=True, help="RUN_ROOT: one run directory per row, and the table")
-    parser.add_argument("--rows", help="letters (A,B,C,D,E,F) or row names (A1,C3); default: every row")
-    budget = parser.add_mutually_exclusive_group()  # one is required unless --list
-    budget.add_argument("--steps", type=int, help="updates per row (the same for every row)")
-    budget.add_argument("--minutes", type=float, help="training minutes per row")
-    parser.add_argument("--base-config", default=str(DEFAULT_BASE),
-                        help="YAML with model:/train: sections (default: recipes/multi30k-en-de.yaml)")
-    parser.add_argument("--windows", default="2,4", help="row F's attention windows r (default: 2,4)")
-    parser.add_argument("--warmup-steps", type=int, help="override the base's warm-up (short budgets)")
-    parser.add_argument("--dev-sentences", type=int, default=0, help="dev BLEU on the first N (0 = all)")
-    parser.add_argument("--device", help="cpu, cuda ... (default: cuda if available)")
-    parser.add_argument("--list", action="store_true", help="print the rows and their changes, train nothing")
-
-
-def run_variations(args: argparse.Namespace, overrides: dict) -> int:
-    from ..train.command import build_configs
-
-    data_dir, out = Path(args.data_dir), Path(args.out)
-    if not args.list and args.steps is None and args.minutes is None:
-        raise ConfigError("nmt variations: give the budget per row, --steps S or --minutes M")
-    if (args.steps is not None and args.steps <= 0) or (args.minutes is not None and args.minutes <= 0):
-        raise ConfigError("--steps/--minutes: must be positive")
-    try:
-        windows = tuple(int(x) for x in args.windows.split(","))
-    except ValueError:
-        raise ConfigError(f"--windows={args.windows!r}: expected integers like 2,4") from None
-    model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=None, config_file=args.base_config,
-                                               overrides={})
-    if Path(args.base_config).resolve() == DEFAULT_BASE:
-        model_cfg = apply_overrides(model_cfg, {"dropout": str(TABLE3_BASE_DROPOUT)}, section="model")
-    if args.warmup_steps:
-        train_cfg = apply_overrides(train_cfg, {"warmup_steps": str(args.warmup_steps)}, section="train")
-    rows = select_rows(table3_rows(model_cfg, windows=windows), args.rows)
-    if args.list:
-        print(f"base: {args.base_config}, N={model_cfg.n_layers} d_model={model_cfg.d_model} "
-              f"d_ff={model_cfg.d_ff} h={model_cfg.n_heads} P_drop={model_cfg.dropout} "
-              f"eps_ls={train_cfg.label_smoothing}")
-        for r in rows:
-            print(f"{r.name:5s} model {r.model or '-'} train {r.train or '-'}")
-        return 0
-    out.mkdir(parents=True, exist_ok=True)
-
-    def log(message: str) -> None:
-        print(f"nmt variations: {message}", flush=True)
-        with open(out / "variations.log", "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
-
-    results = []
-    for row in rows:
-        run_dir = out / row.name
-        result_path = run_dir / "result.json"
-        if result_path.exists():
-            results.append(json.loads(result_path.read_text()))
-            log(f"{row.name}: finished earlier, skipped")
-            continue
-        m, t = row_configs(model_cfg, train_cfg, row, steps=args.steps or 0, minutes=args.minutes or 0.0)
-        log(f"{row.name}: training with model {row.model or '-'} train {row.train or '-'}")
-        result = run_row(data_dir, run_dir, m, t, meta, dev_sentences=args.dev_sentences, device=args.device,
-                         log=log)
-        _atomic_write(result_path, json.dumps(result, indent=2) + "\n")
-        results.append(result)
-        write_table(results, out)
-    write_table(results, out)
-    print((out / "table3.md").read_text(), end="")
-    return 0
