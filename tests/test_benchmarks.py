@@ -1,0 +1,101 @@
+"""benchmarks/gpu.py (issue 40): its FLOP count and its table, in tiny mode on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from nmt.config import ModelConfig
+from nmt.data.batching import collate
+from nmt.model import Transformer
+from test_train import train
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("gpu_bench", REPO / "benchmarks" / "gpu.py")
+gpu = sys.modules["gpu_bench"] = importlib.util.module_from_spec(SPEC)  # dataclasses look the module up
+SPEC.loader.exec_module(gpu)
+
+# one layer each side, d_model 8, d_ff 16, 2 heads of d_k = d_v = 4 (hk = hv = 8), 10 target pieces
+SMALL = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4)
+
+
+def test_forward_flops_is_the_hand_count_of_a_small_model():
+    # s = 3 source positions, t = 2 target positions; 2 FLOPs per multiply-add
+    proj = 2 * 8 * (8 + 8 + 8) + 2 * 8 * 8  # q, k, v (8 -> 8 each), out (8 -> 8): 512 per position
+    ffn = 2 * 8 * 16 * 2  # fc1 8 -> 16, fc2 16 -> 8: 512 per position
+    encoder = 3 * (proj + ffn) + 2 * 3 * 3 * 8 * 2  # + Q K^T and A V over 3 x 3: 3072 + 288
+    decoder = (2 * (proj + ffn) + 2 * 2 * 2 * 8 * 2  # self-attention, the 2 x 2 square whole: 2048 + 128
+               + 2 * (2 * 8 * 8 * 2)  # cross-attention q and out of 2 positions: 512
+               + 3 * (2 * 8 * 8 * 2)  # cross-attention k and v of 3 memory positions: 768
+               + 2 * 2 * 3 * 8 * 2)  # cross-attention scores and sum over 2 x 3: 192
+    output = 2 * 2 * 8 * 10  # 320
+    assert encoder + decoder + output == 7328
+    assert gpu.forward_flops(SMALL, 3, 2) == 7328
+
+
+def test_update_flops_equal_the_matrix_products_torch_counts_in_a_training_step():
+    """bf16 autocast on the CPU computes attention with explicit matrix products (nmt.model's
+    explicit_attention), so FlopCounterMode sees every product the formula counts: forward and
+    backward of two pairs of equal lengths (no padding) are update_flops."""
+    torch.manual_seed(0)
+    model = Transformer(SMALL).train()
+    batch = collate([(torch.tensor([5, 6, 7, 8]).numpy(), torch.tensor([4, 9, 5]).numpy()),
+                     (torch.tensor([9, 8, 7, 6]).numpy(), torch.tensor([6, 6, 4]).numpy())])
+    keep = batch.tgt_out.ne(0)  # (2, 4) all True
+    with FlopCounterMode(display=False) as counter:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(batch.src, batch.tgt_in, keep)  # (8, 10)
+        logits.float().logsumexp(-1).sum().backward()
+    assert counter.get_total_flops() == gpu.update_flops(SMALL, [batch]) == 3 * 2 * gpu.forward_flops(SMALL, 5, 4)
+
+
+def table(stdout: str) -> list[dict]:
+    """The rows of the one markdown table in ``stdout`` as dicts keyed by its header."""
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert lines[1] == "|" + "---|" * len(header)
+    assert sum(line.startswith("| task |") for line in lines) == 1  # one table
+    return [dict(zip(header, (c.strip() for c in line[1:-1].split("|")))) for line in lines[2:]]
+
+
+def bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--tiny", "--device", "cpu", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row(tiny_data, tmp_path):
+    train(tiny_data, tmp_path / "run", "--train.max_steps=4", "--train.save_every_steps=4")
+    proc = bench("--budget", "600", "--precisions", "bf16", "--decode-batches", "4",
+                 "--checkpoint", str(tmp_path / "run"), "--test-src", str(tiny_data / "test.en.txt"),
+                 "--test-ref", str(tiny_data / "test.de.txt"))
+    rows = table(proc.stdout)
+    assert list(rows[0]) == list(gpu.COLUMNS)
+    kinds = [(r["task"], r["model"], r["precision"], r["mode"]) for r in rows]
+    assert kinds == [("peak", "matmul 1024^3", "bf16", ""),
+                     ("train", "base", "bf16", "eager"), ("train", "big", "bf16", "eager"),
+                     ("decode", "base (random)", "fp32", "beam 4"), ("decode", "base (random)", "fp32", "greedy"),
+                     ("train", "base", "bf16", "compile (eager)"), ("train", "big", "bf16", "compile (eager)"),
+                     ("decode", "run", "fp32", "beam 4"), ("decode", "run", "fp32", "greedy")]
+    for r in rows[1:]:
+        assert float(r["target tok/s"].replace(",", "")) > 0 and float(r["step ms"]) > 0, r
+        assert r["peak GiB"] == "-"  # CPU
+    for r in rows[1:3] + rows[5:7]:  # train rows: MFU against the measured bf16 peak
+        assert r["MFU"].endswith("%") and float(r["TFLOP/s"]) > 0, r
+        assert r["batch"].endswith("x 600")  # micro-batches of 600 tokens, accumulated to ~1,200
+    assert all(0 <= float(r["BLEU"]) <= 100 for r in rows[7:])
+    assert "GFLOP per target token" in proc.stdout and "plan: 9 rows" in proc.stdout
+
+
+def test_rows_that_do_not_fit_the_budget_are_printed_as_skipped():
+    rows = table(bench("--budget", "0").stdout)
+    assert len(rows) == 2 + 8 + 4  # peaks, train (2 models x 2 precisions x 2 modes), decode (2 beams x 2 sizes)
+    assert all(r["note"].startswith("skipped: ~") and r["target tok/s"] == "" for r in rows)
