@@ -41,7 +41,7 @@ Definitions (all pinned by tests/test_search.py):
     prefix[t] gets log-probability -inf (prefix[t] keeps the model's); the search then goes on
     unconstrained. The prefix counts in |Y| and in the score; max length >= len(prefix) + 1.
   * Constrained decoding (``constraint``, e.g. the parser's well-formed trees,
-    nmt.tasks.parsing.TreeConstraint): ``constraint(src_tokens)`` returns a function
+    nmt.experiments.parsing.TreeConstraint): ``constraint(src_tokens)`` returns a function
     ``mask(logp, tokens, alive, k, steps_left)`` that sets the log-probabilities of the tokens a
     hypothesis may not take next to -inf, given its tokens so far (BOS first) and how many tokens
     it may still write, EOS included (rows ``i*k..(i+1)*k-1`` search sentence ``alive[i]``); the
@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..vocab import BOS, EOS, PAD
+from .constraints import LexicalConstraints
 
 
 STOPPING = ("exact", "fast")  # beam_search's early termination rules (see the module docstring)
@@ -260,13 +261,16 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
 def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
                 prefix: list[list[int]] | None = None, stopping: str = "exact", constraint=None,
+                constraints: list[list[list[int]]] | None = None,
                 pad: int = PAD, bos: int = BOS, eos: int = EOS) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with ``pad``); returns, per sentence,
     its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
     |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
     ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with.
     ``stopping``: "exact" (the paper's early termination) or "fast" (CTranslate2's rule).
-    ``constraint``: see the module docstring (None: every token but PAD and BOS allowed)."""
+    ``constraint``: see the module docstring (None: every token but PAD and BOS allowed).
+    ``constraints[i]``: target phrases (lists of ids) output i must contain, searched with dynamic
+    beam allocation (nmt.infer.constraints; not with ``prefix`` or ``constraint``)."""
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
     if stopping not in STOPPING:
@@ -277,7 +281,12 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     memory = model.encode(src_tokens)
     device = src_tokens.device
     constrain = None if constraint is None else constraint(src_tokens)
-    if k == 1 and alpha == 0:  # greedy: the same choices as the general step below, without its bookkeeping
+    lexical = None
+    if constraints is not None and any(constraints):  # hard lexical constraints (nmt.infer.constraints)
+        if prefix is not None or constraint is not None:
+            raise ValueError("constraints: not with a prefix or a constraint function")
+        lexical = LexicalConstraints(constraints, beam=k, max_len=max_len, device=device, pad=pad, bos=bos, eos=eos)
+    if k == 1 and alpha == 0 and lexical is None:  # greedy: the general step's choices without its bookkeeping
         return _greedy(model, memory, n_src, device=device, max_len=max_len, min_len=min_len, prefix=prefix,
                        constrain=constrain, pad=pad, bos=bos, eos=eos)
     first_memory = memory  # the first step's k rows of a sentence are all BOS: computed once (B rows)
@@ -305,8 +314,13 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         if constrain is not None:
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device).repeat_interleave(k)  # (B*k,)
             logp = constrain(logp, tokens, alive, k, steps_left)  # (B*k, W)
+        if lexical is not None:  # EOS once every phrase is met; room kept for the phrases left
+            logp = lexical.mask(logp, t=t, alive=alive)  # (B*k, W)
         # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
         top_scores, top_beam, top_tok, top_logp = beam_topk(logp, scores, min(2 * k, k * w))  # (B, 2k) each
+        if lexical is not None:  # the 2k candidates by dynamic beam allocation (Post & Vilar 2018)
+            top_scores, top_beam, top_tok, top_logp = lexical.allocate(logp, scores, top_scores, top_beam, top_tok,
+                                                                       top_logp)  # (B, 2k) each
         top_rows = top_beam + torch.arange(b, device=device)[:, None] * k  # (B, 2k) row in B*k
         is_eos = top_tok.eq(eos)
         # finished: EOS extensions ranked among the first k
@@ -326,6 +340,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         if t > 0 and k > 1:  # rows in slot order: a hypothesis's best child stays in its row
             sel = sel.gather(1, beam_slots(top_beam.gather(1, sel)))  # (B, k)
         scores = top_scores.gather(1, sel)  # (B, k)
+        if lexical is not None:
+            lexical.follow(sel)
         rows = top_rows.gather(1, sel).view(-1)  # (B*k,)
         new_tok = top_tok.gather(1, sel).view(-1)  # (B*k,)
         new_logp = top_logp.gather(1, sel).view(-1)  # (B*k,)
@@ -352,6 +368,8 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
             kept_rows = (keep_t[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'*k,)
             rows, tokens, pos_scores = rows[kept_rows], tokens[kept_rows], pos_scores[kept_rows]
             scores = scores[keep_t]  # (B', k)
+            if lexical is not None:
+                lexical.keep(keep_t)
             memory = reorder_owned(memory, rows)  # rows of one sentence share its memory
             alive = [alive[i] for i in keep]
         if t == 0:  # the cache holds one row per sentence: row i*k+j of the beam is its row i

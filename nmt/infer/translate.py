@@ -33,15 +33,20 @@ from ..data.batching import make_batches  # the one length batcher (training use
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve as resolve_precision
 from ..vocab import check_special_ids
+from .constraints import encode_constraints
 from .mbr import MBR, add_mbr_args, mbr_from_args, mbr_pick_all
 from .packed import pack_linears
 from .rerank import Rerank, add_rerank_args, load_rerank, rerank_results
-from .search import (EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, reading_order, right_to_left, sample,
-                     sentence_rng)
+from .search import (EOS, PAD, STOPPING, Ensemble, Hypothesis, beam_search, output_lengths, reading_order,
+                     right_to_left, sample, sentence_rng)
 
 
 class TranslateError(Exception):
     """A user-facing error of `nmt translate` (bad input, bad option); the message says which."""
+
+
+class ConstraintsError(TranslateError):
+    """Lexical constraints that cannot be searched for; the message names the line (from 1)."""
 
 
 @dataclass
@@ -89,17 +94,22 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
                    on_batch: Callable[[int], None] | None = None,
                    prefix: list[list[int]] | None = None,
                    sampling: Sampling | None = None, stopping: str = "exact",
-                   constraint=None, shortlist=None) -> list[list[Hypothesis]]:
+                   constraint=None, shortlist=None,
+                   constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
     ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
-    each batch searched over its union only."""
+    each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
+    contain (nmt.infer.constraints; search only, not with a shortlist)."""
     device = torch.device(device)
     if constraint is not None and sampling is not None:
         raise ValueError("constraint: only for beam/greedy search, not sampling")
     if constraint is not None and shortlist is not None:
         raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
+    if constraints is not None and (sampling is not None or shortlist is not None):
+        raise ValueError("constraints: only for beam/greedy search over the full vocabulary, not sampling "
+                         "or a shortlist")
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -117,7 +127,8 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
             if sampling is None:
                 hyps = beam_search(searched, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
                                    max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre,
-                                   stopping=stopping, constraint=constraint)
+                                   stopping=stopping, constraint=constraint,
+                                   constraints=None if constraints is None else [constraints[todo[j]] for j in batch])
             else:
                 rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
                 hyps = [[h] for h in sample(
@@ -310,15 +321,23 @@ class Translator:
                         max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
                         batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
                         on_batch: Callable[[int], None] | None = None, prefix: list[str] | None = None,
-                        sampling: Sampling | None = None, stopping: str = "exact") -> list[list[Translation]]:
+                        sampling: Sampling | None = None, stopping: str = "exact",
+                        constraints: list[list[str]] | None = None) -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
         is called for each sentence cut to the model's positions (default: a warning counting
         sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
         instead of a list gives the one sentence's list of translations.
         ``prefix[i]``: text translation i must start with ("" = none); ``sampling``: one sampled
         translation per sentence instead of beam search; ``stopping``: "exact" (the paper's early
-        termination) or "fast" (CTranslate2's rule, see nmt.infer.search)."""
+        termination) or "fast" (CTranslate2's rule, see nmt.infer.search). ``constraints[i]``:
+        phrases (text) translation i must contain, in any order (nmt.infer.constraints; [] = none)."""
         sources, truncated = self.encode(sentences)
+        constraint_ids = None
+        if constraints is not None:
+            if prefix is not None or sampling is not None or self.shortlist is not None:
+                raise TranslateError("constraints: beam search over the full vocabulary only (not with a prefix, "
+                                     "sampling or a shortlist)")
+            constraint_ids = self.constraint_ids(sources, constraints, max_len_a=max_len_a, max_len_b=max_len_b)
         prefix_ids = None
         if prefix is not None:
             if right_to_left(self.model):
@@ -341,21 +360,37 @@ class Translator:
         hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
                               max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
                               device=self.device, dtype=self.dtype, on_batch=on_batch,
-                              prefix=prefix_ids, sampling=sampling, stopping=stopping, shortlist=self.shortlist)
+                              prefix=prefix_ids, sampling=sampling, stopping=stopping, shortlist=self.shortlist,
+                              constraints=constraint_ids)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
+
+    def constraint_ids(self, sources: list[list[int]], constraints: list[list[str]], *, max_len_a: float = 1.0,
+                       max_len_b: int = 50) -> list[list[list[int]]]:
+        """The phrases ``constraints[i]`` (text) of each source (ids from ``encode``) as target ids
+        (nmt.infer.constraints.encode_constraints), each sentence's checked against its maximum
+        output length: ConstraintsError naming the sentence (from 1), TypeError for wrong types."""
+        max_len = [output_lengths(self.model, torch.tensor([s]), max_len_a=max_len_a, max_len_b=max_len_b,
+                                  prefix=None)[0] if s else 0 for s in sources]
+        try:
+            return encode_constraints(self.sp, constraints, max_len=max_len, right_to_left=right_to_left(self.model))
+        except ValueError as e:
+            raise ConstraintsError(str(e)) from None
 
     @one_or_many
     def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
                   max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
                   prefix: list[str] | None = None, sampling: Sampling | None = None,
                   stopping: str | None = None, mbr: MBR | None = None,
-                  rerank: Rerank | None = None) -> list[str]:
+                  rerank: Rerank | None = None, constraints: list[list[str]] | None = None) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
         None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
         minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one;
         ``rerank``: the best of the beam's ``beam``-best rescored with a second (right-to-left)
-        model (nmt.infer.rerank)."""
+        model (nmt.infer.rerank). ``constraints[i]``: phrases translation i must contain (see
+        translate_nbest; the torch engine only)."""
+        if constraints is not None and self.engine != "torch":
+            raise TranslateError("constraints: the torch engine's beam search only (not CTranslate2)")
         if (mbr is not None or rerank is not None) and sampling is not None:
             raise TranslateError("mbr and rerank choose among the beam's n-best: not with sampling")
         if mbr is not None and rerank is not None:
@@ -363,7 +398,8 @@ class Translator:
         results = self.translate_nbest(
             sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
             nbest=1 if mbr is None and rerank is None else beam, batch_tokens=batch_tokens, prefix=prefix,
-            sampling=sampling, **({} if stopping is None else {"stopping": stopping}))
+            sampling=sampling, **({} if stopping is None else {"stopping": stopping}),
+            **({} if constraints is None else {"constraints": constraints}))
         if mbr is not None:
             results = mbr_results(results, mbr)
         elif rerank is not None:
@@ -420,6 +456,11 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
                              "dynamic int8 linear layers (CPU; the default --device then)")
     parser.add_argument("--prefix-file", default=None,
                         help="one target prefix per input line: each output starts with it (empty line: none)")
+    parser.add_argument("--constraints", default=None, metavar="FILE",
+                        help="terminology: one line per input line holding the target phrases its output must "
+                             "contain, separated by tabs, in any order (empty line: none); beam search with "
+                             "dynamic beam allocation (Post & Vilar 2018); torch engine, not with --sampling, "
+                             "--prefix-file or --shortlist")
     add_mbr_args(parser)
     add_rerank_args(parser)
     parser.add_argument("--sampling", action="store_true",
@@ -483,6 +524,14 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         prefix = read_text_lines(args.prefix_file, errors=args.errors)
         if len(prefix) != len(lines):
             raise TranslateError(f"{args.prefix_file}: {len(prefix)} prefix lines for {len(lines)} input lines")
+    constraints = None
+    if args.constraints is not None:  # target phrases separated by tabs (nmt.infer.constraints)
+        if args.sampling or prefix is not None or args.shortlist is not None or args.engine != "torch":
+            raise TranslateError("--constraints: the torch engine's beam search over the full vocabulary (not with "
+                                 "--sampling, --prefix-file, --shortlist or --engine ctranslate2)")
+        constraints = [line.split("\t") for line in read_text_lines(args.constraints, errors=args.errors)]
+        if len(constraints) != len(lines):
+            raise TranslateError(f"{args.constraints}: {len(constraints)} constraint lines for {len(lines)} input lines")
     from ..checkpoint import CheckpointError
     from .export_ctranslate2 import ExportError
 
@@ -511,11 +560,15 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
 
     bar = tqdm(total=sum(1 for s in lines if s.strip()), unit="sent", file=sys.stderr,
                disable=args.quiet or args.input == "-")
-    results = translator.translate_nbest(
-        lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        nbest=args.beam if mbr or rerank else args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
-        on_batch=bar.update, prefix=prefix, sampling=sampling,
-        **({} if args.stopping is None else {"stopping": args.stopping}))
+    try:
+        results = translator.translate_nbest(
+            lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+            nbest=args.beam if mbr or rerank else args.nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
+            on_batch=bar.update, prefix=prefix, sampling=sampling,
+            **({} if args.stopping is None else {"stopping": args.stopping}),
+            **({} if constraints is None else {"constraints": constraints}))
+    except ConstraintsError as e:  # its line is the constraints file's
+        raise TranslateError(f"{args.constraints}: {e}") from None
     bar.close()
     if mbr is not None:
         results = mbr_results(results, mbr)
