@@ -373,3 +373,4 @@ def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
     with pytest.raises(TranslateError, match="--constraints: the torch engine's beam search"):
         cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", "--sampling",
             *fast)
+

@@ -5,6 +5,7 @@
     t.translate(["Hello world."], beam=4)                 # -> ["Hallo Welt."]
     t.translate_nbest(["Hello world."], beam=4, nbest=2)  # -> [[Translation(text, score, tokens), ...]]
     t.translate(["Hello world."], beam=8, mbr=MBR())       # MBR among the beam's 8-best (nmt.infer.mbr)
+    t.translate(["Hello world."], constraints=[["Welt"]])  # outputs holding the phrases (nmt.infer.constraints)
 
 Sentences are cleaned as at training time (strip, NFC), encoded with the checkpoint's
 SentencePiece model, given EOS, sorted by length into batches of at most ``batch_tokens`` padded
