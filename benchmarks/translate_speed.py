@@ -8,6 +8,12 @@ BLEU where references exist.
     # the paper's base model with random weights on newstest2014 sources, output length fixed at 30
     python benchmarks/translate_speed.py --preset base --vocab 37000 \\
         --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 200
+    # with a vocabulary shortlist (nmt shortlist DATA --out FILE): nmt --shortlist, CTranslate2 use_vmap
+    python benchmarks/translate_speed.py --checkpoint runs/demo/average --shortlist runs/demo/shortlist.txt \\
+        --src-file ../shared/data/multi30k/test.en.gz --ref-file ../shared/data/multi30k/test.de.gz
+    # random weights: a synthetic shortlist (see synthetic_shortlist) of 20 targets per source id, 100 frequent
+    python benchmarks/translate_speed.py --preset base --vocab 37000 --synthetic-shortlist 20,100 \\
+        --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 200
 
 Both engines get the same length-sorted batches (``--batch-tokens`` padded source tokens, as
 `nmt translate`) and the same number of threads. nmt int8 is ``Translator.load(precision="int8")``
@@ -21,6 +27,14 @@ CTranslate2 always uses its own. Columns: "x nmt fp32" = speed relative to nmt f
 the same beam; "vs CT2" (nmt rows) = nmt's speed over CTranslate2's at the same precision and
 beam; "= nmt fp32" / "= CT2" = share of outputs identical to nmt float32 (exact) / to CTranslate2
 at the same precision.
+
+With ``--shortlist FILE`` (or ``--synthetic-shortlist`` for random weights) every configuration also
+runs with the shortlist (column "shortlist": yes): nmt searches each batch over the shortlist's
+union (nmt.infer.shortlist), CTranslate2 over the same union through the same shortlist exported as
+its vocabulary map (vmap.txt, ``use_vmap=True``). Then "vs CT2" is always against CTranslate2
+without the map at the same precision and beam, and "vs CT2 vmap" against CTranslate2 with it;
+"= CT2" compares with CTranslate2 on the same vocabulary (with the map or without). The header
+line gives the mean union size per batch.
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
 from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
+from nmt.infer.shortlist import SPECIAL, Shortlist, load as load_shortlist  # noqa: E402
 from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 
@@ -58,6 +73,23 @@ def random_checkpoint(args, lines: list[str], tmp: Path) -> Path:
                           section="model")
     return save(tmp / "ckpt", model=Transformer(cfg).eval(), spm_model=tmp / "spm.model",
                 config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+
+
+def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
+    """For random weights (ids without meaning): ids 4..4+frequent-1 always scored, and for each
+    source id ``best`` target ids drawn (seeded by the id) from a Zipf law over the ids (p(rank r)
+    proportional to 1/r, ids in rank order after the frequent ones), as word translations are:
+    lists of different sources overlap in the common ids, as a real shortlist's do."""
+    import numpy as np
+
+    first = len(SPECIAL) + frequent
+    ranks = np.arange(1, vocab - first + 1)
+    p = (1.0 / ranks) / (1.0 / ranks).sum()
+    candidates = {}
+    for s in range(len(SPECIAL), vocab):
+        rng = np.random.default_rng(s)
+        candidates[s] = sorted(set((first + rng.choice(len(ranks), size=best, p=p)).tolist()))
+    return Shortlist(vocab, list(range(len(SPECIAL), first)), candidates, info={"statistic": "synthetic zipf"})
 
 
 def nmt_translator(checkpoint: Path, precision: str):
@@ -86,7 +118,14 @@ def main() -> int:
                    help="nmt beam search stopping rules to run (exact: the paper's; fast: CTranslate2's)")
     p.add_argument("--repeat", type=int, default=3, help="time each row this many times (in rounds over all rows), keep the fastest")
     p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: torch's)")
+    p.add_argument("--shortlist", default=None, help="also run every row with this shortlist (checkpoint only)")
+    p.add_argument("--synthetic-shortlist", default=None, metavar="BEST,FREQUENT",
+                   help="random weights: also run every row with a synthetic shortlist (see synthetic_shortlist)")
     args = p.parse_args()
+    if args.shortlist and not args.checkpoint:
+        p.error("--shortlist belongs to a checkpoint's vocabulary; random weights take --synthetic-shortlist")
+    if args.synthetic_shortlist and args.checkpoint:
+        p.error("--synthetic-shortlist is for random weights; a checkpoint takes --shortlist FILE")
     if args.set and args.checkpoint:
         p.error("--set changes the random --preset model; a --checkpoint keeps its own configuration")
     bad = [kv for kv in args.set if "=" not in kv]
@@ -112,22 +151,40 @@ def main() -> int:
         sources = [add_eos([4 + zlib.crc32(w.encode()) % (args.vocab - 4) for w in s.split()],
                            cfg.max_positions)[0] if s else [] for s in lines]
         vocab = ["<blank>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, cfg.tgt_vocab_size)]
-    ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt))
+    shortlist = None
+    if args.shortlist:
+        base.use_shortlist(load_shortlist(args.shortlist))  # checked against the model's vocabulary
+        shortlist, base.shortlist = base.shortlist, None  # the rows pass it to search_sources themselves
+    elif args.synthetic_shortlist:
+        best, _, frequent = args.synthetic_shortlist.partition(",")
+        shortlist = synthetic_shortlist(cfg.tgt_vocab_size, int(best), int(frequent or 100))
+    ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt), shortlist=shortlist)
     n_sent = sum(1 for s in sources if s)
     threads = torch.get_num_threads()
     print(f"model: {args.checkpoint or args.preset + ' (random weights)'} ({cfg.depth()}, d_model={cfg.d_model}, "
           f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
           f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}")
+    if shortlist is not None:
+        from nmt.data.batching import make_batches
+
+        todo = [s for s in sources if s]
+        unions = [shortlist.rows(torch.tensor([todo[j] + [0] * (max(len(todo[i]) for i in b) - len(todo[j]))
+                                               for j in b])).numel()
+                  for b in make_batches([len(s) for s in todo], batch_tokens=args.batch_tokens)]
+        print(f"shortlist: {args.shortlist or 'synthetic ' + args.synthetic_shortlist} "
+              f"({shortlist.info.get('statistic', '?')}); union per batch: mean {sum(unions) / len(unions):.0f}, "
+              f"min {min(unions)}, max {max(unions)} of {cfg.tgt_vocab_size} target pieces ({len(unions)} batches)")
     length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}
 
-    def run_nmt(t, beam, stopping):
+    def run_nmt(t, beam, stopping, listed=False):
         hyps = search_sources(t.model, sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
-                              batch_tokens=args.batch_tokens, dtype=t.dtype, stopping=stopping, **length)
+                              batch_tokens=args.batch_tokens, dtype=t.dtype, stopping=stopping,
+                              shortlist=shortlist if listed else None, **length)
         return [h[0].tokens for h in hyps]
 
-    def run_ct2(t, beam):
+    def run_ct2(t, beam, listed=False):
         hyps = t.search_ids(sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
-                            batch_tokens=args.batch_tokens, **length)
+                            batch_tokens=args.batch_tokens, use_vmap=listed, **length)
         return [h[0][0] for h in hyps]
 
     engines = {}
@@ -138,53 +195,63 @@ def main() -> int:
         engines[("ct2", prec)] = ct2
 
     stoppings = args.stopping.split(",")
-    rows = []  # (name, prec, beam, stopping, result): result = (sec, ids) or an "unavailable" string
+    listings = [False, True] if shortlist is not None else [False]
+    rows = []  # (name, prec, beam, stopping, listed, result): result = (sec, ids) or an "unavailable" string
     for beam in map(int, args.beams.split(",")):
         for prec in args.precisions.split(","):
-            for name, stop in [("ct2", "fast")] + [("nmt", s) for s in (stoppings if beam > 1 else ["exact"])]:
-                t = engines[(name, prec)]
-                rows.append((name, prec, beam, stop, t if isinstance(t, str) else (float("inf"), None)))
+            for listed in listings:
+                for name, stop in [("ct2", "fast")] + [("nmt", s) for s in (stoppings if beam > 1 else ["exact"])]:
+                    t = engines[(name, prec)]
+                    rows.append((name, prec, beam, stop, listed, t if isinstance(t, str) else (float("inf"), None)))
     timed = [i for i, row in enumerate(rows) if not isinstance(row[-1], str)]
     for i in timed:  # warm-up (first-call allocations, int8 packing)
-        name, prec, beam, stop, _ = rows[i]
+        name, prec, beam, stop, listed, _ = rows[i]
         t, small = engines[(name, prec)], sources[:4]
-        (search_sources(t.model, small, beam=beam, batch_tokens=args.batch_tokens, dtype=t.dtype)
-         if name == "nmt" else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens))
+        (search_sources(t.model, small, beam=beam, batch_tokens=args.batch_tokens, dtype=t.dtype,
+                        shortlist=shortlist if listed else None)
+         if name == "nmt" else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens, use_vmap=listed))
     for r in range(args.repeat):  # every row once per round, the fastest round kept: the machine's
         for i in timed:  # drifts in speed fall on all rows alike, not on the rows timed last
-            name, prec, beam, stop, (best, _) = rows[i]
+            name, prec, beam, stop, listed, (best, _) = rows[i]
             t = engines[(name, prec)]
             time.sleep(0.2)  # the other engine's OpenMP threads stop spinning before this row starts
             start = time.perf_counter()
-            ids = run_nmt(t, beam, stop) if name == "nmt" else run_ct2(t, beam)
+            ids = run_nmt(t, beam, stop, listed) if name == "nmt" else run_ct2(t, beam, listed)
             sec = time.perf_counter() - start
-            rows[i] = (name, prec, beam, stop, (min(best, sec), ids))
-            print(f"  round {r + 1}: {name} {prec} beam {beam} {stop if name == 'nmt' else ''}: {sec:.2f} s "
-                  f"(best {min(best, sec):.2f} s)", file=sys.stderr, flush=True)
+            rows[i] = (name, prec, beam, stop, listed, (min(best, sec), ids))
+            print(f"  round {r + 1}: {name} {prec} beam {beam} {stop if name == 'nmt' else ''}"
+                  f"{' shortlist' if listed else ''}: {sec:.2f} s (best {min(best, sec):.2f} s)",
+                  file=sys.stderr, flush=True)
 
-    done = {(n, p, b, s): r for n, p, b, s, r in rows if not isinstance(r, str)}
-    print("\n| decoder | precision | beam | stopping | sent/s | tok/s | sec | x nmt fp32 | vs CT2 | = nmt fp32 "
-          "| = CT2 |" + (" BLEU |" if refs else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if refs else ""))
-    for name, prec, beam, stop, result in rows:
+    done = {(n, p, b, s, sl): r for n, p, b, s, sl, r in rows if not isinstance(r, str)}
+    vmap_col = " vs CT2 vmap |" if shortlist is not None else ""
+    print("\n| decoder | precision | beam | stopping | shortlist | sent/s | tok/s | sec | x nmt fp32 | vs CT2 |"
+          f"{vmap_col} = nmt fp32 | = CT2 |" + (" BLEU |" if refs else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if vmap_col else "") + ("---|" if refs else ""))
+    for name, prec, beam, stop, listed, result in rows:
         label = "nmt" if name == "nmt" else "CTranslate2 4.8.5"
         stop_label = stop if name == "nmt" and beam > 1 else ("CTranslate2's" if beam > 1 else "")
+        listed_label = ("yes (vmap)" if name == "ct2" else "yes") if listed else "no"
         if isinstance(result, str):
-            print(f"| {label} | {prec} | {beam} | {stop_label} | {result} | | | | | | |" + (" |" if refs else ""))
+            print(f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {result} | | | | |"
+                  + (" |" if vmap_col else "") + " | |" + (" |" if refs else ""))
             continue
         sec, ids = result
         tokens = sum(len(h) + 1 for h, s in zip(ids, sources) if s)
         speed = n_sent / sec
-        ref = done.get(("nmt", "fp32", beam, "exact"))
-        ct2 = done.get(("ct2", prec, beam, "fast"))
+        ref = done.get(("nmt", "fp32", beam, "exact", False))
+        ct2 = done.get(("ct2", prec, beam, "fast", False))
+        ct2_vmap = done.get(("ct2", prec, beam, "fast", True))
+        same_ct2 = done.get(("ct2", prec, beam, "fast", listed))
         rel = f"{ref[0] / sec:.2f}" if ref else ""
         vs = f"{ct2[0] / sec:.2f}" if ct2 and name == "nmt" else ""
+        vs_vmap = (f" {ct2_vmap[0] / sec:.2f} |" if ct2_vmap and name == "nmt" else " |") if vmap_col else ""
 
         def same(other):
             return f"{100 * sum(a == b for a, b in zip(ids, other[1])) / len(ids):.1f}%" if other else ""
 
-        line = (f"| {label} | {prec} | {beam} | {stop_label} | {speed:.1f} | {tokens / sec:.0f} | {sec:.2f} | "
-                f"{rel} | {vs} | {same(ref)} | {same(ct2) if name == 'nmt' else ''} |")
+        line = (f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {speed:.1f} | {tokens / sec:.0f} | "
+                f"{sec:.2f} | {rel} | {vs} |{vs_vmap} {same(ref)} | {same(same_ct2) if name == 'nmt' else ''} |")
         if refs is not None and args.checkpoint:
             from nmt.metrics import corpus_scores
 

@@ -40,7 +40,7 @@ def lines(tiny_data):
 @pytest.fixture(scope="module")
 def small_shortlist(tiny_data):
     """A restrictive shortlist (2 candidates a source piece, 5 frequent pieces)."""
-    return build(tiny_data, BuildOptions(best=2, frequent=5, identity=False))
+    return build(tiny_data, BuildOptions(best=2, frequent=5))
 
 
 def sources_of(t: Translator, lines):
@@ -177,7 +177,7 @@ def test_build_lists_each_source_words_translation_and_the_frequent_pieces(tiny_
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(tiny_data / "spm.model"))
-    sl = build(tiny_data, BuildOptions(best=1, frequent=3, identity=False))
+    sl = build(tiny_data, BuildOptions(best=1, frequent=3))
     assert sl.spm_sha256 == hashlib.sha256((tiny_data / "spm.model").read_bytes()).hexdigest()
     assert sl.info["statistic"] == "ibm1" and sl.info["sentences"] == 600
     for word in ("house", "tree", "ball", "green", "runs"):
@@ -188,7 +188,7 @@ def test_build_lists_each_source_words_translation_and_the_frequent_pieces(tiny_
     data = ParallelDataset.load(tiny_data, "train")
     counts = np.bincount(np.concatenate([data[i][1] for i in range(len(data))]), minlength=sl.vocab_size)
     assert sl.frequent == sorted(np.argsort(-counts, kind="stable")[:3].tolist())
-    with_identity = build(tiny_data, BuildOptions(best=1, frequent=3))
+    with_identity = build(tiny_data, BuildOptions(best=1, frequent=3, identity=True))
     assert all(s in with_identity.candidates[s] for s in range(4, sl.vocab_size))
 
 
@@ -223,9 +223,8 @@ def test_a_bad_shortlist_file_is_an_error_naming_the_line(tmp_path, small_shortl
 # ----------------------------------------------------------------------------- CLI, API, CTranslate2
 def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(trained, tiny_data, lines, tmp_path, capsys):
     out = tmp_path / "s.txt"
-    assert main(["shortlist", str(tiny_data), "--out", str(out), "--best", "2", "--frequent", "5",
-                 "--no-identity"]) == 0
-    assert load(out) == build(tiny_data, BuildOptions(best=2, frequent=5, identity=False))
+    assert main(["shortlist", str(tiny_data), "--out", str(out), "--best", "2", "--frequent", "5"]) == 0
+    assert load(out) == build(tiny_data, BuildOptions(best=2, frequent=5))
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     capsys.readouterr()
     assert main(["translate", str(trained), "-i", str(tmp_path / "in.txt"), "--shortlist", str(out), "--quiet",
@@ -264,7 +263,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(tra
     export = tmp_path / "ct2"
     assert main(["export", "ctranslate2", str(trained), str(export)]) == 0
     path = tmp_path / "s.txt"
-    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5", "--no-identity",
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5",
                  "--ctranslate2", str(export)]) == 0
     assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(
         small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8")))

@@ -10,8 +10,9 @@ Built by ``nmt shortlist DATA --out FILE`` from a prepared corpus's training pai
     sentence-level co-occurrence counts re-weighted by expectation-maximisation (``iterations``
     EM passes from uniform, with a NULL source word), as fast_align's lexical table that Marian
     and Sockeye read, without its diagonal prior. Each source piece keeps its ``best`` target
-    pieces by p(t | s) above ``threshold`` (Marian's ``best``, Sockeye's k), and itself (the
-    vocabulary is shared: names and numbers are copied; Marian's ``shared``; ``identity``);
+    pieces by p(t | s) above ``threshold`` (Marian's ``best``, Sockeye's k), and with
+    ``identity`` itself (Marian's ``shared``: a piece copied from the source; off by default:
+    a piece that is copied in the training pairs is among its own candidates already);
   * ``frequent``: the most frequent target pieces of the training targets (Marian's ``first``;
     SentencePiece ids are not in frequency order, so they are counted), always scored.
 Special ids are never listed: PAD, UNK, BOS and EOS are always in the union.
@@ -198,11 +199,11 @@ def restricted_model(model, rows: Tensor):
 # ----------------------------------------------------------------------------- building
 @dataclass
 class BuildOptions:
-    best: int = 50  # target pieces kept per source piece (by p(t|s))
+    best: int = 10  # target pieces kept per source piece (by p(t|s))
     frequent: int = 100  # most frequent target pieces, always scored
     threshold: float = 0.0  # keep p(t|s) > threshold only
     iterations: int = 5  # EM passes of IBM Model 1
-    identity: bool = True  # each source piece lists itself (shared vocabulary: copies)
+    identity: bool = False  # each source piece lists itself too (shared vocabulary: copies)
     max_sentences: int = 1_000_000  # the first N training pairs (prepare shuffles them)
     chunk: int = 8192  # sentences per vectorised pass (memory)
 
@@ -466,9 +467,9 @@ def add_shortlist_args(parser: argparse.ArgumentParser) -> None:
                         help=f"most frequent target pieces, always scored (default {d.frequent})")
     parser.add_argument("--threshold", type=float, default=d.threshold, help="keep p(t|s) > this only (default 0)")
     parser.add_argument("--iterations", type=int, default=d.iterations, help=f"EM passes (default {d.iterations})")
-    parser.add_argument("--no-identity", action="store_true",
-                        help="do not list each source piece as its own candidate (listed by default: shared "
-                             "vocabulary, names and numbers are copied)")
+    parser.add_argument("--identity", action="store_true",
+                        help="also list each source piece as its own candidate (Marian's shared vocabulary rule: "
+                             "pieces copied from the source; a larger union)")
     parser.add_argument("--max-sentences", type=int, default=d.max_sentences,
                         help=f"read the first N training pairs (default {d.max_sentences:,})")
     parser.add_argument("--ctranslate2", metavar="MODEL_DIR", action="append", default=[],
@@ -483,7 +484,7 @@ def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
     if out.is_dir() or not out.parent.is_dir():
         raise ShortlistError(f"{out}: cannot write (a directory, or its folder does not exist)")
     options = BuildOptions(best=args.best, frequent=args.frequent, threshold=args.threshold,
-                           iterations=args.iterations, identity=not args.no_identity,
+                           iterations=args.iterations, identity=args.identity,
                            max_sentences=args.max_sentences)
 
     def log(message: str) -> None:
