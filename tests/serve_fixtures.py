@@ -1,4 +1,10 @@
-"""A small trained checkpoint (about 8 s on one core) and a `nmt serve` subprocess for the tests."""
+"""A small trained checkpoint (about 8 s on one core, once per session: the ``run_dir`` fixture)
+and a `nmt serve` subprocess for the tests.
+
+Run as a script (``python tests/serve_fixtures.py serve ...``) it is `nmt` whose model sleeps
+$NMT_TEST_STEP_DELAY seconds before every decoding step and writes "nmt-test: encode N" to stderr
+for every search batch of N sentences it encodes: a server whose searches are slow for certain,
+and whose log shows which requests were searched, for the shutdown tests."""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
@@ -32,6 +40,12 @@ def train_small(data: Path, out: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def run_dir(tiny_data, tmp_path_factory) -> Path:
+    """The small checkpoint's run directory, trained once for all the serve tests."""
+    return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -51,12 +65,13 @@ def request(url: str, body: dict | None = None, *, timeout: float = 60) -> tuple
 class Server:
     """`python -m nmt serve ...` on 127.0.0.1 and a free port, waited for until /health answers."""
 
-    def __init__(self, *args: str, log: Path):
+    def __init__(self, *args: str, log: Path, step_delay: float = 0.0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", NMT_TEST_STEP_DELAY=str(step_delay))
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", *args, "--port", str(self.port)],
+        nmt = [str(Path(__file__).resolve())] if step_delay else ["-m", "nmt"]
+        self.proc = subprocess.Popen([sys.executable, *nmt, "serve", *args, "--port", str(self.port)],
                                      stdout=subprocess.PIPE, stderr=open(log, "wb"), env=env, cwd=REPO)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -79,3 +94,22 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+if __name__ == "__main__":
+    from nmt.cli import main
+    from nmt.model import Transformer
+
+    delay = float(os.environ.get("NMT_TEST_STEP_DELAY") or 0)
+    real_encode, real_step = Transformer.encode, Transformer.decode_step
+
+    def logged_encode(self, src_tokens, *args, **kwargs):
+        print(f"nmt-test: encode {src_tokens.size(0)}", file=sys.stderr, flush=True)
+        return real_encode(self, src_tokens, *args, **kwargs)
+
+    def slow_step(self, *args, **kwargs):
+        time.sleep(delay)
+        return real_step(self, *args, **kwargs)
+
+    Transformer.encode, Transformer.decode_step = logged_encode, slow_step
+    sys.exit(main(sys.argv[1:]))

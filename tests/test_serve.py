@@ -25,12 +25,7 @@ from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, SearchOptions  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
-from serve_fixtures import SENTENCES, Server, request, train_small  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def run_dir(tiny_data, tmp_path_factory) -> Path:
-    return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")
+from serve_fixtures import SENTENCES, Server, request, run_dir  # noqa: E402,F401  (run_dir: a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -278,10 +273,16 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
     import uvicorn
 
     calls = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: calls.append(self.config))
     assert main(["serve", f"en-de={run_dir}", "--host", "0.0.0.0", "--port", "8123"]) == 0
-    assert calls[-1]["host"] == "0.0.0.0" and calls[-1]["port"] == 8123
+    assert calls[-1].host == "0.0.0.0" and calls[-1].port == 8123
+    assert (calls[-1].limit_concurrency, calls[-1].timeout_graceful_shutdown) == (256, 20.0)
     assert "warning: listening on 0.0.0.0" in capsys.readouterr().err
+    assert main(["serve", str(run_dir), "--max-connections", "8", "--shutdown-grace", "5"]) == 0
+    assert (calls[-1].limit_concurrency, calls[-1].timeout_graceful_shutdown) == (8, 5.0)
+    for bad in (["--timeout", "0"], ["--max-request-work", "0"], ["--max-body-bytes", "-1"], ["--allowed-hosts", ","]):
+        assert main(["serve", str(run_dir), *bad]) == 2
+        assert f"nmt serve: error: {bad[0]} " in capsys.readouterr().err
     key = tmp_path / "key"
     key.write_text("k\n")
     assert main(["serve", str(run_dir), "--host", "0.0.0.0", "--api-key-file", str(key)]) == 0
@@ -300,7 +301,7 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
-    server = Server(f"tiny={run_dir}", "--max-wait-ms", "10", log=tmp_path / "serve.log")
+    server = Server(f"tiny={run_dir}", "--max-wait-ms", "10", "--shutdown-grace", "60", log=tmp_path / "serve.log")
     try:
         single = {}
         for s in SENTENCES:  # one request at a time: the reference

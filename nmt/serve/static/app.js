@@ -110,7 +110,13 @@ async function translate(event) {
 }
 
 async function init() {
-  const health = await (await fetch("/health")).json();
+  const r = await fetch("/health");
+  const health = await r.json();
+  if (!r.ok) {  // 503: a model's worker is dead or stuck (the message says which)
+    $("status").className = "error";
+    $("status").textContent = health.error ? health.error.message : "HTTP " + r.status;
+    return;
+  }
   fillSelect($("model"), health.models);
   [...$("model").options].forEach((o, i) => { o.value = health.models[i]; });
   $("keyrow").hidden = !health.auth;
