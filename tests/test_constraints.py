@@ -143,6 +143,21 @@ def test_multi_piece_phrase_stays_contiguous():
     assert all(meets(h.tokens, [[B_, D_]]) for h in hyps) and len(hyps) == 4
 
 
+def test_beam_allocation_keeps_the_unlikely_start():
+    """Dynamic beam allocation, beam 2: C is unlikely first (0.02) and almost impossible after A or
+    B (0.001), but C then EOS is likely. The 2 best extensions at step 1 are A and B; the bank of
+    one constraint token keeps C anyway (round-robin over the banks: C, then A), so the search
+    returns [C] (log 0.02 + log 0.9), the best output holding C. Without the banks, C would be
+    written at the last steps after A A ... (log 0.001 for C alone)."""
+    model_table = table({2: {A: 0.5, B_: 0.4, C_: 0.02}, A: {A: 0.6, B_: 0.3}, B_: {A: 0.6, B_: 0.3},
+                         C_: {EOS: 0.9}})
+    [hyps] = beam_search(Bigram({9: model_table}), src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=6,
+                         constraints=[[[C_]]])
+    tokens, score = best_meeting(model_table, [[C_]], 6, 0.6)
+    assert hyps[0].tokens == tokens == [C_]
+    assert hyps[0].score == pytest.approx(score, abs=1e-5)
+
+
 def test_phrase_found_after_a_false_start():
     """The model writes A A A B; the constraint [A A B] is met there: after A A A its progress
     falls back to the longest suffix that starts the phrase (A A), not to nothing or A, so A A A
@@ -374,3 +389,30 @@ def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
         cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", "--sampling",
             *fast)
 
+
+def test_http_constraints_field(checkpoint):
+    """POST /translate with "constraints": a list of phrases for one text, one list per sentence
+    for a list; the translations are the Translator's and hold the phrases; a wrong shape or a
+    phrase the vocabulary cannot write is a 422 naming it, before anything is queued."""
+    pytest.importorskip("fastapi", reason="nmt[serve] not installed")
+    from fastapi.testclient import TestClient
+
+    from nmt.infer.translate import Translator
+    from nmt.serve.app import create_app
+    from nmt.serve.options import add_serve_args, build_models
+
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    app = create_app(build_models({"tiny": checkpoint}, parser.parse_args([f"tiny={checkpoint}"])))
+    want = Translator.load(checkpoint, device="cpu", precision="fp32").translate(LINES, constraints=PHRASES, beam=3)
+    with TestClient(app) as c:
+        r = c.post("/translate", json={"text": LINES, "constraints": PHRASES, "beam": 3})
+        assert r.status_code == 200, r.text
+        assert [t["text"] for t in r.json()["translations"]] == want
+        r = c.post("/translate", json={"text": LINES[1], "constraints": PHRASES[1], "beam": 3})
+        assert r.status_code == 200 and r.json()["translations"][0]["text"] == want[1]
+        for body, message in (({"text": LINES[:2], "constraints": [["haus"]]}, "one list of phrases per sentence"),
+                              ({"text": LINES[:2], "constraints": ["haus", "baum"]}, "one list of phrases per"),
+                              ({"text": LINES[0], "constraints": ["жук"]}, "constraints: line 1: constraint 'жук'")):
+            r = c.post("/translate", json=body)
+            assert r.status_code == 422 and message in r.json()["error"]["message"], r.text
