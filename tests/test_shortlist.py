@@ -277,3 +277,30 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(tra
     (export / "vmap.txt").unlink()
     with pytest.raises(ExportError, match="vmap.txt: missing"):
         Translator.load(export, engine="ctranslate2", shortlist=path)
+
+
+def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny_data, lines, tmp_path):
+    pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
+    import argparse
+
+    from fastapi.testclient import TestClient
+
+    from nmt.serve.app import create_app
+    from nmt.serve.options import ServeError, add_serve_args, build_models
+
+    path = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    models = build_models({"tiny": trained}, parser.parse_args([f"tiny={trained}", "--shortlist", str(path)]))
+    expected = Translator.load(trained, device="cpu", precision="fp32", shortlist=path).translate(lines)
+    with TestClient(create_app(models)) as client:
+        r = client.post("/translate", json={"text": lines})
+        assert r.status_code == 200 and [t["text"] for t in r.json()["translations"]] == expected
+        assert client.get("/models").json()["models"][0]["shortlist"] == "s.txt"
+        r = client.post("/translate", json={"text": lines[0], "constraints": ["x"]})
+        assert r.status_code == 400 and "shortlist" in r.json()["error"]["message"]
+    for bad, message in ((["--shortlist", f"other={path}"], "no model named 'other'"),
+                         (["--shortlist", str(tmp_path / "nope")], "no such file")):
+        with pytest.raises(ServeError, match=message):
+            build_models({"tiny": trained}, parser.parse_args([f"tiny={trained}", *bad]))

@@ -410,6 +410,9 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
             translator = m.batcher.translator
             if getattr(translator, "engine", None) != "torch":
                 raise ApiError(400, f"model {m.name!r}: constraints need the torch engine")
+            if getattr(translator, "shortlist", None) is not None:
+                raise ApiError(400, f"model {m.name!r}: served with a vocabulary shortlist (--shortlist); "
+                                    "constraints need the full vocabulary")
             if len(constraints) != len(sentences) or not all(
                     isinstance(c, list) and all(isinstance(p, str) for p in c) for c in constraints):
                 raise ApiError(422, "constraints: a list of phrases for one text, one list of phrases per sentence "

@@ -54,6 +54,9 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                              "when --host is a loopback address, else any)")
     parser.add_argument("--api-key-file", help="file whose first line is the API key clients must send")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--shortlist", action="append", default=[], metavar="[NAME=]FILE",
+                        help="a vocabulary shortlist (`nmt shortlist`) the model NAME (without NAME: the only "
+                             "model) searches with (nmt.infer.shortlist); its requests may not carry constraints")
 
 
 def parse_model_args(specs: list[str]) -> dict[str, Path]:
@@ -92,11 +95,33 @@ def read_api_key(path: str) -> str:
     return key
 
 
-def load_translator(path: Path, *, engine: str, device: str):
+def parse_shortlist_args(specs: list[str], names: list[str]) -> dict[str, Path]:
+    """--shortlist [NAME=]FILE options -> {model name: shortlist file}."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            if len(names) != 1:
+                raise ServeError(f"--shortlist {spec}: {len(names)} models are served: say which (NAME=FILE)")
+            name, path = names[0], spec
+        if name not in names:
+            raise ServeError(f"--shortlist {spec}: no model named {name!r} (served: {', '.join(names)})")
+        if name in out:
+            raise ServeError(f"--shortlist {spec}: model {name!r} has a shortlist already")
+        if not Path(path).is_file():
+            raise ServeError(f"--shortlist {spec}: {path}: no such file")
+        out[name] = Path(path)
+    return out
+
+
+def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | None = None):
     from ..checkpoint import CheckpointError
-    from ..infer.translate import Translator
+    from ..infer.export_ctranslate2 import ExportError
+    from ..infer.translate import TranslateError, Translator
 
     kwargs = {"device": device, "precision": "fp32"}
+    if shortlist is not None:
+        kwargs["shortlist"] = shortlist
     if engine != "torch":
         if "engine" not in inspect.signature(Translator.load).parameters:
             raise ServeError(f"--engine {engine}: this nmt has no {engine} engine "
@@ -104,7 +129,7 @@ def load_translator(path: Path, *, engine: str, device: str):
         kwargs["engine"] = engine
     try:
         return Translator.load(path, **kwargs)
-    except CheckpointError as e:
+    except (CheckpointError, ExportError, TranslateError) as e:
         raise ServeError(str(e)) from None
 
 
@@ -130,12 +155,14 @@ def build_models(paths: dict[str, Path], args: argparse.Namespace) -> dict:
     from .batcher import Batcher
 
     models = {}
+    shortlists = parse_shortlist_args(args.shortlist, list(paths))
     for name, path in paths.items():
-        translator = load_translator(path, engine=args.engine, device=args.device)
+        translator = load_translator(path, engine=args.engine, device=args.device, shortlist=shortlists.get(name))
         batcher = Batcher(translator, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
                           max_queue=args.max_queue, max_queue_work=args.max_queue_work, slice_ms=args.slice_ms,
                           batching=not args.no_batching)
         models[name] = ServedModel(name, batcher, model_info(name, path, translator))
+        models[name].info["shortlist"] = shortlists[name].name if name in shortlists else None
     return models
 
 
