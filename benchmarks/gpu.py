@@ -159,7 +159,7 @@ class Sizes:
     warmup: int  # untimed updates (compile rows: one more)
     backend: str  # torch.compile's
     budget: float
-    estimate: dict[str, float]  # seconds: peak, train per model, compile, decode, bleu
+    estimate: dict[str, float]  # seconds: peak, train per model, compile, decode, bleu, profile
 
 
 def gpu_sizes() -> Sizes:
@@ -167,7 +167,7 @@ def gpu_sizes() -> Sizes:
                  max_tokens=25_000, matmul=8192, decode_batches=(512, 128, 32), random_sources=3003,
                  test_limit=None, train_seconds=6.0, decode_seconds=5.0, min_updates=5, warmup=2,
                  backend="inductor", budget=450.0,
-                 estimate={"peak": 4, "base": 15, "big": 22, "compile": 45, "decode": 8, "bleu": 12})
+                 estimate={"peak": 4, "base": 15, "big": 22, "compile": 45, "decode": 8, "bleu": 12, "profile": 25})
 
 
 def tiny_sizes() -> Sizes:
@@ -176,7 +176,7 @@ def tiny_sizes() -> Sizes:
                  pairs=2000, update_tokens=1200, max_tokens=600, matmul=1024, decode_batches=(16, 4),
                  random_sources=24, test_limit=12, train_seconds=0.3, decode_seconds=0.2, min_updates=2,
                  warmup=1, backend="eager", budget=60.0,
-                 estimate={"peak": 0.5, "base": 1.5, "big": 2, "compile": 4, "decode": 0.5, "bleu": 1})
+                 estimate={"peak": 0.5, "base": 1.5, "big": 2, "compile": 4, "decode": 0.5, "bleu": 1, "profile": 3})
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -232,6 +232,13 @@ def compile_layers(model: Transformer, backend: str) -> None:
         layer.compile(backend=backend, dynamic=True)
 
 
+def compiled_graphs() -> int:
+    """Graphs Dynamo has captured in this process (since the last torch._dynamo.reset)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
 def new_trainer(cfg: ModelConfig, data: Path, meta: dict, work: Path, *, device: torch.device, precision: str,
                 max_tokens: int, update_tokens: int) -> Trainer:
     train_cfg = TrainConfig(max_tokens=max_tokens, update_tokens=update_tokens, keep_last=1,
@@ -276,6 +283,7 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
             max_tokens //= 2
     sync(device)
     warmup = time.perf_counter() - warm_start
+    graphs = compiled_graphs()
     updates = tokens = sentences = flops = 0
     drawing = busy = 0.0
     padded = real = 0
@@ -288,6 +296,7 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
         padded += sum(b.src.numel() + b.tgt_out.numel() for b in micro)
         real += sum(b.n_src_tokens + b.n_tgt_tokens for b in micro)
     rate = flops / busy
+    recompiled = compiled_graphs() - graphs  # graphs Dynamo made while timed: new shapes recompiled
     peak = peaks.get(precision)
     spec = sheet[0 if precision == "bf16" else 1] * 1e12 if sheet else None
     accum = trainer.accum
@@ -295,6 +304,9 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
     memory = peak_memory(device)
     if mode == "compile":
         torch._dynamo.reset()
+        from torch._dynamo.utils import counters
+
+        counters.clear()
     reset_memory(device)
     return {"task": "train", "model": name, "precision": precision_label(precision, device),
             "mode": mode if mode == "eager" or sizes.backend == "inductor" else f"compile ({sizes.backend})",
@@ -303,7 +315,8 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
             "step ms": f"{1000 * busy / updates:.1f}", "peak GiB": memory, "TFLOP/s": f"{rate / 1e12:.3g}",
             "MFU": f"{rate / peak:.1%}" if peak else "", "MFU sheet": f"{rate / spec:.1%}" if spec else "",
             "note": f"data {drawing / busy:.0%}, pad {1 - real / padded:.0%}, {updates} updates, "
-                    f"warm-up {warmup:.0f} s, cell {time.perf_counter() - cell_start:.0f} s",
+                    f"warm-up {warmup:.0f} s{f', {graphs} graphs, {recompiled} more while timed' if mode == 'compile' else ''}, "
+                    f"cell {time.perf_counter() - cell_start:.0f} s",
             "_warmup": warmup}
 
 
@@ -355,6 +368,56 @@ def decode_row(model, sources: list[list[int]], *, label: str, beam: int, batch:
                     f"cell {time.perf_counter() - cell_start:.0f} s"}
 
 
+def profile(step, *, device: torch.device, path: Path, title: str) -> str:
+    """Run ``step`` once under torch.profiler; write its operators, most device (CPU: CPU) time
+    first, to ``path``; return a line with the wall time and the share the GPU was busy."""
+    from torch.profiler import ProfilerActivity, profile as profiler
+
+    cuda = device.type == "cuda"
+    sync(device)
+    start = time.perf_counter()
+    with profiler(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        step()
+        sync(device)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    busy = sum(getattr(e, sort, 0.0) for e in events) / 1e6 if cuda else 0.0  # microseconds -> s
+    path.write_text(f"{title}\nwall {wall * 1000:.1f} ms under the profiler\n\n"
+                    + events.table(sort_by=sort, row_limit=40) + "\n")
+    return (f"profile: {title}: wall {wall * 1000:.1f} ms" + (f", GPU busy {busy / wall:.0%}" if cuda else "")
+            + f" -> {path}")
+
+
+def profile_steps(*, sizes: Sizes, data: Path, meta: dict, work: Path, device: torch.device, out: Path) -> list[str]:
+    """One `base` bf16 update (eager) and one beam-4 batch of `base` (random weights, 30 pieces)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = sizes.models["base"]
+    trainer = new_trainer(cfg, data, meta, work, device=device, precision="bf16", max_tokens=sizes.max_tokens,
+                          update_tokens=sizes.update_tokens)
+    stream = trainer.micro_batches()
+    for _ in range(2):
+        one_update(trainer, stream)
+    lines = [profile(lambda: one_update(trainer, stream), device=device, path=out / "profile_train.txt",
+                     title=f"one base bf16 update ({trainer.accum} micro-batches of <= {sizes.max_tokens} tokens)")]
+    del trainer, stream
+    reset_memory(device)
+    torch.manual_seed(0)
+    model = Transformer(cfg).to(device).eval()
+    batch = sizes.decode_batches[len(sizes.decode_batches) // 2]
+    sources = decode_sources(None, vocab=cfg.src_vocab_size, max_positions=cfg.max_positions, n=batch)
+    dtype = torch.bfloat16 if device.type == "cuda" else None
+
+    def search():
+        search_sources(model, sources, beam=4, batch_tokens=10 ** 9, max_sentences=batch, device=device,
+                       dtype=dtype, max_len_a=0.0, max_len_b=30, min_len=30)
+
+    search()
+    lines.append(profile(search, device=device, path=out / "profile_decode.txt",
+                         title=f"one beam-4 batch of {batch} sentences, base (random weights), 30 pieces"))
+    return lines
+
+
 # ----------------------------------------------------------------------------- the table
 def table_line(row: dict) -> str:
     return "| " + " | ".join(str(row.get(c, "")) for c in COLUMNS) + " |"
@@ -400,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile's backend (default: inductor on a GPU; tiny: eager, i.e. Dynamo's capture "
                         "alone, seconds instead of a minute on 2 cores; aot_eager adds AOTAutograd)")
+    p.add_argument("--profile", metavar="DIR", default=None,
+                   help="after the table, if the budget allows: profile one base bf16 update and one beam-4 "
+                        "batch into DIR/profile_train.txt and DIR/profile_decode.txt")
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
     args = p.parse_args(argv)
     if args.checkpoint and not (args.test_src and args.test_ref):
@@ -463,7 +529,8 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
     print("FLOPs: forward_flops() in benchmarks/gpu.py: matrix products of real tokens (attention squares "
           "included), x 3 per update; MFU = model FLOP/s / the peak measured below")
     for name, cfg in models.items():
-        n = sum(p.numel() for p in Transformer(cfg).parameters())
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            n = sum(p.numel() for p in Transformer(cfg).parameters())
         print(f"{name}: {n / 1e6:.1f}M parameters; {forward_flops(cfg, 25, 25) * 3 / 25 / 1e9:.3f} GFLOP per target "
               f"token of a 25/25 pair (6 x parameters: {6 * n / 1e9:.3f})")
     print()
@@ -502,6 +569,7 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
                 vocab = next(iter(sizes.models.values())).tgt_vocab_size
                 meta = write_synthetic_data(data, vocab=vocab, pairs=sizes.pairs)
             name, precision, mode = what
+            decode_model = translator = None  # the GPU's memory to the training row alone
             row = train_row(name, models[name], precision, mode, sizes=sizes, data=data, meta=meta, work=work,
                             device=device, peaks=peaks, sheet=sheet)
             cell = time.perf_counter() - start
@@ -533,7 +601,19 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
             est["bleu"] = max(est["bleu"] * 0.5, time.perf_counter() - start)
         set_tf32(False)
         print(table_line(row), flush=True)
-    print(f"\n{time.perf_counter() - began:.0f} s in all (budget {sizes.budget:.0f} s)")
+    print()
+    if args.profile:
+        left = sizes.budget - (time.perf_counter() - began)
+        if left < est["profile"]:
+            print(f"profile: skipped (~{est['profile']:.0f} s needed, {max(left, 0):.0f} s left)")
+        else:
+            if meta is None:
+                meta = write_synthetic_data(data, vocab=sizes.models["base"].tgt_vocab_size, pairs=sizes.pairs)
+            decode_model = translator = None
+            set_tf32(False)
+            print("\n".join(profile_steps(sizes=sizes, data=data, meta=meta, work=work, device=device,
+                                         out=Path(args.profile))))
+    print(f"{time.perf_counter() - began:.0f} s in all (budget {sizes.budget:.0f} s)")
     return 0
 
 
