@@ -124,3 +124,25 @@ def test_bf16_autocast_training_on_cpu_is_finite_and_close_to_fp32(tiny_data, tm
         monkeypatch.setattr(nmt.precision, "cpu_flags", lambda flags=frozenset(flags): flags)
         auto, note = train_losses(tiny_data, tmp_path / f"auto{i}", "--train.precision=auto")
         assert f"precision: {why}" in note and auto == want
+
+
+# ----------------------------------------------------------------------------- it learns
+def test_a_short_run_translates_its_training_sentences(tiny_data, tmp_path):
+    """Training learns: the tiny preset (P_drop 0, fp32), 600 updates of 512 tokens (~11 s on 2
+    cores) with eq. 3 and its last 30% decayed linearly, then greedy decoding gives the reference
+    of >= 95 of the first 100 training sentences exactly (99, 100, 99, 99 measured for seeds 1-4;
+    without the decay 67)."""
+    from nmt.infer.translate import Translator
+
+    text = tiny_data.parent / "text"
+    sources = (text / "train.en").read_text(encoding="utf-8").splitlines()[:100]
+    references = (text / "train.de").read_text(encoding="utf-8").splitlines()[:100]
+    run = tmp_path / "run"
+    assert main(["train", str(tiny_data), "--out", str(run), "--preset", "tiny", "--model.dropout=0",
+                 "--train.precision=fp32", "--train.max_steps=600", "--train.max_tokens=512",
+                 "--train.accum_steps=1", "--train.warmup_steps=100", "--train.lr_scale=0.5",
+                 "--train.decay_fraction=0.3", "--train.save_every_minutes=0", "--train.valid_every_steps=0",
+                 "--train.log_every_steps=100", "--train.num_threads=1"]) == 0
+    hyps = Translator.load(run, device="cpu", precision="fp32").translate(sources, beam=1)
+    exact = sum(h == r for h, r in zip(hyps, references))
+    assert exact >= 95, f"{exact}/100 training sentences translated exactly"
