@@ -262,9 +262,8 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
     cell_start = time.perf_counter()
     reset_memory(device)
     set_tf32(precision == "tf32")
-    max_tokens = sizes.max_tokens
-    while True:  # out of memory: halve the micro-batch, the Trainer accumulates more of them
-        trainer = None
+    max_tokens, trainer = sizes.max_tokens, None
+    while trainer is None:  # out of memory: halve the micro-batch, the Trainer accumulates more of them
         try:
             trainer = new_trainer(cfg, data, meta, work, device=device, precision=precision,
                                   max_tokens=max_tokens, update_tokens=sizes.update_tokens)
@@ -274,12 +273,12 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
             warm_start = time.perf_counter()
             for _ in range(sizes.warmup + (mode == "compile")):
                 one_update(trainer, stream)
-            break
         except torch.cuda.OutOfMemoryError:
-            del trainer
-            reset_memory(device)
-            if max_tokens <= 1024:
+            if max_tokens // 2 <= MAX_LEN:  # a micro-batch must hold the longest pair
                 raise
+            trainer = stream = None
+        if trainer is None:  # outside the except block: its traceback no longer holds the tensors
+            reset_memory(device)
             max_tokens //= 2
     sync(device)
     warmup = time.perf_counter() - warm_start
@@ -314,10 +313,9 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
             "target tok/s": f"{tokens / busy:,.0f}", "sent/s": f"{sentences / busy:,.0f}",
             "step ms": f"{1000 * busy / updates:.1f}", "peak GiB": memory, "TFLOP/s": f"{rate / 1e12:.3g}",
             "MFU": f"{rate / peak:.1%}" if peak else "", "MFU sheet": f"{rate / spec:.1%}" if spec else "",
-            "note": f"data {drawing / busy:.0%}, pad {1 - real / padded:.0%}, {updates} updates, "
-                    f"warm-up {warmup:.0f} s{f', {graphs} graphs, {recompiled} more while timed' if mode == 'compile' else ''}, "
-                    f"cell {time.perf_counter() - cell_start:.0f} s",
-            "_warmup": warmup}
+            "note": f"data {drawing / busy:.0%}, pad {1 - real / padded:.0%}, {updates} updates, warm-up {warmup:.0f} s"
+                    + (f", {graphs} graphs, {recompiled} more while timed" if mode == "compile" else "")
+                    + f", cell {time.perf_counter() - cell_start:.0f} s"}
 
 
 def decode_sources(path: str | None, *, vocab: int, max_positions: int, n: int) -> list[list[int]]:
@@ -552,7 +550,8 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
                  "bleu": lambda: {"task": "decode", "model": Path(args.checkpoint).name, "mode": f"beam {what[0]}",
                                   "batch": f"{what[1]} sent"}}[kind]()
         if need > left:
-            print(table_line({**label, "note": f"skipped: ~{need:.0f} s needed, {max(left, 0):.0f} s left"}), flush=True)
+            note = f"skipped: ~{need:.0f} s needed, {max(left, 0):.0f} s left"
+            print(table_line({**label, "note": note}), flush=True)
             continue
         start = time.perf_counter()
         if kind == "peak":

@@ -9,9 +9,9 @@
 #    CHECKPOINT: a trained model for the BLEU rows (the Multi30k recipe's run or averaged
 #    checkpoint); its weights, configuration and SentencePiece model are copied (no optimizer
 #    state: ~30 MB for the recipe's model; the tree that travels must stay under 64 MiB).
-# 2. The call (device tool `run`, carry [".gpu-carry"], timeout_s 570):
+# 2. The call (device tool `run`, carry [".gpu-carry"], timeout_s 600; ~8.5 minutes):
 #      sh benchmarks/gpu_session.sh run
-#    PARTS="bench tests" by default (a rerun may name one); BENCH_BUDGET (default 330 s) bounds
+#    PARTS="bench tests" by default (a rerun may name one); BENCH_BUDGET (default 350 s) bounds
 #    the table and the profile, TESTS_LIMIT (default 150 s) the tests; BENCH_ARGS adds options to
 #    gpu.py (e.g. "--precisions tf32 --modes compile" for the rows a first call skipped).
 # 3. Dry run on a machine without a GPU (tiny sizes on the CPU; the CUDA tests skip):
@@ -57,14 +57,16 @@ run() {
   mkdir -p "$OUT"
   start=$(date +%s)
   { date -u; uname -srm; nvidia-smi 2>&1 | head -20
-    "$PY" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())'
+    "$PY" -c 'import sys, torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda,
+      "available", torch.cuda.is_available())'
     nproc; git log --oneline -1 2>/dev/null; } > "$OUT/env.txt" 2>&1
   echo "parts: ${PARTS:-bench tests}${DRY:+ (dry run: tiny sizes, CPU)}" > "$OUT/summary.txt"
   for part in ${PARTS:-bench tests}; do
     t0=$(date +%s)
     case $part in
       bench)
-        budget=${BENCH_BUDGET:-330}
+        budget=${BENCH_BUDGET:-350}
         set -- --budget "$budget" --profile "$OUT"
         [ -n "${DRY:-}" ] && set -- "$@" --tiny --device cpu --budget 60
         [ -f "$CARRY/newstest2014.en.gz" ] && set -- "$@" --src-file "$CARRY/newstest2014.en.gz"

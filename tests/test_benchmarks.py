@@ -99,3 +99,22 @@ def test_rows_that_do_not_fit_the_budget_are_printed_as_skipped():
     rows = table(bench("--budget", "0").stdout)
     assert len(rows) == 2 + 8 + 4  # peaks, train (2 models x 2 precisions x 2 modes), decode (2 beams x 2 sizes)
     assert all(r["note"].startswith("skipped: ~") and r["target tok/s"] == "" for r in rows)
+
+
+def test_out_of_memory_halves_the_micro_batch_and_the_trainer_accumulates_more(tmp_path, monkeypatch):
+    sizes = gpu.tiny_sizes()
+    meta = gpu.write_synthetic_data(tmp_path / "data", vocab=1000, pairs=400)
+    real, budgets = gpu.one_update, []
+
+    def first_runs_out_of_memory(trainer, stream):
+        budgets.append(trainer.cfg.max_tokens)
+        if len(budgets) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(trainer, stream)
+
+    monkeypatch.setattr(gpu, "one_update", first_runs_out_of_memory)
+    row = gpu.train_row("base", sizes.models["base"], "tf32", "eager", sizes=sizes, data=tmp_path / "data", meta=meta,
+                        work=tmp_path, device=torch.device("cpu"), peaks={}, sheet=None)
+    assert budgets[:2] == [600, 300] and set(budgets[1:]) == {300}
+    accum, budget = row["batch"].split(" = ")[1].split(" x ")  # "1,313 tok = 5 x 300"
+    assert budget == "300" and int(accum) > 2  # ~1,200 target tokens per update: 2 x 600 before
