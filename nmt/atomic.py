@@ -1,5 +1,5 @@
 """Atomic replacement of a directory: the one way nmt swaps a finished output (a checkpoint,
-`best`, an averaged model, a prepared corpus, an export) into place."""
+`best`, an averaged model, a prepared corpus, an export) into place; and atomic small files."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+ASIDE = "ckpt"  # `.NAME.old-*/ckpt`: where `replace_dir` sets the previous directory aside
 
 
 def fsync_dir(path: Path) -> None:
@@ -17,21 +19,68 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_files(directory: Path) -> None:
+    """fsync every file directly inside ``directory``, then the directory itself."""
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    fsync_dir(directory)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``path`` as a whole or not at all: a temporary sibling, fsync'ed, renamed over it.
+    A failure (a full disk) or a kill leaves the previous file as it was."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
 def replace_dir(new: Path, directory: Path) -> None:
     """Rename directory ``new`` to ``directory``. An existing one is renamed aside first (to
-    ``.NAME.old-*/ckpt``) and deleted only after the new one is in place: the old one is never
-    lost. An error between the two renames puts it back; after a kill between them `resolve`
-    finds it aside and `clean_stale` puts it back."""
+    ``.NAME.old-*/ckpt``) and deleted only once the new one is in place and that rename is on disk
+    (the parent directory fsync'ed): the old one is never lost. An error between the two renames
+    puts it back; after a kill between them `restore_aside` (and `checkpoint.clean_stale`) puts
+    it back, and `checkpoint.resolve` finds it aside meanwhile."""
     if directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
-        os.rename(directory, old / "ckpt")
+        os.rename(directory, old / ASIDE)
         try:
             os.rename(new, directory)
         except BaseException:
-            os.rename(old / "ckpt", directory)
+            os.rename(old / ASIDE, directory)
             shutil.rmtree(old, ignore_errors=True)
             raise
+        fsync_dir(directory.parent)  # the new one is durably in place before the old one goes
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(new, directory)
-    fsync_dir(directory.parent)
+        fsync_dir(directory.parent)
+
+
+def restore_aside(directory: Path) -> list[str]:
+    """Finish a `replace_dir` that a kill interrupted: with ``directory`` missing, the newest
+    complete ``.NAME.old-*/ckpt`` is put back; other ``.NAME.old-*`` folders (set aside for a
+    successor that is now in place) are deleted. Returns what it did, one phrase each. Call it
+    only when no other process replaces ``directory``."""
+    done = []
+    aside = sorted(directory.parent.glob(f".{directory.name}.old-*"), key=lambda p: p.stat().st_mtime)
+    if not directory.exists():
+        complete = [p for p in aside if (p / ASIDE).is_dir()]
+        if complete:
+            os.rename(complete[-1] / ASIDE, directory)
+            fsync_dir(directory.parent)
+            done.append(f"{complete[-1].name} (restored as {directory.name})")
+    for p in aside:
+        shutil.rmtree(p, ignore_errors=True)
+        if f"{p.name} (restored as {directory.name})" not in done:
+            done.append(p.name)
+    return done

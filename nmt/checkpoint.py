@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from .atomic import fsync_dir as _fsync_dir, replace_dir  # noqa: F401 (replace_dir: part of this API)
+from .atomic import fsync_dir as _fsync_dir, fsync_files, replace_dir  # noqa: F401 (replace_dir: part of this API)
 from .config import ConfigError, ModelConfig, from_dict
 from .model import Transformer
 
@@ -124,14 +124,15 @@ def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict |
 
 
 def copy_checkpoint(source: Path, directory: Path) -> Path:
-    """Copy checkpoint ``source`` to ``directory`` (e.g. ``best``), replacing it atomically."""
+    """Copy checkpoint ``source`` to ``directory`` (e.g. ``best``), replacing it atomically: every
+    copied file is fsync'ed before the rename, so a crash never leaves a renamed, unwritten copy."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
         try:
             shutil.copytree(source, tmp, dirs_exist_ok=True)
         except shutil.Error as e:  # a list of (src, dst, why): report the first
             raise OSError(f"{e.args[0][0][1]}: {e.args[0][0][2]}") from None
-        _fsync_dir(tmp)
+        fsync_files(tmp)  # the copy is on disk before it replaces the previous one
         replace_dir(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,6 +5,7 @@ silently ignored, and the CLI's last line of defence (--debug)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_c
 def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path, monkeypatch, capsys):
     """Defects 13 and 18: the early disk check counted one checkpoint (x2), not keep_last of them,
     and wrote config.json before failing, so the directory was stuck."""
-    import nmt.train.trainer as trainer
+    import nmt.train.run_dir as run_dir
 
     class Usage:
         free = 0
@@ -151,7 +152,7 @@ def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path
     each = sum(f.stat().st_size for f in (ckpt.list_step_checkpoints(tmp_path / "probe")[0]).iterdir()
                if f.suffix == ".safetensors")
     Usage.free = 4 * each  # room for 3 checkpoints, not for keep_last=10 + best + one being written
-    monkeypatch.setattr(trainer.shutil, "disk_usage", lambda path: Usage)
+    monkeypatch.setattr(run_dir.shutil, "disk_usage", lambda path: Usage)
     assert train(tiny_data, run, "--train.max_steps=1", "--train.keep_last=10") == 2
     err = capsys.readouterr().err
     assert "keep_last=10 checkpoints" in err and "lower --train.keep_last" in err
@@ -247,12 +248,12 @@ def test_nonsense_counts_are_refused(run_copy, tmp_path, capsys, argv, message):
 
 # ----------------------------------------------------------------------------- the CLI's last resort
 def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
-    import nmt.metrics
+    import nmt.cli
 
     def boom(args, overrides):
         raise RuntimeError("something nobody expected")
 
-    monkeypatch.setattr(nmt.metrics, "run_score", boom)
+    monkeypatch.setattr(nmt.cli, "run_score", boom)
     assert main(["score", "hyp.txt", "--ref", "ref.txt"]) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
@@ -262,3 +263,158 @@ def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "Traceback (most recent call last)" in err and "RuntimeError: something nobody expected" in err
+
+
+# ----------------------------------------------------------------------------- issue 42, defects 9, 12, 13
+def test_finished_run_leaves_no_lock_and_a_dead_owners_lock_is_taken_over(tiny_data, tmp_path):
+    """Issue 42, defect 9: RUN/train.lock names its owner while a run lives; a killed owner's file
+    (the kernel released its lock) does not block the next start."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train.lock").write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "yesterday"}) + "\n")
+    assert train(tiny_data, run, "--train.max_steps=1") == 0
+    assert not (run / "train.lock").exists()
+
+
+def test_lock_without_flock_judges_the_owner_by_its_pid(tiny_data, tmp_path, monkeypatch, capsys):
+    """Issue 42, defect 9: on a file system without locks (flock fails), a lock file naming a live
+    process of this host, or any process of another host, refuses the start (saying how to clear a
+    stale lock) and changes nothing; one naming a dead process of this host is taken over."""
+    import fcntl
+    import socket
+    import subprocess
+
+    def no_locks(f, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    run, host = tmp_path / "run", socket.gethostname()
+    run.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for owner, refused in (({"host": host, "pid": os.getppid()}, True), ({"host": "node7", "pid": 12},
+                                                                          True), ({"host": host, "pid": dead.pid}, False)):
+        text = json.dumps({**owner, "started": "2026-11-26 12:00:00"}) + "\n"
+        (run / "train.lock").write_text(text)
+        assert train(tiny_data, run, "--train.max_steps=1") == (2 if refused else 0)
+        err = capsys.readouterr().err
+        if refused:
+            lock = run / "train.lock"
+            assert err.strip() == (
+                f"nmt train: error: {run} is in use by another `nmt train` (pid {owner['pid']} on host "
+                f"{owner['host']} since 2026-11-26 12:00:00; lock file {lock}): wait for it to end, stop it, or "
+                f"choose another --out; if that process no longer runs (its machine went down), the lock is "
+                f"stale: delete {lock} and start again")
+            assert sorted(p.name for p in run.iterdir()) == ["train.lock"] and lock.read_text() == text
+    assert ckpt.list_step_checkpoints(run) and not (run / "train.lock").exists()
+
+
+def test_an_ignored_sigint_stays_ignored_while_training():
+    """A script's background job ignores SIGINT (the recipes stop theirs with SIGTERM): the trainer
+    does not make it answer Ctrl-C."""
+    import signal
+
+    from nmt.train.distributed import Preemption
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with Preemption():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, capsys):
+    """Issue 42, defect 12: the disk check ran on a fresh start only. On resume the run's own
+    checkpoints count as room (they are replaced, not added to)."""
+    import nmt.train.run_dir as run_dir
+
+    class Usage:
+        free = 0
+
+    monkeypatch.setattr(run_dir.shutil, "disk_usage", lambda path: Usage)
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in run_copy.rglob("*"))
+    argv = ["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]
+    assert main([*argv, "--train.keep_last=10"]) == 2
+    err = capsys.readouterr().err
+    assert "keep_last=10 checkpoints" in err and "MB of them held already" in err and "lower --train.keep_last" in err
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in run_copy.rglob("*")) == before
+    assert main([*argv, "--train.keep_last=1"]) == 0  # step_1, step_2 and best hold room for 1 + best + 1
+
+
+def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
+    """Issue 42, defect 12: config.json was written in place: a full disk (here RLIMIT_FSIZE) left
+    it cut, and `--resume auto` then failed on it for good."""
+    import resource
+
+    shutil.rmtree(run_copy / "checkpoints")  # a start killed before its first checkpoint: restarted
+    before = (run_copy / "config.json").read_text()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
+            code = train(tiny_data, run_copy, "--train.max_steps=2")
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 2
+    assert capfd.readouterr().err.strip().splitlines()[-1] == (
+        f"nmt train: error: could not write {run_copy / 'config.json'}: File too large (free some space, then "
+        "start again)")
+    assert (run_copy / "config.json").read_text() == before
+    assert not [p.name for p in run_copy.iterdir() if p.name.startswith(".")]
+
+
+def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):
+    """Issue 42, defect 13: a .bin file shorter than its offsets say gave silently short examples."""
+    from nmt.data.prepare import DataError, ParallelDataset
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    path = data / "train.tgt.bin"
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[:-6])  # a copy cut short
+    expected = (f"{path}: {size - 6} bytes, but train.tgt.offsets.npy ends at piece {size // 2} ({size} bytes of "
+                "uint16): the data folder is truncated or altered; prepare it again")
+    with pytest.raises(DataError) as e:
+        ParallelDataset.load(data, "train")
+    assert str(e.value) == expected
+    assert train(data, tmp_path / "run", "--train.max_steps=1") == 2
+    assert capsys.readouterr().err.strip() == f"nmt train: error: {expected}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_prepare_killed_inside_its_swap_gets_the_old_data_back(tmp_path):
+    """Issue 42, defect 13: a kill between prepare's two renames left OUT missing and the previous
+    data under .OUT.old-*, never restored. The next `nmt prepare` puts it back first."""
+    import signal
+
+    from train_fixtures import write_corpus
+
+    splits = write_corpus(tmp_path / "text", n_train=60, n_valid=5)
+    out = tmp_path / "data"
+    argv = ["prepare", "files", "--src", "en", "--tgt", "de", "--out", str(out), "--train", *map(str, splits["train"]),
+            "--vocab-size", "60", "--threads", "1"]
+    assert main(argv) == 0
+    meta = (out / "meta.json").read_text()
+    pid = os.fork()
+    if pid == 0:  # the second prepare is killed once the old data is aside, before the new is renamed
+        real_rename = os.rename
+
+        def rename(src, dst):
+            if Path(dst) == out:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_rename(src, dst)
+
+        os.rename = rename
+        try:
+            main([*argv, "--force", "--seed", "2"])
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+    assert not out.exists() and len(list(tmp_path.glob(".data.old-*/ckpt"))) == 1
+    assert main(argv) == 2  # "already exists": the old data is back, not silently replaced
+    assert (out / "meta.json").read_text() == meta
+    assert not list(tmp_path.glob(".data.*"))

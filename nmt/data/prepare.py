@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.atomic import replace_dir
+from nmt.atomic import fsync_files, replace_dir, restore_aside
 from nmt.data import download as dl
 from nmt.data.binarize import binarize, binarize_samples
 from nmt.data.download import DataError
@@ -170,17 +170,21 @@ def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: P
             downloads: dict | None = None, force: bool = False, log=print) -> dict:
     """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict."""
     out = Path(out)
+    done = restore_aside(out)  # a prepare killed inside its swap: the previous data comes back
+    if done:
+        log(f"cleaned up after a killed `nmt prepare` in {out.parent}: {', '.join(done)}")
+    _remove_stale_temporaries(out)
     if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
         raise DataError(f"{out} already exists; pass --force to replace it")
     if "train" not in splits:
         raise DataError("a training split is required (the vocabulary is learned from it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(out)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
+        fsync_files(tmp)  # on disk before the swap: a crash never leaves a renamed, unwritten folder
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -239,7 +243,7 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
                         normalization_rule_name="identity", remove_extra_whitespaces=False,
                         input_sentence_size=o.input_sentence_size, shuffle_input_sentence=True,
                         hard_vocab_limit=False, num_threads=o.threads)
-        sp = _train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
+        sp = train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
         log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
     dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
     clock = time.perf_counter()
@@ -330,7 +334,7 @@ def _shuffle_pairs(files: tuple[Path, Path], *, seed: int) -> None:
         f.write_text("".join(lines[i] + "\n" for i in order), encoding="utf-8", newline="\n")
 
 
-def _train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
+def train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
     """Train SentencePiece on the lines of `inputs`; write {prefix}.model and {prefix}.vocab.
 
     Sentences are streamed from Python (sentencepiece keeps only its `input_sentence_size`
@@ -419,9 +423,29 @@ class ParallelDataset:
         self.data_dir, self.split, self.meta = Path(data_dir), split, meta
         prefix = self.data_dir / split
         self._offsets = {side: np.load(f"{prefix}.{side}.offsets.npy") for side in ("src", "tgt")}
+        self._check_sizes()
         self.src_lengths = np.diff(self._offsets["src"])  # int64 [n]
         self.tgt_lengths = np.diff(self._offsets["tgt"])  # int64 [n]
         self._maps: dict | None = None
+
+    def _check_sizes(self) -> None:
+        """Each side's offsets start at 0, never decrease, count the same pairs, and end at the size
+        of its .bin file: a truncated or altered data folder is an error, not short examples."""
+        itemsize = np.dtype(self.meta["dtype"]).itemsize
+        for side, offsets in self._offsets.items():
+            name = self.data_dir / f"{self.split}.{side}.offsets.npy"
+            if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+                raise DataError(f"{name}: not the offsets of a prepared split (altered or damaged); "
+                                "prepare the data again")
+            if len(offsets) != len(self._offsets["src"]):
+                raise DataError(f"{name}: {len(offsets) - 1} pairs, but {self.split}.src.offsets.npy has "
+                                f"{len(self._offsets['src']) - 1}; prepare the data again")
+            path = self.data_dir / f"{self.split}.{side}.bin"
+            size, expected = path.stat().st_size, int(offsets[-1]) * itemsize
+            if size != expected:
+                raise DataError(f"{path}: {size} bytes, but {name.name} ends at piece {int(offsets[-1])} "
+                                f"({expected} bytes of {self.meta['dtype']}): the data folder is truncated or "
+                                "altered; prepare it again")
 
     @classmethod
     def load(cls, data_dir: str | Path, split: str) -> "ParallelDataset":

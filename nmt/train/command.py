@@ -4,6 +4,7 @@ loop of `trainer`."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -98,10 +99,15 @@ def run_train(args, overrides: dict) -> int:
         model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
                                                    config_file=args.config, overrides=overrides)
     try:
-        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=args.device)
+        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, fall_back=auto,
+                          device=args.device)
         trainer.run()
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None
+    except KeyboardInterrupt:  # Ctrl-C before the loop, or a second one: the first one checkpoints
+        print("nmt train: interrupted (Ctrl-C) and stopped at once; the checkpoints written are intact "
+              "(continue with --resume auto)", file=sys.stderr)
+        return 130
     if dist.is_initialized():
         trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
         dist.destroy_process_group()
@@ -111,5 +117,21 @@ def run_train(args, overrides: dict) -> int:
             # torchrun reports as a failed job; leave without running C++ static destructors.
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(0)
+            os._exit(130 if trainer.stopped_by == "SIGINT" else 0)
+    return 130 if trainer.stopped_by == "SIGINT" else 0  # Ctrl-C: checkpoint written, as a shell expects
+
+
+# ----------------------------------------------------------------------------- nmt average
+def add_average_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="a run directory with checkpoints/step_*")
+    parser.add_argument("--last", type=int, default=5, help="how many of the last checkpoints (paper: 5 base, 20 big)")
+    parser.add_argument("--out", required=True, help="where to write the averaged checkpoint (a new directory)")
+    parser.add_argument("--force", action="store_true", help="replace --out if it is an existing checkpoint")
+
+
+def run_average(args: argparse.Namespace, overrides: dict) -> int:
+    from .average import average_run
+
+    chosen = average_run(args.run_dir, last=args.last, out=args.out, force=args.force)
+    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {args.out}")
     return 0

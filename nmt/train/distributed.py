@@ -1,5 +1,5 @@
 """Multi-process training: the process group, collectives on its device, and one decision per update
-that every rank takes identically (so a job never hangs), plus SIGTERM-driven preemption.
+that every rank takes identically (so a job never hangs), plus SIGTERM / SIGINT-driven preemption.
 
 Under ``torchrun`` (which sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
 
@@ -196,23 +196,55 @@ class Collectives:
                 dist.barrier()
 
 
+class Interrupted(Exception):
+    """A stop signal (SIGTERM, SIGINT) arrived during an interruptible phase (validation)."""
+
+
 class Preemption:
-    """SIGTERM (what job schedulers send before killing) sets ``requested``; the loop then checkpoints
-    at the next update boundary and exits 0. A context manager: the previous handler is restored."""
+    """SIGTERM (what job schedulers send before killing) and SIGINT (Ctrl-C) set ``requested``; the
+    loop then checkpoints at the next update boundary (SIGTERM exits 0, SIGINT 130). Inside
+    :meth:`interruptible` (validation, which can outlast a scheduler's grace period) the signal also
+    raises :class:`Interrupted` at once. A second SIGINT raises KeyboardInterrupt: stop now, without
+    a checkpoint (those written are intact). A context manager: the previous handlers are restored."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self.signal_name: str | None = None  # the first signal received: "SIGTERM" or "SIGINT"
+        self._previous: dict = {}
+        self._interruptible = False
 
     def _handler(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signal_name == "SIGINT":
+            raise KeyboardInterrupt
         self.requested = True
+        self.signal_name = self.signal_name or signal.Signals(signum).name
+        if self._interruptible:
+            self._interruptible = False
+            raise Interrupted(self.signal_name)
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """A phase that a stop signal ends at once (raising Interrupted), not at its end; one
+        requested before it is not started."""
+        if self.requested:
+            raise Interrupted(self.signal_name)
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     def __enter__(self) -> "Preemption":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handler)
+            for s in self.SIGNALS:  # an ignored signal stays ignored (a script's background job: SIGINT)
+                if signal.getsignal(s) is not signal.SIG_IGN:
+                    self._previous[s] = signal.signal(s, self._handler)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for s, previous in self._previous.items():
+            if previous is not None:  # None: a handler not installed from Python
+                signal.signal(s, previous)
+        self._previous = {}

@@ -7,7 +7,10 @@ learning rate of eq. 3 (5.3), Adam step, log, validate, checkpoint.
 
 Run under ``torchrun --nproc_per_node=K -m nmt train ...`` for DistributedDataParallel (gloo on CPU,
 nccl on CUDA); rank 0 writes checkpoints and logs. Every stop/save/validate decision is taken once per
-update for the whole job (`distributed.py`); SIGTERM checkpoints at the next update and exits 0.
+update for the whole job (`distributed.py`); SIGTERM (exit 0) and Ctrl-C (exit 130) checkpoint at the
+next update, or at once during validation. RUN_DIR has one owner (`run_dir.RunLock`); a crash at any
+point loses no checkpoint and no best model (`validate_and_keep_best`, `run_dir.mend_best`); a log that
+cannot be written (a full disk) stops the run with a checkpoint that holds the unwritten lines.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,9 @@ from ..vocab import PAD, UNK
 from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
 from ..precision import autocast, resolve as resolve_precision
 from . import validate as validation
+from ..atomic import write_text
+from .run_dir import (RunDirError, RunLock, check_free_space, mend_best, set_aside, trim_metrics,
+                      write_unwritten)
 from .state import load_optimizer, optimizer_tensors, rng_state, set_rng_state
 
 
@@ -47,7 +51,10 @@ class TrainError(Exception):
 # ----------------------------------------------------------------------------- the loop
 class Trainer:
     def __init__(self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                 meta: dict, *, resume: bool, device: str | None = None, progress: bool = True):
+                 meta: dict, *, resume: bool, fall_back: bool = False, device: str | None = None,
+                 progress: bool = True):
+        """``resume``: continue RUN_DIR from its newest checkpoint; ``fall_back`` (--resume auto): from
+        the newest that verifies, setting aside the damaged ones after it with a warning each."""
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
         topo = distributed.Topology.from_env()
@@ -113,11 +120,18 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self.step = 0  # the data position (epoch, batch) is the sampler's state
         self.best: float | None = None
+        self.best_step: int | None = None  # the step whose checkpoint `best` holds (or is being given)
+        self.validation_pending = False  # a stop signal cut the validation of the last checkpoint short
         self.elapsed = 0.0
         self.tokens_seen = 0
         self.decay_start = self.decay_end = 0  # updates of train.decay_fraction's decay; 0 = not started
         self.tb = None
-        self._prepare_run_dir(resume)
+        self.lock: RunLock | None = None
+        self.log_error: str | None = None  # the first failed write to train.log / metrics.jsonl
+        self.unwritten: dict[str, list[str]] = {}  # log lines not written since (kept in the checkpoint)
+        self.preemption = distributed.Preemption()  # entered by run()
+        self.stopped_by: str | None = None  # "SIGTERM" / "SIGINT" when a signal stopped the run
+        self._prepare_run_dir(resume, fall_back=fall_back)
 
     # -- set-up
     def _accumulation_steps(self) -> int:
@@ -141,18 +155,57 @@ class Trainer:
     def position(self) -> int:
         return self.sampler.position
 
-    def _prepare_run_dir(self, resume: bool) -> None:
+    def _prepare_run_dir(self, resume: bool, *, fall_back: bool) -> None:
+        """Own RUN_DIR (its lock: a second `nmt train` on it is refused and touches nothing), then
+        start or resume it; the lock is released if that fails."""
+        created = not self.run_dir.exists()
+        refusal, stale = "", []
+        if self.is_main:
+            try:
+                self.lock = RunLock.acquire(self.run_dir)
+                stale = ckpt.clean_stale(self.run_dir / "checkpoints")  # ours now: no live writer
+            except RunDirError as e:
+                refusal = str(e)
+        if self.coll.sum([bool(refusal)], what="the run directory lock")[0]:  # also: rank 0 has cleaned
+            raise TrainError(refusal or f"{self.run_dir}: rank 0 could not own the run directory (see its error)")
+        try:
+            self._start_or_resume(resume, fall_back=fall_back, stale=stale)
+        except RunDirError as e:
+            self.release(remove_empty=created)
+            raise TrainError(str(e)) from None
+        except BaseException:
+            self.release(remove_empty=created)
+            raise
+
+    def release(self, *, remove_empty: bool = False) -> None:
+        """Give up RUN_DIR (delete its lock file); ``remove_empty``: and the directory, if the lock
+        file was all it held."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+            if remove_empty and self.run_dir.is_dir() and not any(self.run_dir.iterdir()):
+                self.run_dir.rmdir()
+
+    def _start_or_resume(self, resume: bool, *, fall_back: bool, stale: list[str]) -> None:
         """Start or resume RUN_DIR. A run directory with no complete checkpoint (killed before its
         first one, or stopped by the disk check) is not stuck: a plain start begins it again with
         the new configuration, ``--resume`` begins it again with its saved config.json."""
         config_path = self.run_dir / "config.json"
-        stale = ckpt.clean_stale(self.run_dir / "checkpoints") if self.is_main else []
         complete = ckpt.list_step_checkpoints(self.run_dir)
+        checkpoint_bytes = 4 * sum(p.numel() for p in self.model.parameters()) * 3  # weights + 2 Adam moments
         if resume and complete:
-            self._load(complete[-1])
-            self._trim_metrics()
-            if stale:
-                self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
+            if self.is_main:
+                check_free_space(self.run_dir, checkpoint_bytes=checkpoint_bytes, keep_last=self.cfg.keep_last)
+            self._resume(complete, fall_back=fall_back)
+            if self.is_main:
+                mended = mend_best(self.run_dir, self.best_step)
+                self._rotate()  # what a kill after the checkpoint (or the copy to best) left undone
+                trim_metrics(self.run_dir / "metrics.jsonl", self.step)
+                self._write_unwritten()
+                if stale:
+                    self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
+                if mended:
+                    self.log(mended)
             return
         if resume and not config_path.exists():
             raise TrainError(f"--resume: {self.run_dir} holds no run to resume (no config.json)")
@@ -162,40 +215,50 @@ class Trainer:
         restart = config_path.exists()
         self.coll.barrier(what="the run directory check")  # every rank has checked before rank 0 writes
         if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            free = shutil.disk_usage(self.run_dir).free
-            each = 4 * sum(p.numel() for p in self.model.parameters()) * 3  # weights + 2 Adam moments
-            need = each * (self.cfg.keep_last + 2)  # keep_last step checkpoints, best, one being written
-            if free < need:
-                raise TrainError(f"{self.run_dir}: only {free / 1e6:.0f} MB free; keep_last="
-                                 f"{self.cfg.keep_last} checkpoints of about {each / 1e6:.0f} MB, best and "
-                                 f"one being written need about {need / 1e6:.0f} MB (lower --train.keep_last "
-                                 "or free some space)")
+            check_free_space(self.run_dir, checkpoint_bytes=checkpoint_bytes, keep_last=self.cfg.keep_last)
             if restart:  # a start that never reached a checkpoint: its logs describe nothing kept
-                self._trim_metrics()
-            config_path.write_text(json.dumps(self.full_config(), indent=2) + "\n")
+                trim_metrics(self.run_dir / "metrics.jsonl", self.step)
+            try:
+                write_text(config_path, json.dumps(self.full_config(), indent=2) + "\n")
+            except OSError as e:
+                raise TrainError(f"could not write {config_path}: {e.strerror or e} (free some space, "
+                                 "then start again)") from None
             if restart:
                 self.log(f"{self.run_dir} has no complete checkpoint (a start killed before its first "
                          "one): starting it again from step 0")
             if stale:
                 self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
 
-    def _trim_metrics(self) -> None:
-        """Drop metrics.jsonl records past the step training continues from (a killed run wrote
-        them after its last checkpoint; they will be written again)."""
-        path = self.run_dir / "metrics.jsonl"
-        if not self.is_main or not path.exists():
-            return
-        kept = []
-        for line in path.read_text().splitlines(keepends=True):
+    def _resume(self, complete: list[Path], *, fall_back: bool) -> None:
+        """Load the newest of the ``complete`` checkpoints; with ``fall_back`` (--resume auto) the
+        newest that verifies and loads, the damaged ones after it set aside as ``corrupt-step_N``
+        (kept for inspection, never listed as checkpoints) with a warning naming each."""
+        damaged = []
+        for directory in reversed(complete):
             try:
-                if json.loads(line).get("step", 0) <= self.step:
-                    kept.append(line)
-            except json.JSONDecodeError:  # a line cut by the kill
-                pass
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text("".join(kept))
-        os.replace(tmp, path)
+                self._load(directory)
+                break
+            except ckpt.CheckpointError as e:
+                if not fall_back:
+                    raise
+                damaged.append((directory, e))
+        else:
+            raise TrainError(f"--resume auto: none of the {len(complete)} checkpoints of {self.run_dir} "
+                             f"verifies (the newest: {damaged[0][1]})")
+        self.coll.barrier(what="choosing the checkpoint to resume from")
+        for directory, e in damaged if self.is_main else []:
+            self.log(f"warning: {directory} is damaged ({e}); set aside as {set_aside(directory).name}, "
+                     "resuming from an older checkpoint (delete it once inspected)")
+        self.log(f"resumed from {self.run_dir / 'checkpoints' / f'step_{self.step:08d}'} at step {self.step} "
+                 f"(epoch {self.epoch}, batch {self.position})")
+
+    def _write_unwritten(self) -> None:
+        """Append the log lines a full disk kept from the files (the checkpoint held them)."""
+        try:
+            write_unwritten(self.run_dir, self.unwritten)
+            self.unwritten = {}
+        except OSError as e:
+            self.log_error = f"could not write {e.filename}: {e.strerror or e}"
 
     def finished(self) -> str | None:
         """The limit a (resumed) run has already reached, or None."""
@@ -234,26 +297,39 @@ class Trainer:
             self.sampler.load_state_dict(sampler_state)
             self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
             self.decay_start, self.decay_end = int(state.get("decay_start", 0)), int(state.get("decay_end", 0))
+            self.best_step = state.get("best_step")  # absent before issue 42
+            self.validation_pending = bool(state.get("validation_pending", False))
+            self.unwritten = {str(k): [str(line) for line in v] for k, v in state.get("unwritten_log", {}).items()}
             set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
         except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
             raise ckpt.CheckpointError(f"{directory / 'trainer_state.json'}: malformed ({type(e).__name__}: {e})") from None
-        self.log(f"resumed from {directory} at step {self.step} (epoch {self.epoch}, batch {self.position})")
 
     # -- logging
     def log(self, message: str) -> None:
         if self.is_main:
             print(message, file=sys.stderr, flush=True)
-            with open(self.run_dir / "train.log", "a") as f:
-                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+            self._append("train.log", f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
 
     def metric(self, record: dict) -> None:
         if self.is_main:
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            self._append("metrics.jsonl", json.dumps(record) + "\n")
             if self.tb is not None:
                 for k, v in record.items():
                     if isinstance(v, (int, float)) and k != "step":
                         self.tb.add_scalar(f"{record.get('split', 'train')}/{k}", v, record["step"])
+
+    def _append(self, name: str, line: str) -> None:
+        """Append a line to a log of the run. Once a write fails (a full disk), no file is written
+        again: the lines are kept for the next checkpoint, which a resume appends them from, and the
+        loop stops at the next update with that checkpoint."""
+        if self.log_error is None:
+            try:
+                with open(self.run_dir / name, "a") as f:
+                    f.write(line)
+                return
+            except OSError as e:
+                self.log_error = f"could not write {self.run_dir / name}: {e.strerror or e}"
+        self.unwritten.setdefault(name, []).append(line)
 
     # -- data stream: micro-batches across epochs, with the position of the next one
     def micro_batches(self):
@@ -339,7 +415,8 @@ class Trainer:
                              max_sentences=self.cfg.valid_bleu_max_sentences, device=self.device,
                              amp_dtype=self.amp_dtype)
 
-    def save(self) -> Path:
+    def save(self, *, rotate: bool = True) -> Path:
+        """Write checkpoint step_N (collective); ``rotate``: then delete those past keep_last."""
         directory = self.run_dir / "checkpoints" / f"step_{self.step:08d}"
         ranks = self.coll.gather_objects({"rng": rng_state(), "position": [self.epoch, self.position]},
                                          what="gathering RNG states and data positions for the checkpoint")
@@ -347,10 +424,13 @@ class Trainer:
         if self.is_main:
             tensors, meta = optimizer_tensors(self.optimizer)
             state = {"step": self.step, **self.sampler.state_dict(), "best": self.best,
+                     "best_step": self.best_step, "validation_pending": self.validation_pending,
                      "elapsed": self.elapsed, "tokens_seen": self.tokens_seen, "world_size": self.world,
                      "decay_start": self.decay_start, "decay_end": self.decay_end,
                      "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0],
                      "positions": [r["position"] for r in ranks]}
+            if self.unwritten:
+                state["unwritten_log"] = self.unwritten
             try:
                 ckpt.save(directory, model=self.model, config=self.full_config(),
                           spm_model=self.data_dir / "spm.model", trainer_state=state,
@@ -358,18 +438,47 @@ class Trainer:
             except OSError as e:
                 raise TrainError(f"could not write checkpoint {directory}: {e.strerror or e} "
                                  "(the previous checkpoints are intact)") from None
-            for old in ckpt.list_step_checkpoints(self.run_dir)[:-self.cfg.keep_last]:
-                ckpt.remove_checkpoint(old)
+            if rotate:
+                self._rotate()
         self.coll.barrier(what="the barrier after writing a checkpoint")
         return directory
 
+    def _rotate(self) -> None:
+        for old in ckpt.list_step_checkpoints(self.run_dir)[:-self.cfg.keep_last]:
+            ckpt.remove_checkpoint(old)
+
+    def _save_on_stop(self) -> None:
+        """The checkpoint of a run stopped by a signal or a log it cannot write."""
+        try:
+            self.save()
+        except TrainError as e:
+            if self.log_error is None:
+                raise
+            raise TrainError(f"{self.log_error}, and {e}: free some space, then continue with --resume auto") from None
+
     def run(self) -> dict:
-        """Train until a limit, the end of the data (max_epochs) or SIGTERM; returns the last train record."""
-        with distributed.Preemption() as self.preemption:
-            return self._loop()
+        """Train until a limit, the end of the data (max_epochs), SIGTERM or SIGINT; returns the last
+        train record. RUN_DIR is released at the end."""
+        try:
+            with distributed.Preemption() as self.preemption:
+                return self._loop()
+        finally:
+            if self.tb is not None:
+                with contextlib.suppress(Exception):  # a full disk: the error said so already
+                    self.tb.close()
+                self.tb = None
+            self.release()
 
     def _loop(self) -> dict:
         cfg = self.cfg
+        if self.log_error:
+            raise TrainError(f"{self.log_error}: nothing trained since step {self.step}, nothing lost (free "
+                             "some space, then run again)")
+        if self.validation_pending:  # a stop signal cut this checkpoint's validation short: do it now
+            self.log(f"validating step {self.step} (its validation was interrupted)")
+            self.validate_and_keep_best()
+            if self.validation_pending:
+                return self._stopped("preempted")
         done = self.finished()
         if done:  # a resumed run that already reached its limit: training past it changes the run
             self.log(f"{self.run_dir}: the run already finished at step {self.step} ({done}); nothing "
@@ -442,15 +551,18 @@ class Trainer:
                 max_steps=cfg.max_steps, max_time=cfg.max_time, save_every_steps=cfg.save_every_steps,
                 save_every_minutes=cfg.save_every_minutes, valid_every_steps=cfg.valid_every_steps,
                 decay_fraction=cfg.decay_fraction, decay_end=self.decay_end),
-                preempted=self.preemption.requested)
+                preempted=self.preemption.requested or self.log_error is not None)
             if decision.decay:
                 self.start_decay()
             stop = decision.stop
             if stop == "preempted":  # the scheduler's grace period is short: checkpoint, no validation
-                self.save()
+                self.validation_pending = decision.validate  # done first on resume, as this run would have
+                self._save_on_stop()
             elif stop or decision.validate:
                 self.validate_and_keep_best()
                 last_save = time.time()
+                if self.validation_pending:  # interrupted by a signal: the checkpoint is written
+                    stop = "preempted"
             elif decision.save:
                 self.save()
                 last_save = time.time()
@@ -458,12 +570,22 @@ class Trainer:
             bar.close()
         if stop == "max_epochs":
             self.validate_and_keep_best()
-        if stop == "preempted":
-            self.log(f"preempted at step {self.step} (SIGTERM): checkpoint written; continue with --resume auto")
-        self.log(f"stopped ({stop}) at step {self.step}, epoch {self.epoch}, {self.elapsed / 60:.1f} min")
-        if self.tb is not None:
-            self.tb.close()
+            stop = "preempted" if self.validation_pending else stop
+        self._stopped(stop)
         return last
+
+    def _stopped(self, stop: str) -> dict:
+        """Say why the run stopped; a log that could not be written is an error (the checkpoint is written)."""
+        if stop == "preempted" and self.log_error is not None:
+            raise TrainError(f"{self.log_error}; checkpoint {self.run_dir / 'checkpoints' / f'step_{self.step:08d}'} "
+                             "written (it holds the lines not written): free some space, then continue with "
+                             "--resume auto")
+        if stop == "preempted":
+            self.stopped_by = self.preemption.signal_name or "SIGTERM"
+            self.log(f"{'interrupted' if self.stopped_by == 'SIGINT' else 'preempted'} at step {self.step} "
+                     f"({self.stopped_by}): checkpoint written; continue with --resume auto")
+        self.log(f"stopped ({stop}) at step {self.step}, epoch {self.epoch}, {self.elapsed / 60:.1f} min")
+        return {}
 
     def start_decay(self) -> None:
         """Fix the updates of the final linear decay (train.decay_fraction), after update self.step:
@@ -480,26 +602,42 @@ class Trainer:
                  f"(decay_fraction {cfg.decay_fraction})")
 
     def validate_and_keep_best(self) -> None:
-        """Save a step checkpoint; on rank 0 validate it and copy it to ``best`` when it improves."""
-        result, improved = None, False
+        """Validate (rank 0), save a step checkpoint, copy it to ``best`` when it improves, then delete
+        the step checkpoints past keep_last. The checkpoint names the best step before ``best`` is
+        replaced and nothing is deleted before the copy is complete, so a kill at any point leaves
+        the best model in ``best`` or in its step checkpoint, which a resume copies to ``best`` again
+        (`run_dir.mend_best`). A stop signal ends the validation at once: the checkpoint is saved
+        with its validation pending, which a resume does first (as the uninterrupted run did)."""
+        result, improved, interrupted = None, False, False
         if self.is_main and self.valid_set is not None:
-            result = self.validate()
+            try:
+                with self.preemption.interruptible():
+                    result = self.validate()
+            except distributed.Interrupted:
+                interrupted = True
+        if result is not None:
             score = -result["bleu"] if self.cfg.best_metric == "bleu" else result["loss"]  # lower is better
             improved = self.best is None or score < self.best
             if improved:
-                self.best = score
+                self.best, self.best_step = score, self.step
             record = {"split": "valid", "step": self.step, "epoch": self.epoch, **result}
             self.metric(record)
             self.log("valid step {}: {}{}".format(self.step, ", ".join(
                 f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, float)), " (best)" if improved else ""))
         if self.world > 1:
-            shared = [self.best]
+            shared = [self.best, self.best_step, interrupted]
             dist.broadcast_object_list(shared, src=0)
-            self.best = shared[0]
-        directory = self.save()
+            self.best, self.best_step, interrupted = shared
+        self.validation_pending = interrupted
+        directory = self.save(rotate=False)
         if improved:
             try:
                 ckpt.copy_checkpoint(directory, self.run_dir / "checkpoints" / "best")
             except OSError as e:
                 raise TrainError(f"could not copy {directory} to best: {e.strerror or e} "
                                  "(the previous best is intact)") from None
+        if self.is_main:
+            self._rotate()
+        if interrupted:
+            self.log(f"validation of step {self.step} interrupted ({self.preemption.signal_name}): "
+                     "checkpoint written, its validation pending")
