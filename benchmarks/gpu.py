@@ -421,6 +421,16 @@ def table_line(row: dict) -> str:
     return "| " + " | ".join(str(row.get(c, "")) for c in COLUMNS) + " |"
 
 
+def row_label(kind: str, what: tuple, *, device: torch.device, checkpoint: str | None) -> dict:
+    """The columns that name a planned row (all a skipped row shows)."""
+    if kind == "peak":
+        return {"task": "peak", "precision": precision_label(what[0], device)}
+    if kind == "train":
+        return {"task": "train", "model": what[0], "precision": precision_label(what[1], device), "mode": what[2]}
+    return {"task": "decode", "model": "base (random)" if kind == "decode" else Path(checkpoint).name,
+            "mode": "greedy" if what[0] == 1 else f"beam {what[0]}", "batch": f"{what[1]} sent"}
+
+
 def describe_device(device: torch.device) -> str:
     if device.type != "cuda":
         return f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
@@ -542,13 +552,7 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
     for kind, what in plan:
         left = sizes.budget - (time.perf_counter() - began)
         need = estimate(kind, what)
-        label = {"peak": lambda: {"task": "peak", "precision": precision_label(what[0], device)},
-                 "train": lambda: {"task": "train", "model": what[0], "precision": precision_label(what[1], device),
-                                   "mode": what[2]},
-                 "decode": lambda: {"task": "decode", "model": "base (random)", "mode": f"beam {what[0]}",
-                                    "batch": f"{what[1]} sent"},
-                 "bleu": lambda: {"task": "decode", "model": Path(args.checkpoint).name, "mode": f"beam {what[0]}",
-                                  "batch": f"{what[1]} sent"}}[kind]()
+        label = row_label(kind, what, device=device, checkpoint=args.checkpoint)
         if need > left:
             note = f"skipped: ~{need:.0f} s needed, {max(left, 0):.0f} s left"
             print(table_line({**label, "note": note}), flush=True)
