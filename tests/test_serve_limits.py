@@ -78,8 +78,10 @@ def texts(results) -> list[list[str]]:
 
 # ----------------------------------------------------------------------------------- scheduling
 def test_a_short_request_runs_between_the_steps_of_a_long_one(translator):
-    """While a long search (11 sentences, beam 32) is at its 3rd step, a one-sentence greedy
-    request comes: it is answered before the long one, which then finishes unchanged."""
+    """While a long search (11 sentences, beam 32) is at its 3rd step, another long request
+    (beam 31) and then a one-sentence greedy request come: the short one is answered first, between
+    two steps of the running search; the other long one waits its turn (it does not run inside the
+    first). Every translation is the one each request gets alone."""
     t, model = stepped(translator, pause_at=3)
     batcher = Batcher(t, max_wait_ms=0, slice_ms=0)
     done = []
@@ -88,18 +90,21 @@ def test_a_short_request_runs_between_the_steps_of_a_long_one(translator):
         long = batcher.submit(LONG, SearchOptions(32, 0.6, 2))
         long.add_done_callback(lambda f: done.append("long"))
         assert await asyncio.to_thread(model.paused.wait, 60)
+        other = batcher.submit(LONG, SearchOptions(31, 0.6, 1))
+        other.add_done_callback(lambda f: done.append("other long"))
         short = batcher.submit([SENTENCES[0]], SearchOptions(1, 0.0, 1))
         short.add_done_callback(lambda f: done.append("short"))
         model.resume.set()
-        return await long, await short
+        return await long, await other, await short
 
     batcher.start()
     try:
-        long, short = asyncio.run(scenario())
+        long, other, short = asyncio.run(scenario())
     finally:
         batcher.stop()
-    assert done == ["short", "long"]
+    assert done == ["short", "long", "other long"]
     assert texts(long) == texts(translator.translate_nbest(LONG, beam=32, alpha=0.6, nbest=2))
+    assert texts(other) == texts(translator.translate_nbest(LONG, beam=31, alpha=0.6))
     assert texts(short) == texts(translator.translate_nbest([SENTENCES[0]], beam=1, alpha=0.0))
 
 

@@ -21,8 +21,8 @@ Scheduling. The worker starts waiting requests in arrival order, so nothing wait
 running search (torch engine) calls back before every decoding step (a ``Preemptible`` model
 around the real one): there the worker (1) abandons it when every request in it was cancelled
 (client gone, ``--timeout`` passed, server stopping), and (2) once it has run ``slice_ms`` since
-it last started or resumed, runs the oldest waiting requests of smaller work (one batch, to the
-end) before the next step. A long search therefore gets at least one slice in turn with the short
+it last started or resumed, runs the oldest waiting requests of much smaller work (at most
+1/``MERGE_RATIO`` of the least of its requests'; one batch, to the end) before the next step. A long search therefore gets at least one slice in turn with the short
 batches, and a short request waits about one slice and one decoding step for it, not the whole
 search; requests of similar work simply take turns. The CTranslate2 engine can only be interrupted between its search
 batches. Every model call (search, alignment, attention) runs on the worker thread, one at a time,
@@ -44,7 +44,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-MERGE_RATIO = 8  # requests batched together differ in work by at most this factor ...
+MERGE_RATIO = 8  # requests batched together differ in work by at most this factor (and a search
+#                  is interrupted only for requests this many times smaller) ...
 MERGE_FLOOR = 2048  # ... unless both have at most this much work (pieces x beam)
 
 
@@ -263,11 +264,11 @@ class Batcher:
         for job in gone:
             self._finish(job, Cancelled("cancelled: the client went away or its deadline passed"))
 
-    def _pick(self, *, below_work: int | None = None) -> list[Job]:
+    def _pick(self, *, max_work: int | None = None) -> list[Job]:
         """The next batch from the queue (lock held): the oldest request, then its batch-mates (see
-        the module docstring); only requests of less work than ``below_work`` if given."""
+        the module docstring); only requests of at most ``max_work`` if given."""
         self._drop_gone()
-        candidates = [j for j in self._queue if below_work is None or j.work < below_work]
+        candidates = [j for j in self._queue if max_work is None or j.work <= max_work]
         if not candidates:
             return []
         first = candidates[0]
@@ -355,7 +356,7 @@ class Batcher:
         if not running.preemptible or now - running.resumed < self.slice:
             return
         with self._cond:
-            jobs = self._pick(below_work=running.work)
+            jobs = self._pick(max_work=min(j.work for j in running.jobs) // MERGE_RATIO)
         if jobs:
             self._run_batch(jobs, preemptible=False)
             running.resumed = time.monotonic()
