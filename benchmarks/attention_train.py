@@ -1,7 +1,7 @@
-"""Attention in training: SDPA's CPU kernel against nmt.model.explicit_attention (scores held,
+"""Attention in training: SDPA's CPU kernel against nmt.explicit_attention (scores held,
 float32), forward + backward, at the recipe's shapes (heads of 64 dimensions, ~1k tokens per
 batch) and longer sentences; where the explicit path stops paying sets
-nmt.model.EXPLICIT_ATTENTION_MAX.
+nmt.explicit_attention.EXPLICIT_ATTENTION_MAX.
 
     python benchmarks/attention_train.py [--tokens 1000] [--heads 4] [--repeat 20]
 """
@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from nmt.model import explicit_attention
+from nmt.explicit_attention import explicit_attention
 from nmt.precision import cpu_has_fast_bf16
 
 

@@ -37,7 +37,8 @@ def cmd_model_info(args: argparse.Namespace, overrides: dict) -> int:
     import torch
 
     from .config import to_dict
-    from .model import Transformer, parameter_counts
+    from .model import Transformer
+    from .parameter_counts import parameter_counts
 
     unknown = sorted(set(overrides) - {"model"})
     if unknown:

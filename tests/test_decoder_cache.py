@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from nmt.config import tiny
-from nmt.model import Transformer, shared_rows, take_rows_
+from nmt.cache import shared_rows, take_rows_
+from nmt.model import Transformer
 
 
 def model_and_data():
@@ -135,3 +136,38 @@ def test_in_place_reorder_equals_reorder(rows):
         full = model(src[expand[rows]], tgt2[:, :8])
         torch.testing.assert_close(results[-1], full[:, 4:], atol=1e-5, rtol=0)
     torch.testing.assert_close(results[0], results[1], atol=0, rtol=0)
+
+
+def test_training_forward_builds_no_decoding_cache(monkeypatch):
+    """Teacher forcing (training, scoring) attends over the target's own keys and values: it makes
+    no DecoderCache (no self-attention buffers to fill, no copies kept for backward), and gives the
+    logits of decoding step by step through one."""
+    model, src, tgt = model_and_data()
+    stepwise, cache = [], None
+    with torch.no_grad():
+        memory = model.encode(src[:2])
+        for t in range(5):
+            logits, cache = model.decode_step(tgt[:2, t:t + 1], memory, cache)
+            stepwise.append(logits)
+
+    def no_cache(*args, **kwargs):
+        raise AssertionError("training built a decoding cache")
+
+    monkeypatch.setattr(model.decoder, "empty_cache", no_cache)
+    model.train()
+    model(src[:2], tgt[:2, :5]).sum().backward()  # (2, 5, W) with gradients, dropout on
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(src[:2], tgt[:2, :5]), torch.cat(stepwise, 1), atol=1e-5, rtol=0)
+
+
+def test_decoder_layer_takes_its_options_by_keyword():
+    """DecoderLayer.forward(x, memory_kv, *, ...): everything after the input and the memory's keys
+    and values is keyword-only."""
+    import inspect
+
+    from nmt.model import DecoderLayer
+
+    params = list(inspect.signature(DecoderLayer.forward).parameters.values())[1:]  # without self
+    assert [p.kind for p in params[:2]] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2
+    assert params[2:] and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])

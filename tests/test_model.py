@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from nmt.config import ConfigError, ModelConfig, apply_overrides, base, big, tiny
-from nmt.model import Transformer, parameter_counts, sinusoidal_table
+from nmt.model import Transformer, sinusoidal_table
+from nmt.parameter_counts import parameter_counts
 
 
 def hand_count(*, V, d, d_ff, h, d_k, d_v, N, N_dec=None):
@@ -282,6 +283,40 @@ def test_checkpoint_written_before_model_refactor_loads_and_matches():
     assert torch.allclose(logits, torch.tensor(ref["logits"]), atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["paper", "prenorm_gelu_window"])
+def test_checkpoint_written_before_the_model_split_translates_identically(name):
+    """Checkpoints saved at d9700a9, before model.py's cache, explicit attention and fused
+    projections moved to modules of their own (tests/fixtures/split_model_ckpts: the paper's
+    shared/tied sinusoidal post-norm model; a pre-norm GELU model with a restricted window and its
+    own target table), load with the same parameter names and give what that code gave: the
+    teacher-forced logits, the logits step by step through the cache, the beam-4 n-best (tokens
+    and scores) and the greedy outputs."""
+    import json
+    from pathlib import Path
+
+    from nmt.checkpoint import load_model
+    from nmt.infer.search import beam_search, greedy_search
+
+    here = Path(__file__).parent / "fixtures" / "split_model_ckpts"
+    ref = json.loads((here / "reference.json").read_text())
+    model, _ = load_model(here / name)
+    src, tgt_in, want = torch.tensor(ref["src"]), torch.tensor(ref["tgt_in"]), ref[name]
+    with torch.no_grad():
+        logits = model(src, tgt_in)
+        memory, cache, steps = model.encode(src), None, []
+        for t in range(tgt_in.size(1)):
+            step, cache = model.decode_step(tgt_in[:, t:t + 1], memory, cache)
+            steps.append(step)
+        beams = beam_search(model, src, beam=4, nbest=4, max_len_a=0, max_len_b=12)
+        greedy = greedy_search(model, src, max_len_a=0, max_len_b=12)
+    torch.testing.assert_close(logits, torch.tensor(want["logits"]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(steps, 1), torch.tensor(want["steps"]), atol=1e-5, rtol=0)
+    assert [[h.tokens for h in hs] for hs in beams] == [[tokens for tokens, _ in hs] for hs in want["beam4"]]
+    assert [[h.score for h in hs] for hs in beams] == [[pytest.approx(s, abs=1e-5) for _, s in hs]
+                                                       for hs in want["beam4"]]
+    assert [[h.tokens, pytest.approx(h.score, abs=1e-5)] for h in greedy] == want["greedy"]
+
+
 def test_select_projects_only_the_chosen_positions():
     """Training projects only real target tokens (select=): the same logits as the full forward."""
     torch.manual_seed(0)
@@ -297,11 +332,12 @@ def test_select_projects_only_the_chosen_positions():
 # ------------------------------------------------------------------ training-path attention and dropout
 @pytest.mark.parametrize("kind", ["padding", "causal", "band", "cross"])
 def test_explicit_attention_equals_sdpa_with_gradients(kind):
-    """nmt.model.explicit_attention (training on CPU) is F.scaled_dot_product_attention: same
+    """nmt.explicit_attention.explicit_attention (training on CPU) is F.scaled_dot_product_attention: same
     outputs and same gradients for padding masks, the causal mask, a band (T, N) mask and
     cross-attention (T != N)."""
     import torch.nn.functional as F
-    from nmt.model import explicit_attention, window_mask
+    from nmt.explicit_attention import explicit_attention
+    from nmt.model import window_mask
 
     torch.manual_seed(0)
     b, h, t, n, d = 3, 2, 6, (9 if kind == "cross" else 6), 8
@@ -331,11 +367,11 @@ def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch
     """A training-mode forward/backward in bf16 autocast (dropout 0) through the explicit
     attention is as close to float32's loss and gradients as through SDPA's bf16 kernel
     (EXPLICIT_ATTENTION_MAX = 0 forces SDPA); float32 and inference (no gradients) keep SDPA."""
-    import nmt.model as model_module
+    import nmt.explicit_attention as explicit
 
     calls = []
-    real = model_module.explicit_attention
-    monkeypatch.setattr(model_module, "explicit_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = explicit.explicit_attention
+    monkeypatch.setattr(explicit, "explicit_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])
     tgt = torch.tensor([[2, 11, 12, 13], [2, 14, 0, 0]])
 
@@ -349,10 +385,10 @@ def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch
 
     loss_a, grads_a = loss_and_grads()
     assert len(calls) == 2 * 3  # tiny: 2 encoder self, 2 decoder self + 2 cross attentions
-    monkeypatch.setattr(model_module, "EXPLICIT_ATTENTION_MAX", 0)
+    monkeypatch.setattr(explicit, "EXPLICIT_ATTENTION_MAX", 0)
     loss_b, grads_b = loss_and_grads()
     assert len(calls) == 6
-    monkeypatch.setattr(model_module, "EXPLICIT_ATTENTION_MAX", 10 ** 6)
+    monkeypatch.setattr(explicit, "EXPLICIT_ATTENTION_MAX", 10 ** 6)
     loss_fp32, grads_fp32 = loss_and_grads(dtype=None)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         eval_model().encode(src)
@@ -421,7 +457,7 @@ def test_keep_mask_near_0_and_1(p, rate):
 
 def test_attention_dropout_on_the_explicit_path_keeps_the_expected_weights():
     """With values all 1, each output is sum_j w_j m_j / (1 - p): 1 on average."""
-    from nmt.model import explicit_attention
+    from nmt.explicit_attention import explicit_attention
 
     torch.manual_seed(0)
     q, k = torch.randn(50, 4, 20, 8), torch.randn(50, 4, 20, 8)

@@ -13,9 +13,11 @@ from torch import nn
 
 from nmt.checkpoint import save
 from nmt.config import tiny
+from nmt.fused_projections import fuse_projections, fused_weights
 from nmt.infer.packed import PackedLinear, onednn_available, pack_linears
 from nmt.infer.translate import Translator
-from nmt.model import MultiheadAttention, Transformer, parameter_counts
+from nmt.model import MultiheadAttention, Transformer
+from nmt.parameter_counts import parameter_counts
 from nmt.vocab import BOS, EOS, PAD
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear ops")
@@ -73,6 +75,55 @@ def test_packed_model_computes_the_plain_model(tie):
             torch.testing.assert_close(out_q, out_p, atol=1e-4, rtol=1e-4)
     # outside inference (autograd on) a PackedLinear is F.linear on the same parameters: equal bits
     assert torch.equal(packed(src, tgt), plain(src, tgt))
+
+
+class CountingFusion(nn.Module):
+    """A fused projection for the test: one nn.Linear over the fused weights, counting its calls,
+    used where ``use`` says."""
+
+    def __init__(self, layers, use: bool):
+        super().__init__()
+        weight, bias = fused_weights(layers)  # (sum out, D), (sum out,)
+        self.linear = nn.Linear(weight.size(1), weight.size(0))
+        with torch.no_grad():
+            self.linear.weight.copy_(weight)
+            self.linear.bias.copy_(bias)
+        self.use, self.calls = use, 0
+
+    def applies(self, x: torch.Tensor) -> bool:
+        return self.use
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("use", [True, False])
+def test_fuse_projections_is_the_one_hook_and_applies_switches_it(use):
+    """nmt.fused_projections.fuse_projections(model, make) gives every self-attention one product
+    over [W^Q; W^K; W^V] and every encoder_attn one over [W^K; W^V]; attention computes with it
+    exactly where its ``applies(x)`` says (the same logits), else with the separate projections
+    (the plain model's bits); ``make`` returning None leaves a model unfused."""
+    plain, _ = models()
+    fused = fuse_projections(copy.deepcopy(plain), lambda layers: CountingFusion(layers, use))
+    attns = {name: m for name, m in fused.named_modules() if isinstance(m, MultiheadAttention)}
+    for name, a in attns.items():
+        cross = name.endswith("encoder_attn")
+        slot, other = (a.fused_kv, a.fused_qkv) if cross else (a.fused_qkv, a.fused_kv)
+        parts = [a.k_proj, a.v_proj] if cross else [a.q_proj, a.k_proj, a.v_proj]
+        assert other is None and torch.equal(slot.linear.weight, torch.cat([m.weight for m in parts]))
+    src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
+    tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
+    with torch.no_grad():
+        got, want = fused(src, tgt), plain(src, tgt)
+    if use:
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    else:
+        assert torch.equal(got, want)
+    assert [(a.fused_qkv or a.fused_kv).calls for a in attns.values()] == [int(use)] * len(attns)
+    untouched = fuse_projections(copy.deepcopy(plain), lambda layers: None)
+    assert all(m.fused_qkv is None and m.fused_kv is None for m in untouched.modules()
+               if isinstance(m, MultiheadAttention))
 
 
 def test_packed_linear_is_batch_invariant():

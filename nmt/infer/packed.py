@@ -16,13 +16,13 @@ embedding matrix. A ``PackedLinear`` computes with the packed copy only for floa
 outside autograd; otherwise (training, bf16 autocast, another device) it is ``F.linear``. The
 packed copy is taken once: pack a model after its weights are final (Translator.load does). It
 doubles the memory held by the linear weights (the original is kept for state_dict and autograd).
-Self-attention's three projections of one input become one product over the stacked weights
-[W^Q; W^K; W^V] (``MultiheadAttention.fused_qkv``), cross-attention's keys and values one over
-[W^K; W^V] (``fused_kv``): fewer, larger oneDNN calls, whose fixed cost (~20 us each) is much of
-a beam-search step on small batches (the stacked copies hold those weights twice more). A
-feed-forward sublayer's ReLU (section 3.3) is fused into its ``fc1`` (oneDNN applies it as the
-product is written; the layer's own activation becomes the identity), so the (rows, d_ff)
-activations are not read and written a second time.
+Attention's projections are fused (nmt.fused_projections: self-attention's three one product over
+[W^Q; W^K; W^V], cross-attention's keys and values one over [W^K; W^V]) into packed layers: fewer,
+larger oneDNN calls, whose fixed cost (~20 us each) is much of a beam-search step on small batches
+(the fused copies hold those weights twice more). A feed-forward network's ReLU (section 3.3) is
+fused into its ``fc1`` (oneDNN applies it as the product is written; the layer's own activation
+becomes the identity), so the (rows, d_ff) activations are not read and written a second time.
+"Packed" names oneDNN's weight layout only; "fused", one computation for several (nmt.fused_projections).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..model import MultiheadAttention
+from ..fused_projections import fuse_projections, fused_weights
 
 
 def onednn_available() -> bool:
@@ -89,25 +89,10 @@ def _identity(x: Tensor) -> Tensor:
     return x
 
 
-def attention_stacks(model: nn.Module):
-    """(attention module, "fused_qkv" or "fused_kv", its projections to stack) for every
-    MultiheadAttention of ``model``: q/k/v for self-attention (one input), k/v for the decoder's
-    encoder_attn (keys and values from the memory, queries from the decoder)."""
-    for name, attn in list(model.named_modules()):
-        if isinstance(attn, MultiheadAttention):
-            if name.endswith("encoder_attn"):
-                yield attn, "fused_kv", (attn.k_proj, attn.v_proj)
-            else:
-                yield attn, "fused_qkv", (attn.q_proj, attn.k_proj, attn.v_proj)
-
-
-def stacked_weights(layers) -> tuple[Tensor, Tensor | None]:
-    """The weights (sum of out, in) and biases (sum of out,) of ``layers`` stacked by rows: a copy,
-    not parameters (the model's parameters and state_dict stay as they were)."""
-    weight = torch.cat([layer.weight.detach() for layer in layers])  # (sum out, in)
-    biases = [layer.bias for layer in layers]
-    bias = None if any(b is None for b in biases) else torch.cat([b.detach() for b in biases])  # (sum out,)
-    return weight, bias
+def packed_fusion(layers: list[nn.Module]) -> PackedLinear | None:
+    """One ``PackedLinear`` over the fused weights of ``layers`` (attention's projections), or None
+    (left unfused) where they were not all packed."""
+    return PackedLinear(*fused_weights(layers)) if all(isinstance(m, PackedLinear) for m in layers) else None
 
 
 def pack_linears(model: nn.Module) -> nn.Module:
@@ -115,10 +100,11 @@ def pack_linears(model: nn.Module) -> nn.Module:
     ``PackedLinear`` over the same parameters; a Transformer whose decoder ties its output
     projection to the embeddings gets a ``PackedLinear`` over that matrix as
     ``decoder.output_projection``; an ``fc1`` followed by ReLU computes the ReLU itself (the
-    layer's ``activation`` becomes the identity). Returns ``model``; a no-op where oneDNN is missing."""
+    layer's ``activation`` becomes the identity); each attention's projections are fused into one
+    ``PackedLinear`` (nmt.fused_projections). Returns ``model``; a no-op where oneDNN is missing."""
     if not onednn_available():
         return model
-    for layer in list(model.modules()):  # feed-forward sublayers: fuse ReLU into fc1
+    for layer in list(model.modules()):  # feed-forward networks: fuse ReLU into fc1
         fc1 = getattr(layer, "fc1", None)
         if type(fc1) is nn.Linear and getattr(layer, "activation", None) is F.relu and usable(fc1):
             layer.fc1 = PackedLinear(fc1.weight, fc1.bias, relu=True)
@@ -127,9 +113,7 @@ def pack_linears(model: nn.Module) -> nn.Module:
         for name, child in list(parent.named_children()):
             if type(child) is nn.Linear and usable(child):
                 setattr(parent, name, PackedLinear(child.weight, child.bias))
-    for attn, attr, layers in attention_stacks(model):  # one product for q, k, v (or k, v)
-        if all(isinstance(m, PackedLinear) for m in layers):
-            setattr(attn, attr, PackedLinear(*stacked_weights(layers)))
+    fuse_projections(model, packed_fusion)  # one product for q, k, v (or k, v)
     decoder = getattr(model, "decoder", None)
     if decoder is not None and getattr(decoder, "output_projection", 1) is None:
         decoder.output_projection = PackedLinear(decoder.embed_tokens.weight, None)  # tied: same matrix

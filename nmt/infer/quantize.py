@@ -5,7 +5,8 @@ int8 with one scale per output row and quantizes the activations on the fly per 
 (embeddings, LayerNorm, attention softmax) stays float32. The output projection is a linear layer
 too: with tied embeddings (section 3.4) it is copied into its own ``nn.Linear`` first, so that it
 is quantized while the input embeddings keep their float32 table. Self-attention's q/k/v and
-cross-attention's k/v projections are also stacked into one layer each (``StackedLinear``).
+cross-attention's k/v projections are also fused into one layer each (``FusedLinear``,
+nmt.fused_projections).
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ import torch
 from torch import Tensor, nn
 
 from ..model import Transformer
-from .packed import attention_stacks, stacked_weights
+from ..fused_projections import fuse_projections, fused_weights
 
 
-class StackedLinear(nn.Module):
-    """Projections stacked by rows in one ``nn.Linear`` (quantized with the others): an int8
-    model's ``MultiheadAttention.fused_qkv`` / ``fused_kv``, one int8 product instead of three or
-    two. Each output row keeps its own scale, and the input is quantized once either way, so the
-    results are those of the separate layers."""
+class FusedLinear(nn.Module):
+    """Projections fused into one ``nn.Linear``, their weights concatenated by rows (quantized with
+    the others): an int8 model's ``MultiheadAttention.fused_qkv`` / ``fused_kv``, one int8 product
+    instead of three or two. Each output row keeps its own scale, and the input is quantized once
+    either way, so the results are those of the separate layers."""
 
     def __init__(self, layers):
         super().__init__()
-        weight, bias = stacked_weights(layers)  # (sum out, in), (sum out,)
+        weight, bias = fused_weights(layers)  # (sum out, in), (sum out,)
         self.linear = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
         with torch.no_grad():
             self.linear.weight.copy_(weight)
@@ -56,8 +57,7 @@ def quantize_int8(model: Transformer) -> Transformer:
         weight = decoder.embed_tokens.weight  # (W, D)
         decoder.output_projection = nn.Linear(weight.size(1), weight.size(0), bias=False)
         decoder.output_projection.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
-    for attn, attr, layers in attention_stacks(model):  # one product for q, k, v (or k, v)
-        setattr(attn, attr, StackedLinear(layers))
+    fuse_projections(model, FusedLinear)  # one product for q, k, v (or k, v)
     # torch 2.13 marks torch.ao eager quantization deprecated (in favour of the separate torchao
     # package) but ships and runs it; its warnings are not the user's concern here
     with warnings.catch_warnings():

@@ -142,7 +142,7 @@ def model_info(name: str, path: Path, translator) -> dict:
             "tgt_lang": data.get("tgt_lang"), "config": {"model": config.get("model", {})}}
     model = getattr(translator, "model", None)
     if model is not None and hasattr(model, "parameters"):
-        from ..model import parameter_counts
+        from ..parameter_counts import parameter_counts
 
         info["parameters"] = parameter_counts(model)["total"]
     sp = getattr(translator, "sp", None)
