@@ -163,6 +163,7 @@ class TrainConfig:
     valid_bleu_beam: int = 1  # 1 = greedy (fast); 4 = the paper's beam
     valid_bleu_max_sentences: int = 0  # 0 = all
     best_metric: Literal["loss", "bleu"] = "loss"
+    patience: int = 0  # stop after this many validations without a better best_metric; 0 = never
     log_every_steps: int = 10
     num_threads: int = 0  # 0 = torch's default
     collective_timeout: float = 30.0  # minutes a multi-process collective may wait before the job fails
@@ -171,7 +172,8 @@ class TrainConfig:
         for name in ("max_tokens", "update_tokens", "warmup_steps", "log_every_steps", "keep_last"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"train.{name}", value, "must be a positive integer")
-        for name in ("accum_steps", "max_steps", "max_epochs", "save_every_steps", "valid_every_steps", "num_threads"):
+        for name in ("accum_steps", "max_steps", "max_epochs", "save_every_steps", "valid_every_steps", "num_threads",
+                     "patience"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "must be >= 0")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", self.label_smoothing, "must be in [0, 1)")
         _check(self.label_smoothing_kind in ("uniform", "fairseq"), "train.label_smoothing_kind",

@@ -16,6 +16,7 @@ from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, fr
                       preset, to_dict, train_preset)
 from ..data.prepare import load_meta
 from . import distributed
+from .finetune import InitFrom, check_vocabulary, init_model_config, open_init
 from .trainer import Trainer, TrainError
 
 
@@ -56,10 +57,40 @@ def add_train_args(parser) -> None:
                         help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
                              "has one, else start fresh (for preemptible jobs: re-run the same command)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--init", metavar="CHECKPOINT",
+                        help="fine-tune: start from this checkpoint's weights (or a run directory's best); "
+                             "its model configuration is kept (only the dropouts may change), the optimizer, "
+                             "schedule and step counter start anew; DATA must have its vocabulary "
+                             "(nmt prepare ... --spm-model CHECKPOINT)")
+    parser.add_argument("--init-optimizer", action="store_true",
+                        help="with --init: also keep the checkpoint's Adam state (a step checkpoint's)")
+
+
+def init_configs(data_dir: Path, init: InitFrom, *, preset_name: str | None, config_file: str | None,
+                 overrides: dict) -> tuple[ModelConfig, TrainConfig, dict]:
+    """A fine-tuning run's configuration: the model of the checkpoint (only its dropouts may change),
+    the training of --preset / --config if given, else the checkpoint's own, then --train.*."""
+    unknown = sorted(set(overrides) - {"model", "train"})
+    if unknown:
+        raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
+    raw = load_raw(config_file) if config_file else {}
+    model_cfg = init_model_config(init, overrides.get("model", {}), config_model=raw.get("model"))
+    check_vocabulary(data_dir, init)
+    meta = load_meta(data_dir)
+    if preset_name or config_file:
+        train_cfg = build_configs(data_dir, preset_name=preset_name, config_file=config_file, overrides={})[1]
+    else:
+        saved = ckpt.read_config(init.directory).get("train")
+        train_cfg = from_dict(TrainConfig, saved, section="train") if saved else train_preset("base")
+    train_cfg = apply_overrides(train_cfg, overrides.get("train", {}), section="train")
+    return model_cfg, train_cfg, meta
 
 
 def run_train(args, overrides: dict) -> int:
     data_dir, run_dir = Path(args.data_dir), Path(args.out)
+    if args.init_optimizer and not args.init:
+        raise ConfigError("--init-optimizer: only with --init CHECKPOINT")
+    init = open_init(args.init, keep_optimizer=args.init_optimizer) if args.init else None
     auto = args.resume == "auto"
     # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
     # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
@@ -79,7 +110,14 @@ def run_train(args, overrides: dict) -> int:
             model_cfg = from_dict(ModelConfig, saved["model"], section="model")
         except (KeyError, TypeError, ConfigError) as e:
             raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
-        if auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
+        started = saved.get("init") or {}
+        if init is not None and started.get("sha256") != init.sha256:
+            raise ConfigError(f"--init {args.init}: the run being resumed started from "
+                              f"{started.get('path', 'no checkpoint (a run from scratch)')} "
+                              f"({run_dir}/config.json); resume it without --init, or choose another --out")
+        if init is not None:  # a fine-tuning run re-run by its scheduler: the checkpoint's model
+            asked = init_model_config(init, overrides.get("model", {}))
+        elif auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
             asked = build_configs(data_dir, preset_name=args.preset, config_file=args.config,
                                   overrides=overrides)[0]
         else:
@@ -91,16 +129,20 @@ def run_train(args, overrides: dict) -> int:
                               "the model of a run cannot change")
         train_cfg = apply_overrides(from_dict(TrainConfig, saved["train"], section="train"),
                                     overrides.get("train", {}), section="train")
+
         meta = load_meta(data_dir)
         if int(meta["vocab_size"]) != model_cfg.tgt_vocab_size:
             raise ConfigError(f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
                               f"({model_cfg.tgt_vocab_size})")
+    elif init is not None:
+        model_cfg, train_cfg, meta = init_configs(data_dir, init, preset_name=args.preset,
+                                                  config_file=args.config, overrides=overrides)
     else:
         model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
                                                    config_file=args.config, overrides=overrides)
     try:
         trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, fall_back=auto,
-                          device=args.device)
+                          device=args.device, init=None if resume else init)
         trainer.run()
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None

@@ -41,6 +41,7 @@ from . import validate as validation
 from ..atomic import write_text
 from .run_dir import (RunDirError, RunLock, check_free_space, mend_best, set_aside, trim_metrics,
                       write_unwritten)
+from .finetune import InitFrom
 from .state import load_optimizer, optimizer_tensors, rng_state, set_rng_state
 
 
@@ -52,9 +53,11 @@ class TrainError(Exception):
 class Trainer:
     def __init__(self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
                  meta: dict, *, resume: bool, fall_back: bool = False, device: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, init: InitFrom | None = None):
         """``resume``: continue RUN_DIR from its newest checkpoint; ``fall_back`` (--resume auto): from
-        the newest that verifies, setting aside the damaged ones after it with a warning each."""
+        the newest that verifies, setting aside the damaged ones after it with a warning each.
+        ``init`` (--init, fine-tuning): a fresh start takes its weights (and with ``keep_optimizer`` its
+        Adam state) from that checkpoint; the schedule and the step counter start anew."""
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
         topo = distributed.Topology.from_env()
@@ -121,6 +124,9 @@ class Trainer:
         self.step = 0  # the data position (epoch, batch) is the sampler's state
         self.best: float | None = None
         self.best_step: int | None = None  # the step whose checkpoint `best` holds (or is being given)
+        self.since_best = 0  # validations since best_metric last improved (train.patience)
+        self.init = init
+        self.init_record = init.record() if init is not None else None  # where the weights started
         self.validation_pending = False  # a stop signal cut the validation of the last checkpoint short
         self.elapsed = 0.0
         self.tokens_seen = 0
@@ -197,6 +203,8 @@ class Trainer:
             if self.is_main:
                 check_free_space(self.run_dir, checkpoint_bytes=checkpoint_bytes, keep_last=self.cfg.keep_last)
             self._resume(complete, fall_back=fall_back)
+            if config_path.exists():  # a fine-tuned run keeps saying where its weights started
+                self.init_record = ckpt.read_json(config_path).get("init")
             if self.is_main:
                 mended = mend_best(self.run_dir, self.best_step)
                 self._rotate()  # what a kill after the checkpoint (or the copy to best) left undone
@@ -228,6 +236,23 @@ class Trainer:
                          "one): starting it again from step 0")
             if stale:
                 self.log(f"removed stale temporaries of a killed run: {', '.join(stale)}")
+        if self.init is not None:
+            self._load_init(self.init)
+
+    def _load_init(self, init: InitFrom) -> None:
+        """Fine-tuning: the weights of ``init`` (every rank loads them, so DDP's replicas agree), and
+        with ``keep_optimizer`` its Adam moments; step, schedule and data position start at 0."""
+        ckpt.load_weights(self.model, ckpt.load_state(init.directory), source=str(init.directory / "model.safetensors"))
+        if init.keep_optimizer:
+            try:
+                load_optimizer(self.optimizer, ckpt.load_tensors(init.directory / "optimizer.safetensors"),
+                               ckpt.read_json(init.directory / "optimizer.json"))
+            except (KeyError, ValueError, TypeError, RuntimeError) as e:
+                raise ckpt.CheckpointError(f"{init.directory / 'optimizer.safetensors'}: does not match the "
+                                           f"model's optimizer ({e})") from None
+        self.log(f"initialised from {init.directory} (model.safetensors sha256 {init.sha256[:12]}...; "
+                 f"{'its optimizer state kept' if init.keep_optimizer else 'new optimizer state'}; "
+                 "schedule and step counter start anew)")
 
     def _resume(self, complete: list[Path], *, fall_back: bool) -> None:
         """Load the newest of the ``complete`` checkpoints; with ``fall_back`` (--resume auto) the
@@ -271,11 +296,21 @@ class Trainer:
             return f"the end of the learning-rate decay (update {self.decay_end})"
         if cfg.max_time and self.elapsed >= cfg.max_time * 60:
             return f"max_time={cfg.max_time} min"
+        if self.out_of_patience():
+            return f"patience={cfg.patience}: {self.since_best} validations without a better {cfg.best_metric}"
         return None
 
+    def out_of_patience(self) -> bool:
+        """Early stopping (fairseq's --patience, Marian's --early-stopping): ``train.patience``
+        validations in a row without a better ``best_metric``."""
+        return bool(self.cfg.patience) and self.since_best >= self.cfg.patience
+
     def full_config(self) -> dict:
-        return {"model": to_dict(self.model_cfg), "train": to_dict(self.cfg), "data": self.meta,
-                "data_dir": str(self.data_dir)}
+        config = {"model": to_dict(self.model_cfg), "train": to_dict(self.cfg), "data": self.meta,
+                  "data_dir": str(self.data_dir)}
+        if self.init_record is not None:
+            config["init"] = self.init_record
+        return config
 
     def _load(self, directory: Path) -> None:
         ckpt.verify(directory)
@@ -298,6 +333,7 @@ class Trainer:
             self.best, self.elapsed, self.tokens_seen = state["best"], state["elapsed"], state["tokens_seen"]
             self.decay_start, self.decay_end = int(state.get("decay_start", 0)), int(state.get("decay_end", 0))
             self.best_step = state.get("best_step")  # absent before issue 42
+            self.since_best = int(state.get("since_best", 0))
             self.validation_pending = bool(state.get("validation_pending", False))
             self.unwritten = {str(k): [str(line) for line in v] for k, v in state.get("unwritten_log", {}).items()}
             set_rng_state(state["rng"][self.rank] if isinstance(state["rng"], list) else state["rng"])
@@ -424,7 +460,8 @@ class Trainer:
         if self.is_main:
             tensors, meta = optimizer_tensors(self.optimizer)
             state = {"step": self.step, **self.sampler.state_dict(), "best": self.best,
-                     "best_step": self.best_step, "validation_pending": self.validation_pending,
+                     "best_step": self.best_step, "since_best": self.since_best,
+                     "validation_pending": self.validation_pending,
                      "elapsed": self.elapsed, "tokens_seen": self.tokens_seen, "world_size": self.world,
                      "decay_start": self.decay_start, "decay_end": self.decay_end,
                      "accum": self.accum, "rng": rngs if self.world > 1 else rngs[0],
@@ -556,13 +593,16 @@ class Trainer:
                 self.start_decay()
             stop = decision.stop
             if stop == "preempted":  # the scheduler's grace period is short: checkpoint, no validation
-                self.validation_pending = decision.validate  # done first on resume, as this run would have
+                # done first on resume, as this run would have done it now
+                self.validation_pending = decision.validate and self.valid_set is not None
                 self._save_on_stop()
             elif stop or decision.validate:
                 self.validate_and_keep_best()
                 last_save = time.time()
                 if self.validation_pending:  # interrupted by a signal: the checkpoint is written
                     stop = "preempted"
+                elif stop is None and self.out_of_patience():  # since_best is rank 0's, shared
+                    stop = "patience"
             elif decision.save:
                 self.save()
                 last_save = time.time()
@@ -584,6 +624,10 @@ class Trainer:
             self.stopped_by = self.preemption.signal_name or "SIGTERM"
             self.log(f"{'interrupted' if self.stopped_by == 'SIGINT' else 'preempted'} at step {self.step} "
                      f"({self.stopped_by}): checkpoint written; continue with --resume auto")
+        if stop == "patience":
+            self.log(f"early stopping: {self.since_best} validations without a better valid {self.cfg.best_metric} "
+                     f"(train.patience={self.cfg.patience}); the best is step {self.best_step}, in "
+                     f"{self.run_dir / 'checkpoints' / 'best'}")
         self.log(f"stopped ({stop}) at step {self.step}, epoch {self.epoch}, {self.elapsed / 60:.1f} min")
         return {}
 
@@ -620,14 +664,15 @@ class Trainer:
             improved = self.best is None or score < self.best
             if improved:
                 self.best, self.best_step = score, self.step
+            self.since_best = 0 if improved else self.since_best + 1
             record = {"split": "valid", "step": self.step, "epoch": self.epoch, **result}
             self.metric(record)
             self.log("valid step {}: {}{}".format(self.step, ", ".join(
                 f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, float)), " (best)" if improved else ""))
         if self.world > 1:
-            shared = [self.best, self.best_step, interrupted]
+            shared = [self.best, self.best_step, self.since_best, interrupted]
             dist.broadcast_object_list(shared, src=0)
-            self.best, self.best_step, interrupted = shared
+            self.best, self.best_step, self.since_best, interrupted = shared
         self.validation_pending = interrupted
         directory = self.save(rotate=False)
         if improved:
