@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_model_info)
 
     from . import plot
-    from .data import prepare as data
+    from .data import command as data
     from .train import command as train
 
     p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from nmt.data import binarize
+from nmt.data import command as data_command
 from nmt.data import prepare as data
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import DataError, ParallelDataset
@@ -40,7 +41,7 @@ def corpus(n: int, seed: int = 0):
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    data.add_prepare_args(parser)
+    data_command.add_prepare_args(parser)
     return parser.parse_args(argv)
 
 
@@ -53,7 +54,7 @@ def prepare_files(tmp_path, train, valid=None, test=None, *, out="out", extra=()
             s = write(tmp_path / f"{name}.en", pair[0])
             t = write(tmp_path / f"{name}.de", pair[1], gz=True)
             argv += [f"--{name}", str(s), str(t)]
-    assert data.run_prepare(parse(argv)) == 0
+    assert data_command.run_prepare(parse(argv)) == 0
     return tmp_path / out
 
 
@@ -75,7 +76,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         list(data.read_lines(bad))
     src = write(tmp_path / "ok.en", ["good", "also good", "bad"])
     with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
-        data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
+        data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
                                 str(tmp_path / "out"), "--train", str(src), str(bad)]))
     assert leftovers(tmp_path) == []  # nothing half-written
 
@@ -85,7 +86,7 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)
     for a, b, na, nb in ((src, tgt, 5, 4), (tgt, src, 4, 5)):
         with pytest.raises(DataError) as e:
-            data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
+            data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
                                     str(tmp_path / "out"), "--train", str(a), str(b)]))
         msg = str(e.value)
         assert f"{a} has {na} lines" in msg and f"{b} has {nb} lines" in msg, msg
@@ -116,7 +117,7 @@ def test_out_exists_needs_force(tmp_path):
 
 def test_files_needs_train():
     with pytest.raises(DataError, match="--train"):
-        data.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))
+        data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))
 
 
 # ------------------------------------------------------------------------------- cleaning
@@ -219,7 +220,7 @@ def test_chinese_character_coverage(tmp_path):
     s, t = write(tmp_path / "t.zh", zh), write(tmp_path / "t.en", en)
     argv = ["files", "--src", "zh", "--tgt", "en", "--out", str(tmp_path / "out"),
             "--vocab-size", "500", "--threads", "1", "--train", str(s), str(t)]
-    data.run_prepare(parse(argv))
+    data_command.run_prepare(parse(argv))
     meta = data.load_meta(tmp_path / "out")
     assert meta["spm"]["character_coverage"] == 0.9995
     ds, sp = ParallelDataset.load(tmp_path / "out", "train"), data.load_spm(tmp_path / "out")
@@ -233,7 +234,7 @@ def multi30k_prepared(multi30k_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("m30k") / "en-de"
     argv = ["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
             "--data-dir", str(multi30k_dir)]
-    assert data.run_prepare(parse(argv)) == 0
+    assert data_command.run_prepare(parse(argv)) == 0
     return out
 
 
@@ -276,7 +277,7 @@ def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
     argv = ["wmt14", "--src", "de", "--tgt", "en", "--out", str(tmp_path / "out"),
             "--data-dir", str(shared_data_dir), "--vocab-size", "300", "--threads", "1",
             "--base-url", "http://127.0.0.1:9", "--train", str(t), str(s)]
-    data.run_prepare(parse(argv))
+    data_command.run_prepare(parse(argv))
     meta = data.load_meta(tmp_path / "out")
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
         "train": 300, "valid": 3000, "test": 3003}
@@ -349,7 +350,7 @@ def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
             "--train", str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt)),
             "--valid", str(write(tmp_path / "v.en", src[:5])), str(write(tmp_path / "v.de", tgt[:5])),
             "--spm-model", str(first)]
-    assert data.run_prepare(parse(argv)) == 0
+    assert data_command.run_prepare(parse(argv)) == 0
     second = tmp_path / "b"
     assert (second / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
     meta = data.load_meta(second)
@@ -372,5 +373,5 @@ def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
             "--train", str(write(tmp_path / "t.en", ["a b"])), str(write(tmp_path / "t.de", ["c d"])),
             "--spm-model", str(path), *extra]
     with pytest.raises(DataError, match=message):
-        data.run_prepare(parse(argv))
+        data_command.run_prepare(parse(argv))
     assert not (tmp_path / "b").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.data import prepare as data, download as dl
+from nmt.data import command as data_command, download as dl, prepare as data
 from nmt.data.prepare import DataError
 
 
@@ -48,7 +48,7 @@ def sha(b: bytes) -> str:
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    data.add_prepare_args(parser)
+    data_command.add_prepare_args(parser)
     return parser.parse_args(argv)
 
 
@@ -121,7 +121,7 @@ def test_multi30k_download_then_prepare(server, tmp_path):
     assert list(data.read_lines(splits["test"][0]))[0] == "the small dog runs in the park test 0"
     # now local: run_prepare finds the files and downloads nothing
     out = tmp_path / "out"
-    data.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
+    data_command.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
                             "--data-dir", str(tmp_path / "cache"), "--vocab-size", "60",
                             "--base-url", closed_port_url(), "--threads", "1"]))
     meta = data.load_meta(out)
@@ -134,7 +134,7 @@ def test_multi30k_embedded_checksums_reject_fixture(server, tmp_path):
     serve_multi30k(root)
     out = tmp_path / "out"
     with pytest.raises(DataError, match="checksum mismatch .*train.en.gz"):
-        data.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
+        data_command.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
                                 "--data-dir", str(tmp_path / "cache"), "--base-url", url]))
     assert not out.exists() and list((tmp_path / "cache" / "multi30k").iterdir()) == []
 
@@ -169,7 +169,7 @@ def test_wmt14_download_extract_prepare(server, tmp_path):
     root, url = server
     serve_wmt14(root)
     out = tmp_path / "out"
-    data.run_prepare(parse(["wmt14", "--src", "en", "--tgt", "de", "--out", str(out),
+    data_command.run_prepare(parse(["wmt14", "--src", "en", "--tgt", "de", "--out", str(out),
                             "--data-dir", str(tmp_path / "cache"), "--base-url", url,
                             "--vocab-size", "80", "--threads", "1"]))
     meta = data.load_meta(out)
@@ -221,7 +221,7 @@ def test_wmt14_en_fr_download_extract_prepare(server, tmp_path):
     rel, members = task.test
     tgz(root / rel, {members[lang]: sgm(lines(lang, 20, "test")) for lang in ("en", "fr")})
     out = tmp_path / "out"
-    data.run_prepare(parse(["wmt14", "--src", "fr", "--tgt", "en", "--out", str(out),
+    data_command.run_prepare(parse(["wmt14", "--src", "fr", "--tgt", "en", "--out", str(out),
                             "--data-dir", str(tmp_path / "cache"), "--base-url", url,
                             "--vocab-size", "80", "--threads", "1"]))
     meta = data.load_meta(out)
@@ -238,12 +238,12 @@ def test_wmt14_en_fr_default_vocabulary_is_32k(tmp_path, monkeypatch):
     """Without --vocab-size, en-fr asks for the paper's 32k word pieces (37k stays en-de's)."""
     seen = {}
     monkeypatch.setattr(dl, "fetch_wmt14", lambda root, langs, **kw: ({}, {}))
-    monkeypatch.setattr(data, "prepare", lambda splits, out, *, options, **kw:
+    monkeypatch.setattr(data_command, "prepare", lambda splits, out, *, options, **kw:
                         seen.setdefault("options", options) and {})
-    monkeypatch.setattr(data, "format_report", lambda meta: "")
+    monkeypatch.setattr(data_command, "format_report", lambda meta: "")
     for tgt, vocab in (("fr", 32000), ("de", None)):
         seen.clear()
-        data.run_prepare(parse(["wmt14", "--src", "en", "--tgt", tgt, "--out", str(tmp_path)]))
+        data_command.run_prepare(parse(["wmt14", "--src", "en", "--tgt", tgt, "--out", str(tmp_path)]))
         assert seen["options"].vocab_size == vocab
     assert data.default_vocab_size("wmt14", 4_500_000) == 37000
 
@@ -259,7 +259,7 @@ def test_wmt17_zh_en_download_extract_prepare(server, tmp_path):
         tgz(root / rel, {members[lang]: sgm("".join(
             f"{zh[lang]} {split} {i}\n" for i in range(15)).encode()) for lang in ("zh", "en")})
     out = tmp_path / "out"
-    data.run_prepare(parse(["wmt17-zh-en", "--src", "en", "--tgt", "zh", "--out", str(out),
+    data_command.run_prepare(parse(["wmt17-zh-en", "--src", "en", "--tgt", "zh", "--out", str(out),
                             "--data-dir", str(tmp_path / "cache"), "--base-url", url,
                             "--vocab-size", "60", "--threads", "1"]))
     meta = data.load_meta(out)

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from nmt.data import download as dl, prepare as data
+from nmt.data import command as data_command, download as dl, prepare as data
 from nmt.data.prepare import DataError, PrepareOptions
 
 ZH = ["选择「插入 - 命名区域」，然后单击“确定”。",
@@ -18,7 +18,7 @@ ZH = ["选择「插入 - 命名区域」，然后单击“确定”。",
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    data.add_prepare_args(parser)
+    data_command.add_prepare_args(parser)
     return parser.parse_args(argv)
 
 
@@ -92,7 +92,7 @@ def fake_libreoffice(root, pair="en-zh", n=30):
 def test_libreoffice_absent_says_where_to_put_it(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(DataError) as e:
-        data.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
+        data_command.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
                                 "--data-dir", str(tmp_path)]))
     msg = str(e.value)
     assert "no download URL" in msg and str(tmp_path / "libreoffice_help" / "en-zh") in msg
@@ -116,7 +116,7 @@ def test_libreoffice_real_en_zh(shared_data_dir, tmp_path):
     if not (folder / "train.zh.gz").is_file():
         pytest.skip(f"LibreOffice help en-zh not found in {folder}")
     out = tmp_path / "out"
-    data.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
+    data_command.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
                             "--data-dir", str(shared_data_dir),
                             "--threads", "1"]))
     meta = data.load_meta(out)

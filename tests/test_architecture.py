@@ -1,0 +1,120 @@
+"""The package's shape, read from the source (ast), so that it stays as DEVELOPERS.md describes it:
+no import cycles, argparse only in the command-line modules, every module in the layout table."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "nmt"
+# the only modules that may import argparse: the front end and each layer's command-line module
+COMMAND_LINE = {"nmt.cli", "nmt.serve.options"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> tuple[set[str], bool]:
+    """The nmt modules ``name`` imports (at any level: a lazy import is an edge too), and whether it
+    imports argparse."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    edges, uses_argparse = set(), False
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                       for alias in node.names]
+        for target in targets:
+            uses_argparse |= target == "argparse"
+            if target in known and target != name:
+                edges.add(target)
+    return edges, uses_argparse
+
+
+def graph() -> tuple[dict[str, set[str]], set[str]]:
+    known = modules()
+    edges, argparse_users = {}, set()
+    for name, path in known.items():
+        edges[name], uses = imports(name, path, set(known))
+        if uses:
+            argparse_users.add(name)
+    return edges, argparse_users
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), and self-loops."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle_and_nothing_else():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_nmt_has_no_import_cycles():
+    assert cycles(graph()[0]) == []
+
+
+def test_only_the_command_line_modules_import_argparse():
+    _, users = graph()
+    allowed = {m for m in users if m in COMMAND_LINE or m.endswith(".command")}
+    assert users - allowed == set(), "argparse outside nmt/cli.py and the */command.py modules"
+
+
+def test_developers_layout_table_lists_every_module():
+    text = (ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    missing = []
+    for name, path in modules().items():
+        rel = path.relative_to(ROOT).as_posix()
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        folder = rel.rsplit("/", 1)[0] + "/"
+        listed = any(rel in row or (f"`{path.name}`" in row and folder in row) for row in rows)
+        if not listed:
+            missing.append(rel)
+    assert missing == [], f"DEVELOPERS.md's layout table does not list {missing}"
