@@ -10,7 +10,7 @@ NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
-	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper test docs docs-serve install clean
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ recipe-parse: $(VENV)/.installed  # PTB parsing, the variant that parses (per-wo
 
 recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisation (XX leaves): test F1 12 on this 3.7K-tree sample
 	NMT="$(PY) -m nmt" sh recipes/ptb-parse.sh runs/ptb-parse
+
+BASE ?= runs/multi30k-en-de/average
+recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de, against scratch
+	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
 
 test: $(VENV)/.installed  # the suite, then the documentation site (a broken link or a page missing from the nav fails)
 	$(PY) -m pytest -q tests
