@@ -22,11 +22,12 @@ running search (torch engine) calls back before every decoding step (a ``Preempt
 around the real one): there the worker (1) abandons it when every request in it was cancelled
 (client gone, ``--timeout`` passed, server stopping), and (2) once it has run ``slice_ms`` since
 it last started or resumed, runs the oldest waiting requests of much smaller work (at most
-1/``MERGE_RATIO`` of the least of its requests'; one batch, to the end) before the next step. A long search therefore gets at least one slice in turn with the short
-batches, and a short request waits about one slice and one decoding step for it, not the whole
-search; requests of similar work simply take turns. The CTranslate2 engine can only be interrupted between its search
-batches. Every model call (search, alignment, attention) runs on the worker thread, one at a time,
-so the attention hooks of nmt.infer.attention never see another request.
+1/``MERGE_RATIO`` of its least request's; one batch, to the end) before the next step. A long
+search therefore gets at least one slice in turn with the short batches, and a short request
+waits about one slice and one decoding step for it, not the whole search; requests of similar
+work take turns. The CTranslate2 engine can only be interrupted between its search batches.
+Every model call (search, alignment, attention) runs on the worker thread, one at a time, so the
+attention hooks of nmt.infer.attention never see another request.
 
 Batching and preemption must not change a translation: a sentence is searched independently of
 the other rows of its batch (padding is masked), and a search resumed after another one continues
@@ -400,8 +401,7 @@ class Batcher:
             on_batch=lambda n: self._check_point(running),
             **({} if constraints is None else {"constraints": constraints}))
         if opts.mbr:
-            from ..infer.mbr import MBR
-            from ..infer.translate import mbr_results
+            from ..infer.mbr import MBR, mbr_results
 
             results = mbr_results(results, MBR())  # one translation per sentence
         start = 0
