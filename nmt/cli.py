@@ -135,27 +135,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
     train.add_average_args(p)
     p.set_defaults(func=train.run_average)
-    from .infer.translate import add_translate_args, run_translate
+    from .infer.command import add_translate_args, run_translate
 
     p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
     add_translate_args(p)
     p.set_defaults(func=run_translate)
-    from .infer.tune import add_tune_alpha_args, run_tune_alpha
+    from .infer.command import add_tune_alpha_args, run_tune_alpha
 
     p = sub.add_parser("tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)")
     add_tune_alpha_args(p)
     p.set_defaults(func=run_tune_alpha)
-    from .infer.shortlist import add_shortlist_args, run_shortlist
+    from .infer.command import add_shortlist_args, run_shortlist
 
     p = sub.add_parser("shortlist", help="vocabulary shortlist from prepared training data (translate --shortlist)")
     add_shortlist_args(p)
     p.set_defaults(func=run_shortlist)
-    from .infer.export import add_export_args, run_export
+    from .infer.command import add_export_args, run_export
 
     p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
     add_export_args(p)
     p.set_defaults(func=run_export)
-    from .infer.plot_attention import add_plot_attention_args, run_plot_attention
+    from .infer.command import add_plot_attention_args, run_plot_attention
 
     p = sub.add_parser("plot-attention", help="heatmaps of every attention layer and head for one sentence")
     add_plot_attention_args(p)

@@ -358,7 +358,7 @@ def test_translator_constraint_errors_name_the_line(checkpoint):
 
 
 def cli(*argv):
-    from nmt.infer.translate import add_translate_args, run_translate
+    from nmt.infer.command import add_translate_args, run_translate
 
     parser = argparse.ArgumentParser()
     add_translate_args(parser)

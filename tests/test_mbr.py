@@ -102,7 +102,7 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):  # noqa: F811
 
     from sacrebleu.metrics import BLEU as Corpus
 
-    from nmt.infer.tune import run_tune_alpha
+    from nmt.infer.command import run_tune_alpha
     from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
     args = tune_alpha_args(checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")

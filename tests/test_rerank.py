@@ -196,7 +196,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F81
     of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
     from sacrebleu.metrics import BLEU as Corpus
 
-    from nmt.infer.tune import run_tune_alpha
+    from nmt.infer.command import run_tune_alpha
     from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
     args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
@@ -228,7 +228,7 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
     """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
     give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
     saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
-    from nmt.infer.tune import run_tune_alpha
+    from nmt.infer.command import run_tune_alpha
     from translate_fixtures import TUNE_LINES as lines, tune_alpha_args
 
     t = Translator.load(checkpoint, device="cpu", precision="fp32")

@@ -13,8 +13,8 @@ from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.model import Transformer
 from nmt.data.batching import make_batches
-from nmt.infer.translate import (TranslateError, Translator, add_translate_args, run_translate,
-                                 translate_ids)
+from nmt.infer.command import add_translate_args, run_translate
+from nmt.infer.translate import TranslateError, Translator, translate_ids
 
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
          "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]

@@ -7,7 +7,8 @@ import json
 import pytest
 from sacrebleu.metrics import BLEU
 
-from nmt.infer.tune import PAPER_ALPHA, parse_alphas, tune_alpha
+from nmt.infer.command import parse_alphas
+from nmt.infer.tune import PAPER_ALPHA, tune_alpha
 from translate_fixtures import make_checkpoint
 
 SOURCES = ["a b c", "d e", "f g h i"]

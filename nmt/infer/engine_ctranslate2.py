@@ -24,15 +24,17 @@ import hashlib
 import json
 import math
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ModelConfig, from_dict
+from ..data.batching import make_batches
 from ..vocab import UNK
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
-from .translate import Translation, Translator, default_alpha, make_batches, one_or_many, truncation_message
+from .results import TranslateError, Translation
+from .search import default_alpha
+from .text import TextTranslator, one_or_many
 
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -107,8 +109,9 @@ def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_typ
     return CTranslate2Model(cfg, translator, directory)
 
 
-class CTranslate2Translator(Translator):
-    """``Translator`` (same encode/decode, same contract) whose search runs in CTranslate2."""
+class CTranslate2Translator(TextTranslator):
+    """A translator with the torch engine's encode/decode and contract (nmt.infer.text) whose
+    search runs in CTranslate2."""
 
     engine = "ctranslate2"
 
@@ -139,8 +142,6 @@ class CTranslate2Translator(Translator):
         return cls(model, sp, device=device or "cpu", shortlist=shortlist)
 
     def use_shortlist(self, shortlist) -> None:
-        from .translate import TranslateError
-
         raise TranslateError("the ctranslate2 engine reads its vocabulary map when it loads the model: "
                              "Translator.load(..., engine='ctranslate2', shortlist=FILE)")
 
@@ -152,17 +153,10 @@ class CTranslate2Translator(Translator):
                         min_len: int = 1, prefix: list[str] | None = None,
                         sampling=None, stopping: str = "fast") -> list[list[Translation]]:
         if prefix is not None or sampling is not None or stopping != "fast":
-            from .translate import TranslateError
-
             raise TranslateError("prefix-constrained decoding, sampling and the exact stopping rule are the "
                                  "torch engine's (--engine torch); CTranslate2 stops as --stopping fast")
         sources, truncated = self.encode(sentences)
-        limit = self.model.cfg.max_positions
-        for i, n in truncated:
-            if on_truncate is not None:
-                on_truncate(i, n)
-            else:
-                warnings.warn(truncation_message(i, n, limit))
+        self.report_truncated(truncated, on_truncate)
         hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
                                nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch,
                                use_vmap=self.shortlist is not None)

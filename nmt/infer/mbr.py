@@ -17,11 +17,12 @@ comparisons cheap.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
+
+from .results import Translation
 
 UTILITIES = ("chrf", "bleu")
 CHRF_ORDER = 6
@@ -122,28 +123,8 @@ def mbr_pick_all(candidates: Sequence[Sequence[tuple[str, float]]], *, utility: 
             if cands else -1 for cands in candidates]
 
 
-# ----------------------------------------------------------------------------- CLI
-def add_mbr_args(parser: argparse.ArgumentParser) -> None:
-    """--mbr and its options, for `nmt translate` and `nmt tune-alpha` (read by mbr_from_args)."""
-    parser.add_argument("--mbr", action="store_true",
-                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
-                             "(expected --mbr-utility against the others, weighted by the model) "
-                             "instead of the top one (nmt.infer.mbr)")
-    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
-                        help="--mbr: sentence chrF (default) or sentence BLEU")
-    parser.add_argument("--mbr-temperature", type=float, default=0.5,
-                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
-
-
-def mbr_from_args(args: argparse.Namespace) -> MBR | None:
-    """The MBR of --mbr / --mbr-utility / --mbr-temperature (None without --mbr); a TranslateError
-    when the beam gives no choice (--beam 1) or the temperature is not positive."""
-    from .translate import TranslateError
-
-    if not args.mbr:
-        return None
-    if args.beam < 2:
-        raise TranslateError(f"--mbr chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
-    if not args.mbr_temperature > 0:
-        raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
-    return MBR(args.mbr_utility, args.mbr_temperature)
+def mbr_results(results: list[list[Translation]], mbr: MBR) -> list[list[Translation]]:
+    """Each sentence's n-best reduced to its MBR choice, as a one-item list (an empty list stays)."""
+    picks = mbr_pick_all([[(t.text, t.score) for t in r] for r in results], utility=mbr.utility,
+                         temperature=mbr.temperature)
+    return [[r[p]] if p >= 0 else r for r, p in zip(results, picks)]

@@ -1,4 +1,4 @@
-"""`nmt plot-attention CHECKPOINT "sentence" -o DIR`: heatmaps of every attention layer and head.
+"""Heatmaps of every attention layer and head.
 
 The sentence is translated (beam search), then ``nmt.infer.attention.attention_maps`` gives the
 weights of the encoder self-attention, the decoder self-attention and the encoder-decoder
@@ -9,27 +9,18 @@ appendix (Figures 3-5 show encoder self-attention heads of layer 5 of 6):
     DIR/decoder-self-layer{1..L}.png   target inputs (<s> + output) x the same (causal)
     DIR/cross-layer{1..L}.png          target inputs x source pieces (row t predicts output t)
     DIR/attention.json                 the pieces and every weight, for other tools
+
+``nmt plot-attention CHECKPOINT "sentence" -o DIR`` (nmt.infer.command) writes them.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 
 class PlotAttentionError(Exception):
     """A user-facing error of `nmt plot-attention`."""
-
-
-def add_plot_attention_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint directory or run directory")
-    parser.add_argument("sentence", help="the source sentence (raw text)")
-    parser.add_argument("-o", "--output", required=True, help="folder for the PNG files")
-    parser.add_argument("--beam", type=int, default=4, help="beam size of the translation (paper: 4)")
-    parser.add_argument("--max-len-b", type=int, default=50, help="output length limit |x| + b (paper: 50)")
-    parser.add_argument("--device", default="cpu")
 
 
 def piece_labels(sp, ids: list[int]) -> list[str]:
@@ -66,26 +57,20 @@ def draw(weights, rows: list[str], cols: list[str], title: str, path: Path) -> N
     tmp.replace(path)
 
 
-def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
-    from ..checkpoint import CheckpointError
+def plot_attention(translator, sentence: str, out: Path, *, beam: int = 4, max_len_b: int = 50) -> tuple[str, int]:
+    """Translate ``sentence`` with ``translator`` (a torch-engine Translator; beam search, alpha 0.6,
+    0 for beam 1) and write the PNG files and attention.json of the module docstring into ``out``
+    (created if needed). Returns (the translation, the number of PNG files written)."""
     from .attention import attention_maps
-    from .translate import Translator
 
-    if args.beam < 1:
-        raise PlotAttentionError(f"--beam {args.beam}: must be >= 1")
-    try:
-        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")
-    except CheckpointError as e:
-        raise PlotAttentionError(str(e)) from None
-    sources, _ = translator.encode([args.sentence])
+    sources, _ = translator.encode([sentence])
     if not sources[0]:
         raise PlotAttentionError("the sentence is empty")
-    best = translator.translate_nbest([args.sentence], beam=args.beam, alpha=0.0 if args.beam == 1 else 0.6,
-                                       max_len_b=args.max_len_b)[0][0]
+    best = translator.translate_nbest([sentence], beam=beam, alpha=0.0 if beam == 1 else 0.6,
+                                      max_len_b=max_len_b)[0][0]
     maps = attention_maps(translator.model, sources[0], best.tokens)
     src = piece_labels(translator.sp, sources[0])
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)
-    out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     figures = 0  # the encoder and the decoder may differ in depth (model.n_encoder_layers)
     for layer in range(maps.encoder_self.size(0)):
@@ -99,12 +84,10 @@ def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
              f"encoder-decoder attention, layer {layer + 1} (rows: decoder inputs)",
              out / f"cross-layer{layer + 1}.png")
         figures += 2
-    data = {"source": args.sentence, "translation": best.text, "source_pieces": src, "target_pieces": tgt,
+    data = {"source": sentence, "translation": best.text, "source_pieces": src, "target_pieces": tgt,
             "encoder_self": maps.encoder_self.tolist(), "decoder_self": maps.decoder_self.tolist(),
             "cross": maps.cross.tolist()}
     tmp = out / "attention.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.replace(out / "attention.json")
-    print(f"{best.text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}",
-          file=sys.stderr)
-    return 0
+    return best.text, figures

@@ -20,7 +20,6 @@ vocabulary, id for id. w is chosen on a development set (``nmt tune-alpha --rera
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +27,9 @@ import torch.nn.functional as F
 
 from ..data.batching import make_batches
 from ..precision import autocast
-from .search import BOS, EOS, PAD, Ensemble, length_penalty, reading_order
+from ..vocab import BOS, EOS, PAD
+from .results import Translation
+from .search import Ensemble, length_penalty, reading_order
 
 
 @dataclass
@@ -78,7 +79,7 @@ def score_targets(model, sources: list[list[int]], targets: list[list[int]], *, 
 
 
 def rescore(results: list, sources: list[list[int]], searcher, scorer, *, batch_tokens: int = 4096) -> list:
-    """log p of every candidate of ``results`` (lists of nmt.infer.translate.Translation from
+    """log p of every candidate of ``results`` (lists of nmt.infer.results.Translation from
     ``searcher``'s model) under ``scorer``'s model (a Translator), read in that model's order:
     one list of floats per sentence. ``sources``: the searched ids (Translator.encode)."""
     pairs = [(s, j) for s, r in enumerate(results) if sources[s] for j in range(len(r))]
@@ -95,8 +96,6 @@ def combine(results: list, theirs: list, *, weight: float, alpha: float) -> list
     """Each sentence's candidates reordered by ((1 - weight) * own + weight * theirs) / lp(|y|)
     (own: the search's summed log-probability, recovered from its score), which becomes each
     Translation's ``score``; ties keep the beam's order."""
-    from .translate import Translation
-
     out = []
     for r, logps in zip(results, theirs):
         scored = []
@@ -109,50 +108,9 @@ def combine(results: list, theirs: list, *, weight: float, alpha: float) -> list
 
 def rerank_results(results: list, sources: list[list[int]], searcher, rerank: Rerank, *,
                    alpha: float, batch_tokens: int = 4096) -> list:
-    """Each sentence's n-best (lists of nmt.infer.translate.Translation from ``searcher``'s
+    """Each sentence's n-best (lists of nmt.infer.results.Translation from ``searcher``'s
     model, best first) reordered by the combined score of the module docstring, which becomes
     each Translation's ``score``. An empty source's one empty output stays as it is."""
     theirs = rescore(results, sources, searcher, rerank.translator, batch_tokens=batch_tokens)
     return [r if not sources[s] else c for s, (r, c) in
             enumerate(zip(results, combine(results, theirs, weight=rerank.weight, alpha=alpha)))]
-
-
-# ----------------------------------------------------------------------------- CLI
-def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
-    """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
-    parser.add_argument("--rerank", nargs="+", default=None, metavar="CHECKPOINT",
-                        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
-                             "model, model.right_to_left; several: their mean) and write the best by "
-                             "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)")
-    if tune:
-        from .tune import parse_weights
-
-        parser.add_argument("--rerank-weights", type=parse_weights, default=(0.5,),
-                            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)")
-    else:
-        parser.add_argument("--rerank-weight", type=float, default=0.5,
-                            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
-
-
-def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
-    """The Rerank of --rerank (None without it), loaded on --device at --precision; TranslateError
-    for a bad weight, a beam without a choice, or an engine other than torch."""
-    from ..checkpoint import CheckpointError
-    from .translate import TranslateError, Translator, set_precision
-
-    if not args.rerank:
-        return None
-    if args.beam < 2:
-        raise TranslateError(f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
-    if not 0 <= weight <= 1:
-        raise TranslateError(f"--rerank-weight {weight}: must be in [0, 1]")
-    if getattr(args, "engine", "torch") != "torch":
-        raise TranslateError("--rerank rescores the torch engine's n-best: not with --engine ctranslate2")
-    try:
-        scorer = Translator.load(args.rerank, device=args.device,
-                                 precision="int8" if args.precision == "int8" else "fp32")
-    except CheckpointError as e:
-        raise TranslateError(str(e)) from None
-    if args.precision != "int8":
-        set_precision(scorer, args.precision)
-    return Rerank(scorer, weight)

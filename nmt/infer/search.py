@@ -92,6 +92,11 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def default_alpha(beam: int) -> float:
+    """The paper's length penalty alpha=0.6 for beam search; 0 for beam 1 (plain greedy search)."""
+    return 0.0 if beam == 1 else 0.6
+
+
 def max_score_bound(logp_sum: float, length: int, max_len: int, alpha: float) -> float:
     """Upper bound on the final score of an active hypothesis with summed log-probability
     ``logp_sum`` (<= 0) after ``length`` generated tokens, if it ends within ``max_len`` tokens."""

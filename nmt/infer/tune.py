@@ -15,11 +15,10 @@ With ``--mbr`` each alpha's output is the minimum-Bayes-risk choice among the be
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from .rerank import combine, rescore
+from .results import TranslateError
 
 PAPER_ALPHA = 0.6
 DEFAULT_ALPHAS = (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
@@ -48,8 +47,6 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
     weight is then in ``best_row(rows).rerank_weight``."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    from .translate import TranslateError
-
     if len(sources) != len(references):
         raise TranslateError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not alphas:
@@ -65,8 +62,6 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
             on_alpha(row)
 
     if rerank is not None:
-        from .rerank import combine, rescore
-
         encoded, _ = translator.encode(sources)
     for alpha in alphas:
         if rerank is None:
@@ -84,100 +79,3 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
 def best_row(rows: list[AlphaRow]) -> AlphaRow:
     """The row of highest BLEU; ties keep the alpha nearest the paper's 0.6, then the lower weight."""
     return max(rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA), -(r.rerank_weight or 0.0)))
-
-
-def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6") from None
-    if not values or any(not low <= v <= high for v in values):
-        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
-    return values
-
-
-def parse_alphas(text: str) -> tuple[float, ...]:
-    """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each >= 0."""
-    return parse_numbers(text, what="alphas")
-
-
-def parse_weights(text: str) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1] (--rerank-weights)."""
-    return parse_numbers(text, what="weights", high=1.0)
-
-
-def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", nargs="+", help="checkpoint or run directory; several: an ensemble")
-    parser.add_argument("--src", required=True, help="development source text, one sentence per line")
-    parser.add_argument("--ref", required=True, help="its reference translations (detokenized)")
-    parser.add_argument("--alphas", type=parse_alphas, default=DEFAULT_ALPHAS,
-                        help="comma-separated grid (default: " + ",".join(map(str, DEFAULT_ALPHAS)) + ")")
-    parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
-    parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
-    parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    from .mbr import add_mbr_args
-    from .rerank import add_rerank_args
-
-    add_mbr_args(parser)  # each alpha scored on the MBR choices, as `nmt translate --mbr` writes them
-    add_rerank_args(parser, tune=True)  # a row per alpha and weight, as `nmt translate --rerank` writes them
-    parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
-    parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
-                        help="as `nmt translate` (default: auto)")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
-    parser.add_argument("--out", default=None, help="also write the table and the choice as JSON here")
-
-
-def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
-    """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
-    from .rerank import load_rerank
-    from .mbr import mbr_from_args
-    from .translate import Translator, TranslateError, check_output, read_text_lines, set_precision, write_output
-
-    if args.beam < 1:
-        raise TranslateError(f"--beam {args.beam}: must be >= 1")
-    mbr = mbr_from_args(args)
-    if mbr is not None and args.rerank:
-        raise TranslateError("--mbr and --rerank: choose one")
-    if args.out:
-        check_output(args.out)
-    sources, references = read_text_lines(args.src), read_text_lines(args.ref)
-    translator = Translator.load(args.checkpoint, device=args.device,
-                                 precision="int8" if args.precision == "int8" else "fp32")
-    if args.precision != "int8":
-        set_precision(translator, args.precision)
-    rerank = load_rerank(args, 0.5)
-    how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
-    if rerank:
-        how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
-    print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
-          f"sacreBLEU tok:{args.tokenize}")
-    print(f"| alpha |{' rerank weight |' if rerank else ''} BLEU | BP | chrF | hyp/ref length |")
-    print(f"|---|{'---|' if rerank else ''}---|---|---|---|")
-
-    def show(r: AlphaRow) -> None:
-        weight = f" {r.rerank_weight:g} |" if rerank else ""
-        print(f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
-              f"{r.hyp_len}/{r.ref_len} |", flush=True)
-
-    best, rows = tune_alpha(translator, sources, references, alphas=args.alphas, beam=args.beam,
-                            tokenize=args.tokenize, batch_tokens=args.batch_tokens, max_len_a=args.max_len_a,
-                            max_len_b=args.max_len_b, on_alpha=show, mbr=mbr, rerank=rerank,
-                            rerank_weights=args.rerank_weights)
-    weight = best_row(rows).rerank_weight
-    if args.out:
-        write_output(args.out, json.dumps({"best_alpha": best, "beam": args.beam, "src": args.src,
-                                           "ref": args.ref, "tokenize": args.tokenize,
-                                           "checkpoints": [str(c) for c in args.checkpoint],
-                                           "mbr": asdict(mbr) if mbr else None,
-                                           "rerank": list(args.rerank) if rerank else None,
-                                           "best_rerank_weight": weight,
-                                           "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
-    if rerank:
-        print(f"best rerank weight: {weight:g}")
-    print(f"best alpha: {best:g}")
-    sys.stdout.flush()
-    return 0

@@ -401,8 +401,7 @@ class Batcher:
             on_batch=lambda n: self._check_point(running),
             **({} if constraints is None else {"constraints": constraints}))
         if opts.mbr:
-            from ..infer.mbr import MBR
-            from ..infer.translate import mbr_results
+            from ..infer.mbr import MBR, mbr_results
 
             results = mbr_results(results, MBR())  # one translation per sentence
         start = 0

@@ -1,0 +1,25 @@
+"""What translating returns and raises, shared by every engine and command (a leaf: imports nothing of nmt).
+
+``Translation`` is one output of ``Translator.translate_nbest`` (nmt.infer.translate, the torch
+engine; nmt.infer.engine_ctranslate2); ``TranslateError`` is a user-facing error of the API and of
+`nmt translate` / `nmt tune-alpha`, whose message says what was wrong and where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TranslateError(Exception):
+    """A user-facing error of `nmt translate` (bad input, bad option); the message says which."""
+
+
+class ConstraintsError(TranslateError):
+    """Lexical constraints that cannot be searched for; the message names the line (from 1)."""
+
+
+@dataclass
+class Translation:
+    text: str
+    score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.infer.search)
+    tokens: list[int]  # output ids in the model's order (a right-to-left model's: last piece first)

@@ -1,0 +1,138 @@
+"""Text in, text out: what every engine's translator shares.
+
+``TextTranslator`` holds a model and its SentencePiece model and turns sentences into token ids and
+back: sentences are cleaned as at training time (strip, NFC), encoded, given EOS and truncated to
+the model's positions (with a warning naming the sentence, counted from 1); an empty sentence
+gives an empty output without calling the model. Its engines add ``translate_nbest`` (the search):
+nmt.infer.translate.Translator (torch) and nmt.infer.engine_ctranslate2.CTranslate2Translator.
+``translate`` keeps each sentence's best output, or the MBR / reranked choice among its n-best.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Callable
+
+from ..data.prepare import clean_line
+from ..vocab import EOS
+from .mbr import MBR, mbr_results
+from .rerank import Rerank, rerank_results
+from .results import TranslateError, Translation
+from .search import default_alpha, reading_order
+
+
+def add_eos(pieces: list[int], max_positions: int) -> tuple[list[int], bool]:
+    """pieces + [EOS], cut to ``max_positions`` tokens; returns (tokens, was_truncated)."""
+    cut = len(pieces) > max_positions - 1
+    return list(pieces[: max_positions - 1]) + [EOS], cut
+
+
+def truncation_message(index: int, n_pieces: int, limit: int) -> str:
+    """The warning for a sentence cut to the model's positions (API and CLI; counted from 1)."""
+    return f"line {index + 1}: {n_pieces} pieces, truncated to {limit - 1} (model.max_positions={limit})"
+
+
+def check_sentences(sentences) -> None:
+    """TypeError unless ``sentences`` is a list/tuple of str (naming the first bad item, from 1)."""
+    if not isinstance(sentences, (list, tuple)):
+        raise TypeError(f"sentences: expected a str or a list of str, got {type(sentences).__name__}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"sentence {i + 1}: expected str, got {type(s).__name__}")
+
+
+def one_or_many(method):
+    """Let a Translator method that takes a list of sentences take one str as well (it then
+    returns that sentence's result); a list must hold only str (TypeError naming the item)."""
+    @functools.wraps(method)
+    def wrapper(self, sentences, *args, **kwargs):
+        if isinstance(sentences, str):
+            return method(self, [sentences], *args, **kwargs)[0]
+        check_sentences(sentences)
+        return method(self, sentences, *args, **kwargs)
+    return wrapper
+
+
+def pieces(sp) -> list[str]:
+    """The vocabulary of a SentencePiece model: its pieces in id order."""
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+class TextTranslator:
+    """A model (``model.cfg.max_positions``) with its SentencePiece model ``sp``: sentences to ids
+    and back; an engine subclass searches (``translate_nbest``) and names itself in ``engine``."""
+
+    engine: str
+
+    def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
+        """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""
+        cleaned = [clean_line(s) for s in sentences]
+        encoded = self.sp.encode(cleaned) if cleaned else []
+        sources, truncated = [], []
+        for i, (text, ids) in enumerate(zip(cleaned, encoded)):
+            if not text:
+                sources.append([])
+                continue
+            tokens, cut = add_eos(ids, self.model.cfg.max_positions)
+            sources.append(tokens)
+            if cut:
+                truncated.append((i, len(ids)))
+        return sources, truncated
+
+    def decode(self, tokens: list[int]) -> str:
+        """Detokenized text on one line (any line break the pieces might carry becomes a space)."""
+        text = self.sp.decode(reading_order(self.model, tokens)) if tokens else ""
+        return text.replace("\r", " ").replace("\n", " ")
+
+    def report_truncated(self, truncated: list[tuple[int, int]],
+                         on_truncate: Callable[[int, int], None] | None) -> None:
+        """``on_truncate(index, n_pieces)`` for each sentence ``encode`` cut (default: a warning)."""
+        for i, n in truncated:
+            if on_truncate is not None:
+                on_truncate(i, n)
+            else:
+                warnings.warn(truncation_message(i, n, self.model.cfg.max_positions))
+
+    @one_or_many
+    def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
+                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
+                  prefix: list[str] | None = None, sampling=None,
+                  stopping: str | None = None, mbr: MBR | None = None,
+                  rerank: Rerank | None = None, constraints: list[list[str]] | None = None) -> list[str]:
+        """The best translation of each sentence; one str in, one str out. ``alpha`` None:
+        default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
+        None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
+        minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one;
+        ``rerank``: the best of the beam's ``beam``-best rescored with a second (right-to-left)
+        model (nmt.infer.rerank). ``constraints[i]``: phrases translation i must contain (see
+        translate_nbest; the torch engine only)."""
+        if constraints is not None and self.engine != "torch":
+            raise TranslateError("constraints: the torch engine's beam search only (not CTranslate2)")
+        if (mbr is not None or rerank is not None) and sampling is not None:
+            raise TranslateError("mbr and rerank choose among the beam's n-best: not with sampling")
+        if mbr is not None and rerank is not None:
+            raise TranslateError("choose one of mbr and rerank")
+        results = self.translate_nbest(
+            sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
+            nbest=1 if mbr is None and rerank is None else beam, batch_tokens=batch_tokens, prefix=prefix,
+            sampling=sampling, **({} if stopping is None else {"stopping": stopping}),
+            **({} if constraints is None else {"constraints": constraints}))
+        if mbr is not None:
+            results = mbr_results(results, mbr)
+        elif rerank is not None:
+            results = self.rerank(sentences, results, rerank, alpha=default_alpha(beam) if alpha is None else alpha,
+                                  batch_tokens=batch_tokens)
+        return [t[0].text for t in results]
+
+    def rerank(self, sentences: list[str], results: list[list[Translation]], rerank: Rerank, *,
+               alpha: float, batch_tokens: int = 2048) -> list[list[Translation]]:
+        """``results`` (this translator's n-best of ``sentences``) reordered by the combined score
+        of nmt.infer.rerank; TranslateError when the rescoring model's vocabulary differs."""
+        if self.engine != "torch" or rerank.translator.engine != "torch":
+            raise TranslateError("rerank: the torch engine's n-best, rescored by torch models (not CTranslate2)")
+        if pieces(rerank.translator.sp) != pieces(self.sp):
+            raise TranslateError("rerank: the rescoring model's vocabulary differs from the searching model's "
+                                 "(they must share one SentencePiece model, id for id)")
+        sources, _ = self.encode(sentences)
+        return rerank_results(results, sources, self, rerank, alpha=alpha, batch_tokens=batch_tokens)
