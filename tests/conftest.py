@@ -40,3 +40,19 @@ def tiny_data(tmp_path_factory) -> Path:
     from train_fixtures import prepare_tiny
 
     return prepare_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A tiny random-weight checkpoint with its own SentencePiece model (translate_fixtures)."""
+    from translate_fixtures import make_checkpoint
+
+    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="session")
+def run_dir(tiny_data, tmp_path_factory) -> Path:
+    """A small checkpoint's run directory, trained once for all the serve tests (serve_fixtures)."""
+    from serve_fixtures import train_small
+
+    return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")

@@ -18,7 +18,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
@@ -38,12 +37,6 @@ def train_small(data: Path, out: Path) -> Path:
 
     assert main(["train", str(data), "--out", str(out), *TRAIN_ARGS]) == 0
     return out
-
-
-@pytest.fixture(scope="session")
-def run_dir(tiny_data, tmp_path_factory) -> Path:
-    """The small checkpoint's run directory, trained once for all the serve tests."""
-    return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")
 
 
 def free_port() -> int:

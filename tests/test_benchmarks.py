@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 

@@ -126,7 +126,7 @@ def test_nfc_and_strip(tmp_path):
     decomposed = "  Cafe\u0301 au lai\u0302t \t"  # NFD, padded with whitespace
     src[0], tgt[0] = decomposed, "Kaffee  mit   Milch "
     out = prepare_files(tmp_path, (src, tgt), valid=([decomposed], ["  Gru\u0308n "]))
-    sp, train, valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train",
+    sp, train, _valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train",
                                                                                     "valid"))
     assert sp.decode(train[0][0].tolist()) == "Café au laît"
     assert sp.decode(train[0][1].tolist()) == "Kaffee  mit   Milch"  # inner spaces kept

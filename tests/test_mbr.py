@@ -8,7 +8,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.infer.mbr import MBR, mbr_select, mbr_weights, sentence_chrf, utility_matrix
 from nmt.infer.translate import TranslateError, Translator
-from test_translate import checkpoint, cli  # noqa: F401  (the tiny checkpoint fixture)
+from translate_fixtures import cli
 
 PAIRS = [
     ("Ein Mann fährt Fahrrad.", "Ein Mann fährt ein Fahrrad."),
@@ -73,7 +73,7 @@ def test_mbr_options_are_checked():
         MBR("chrf", 0)
 
 
-def test_translate_mbr_cli_and_api(checkpoint, tmp_path):  # noqa: F811
+def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
     """`--mbr` writes, per line, the candidate of the beam's n-best (the search's `nbest=beam`
     list) that mbr_select picks; the API gives the same, and differs from the top candidates."""
     lines = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
@@ -96,7 +96,7 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):  # noqa: F811
     assert t.translate(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
 
 
-def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):  # noqa: F811
+def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
     """`nmt tune-alpha --mbr` scores, per alpha, the outputs of `translate(mbr=...)`."""
     import json
 
@@ -122,7 +122,7 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):  # noqa: F811
     (("--beam", "1"), "needs --beam >= 2"),
     (("--mbr-temperature", "0"), "--mbr-temperature 0.0: must be > 0"),
 ])
-def test_translate_mbr_bad_options(checkpoint, tmp_path, extra, message):  # noqa: F811
+def test_translate_mbr_bad_options(checkpoint, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=message):

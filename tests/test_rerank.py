@@ -16,7 +16,7 @@ from nmt.infer.rerank import Rerank, combine, reading_order, score_targets
 from nmt.infer.search import BOS, EOS, Ensemble, length_penalty
 from nmt.infer.translate import TranslateError, Translation, Translator
 from nmt.model import Transformer
-from test_translate import checkpoint, cli  # noqa: F401  (the tiny left-to-right checkpoint fixture)
+from translate_fixtures import cli
 
 LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
          "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
@@ -31,7 +31,7 @@ def save_tiny(folder, spm_model, *, seed: int, **changes):
 
 
 @pytest.fixture(scope="module")
-def r2l(checkpoint, tmp_path_factory):  # noqa: F811
+def r2l(checkpoint, tmp_path_factory):
     """A right-to-left random-weight model sharing the tiny checkpoint's SentencePiece model."""
     return save_tiny(tmp_path_factory.mktemp("r2l") / "checkpoint", checkpoint / "spm.model", seed=1,
                      right_to_left=True)
@@ -93,7 +93,7 @@ def test_right_to_left_output_reads_forwards(r2l):
     assert reading_order(t.model, [5, 6, 7]) == [7, 6, 5]
 
 
-def test_score_targets_equals_incremental_decoding(checkpoint, r2l):  # noqa: F811
+def test_score_targets_equals_incremental_decoding(checkpoint, r2l):
     """Teacher-forced scores (batched, padded) equal summing decode_step's log-probabilities; an
     ensemble's are the mean of its models'."""
     a = Translator.load(checkpoint, device="cpu", precision="fp32").model
@@ -141,7 +141,7 @@ def test_combine_picks_the_candidate_neither_direction_ranks_first():
     assert [t.score for t in half] == pytest.approx([-2.0 / lp, -3.0 / lp, -3.5 / lp])
 
 
-def test_rerank_with_itself_changes_nothing(checkpoint):  # noqa: F811
+def test_rerank_with_itself_changes_nothing(checkpoint):
     """Rescoring with the searching model itself (any weight) keeps the beam's choice: the search's
     scores are the teacher-forced ones."""
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
@@ -151,7 +151,7 @@ def test_rerank_with_itself_changes_nothing(checkpoint):  # noqa: F811
                            **SEARCH) == plain
 
 
-def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):  # noqa: F811
+def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
     """API and CLI: the candidate of the beam's 4-best with the best combined score, the
     right-to-left model reading each candidate reversed (scored here one step at a time)."""
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
@@ -191,7 +191,7 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):  # noqa: F81
     assert len(rows) == 2 * (len(LINES) - 1) + 1  # two per line, one for the empty line
 
 
-def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F811
+def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     """`nmt tune-alpha --rerank --rerank-weights`: a row per (alpha, weight), each the corpus BLEU
     of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
     from sacrebleu.metrics import BLEU as Corpus
@@ -224,7 +224,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):  # noqa: F81
 
 
 def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
-        checkpoint, r2l, tmp_path, capsys):  # noqa: F811
+        checkpoint, r2l, tmp_path, capsys):
     """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
     give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
     saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
@@ -255,7 +255,7 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
     (("--mbr",), "not with --sampling or --mbr"),
     (("--sampling",), "not with --sampling or --mbr"),
 ])
-def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):  # noqa: F811
+def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -263,7 +263,7 @@ def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):  # noqa:
     assert not (tmp_path / "out.txt").exists()
 
 
-def test_right_to_left_refusals(checkpoint, r2l, tmp_path):  # noqa: F811
+def test_right_to_left_refusals(checkpoint, r2l, tmp_path):
     """Mixed directions in one ensemble, a prefix for a right-to-left model, a rescoring model of
     another vocabulary and the exports of a right-to-left model are errors that say why."""
     from nmt.infer.export_ctranslate2 import ExportError, check_left_to_right

@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
-from serve_fixtures import SENTENCES, run_dir  # noqa: E402,F401  (run_dir: a fixture)
+from serve_fixtures import SENTENCES  # noqa: E402
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection]

@@ -24,7 +24,7 @@ from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, QueueFull, SearchOptions  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
-from serve_fixtures import SENTENCES, Server, request, run_dir  # noqa: E402,F401  (run_dir: a fixture)
+from serve_fixtures import SENTENCES, Server, request  # noqa: E402
 
 LONG = [s for s in SENTENCES if s]
 

@@ -283,7 +283,7 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
     copies = [ParallelDataset(data, name, meta) for name in ("train.bpe1", "train.bpe2")]
     sampler = TokenBatchSampler(src_lengths=[c.src_lengths for c in copies],
                                 tgt_lengths=[c.tgt_lengths for c in copies], max_tokens=512, seed=1)
-    per_epoch = len(sampler.batches(0))
+    _per_epoch = len(sampler.batches(0))
     common = ["--train.max_tokens=512", "--train.accum_steps=1"]
     train(data, tmp_path / "epochs", *common, "--train.max_epochs=3", "--train.max_steps=100000")
     ends = np.cumsum([len(sampler.batches(e)) for e in range(3)])  # then validation's batches

@@ -1,9 +1,7 @@
 """`nmt translate` and the Translator API on a tiny random-weight checkpoint."""
 
-import argparse
 import dataclasses
 import io
-import random
 import sys
 
 import pytest
@@ -13,36 +11,8 @@ from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.model import Transformer
 from nmt.data.batching import make_batches
-from nmt.infer.command import add_translate_args, run_translate
+from translate_fixtures import cli
 from nmt.infer.translate import TranslateError, Translator, translate_ids
-
-WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
-         "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    import sentencepiece as spm
-
-    tmp = tmp_path_factory.mktemp("ckpt")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?"])
-             for _ in range(400)]
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=100, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
-    torch.manual_seed(0)
-    cfg = tiny(100)
-    model = Transformer(cfg)
-    return save(tmp / "checkpoint", model=model, spm_model=tmp / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
-
-
-def cli(*argv):
-    parser = argparse.ArgumentParser()
-    add_translate_args(parser)
-    return run_translate(parser.parse_args([str(a) for a in argv]), {})
-
 
 FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
 

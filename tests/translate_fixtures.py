@@ -53,3 +53,14 @@ def tune_alpha_args(checkpoint: Path, tmp_path: Path, *extra: str):
     return parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
                               "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5",
                               "--precision", "fp32", "--out", str(tmp_path / "a.json"), *extra])
+
+
+def cli(*argv):
+    """`nmt translate ARGV` in process (the arguments as strings); returns its exit status."""
+    import argparse
+
+    from nmt.infer.command import add_translate_args, run_translate
+
+    parser = argparse.ArgumentParser()
+    add_translate_args(parser)
+    return run_translate(parser.parse_args([str(a) for a in argv]), {})
