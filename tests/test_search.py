@@ -9,9 +9,10 @@ import torch
 
 from nmt.config import tiny
 from nmt.model import Transformer
-from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, beam_slots, beam_topk, fill_from_end,
-                        greedy_search, row_topk,
+from nmt.infer.beam_rows import beam_slots, fill_from_end
+from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
                         length_penalty, max_score_bound)
+from nmt.infer.topk import beam_topk, row_topk
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
 W = 6

@@ -52,14 +52,13 @@ from ..vocab import BOS, EOS, PAD, UNK
 _FAR = 1 << 30  # ``need`` of a padding entry in a row's constraint tokens: never allowed
 
 
-def fit_problem(phrases: list[list[int]], max_len: int, *, pad: int = PAD, bos: int = BOS,
-                eos: int = EOS) -> str | None:
+def fit_problem(phrases: list[list[int]], max_len: int) -> str | None:
     """Why one sentence's ``phrases`` (lists of target ids) cannot be searched for within outputs of
     at most ``max_len`` tokens (EOS included), or None when they can."""
     for phrase in phrases:
         if not phrase:
             return "a constraint phrase is empty"
-        if set(phrase) & {pad, bos, eos}:
+        if set(phrase) & {PAD, BOS, EOS}:
             return f"a constraint phrase may not hold PAD, BOS or EOS ({list(phrase)})"
     total = sum(map(len, phrases))
     if total + 1 > max_len:
@@ -124,14 +123,14 @@ class LexicalConstraints:
     phrases and empties ``s``) are worked out when a beam row first holds it."""
 
     def __init__(self, constraints: list[list[list[int]]], *, beam: int, max_len: list[int],
-                 device: torch.device, pad: int = PAD, bos: int = BOS, eos: int = EOS):
+                 device: torch.device):
         if len(constraints) != len(max_len):
             raise ValueError(f"{len(constraints)} constraint lists for {len(max_len)} sentences")
         for i, phrases in enumerate(constraints):
-            problem = fit_problem(phrases, max_len[i], pad=pad, bos=bos, eos=eos)
+            problem = fit_problem(phrases, max_len[i])
             if problem:
                 raise ValueError(f"sentence {i}: {problem}")
-        self.beam, self.max_len, self.device, self.pad, self.eos = beam, max_len, device, pad, eos
+        self.beam, self.max_len, self.device = beam, max_len, device
         self.phrases = [[tuple(p) for p in phrases] for phrases in constraints]
         self.totals = [sum(map(len, p)) for p in self.phrases]
         self.top_bank = max(self.totals, default=0)
@@ -184,7 +183,7 @@ class LexicalConstraints:
             banks.append(self._bank(sentence, met2, s2))
         pad = self.m - len(tokens)
         other_bank = self._bank(sentence, met, ())
-        return ([tokens + [self.pad] * pad, nxt + [state] * pad, [total - b for b in banks] + [_FAR] * pad,
+        return ([tokens + [PAD] * pad, nxt + [state] * pad, [total - b for b in banks] + [_FAR] * pad,
                  banks + [0] * pad],
                 [total - self._bank(sentence, met, s), self._state(sentence, met, ()), total - other_bank, other_bank])
 
@@ -215,13 +214,13 @@ class LexicalConstraints:
         and the tokens that would leave too few steps for the phrases left forbidden."""
         tab, k = self._table(), self.beam
         steps_left = torch.tensor([self.max_len[s] - t for s in alive], device=logp.device).repeat_interleave(k)  # (N,)
-        logp[:, self.eos] = logp[:, self.eos].masked_fill(tab["need"].gt(0), float("-inf"))
+        logp[:, EOS] = logp[:, EOS].masked_fill(tab["need"].gt(0), float("-inf"))
         tight = (tab["other_need"] + 2).gt(steps_left)  # (N,) a token outside the phrases leaves too few steps
         if bool(tight.any()):
             fits = (tab["nxt_need"] + 2).le(steps_left[:, None])  # (N, M) room left after this token
             kept = logp.gather(1, tab["tok"]).masked_fill(~fits, float("-inf"))  # (N, M)
             only = torch.full_like(logp, float("-inf")).scatter_(1, tab["tok"], kept)  # (N, W)
-            only[:, self.eos] = logp[:, self.eos]
+            only[:, EOS] = logp[:, EOS]
             logp = torch.where(tight[:, None], only, logp)
         return logp
 
@@ -262,7 +261,7 @@ class LexicalConstraints:
         ok = valid.gather(1, order)  # (B, n)
         self.next_state = nxt.gather(1, order)  # (B, n)
         return (cand_score.gather(1, order).masked_fill(~ok, float("-inf")), cand_beam.gather(1, order),
-                cand_tok.gather(1, order).masked_fill(~ok, self.pad), cand_logp.gather(1, order))
+                cand_tok.gather(1, order).masked_fill(~ok, PAD), cand_logp.gather(1, order))
 
     def follow(self, sel: Tensor) -> None:
         """The next beam: candidates ``sel`` (B, k) of those allocate handed back."""
