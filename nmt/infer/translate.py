@@ -71,13 +71,7 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
     each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
     contain (nmt.infer.constraints; search only, not with a shortlist)."""
     device = torch.device(device)
-    if constraint is not None and sampling is not None:
-        raise ValueError("constraint: only for beam/greedy search, not sampling")
-    if constraint is not None and shortlist is not None:
-        raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
-    if constraints is not None and (sampling is not None or shortlist is not None):
-        raise ValueError("constraints: only for beam/greedy search over the full vocabulary, not sampling "
-                         "or a shortlist")
+    check_search_options(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -110,6 +104,17 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
         if on_batch is not None:
             on_batch(len(batch))
     return results
+
+
+def check_search_options(*, sampling, constraint, shortlist, constraints) -> None:
+    """ValueError for the options of search_sources that do not go together."""
+    if constraint is not None and sampling is not None:
+        raise ValueError("constraint: only for beam/greedy search, not sampling")
+    if constraint is not None and shortlist is not None:
+        raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
+    if constraints is not None and (sampling is not None or shortlist is not None):
+        raise ValueError("constraints: only for beam/greedy search over the full vocabulary, not sampling "
+                         "or a shortlist")
 
 
 def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha: float | None = None,
