@@ -58,8 +58,9 @@ class Beams:
 
     def log_probs(self, model) -> Tensor:
         """log p(next token) (B*k, W) of every row; the cache extended by one token."""
-        if self.first_memory is not None:  # one row per sentence, its log-probabilities repeated for its k rows
-            logits, self.cache = model.decode_step(self.tokens[::self.k, -1:], self.first_memory, None)  # (B, 1, W)
+        if self.first_memory is not None:  # one row per sentence, its log-probabilities repeated k times
+            bos = self.tokens[::self.k, -1:]  # (B, 1)
+            logits, self.cache = model.decode_step(bos, self.first_memory, None)  # (B, 1, W)
             self.first_memory = None  # the beam's rows read ``memory`` from now on
             return F.log_softmax(logits[:, -1].float(), dim=-1).repeat_interleave(self.k, dim=0)  # (B*k, W)
         logits, self.cache = model.decode_step(self.tokens[:, -1:], self.memory, self.cache)  # (B*k, 1, W)
@@ -73,8 +74,9 @@ class Beams:
             slots = beam_slots(top.beam.gather(1, sel))  # (B, k)
             sel, scores = sel.gather(1, slots), scores.gather(1, slots)  # (B, k) each
         rows = (top.beam + torch.arange(b, device=sel.device)[:, None] * k).gather(1, sel).view(-1)  # (B*k,)
-        self.tokens = torch.cat([self.tokens[rows], top.token.gather(1, sel).view(-1, 1)], dim=1)  # (B*k, 2+t)
-        self.pos_scores = torch.cat([self.pos_scores[rows], top.logp.gather(1, sel).view(-1, 1)], dim=1)  # (B*k, 1+t)
+        new_tok, new_logp = top.token.gather(1, sel).view(-1, 1), top.logp.gather(1, sel).view(-1, 1)  # (B*k, 1)
+        self.tokens = torch.cat([self.tokens[rows], new_tok], dim=1)  # (B*k, 2+t)
+        self.pos_scores = torch.cat([self.pos_scores[rows], new_logp], dim=1)  # (B*k, 1+t)
         self.scores = scores
         if self.lexical is not None:
             self.lexical.follow(sel)
@@ -91,7 +93,8 @@ class Beams:
         keep = fill_from_end(going, len(self.alive))  # the last sentences move into the gaps; the others stay
         keep_t = torch.tensor(keep, device=rows.device)
         kept_rows = (keep_t[:, None] * self.k + torch.arange(self.k, device=rows.device)).view(-1)  # (B'*k,)
-        rows, self.tokens, self.pos_scores = rows[kept_rows], self.tokens[kept_rows], self.pos_scores[kept_rows]
+        rows, self.tokens = rows[kept_rows], self.tokens[kept_rows]  # (B'*k,), (B'*k, 2+t)
+        self.pos_scores = self.pos_scores[kept_rows]  # (B'*k, 1+t)
         self.scores = self.scores[keep_t]  # (B', k)
         if self.lexical is not None:
             self.lexical.keep(keep_t)

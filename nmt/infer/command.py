@@ -151,7 +151,8 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
     return sampling, mbr
 
 
-def read_translate_inputs(args: argparse.Namespace) -> tuple[list[str], list[str] | None, list[list[str]] | None]:
+def read_translate_inputs(args: argparse.Namespace) -> tuple[list[str], list[str] | None,
+                                                             list[list[str]] | None]:
     """The input lines, and the lines of --prefix-file and of --constraints (target phrases
     separated by tabs, nmt.infer.constraints) that go with them, one per input line."""
     lines = read_text_lines(args.input, errors=args.errors)

@@ -57,7 +57,8 @@ def draw(weights, rows: list[str], cols: list[str], title: str, path: Path) -> N
     tmp.replace(path)
 
 
-def plot_attention(translator, sentence: str, out: Path, *, beam: int = 4, max_len_b: int = 50) -> tuple[str, int]:
+def plot_attention(translator, sentence: str, out: Path, *, beam: int = 4,
+                   max_len_b: int = 50) -> tuple[str, int]:
     """Translate ``sentence`` with ``translator`` (a torch-engine Translator; beam search, alpha 0.6,
     0 for beam 1) and write the PNG files and attention.json of the module docstring into ``out``
     (created if needed). Returns (the translation, the number of PNG files written)."""

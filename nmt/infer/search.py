@@ -220,7 +220,8 @@ def apply_constraints(logp: Tensor, t: int, beams: "Beams", *, max_len: list[int
     phrases left (nmt.infer.constraints)."""
     k = beams.k
     if constrain is not None:
-        steps_left = torch.tensor([max_len[s] - t for s in beams.alive], device=logp.device).repeat_interleave(k)  # (B*k,)
+        steps_left = torch.tensor([max_len[s] - t for s in beams.alive], device=logp.device)  # (B,)
+        steps_left = steps_left.repeat_interleave(k)  # (B*k,)
         logp = constrain(logp, beams.tokens, beams.alive, k, steps_left)  # (B*k, W)
     if beams.lexical is not None:
         logp = beams.lexical.mask(logp, t=t, alive=beams.alive)  # (B*k, W)
@@ -420,8 +421,9 @@ def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature:
 # ----------------------------------------------------------------------------- model wrappers
 class Ensemble:
     """Several models searched as one: per step, the mean of their log-probabilities (a log-linear
-    combination, renormalised by the search's log_softmax, as Marian does). They must share the target vocabulary; the caller checks
-    that it is the same vocabulary (translate.Translator compares the SentencePiece models)."""
+    combination, renormalised by the search's log_softmax, as Marian does). They must share the
+    target vocabulary; the caller checks that it is the same vocabulary (translate.Translator
+    compares the SentencePiece models)."""
 
     @dataclass
     class Cfg:

@@ -71,7 +71,8 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
     each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
     contain (nmt.infer.constraints; search only, not with a shortlist)."""
     device = torch.device(device)
-    check_search_options(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
+    check_search_options(sampling=sampling, constraint=constraint, shortlist=shortlist,
+                         constraints=constraints)
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -162,7 +163,8 @@ def pick_device(device: str | None, precision: str) -> torch.device:
     return device
 
 
-def load_models(paths: list, *, device: torch.device, precision: str, dtype: torch.dtype | None) -> tuple[list, object]:
+def load_models(paths: list, *, device: torch.device, precision: str,
+                dtype: torch.dtype | None) -> tuple[list, object]:
     """Each checkpoint's model ready for inference (int8: quantized; float32 on the CPU: linear
     layers with packed weights) and the SentencePiece model they share, id for id (TranslateError
     naming the spm.model that differs from the first checkpoint's)."""
