@@ -144,7 +144,7 @@ def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:
     return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
 
-def attention(cfg: ModelConfig) -> MultiheadAttention:
+def multihead_attention(cfg: ModelConfig) -> MultiheadAttention:
     return MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.attention_dropout)
 
 
@@ -155,7 +155,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn, self.self_attn_layer_norm = attention(cfg), layer_norm(cfg)
+        self.self_attn, self.self_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
         # the feed-forward network (eq. 2); nmt.infer.packed may fuse a ReLU into fc1
         self.fc1, self.fc2 = nn.Linear(cfg.d_model, cfg.d_ff), nn.Linear(cfg.d_ff, cfg.d_model)
         self.activation = F.relu if cfg.activation == "relu" else F.gelu
@@ -177,8 +177,8 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn, self.self_attn_layer_norm = attention(cfg), layer_norm(cfg)
-        self.encoder_attn, self.encoder_attn_layer_norm = attention(cfg), layer_norm(cfg)
+        self.self_attn, self.self_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
+        self.encoder_attn, self.encoder_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
         self.fc1, self.fc2 = nn.Linear(cfg.d_model, cfg.d_ff), nn.Linear(cfg.d_ff, cfg.d_model)
         self.activation = F.relu if cfg.activation == "relu" else F.gelu
         self.activation_dropout, self.final_layer_norm = Dropout(cfg.activation_dropout), layer_norm(cfg)

@@ -5,8 +5,8 @@ layout must give the logits of the full (teacher-forced) forward pass."""
 import pytest
 import torch
 
-from nmt.config import tiny
 from nmt.cache import shared_rows, take_rows_
+from nmt.config import tiny
 from nmt.model import Transformer
 
 

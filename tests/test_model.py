@@ -336,6 +336,7 @@ def test_explicit_attention_equals_sdpa_with_gradients(kind):
     outputs and same gradients for padding masks, the causal mask, a band (T, N) mask and
     cross-attention (T != N)."""
     import torch.nn.functional as F
+
     from nmt.explicit_attention import explicit_attention
     from nmt.model import window_mask
 

@@ -17,8 +17,8 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from ..model import Transformer
 from ..fused_projections import fuse_projections, fused_weights
+from ..model import Transformer
 
 
 class FusedLinear(nn.Module):
