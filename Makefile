@@ -57,7 +57,8 @@ BASE ?= runs/multi30k-en-de/average
 recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de, against scratch
 	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
 
-test: $(VENV)/.installed  # the suite, then the documentation site (a broken link or a page missing from the nav fails)
+test: $(VENV)/.installed  # lint, the suite, then the documentation site (a broken link or a page missing from the nav fails)
+	$(VENV)/bin/ruff check nmt tests benchmarks scripts
 	$(PY) -m pytest -q tests
 	$(MAKE) docs
 

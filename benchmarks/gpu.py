@@ -369,7 +369,8 @@ def decode_row(model, sources: list[list[int]], *, label: str, beam: int, batch:
 def profile(step, *, device: torch.device, path: Path, title: str) -> str:
     """Run ``step`` once under torch.profiler; write its operators, most device (CPU: CPU) time
     first, to ``path``; return a line with the wall time and the share the GPU was busy."""
-    from torch.profiler import ProfilerActivity, profile as profiler
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
 
     cuda = device.type == "cuda"
     sync(device)
@@ -398,7 +399,7 @@ def profile_steps(*, sizes: Sizes, data: Path, meta: dict, work: Path, device: t
         one_update(trainer, stream)
     lines = [profile(lambda: one_update(trainer, stream), device=device, path=out / "profile_train.txt",
                      title=f"one base bf16 update ({trainer.accum} micro-batches of <= {sizes.max_tokens} tokens)")]
-    del trainer, stream
+    trainer = stream = None  # free the model and its batches before decoding
     reset_memory(device)
     torch.manual_seed(0)
     model = Transformer(cfg).to(device).eval()

@@ -22,6 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from train_speed import DTYPES, random_batch  # noqa: E402
+
 from nmt.allocator import keep_freed_memory  # noqa: E402
 from nmt.config import small  # noqa: E402
 from nmt.data.batching import TokenBatchSampler  # noqa: E402
@@ -31,7 +33,6 @@ from nmt.precision import autocast, cpu_has_fast_bf16  # noqa: E402
 from nmt.train.loss import fused_label_smoothed_nll_loss  # noqa: E402
 from nmt.train.optim import build_adam  # noqa: E402
 from nmt.vocab import PAD  # noqa: E402
-from train_speed import DTYPES, random_batch  # noqa: E402
 
 PHASES = ("forward", "loss", "backward", "adam")
 

@@ -26,10 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from train_speed import bench  # noqa: E402
+
 from nmt.allocator import keep_freed_memory  # noqa: E402
 from nmt.config import small  # noqa: E402
 from nmt.precision import cpu_has_fast_bf16  # noqa: E402
-from train_speed import bench  # noqa: E402
 
 
 def worker(threads: int, dtype, steps: int, batch: int, length: int, barrier, results) -> None:

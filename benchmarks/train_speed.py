@@ -17,13 +17,13 @@ import time
 
 import torch
 
-from nmt.config import ModelConfig, base, small
-from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_loss
-from nmt.vocab import PAD
 from nmt.allocator import keep_freed_memory
+from nmt.config import ModelConfig, base, small
 from nmt.model import Transformer
-from nmt.train.optim import build_adam
 from nmt.precision import autocast, cpu_has_fast_bf16
+from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_loss
+from nmt.train.optim import build_adam
+from nmt.vocab import PAD
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 
@@ -116,7 +116,7 @@ def main() -> None:
     for p, v in peaks.items():
         print(f"peak {p} matmul (2048^3): {v / 1e9:.1f} GFLOP/s")
     print("\nGFLOP/s and MFU count the padded batch (every position), so they compare paths at equal work.")
-    print(f"\n| model | vocab | precision | loss path | batch (sent x len) | target tok/s | GFLOP/s | MFU |")
+    print("\n| model | vocab | precision | loss path | batch (sent x len) | target tok/s | GFLOP/s | MFU |")
     print("|---|---|---|---|---|---|---|---|")
     results = {}
     paths = args.paths.split(",")

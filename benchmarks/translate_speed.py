@@ -56,7 +56,8 @@ from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
 from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
-from nmt.infer.shortlist import SPECIAL, Shortlist, load as load_shortlist  # noqa: E402
+from nmt.infer.shortlist import SPECIAL, Shortlist  # noqa: E402
+from nmt.infer.shortlist import load as load_shortlist
 from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 

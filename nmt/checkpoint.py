@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from .atomic import fsync_dir as _fsync_dir, fsync_files, replace_dir  # noqa: F401 (replace_dir: part of this API)
+from .atomic import fsync_dir as _fsync_dir  # noqa: F401 (replace_dir: part of this API)
+from .atomic import fsync_files, replace_dir
 from .config import ConfigError, ModelConfig, from_dict
 from .model import Transformer
 

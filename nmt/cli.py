@@ -200,14 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .checkpoint import CheckpointError
     from .data.prepare import DataError
-    from .metrics import ScoreError
-    from .train.average import AverageError
-    from .train.trainer import TrainError
-    from .infer.translate import TranslateError
     from .infer.export_ctranslate2 import ExportError
     from .infer.plot_attention import PlotAttentionError
     from .infer.shortlist import ShortlistError
+    from .infer.translate import TranslateError
+    from .metrics import ScoreError
     from .serve.options import ServeError
+    from .train.average import AverageError
+    from .train.trainer import TrainError
 
     try:
         overrides = parse_overrides(rest)

@@ -18,7 +18,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-
 REPO = Path(__file__).resolve().parents[1]
 # tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
 SENTENCES = ["the dog sees a red ball", "a man sits on the street", "the small cat plays with the child",

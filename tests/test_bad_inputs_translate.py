@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from translate_fixtures import make_checkpoint
 
 from nmt.cli import main as nmt_main
-from translate_fixtures import make_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import torch
+from test_train import train
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.config import ModelConfig
 from nmt.data.batching import collate
 from nmt.model import Transformer
-from test_train import train
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("gpu_bench", REPO / "benchmarks" / "gpu.py")

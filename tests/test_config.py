@@ -6,8 +6,17 @@ import sys
 import pytest
 
 from nmt.cli import main
-from nmt.config import (ConfigError, ModelConfig, apply_overrides, base, big, load_model_config,
-                        parse_overrides, preset, save)
+from nmt.config import (
+    ConfigError,
+    ModelConfig,
+    apply_overrides,
+    base,
+    big,
+    load_model_config,
+    parse_overrides,
+    preset,
+    save,
+)
 
 
 def test_presets_match_the_paper():

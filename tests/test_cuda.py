@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_train import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.config import tiny
 from nmt.model import Transformer
-from test_train import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

@@ -9,12 +9,21 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch.nn.functional as F
+from test_search import B_, LONG_WINS, A, FakeModel, src
 
 from nmt.config import tiny
-from nmt.infer.search import (BOS, EOS, PAD, Ensemble, beam_search, filter_probs, greedy_search, sample,
-                              sentence_rng)
+from nmt.infer.search import (
+    BOS,
+    EOS,
+    PAD,
+    Ensemble,
+    beam_search,
+    filter_probs,
+    greedy_search,
+    sample,
+    sentence_rng,
+)
 from nmt.model import MultiheadAttention, Transformer
-from test_search import A, B_, LONG_WINS, FakeModel, src
 
 L = math.log
 

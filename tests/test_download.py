@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt.data import command as data_command, download as dl, prepare as data
+from nmt.data import command as data_command
+from nmt.data import download as dl
+from nmt.data import prepare as data
 from nmt.data.prepare import DataError
 
 

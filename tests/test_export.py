@@ -12,8 +12,8 @@ import torch
 from nmt.checkpoint import load_model, save
 from nmt.cli import main
 from nmt.config import tiny
-from nmt.model import Transformer
 from nmt.infer.translate import Translator
+from nmt.model import Transformer
 
 TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
         "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1000", "--train.save_every_minutes=0",

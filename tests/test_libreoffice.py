@@ -7,7 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from nmt.data import command as data_command, download as dl, prepare as data
+from nmt.data import command as data_command
+from nmt.data import download as dl
+from nmt.data import prepare as data
 from nmt.data.prepare import DataError, PrepareOptions
 
 ZH = ["选择「插入 - 命名区域」，然后单击“确定”。",

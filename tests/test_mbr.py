@@ -5,10 +5,10 @@ import math
 
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
+from translate_fixtures import cli
 
 from nmt.infer.mbr import MBR, mbr_select, mbr_weights, sentence_chrf, utility_matrix
 from nmt.infer.translate import TranslateError, Translator
-from translate_fixtures import cli
 
 PAIRS = [
     ("Ein Mann fährt Fahrrad.", "Ein Mann fährt ein Fahrrad."),
@@ -101,9 +101,11 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
     import json
 
     from sacrebleu.metrics import BLEU as Corpus
+    from translate_fixtures import TUNE_LINES as lines
+    from translate_fixtures import TUNE_REFS as refs
+    from translate_fixtures import tune_alpha_args
 
     from nmt.infer.command import run_tune_alpha
-    from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
     args = tune_alpha_args(checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")
     assert run_tune_alpha(args, {}) == 0

@@ -8,8 +8,16 @@ import torch
 from nmt.cli import main
 from nmt.experiments import evalb
 from nmt.experiments.parsing import PerWordConstraint, TreeConstraint
-from nmt.experiments.trees import (clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets, per_word,
-                             split_per_word)
+from nmt.experiments.trees import (
+    clean,
+    delinearise,
+    from_per_word,
+    is_bracket,
+    linearise,
+    parse_brackets,
+    per_word,
+    split_per_word,
+)
 
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
 

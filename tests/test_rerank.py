@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from translate_fixtures import cli
 
 from nmt.checkpoint import save
 from nmt.config import ConfigError, ModelConfig, tiny
@@ -16,7 +17,6 @@ from nmt.infer.rerank import Rerank, combine, reading_order, score_targets
 from nmt.infer.search import BOS, EOS, Ensemble, length_penalty
 from nmt.infer.translate import TranslateError, Translation, Translator
 from nmt.model import Transformer
-from translate_fixtures import cli
 
 LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
          "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
@@ -195,9 +195,11 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     """`nmt tune-alpha --rerank --rerank-weights`: a row per (alpha, weight), each the corpus BLEU
     of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
     from sacrebleu.metrics import BLEU as Corpus
+    from translate_fixtures import TUNE_LINES as lines
+    from translate_fixtures import TUNE_REFS as refs
+    from translate_fixtures import tune_alpha_args
 
     from nmt.infer.command import run_tune_alpha
-    from translate_fixtures import TUNE_LINES as lines, TUNE_REFS as refs, tune_alpha_args
 
     args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     assert run_tune_alpha(args, {}) == 0
@@ -228,8 +230,10 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
     """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
     give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
     saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
+    from translate_fixtures import TUNE_LINES as lines
+    from translate_fixtures import tune_alpha_args
+
     from nmt.infer.command import run_tune_alpha
-    from translate_fixtures import TUNE_LINES as lines, tune_alpha_args
 
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")

@@ -8,11 +8,18 @@ import pytest
 import torch
 
 from nmt.config import tiny
-from nmt.model import Transformer
 from nmt.infer.beam_rows import beam_slots, fill_from_end
-from nmt.infer.search import (EOS, Hypothesis, RecomputePrefix, beam_search, greedy_search,
-                        length_penalty, max_score_bound)
+from nmt.infer.search import (
+    EOS,
+    Hypothesis,
+    RecomputePrefix,
+    beam_search,
+    greedy_search,
+    length_penalty,
+    max_score_bound,
+)
 from nmt.infer.topk import beam_topk, row_topk
+from nmt.model import Transformer
 
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
 W = 6

@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
+from serve_fixtures import SENTENCES, Server, request  # noqa: E402
 
 from nmt.cli import main  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, SearchOptions  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
-from serve_fixtures import SENTENCES, Server, request  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,10 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     response_schema_conformance,
     status_code_conformance,
 )
+from serve_fixtures import SENTENCES  # noqa: E402
 
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
-from serve_fixtures import SENTENCES  # noqa: E402
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection]

@@ -12,10 +12,10 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from translate_fixtures import make_checkpoint
 
 from nmt import vocab
 from nmt.cli import main as nmt_main
-from translate_fixtures import make_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,17 @@ import torch
 import torch.nn.functional as F
 
 from nmt.cli import main
-from nmt.infer.shortlist import (BuildOptions, Shortlist, ShortlistError, ShortlistModel, build, dumps, ibm1, load,
-                                 vmap_text)
+from nmt.infer.shortlist import (
+    BuildOptions,
+    Shortlist,
+    ShortlistError,
+    ShortlistModel,
+    build,
+    dumps,
+    ibm1,
+    load,
+    vmap_text,
+)
 from nmt.infer.translate import TranslateError, Translator, search_sources
 
 TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",

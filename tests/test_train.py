@@ -12,14 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-import numpy as np
 from safetensors.torch import load_file
 
 from nmt import checkpoint as ckpt
-from nmt.data.batching import TokenBatchSampler
 from nmt.cli import main
+from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import ParallelDataset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 import torch
+from translate_fixtures import cli
 
 from nmt.checkpoint import save
 from nmt.config import tiny
-from nmt.model import Transformer
 from nmt.data.batching import make_batches
-from translate_fixtures import cli
 from nmt.infer.translate import TranslateError, Translator, translate_ids
+from nmt.model import Transformer
 
 FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
 

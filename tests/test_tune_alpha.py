@@ -6,10 +6,10 @@ import json
 
 import pytest
 from sacrebleu.metrics import BLEU
+from translate_fixtures import make_checkpoint
 
 from nmt.infer.command import parse_alphas
 from nmt.infer.tune import PAPER_ALPHA, tune_alpha
-from translate_fixtures import make_checkpoint
 
 SOURCES = ["a b c", "d e", "f g h i"]
 
@@ -22,7 +22,8 @@ class LengthTranslator:
 
     def translate(self, sentences, *, beam, alpha, batch_tokens, **max_len):
         self.calls.append((tuple(sentences), beam, alpha))
-        keep = lambda ref: " ".join(ref.split()[:max(1, round(len(ref.split()) * min(alpha, 1.0)))])
+        def keep(ref):
+            return " ".join(ref.split()[:max(1, round(len(ref.split()) * min(alpha, 1.0)))])
         return [keep(ref) for ref in self.references]
 
 

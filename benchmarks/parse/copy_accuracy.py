@@ -1,8 +1,13 @@
 """Teacher-forced copy accuracy (words + <s> -> words) on the first 40 valid sentences of a
 --copy-pairs parser. Usage: python benchmarks/parse/copy_accuracy.py CHECKPOINT (data: runs/ptb-pw-copy/data)."""
-import sys, torch, sentencepiece as spm
+import sys
+
+import sentencepiece as spm
+import torch
+
 from nmt.checkpoint import load_model
 from nmt.experiments.parsing import word_ids
+
 R="runs/ptb-pw-copy"; model,_=load_model(sys.argv[1]); model.eval()
 sp=spm.SentencePieceProcessor(model_file=f"{R}/data/spm.model")
 src=[l.split() for l in open(f"{R}/data/valid.words.txt")][:40]

@@ -1,11 +1,14 @@
 """Where the last decoder layer's cross-attention (heads averaged, nmt.infer.attention.align) puts
 its maximum for each label of a --form per-word parser (label i belongs to source word i), first
 60 valid trees. Usage: python benchmarks/parse/cross_attention_alignment.py RUN_DIR [CHECKPOINT]."""
-import torch, sentencepiece as spm
+import sys
+
+import sentencepiece as spm
+
 from nmt.checkpoint import load_model
 from nmt.experiments.parsing import word_ids
 from nmt.infer.attention import align
-import sys
+
 R = sys.argv[1] if len(sys.argv) > 1 else "runs/ptb-perword"
 CK = sys.argv[2] if len(sys.argv) > 2 else f"{R}/average"
 model, _ = load_model(CK, device="cpu"); model.eval()
@@ -19,6 +22,7 @@ for s, t in zip(src, tgt):
         n += 1; diag += si == ti; near += abs(si - ti) <= 1
 print(f"argmax source == target position: {diag/n:.3f}; within 1: {near/n:.3f} ({n} target tokens)")
 from collections import Counter
+
 c = Counter(); last = 0
 for s, t in zip(src, tgt):
     pairs = align(model, word_ids(sp, s) + [3], word_ids(sp, t))

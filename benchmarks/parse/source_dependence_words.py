@@ -1,10 +1,13 @@
 """Teacher-forced nll of a --leaves words parser on the first 60 valid trees, words and brackets
 apart, given the tree's own sentence and given another (does the decoder read the source?).
 Usage, from the checkout with a run in runs/ptb-words: python benchmarks/parse/source_dependence_words.py"""
-import torch, sentencepiece as spm
+import sentencepiece as spm
+import torch
+
 from nmt.checkpoint import load_model
 from nmt.experiments.parsing import word_ids
 from nmt.experiments.trees import is_bracket
+
 model, _ = load_model("runs/ptb-words/average", device="cpu"); model.eval()
 sp = spm.SentencePieceProcessor(model_file="runs/ptb-words/average/spm.model")
 src = [l.split() for l in open("runs/ptb-words/data/valid.words.txt")][:60]

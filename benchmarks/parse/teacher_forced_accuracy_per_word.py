@@ -1,11 +1,15 @@
 """Teacher-forced label accuracy of a --form per-word parser on the first 80 train / valid trees,
 its nll with another sentence as source, and the accuracy of the per-word majority label (train
 counts, no context). Usage: python benchmarks/parse/teacher_forced_accuracy_per_word.py RUN_DIR [CHECKPOINT]."""
-import torch, sentencepiece as spm
+import sys
 from collections import Counter, defaultdict
+
+import sentencepiece as spm
+import torch
+
 from nmt.checkpoint import load_model
 from nmt.experiments.parsing import word_ids
-import sys
+
 R = sys.argv[1] if len(sys.argv) > 1 else "runs/ptb-perword"
 CK = sys.argv[2] if len(sys.argv) > 2 else f"{R}/average"
 model, _ = load_model(CK, device="cpu"); model.eval()

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from . import download as dl
-from .prepare import (DATASETS, SPLITS, WMT14_EN_FR_VOCAB, DataError, PrepareOptions, format_report,
-                      prepare)
+from .prepare import DATASETS, SPLITS, WMT14_EN_FR_VOCAB, DataError, PrepareOptions, format_report, prepare
 
 
 def add_prepare_args(parser: argparse.ArgumentParser) -> None:

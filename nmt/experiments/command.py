@@ -21,8 +21,15 @@ from ..train.command import build_configs
 from . import evalb
 from .parsing import ALPHA, BEAM, FORMS, MAX_LEN_B, parse_sentences, prepare_ptb
 from .trees import LEAF_KINDS, parse_brackets
-from .variations import (DEFAULT_BASE, TABLE3_BASE_DROPOUT, row_configs, run_row, select_rows, table3_rows,
-                         write_table)
+from .variations import (
+    DEFAULT_BASE,
+    TABLE3_BASE_DROPOUT,
+    row_configs,
+    run_row,
+    select_rows,
+    table3_rows,
+    write_table,
+)
 
 
 def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:

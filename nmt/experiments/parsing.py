@@ -44,15 +44,24 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
 import torch
 from torch import Tensor
 
 from ..atomic import replace_dir
 from ..data.download import DataError
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
-from .trees import (LEAF_KINDS, Tree, clean, delinearise, from_per_word, is_bracket, linearise, parse_brackets,
-                    per_word, split_per_word)
+from .trees import (
+    LEAF_KINDS,
+    Tree,
+    clean,
+    delinearise,
+    from_per_word,
+    is_bracket,
+    linearise,
+    parse_brackets,
+    per_word,
+    split_per_word,
+)
 
 FORMS = ("brackets", "per-word")  # the paper's bracket sequence, or one token per word (trees.per_word)
 SPLIT_FILES = {"train": range(1, 180), "valid": range(180, 190), "test": range(190, 200)}

@@ -97,8 +97,8 @@ def run_row(data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: Tr
             dev_sentences: int, device: str | None, log) -> dict:
     """Train (or resume) one row, then measure dev perplexity and dev BLEU (beam 4, alpha 0.6)."""
     from .. import checkpoint as ckpt
-    from ..train.validate import bleu_on_split
     from ..train.trainer import Trainer
+    from ..train.validate import bleu_on_split
 
     resume = bool(ckpt.list_step_checkpoints(run_dir))
     if not resume and run_dir.exists():  # stopped before its first checkpoint: nothing to keep

@@ -36,7 +36,6 @@ from .results import TranslateError, Translation
 from .search import default_alpha
 from .text import TextTranslator, one_or_many
 
-
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
 
 
@@ -128,7 +127,8 @@ class CTranslate2Translator(TextTranslator):
         ``shortlist``: a file of `nmt shortlist` (or a Shortlist), searched as the vocabulary map."""
         import sentencepiece as spm
 
-        from .shortlist import Shortlist, ShortlistError, load as load_shortlist
+        from .shortlist import Shortlist, ShortlistError
+        from .shortlist import load as load_shortlist
 
         if precision not in COMPUTE_TYPES:
             raise ExportError(f"precision {precision!r}: the ctranslate2 engine takes {', '.join(COMPUTE_TYPES)}")

@@ -45,7 +45,6 @@ from .beam_rows import Beams, fill_from_end, reorder_owned
 from .constraints import LexicalConstraints
 from .topk import Candidates, beam_topk, row_topk
 
-
 STOPPING = ("exact", "fast")  # beam_search's early termination rules (see still_searching)
 
 

@@ -28,15 +28,24 @@ import torch
 
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
-from ..precision import autocast, resolve as resolve_precision
+from ..precision import autocast
+from ..precision import resolve as resolve_precision
 from ..vocab import PAD, check_special_ids
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
 from .packed import pack_linears
 from .quantize import quantize_int8
 from .results import ConstraintsError, TranslateError, Translation
-from .search import (Ensemble, Hypothesis, beam_search, default_alpha, output_lengths, right_to_left, sample,
-                     sentence_rng)
+from .search import (
+    Ensemble,
+    Hypothesis,
+    beam_search,
+    default_alpha,
+    output_lengths,
+    right_to_left,
+    sample,
+    sentence_rng,
+)
 from .text import TextTranslator, add_eos, one_or_many, pieces
 
 ENGINES = ("torch", "ctranslate2")

@@ -12,8 +12,17 @@ from pathlib import Path
 import torch.distributed as dist
 
 from .. import checkpoint as ckpt
-from ..config import (ConfigError, ModelConfig, TrainConfig, apply_overrides, from_dict, load_raw,
-                      preset, to_dict, train_preset)
+from ..config import (
+    ConfigError,
+    ModelConfig,
+    TrainConfig,
+    apply_overrides,
+    from_dict,
+    load_raw,
+    preset,
+    to_dict,
+    train_preset,
+)
 from ..data.prepare import load_meta
 from . import distributed
 from .finetune import InitFrom, check_vocabulary, init_model_config, open_init

@@ -27,21 +27,29 @@ import torch
 import torch.distributed as dist
 
 from .. import checkpoint as ckpt
-from ..data.batching import Batch, TokenBatchSampler, collate
-from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
-from ..data.prepare import ParallelDataset
-from . import distributed
-from .loss import fused_label_smoothed_nll_loss
 from ..allocator import keep_freed_memory
-from ..model import Transformer
-from ..vocab import PAD, UNK
-from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
-from ..precision import autocast, resolve as resolve_precision
-from . import validate as validation
 from ..atomic import write_text
-from .run_dir import (RunDirError, RunLock, check_free_space, mend_best, set_aside, trim_metrics,
-                      write_unwritten)
+from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
+from ..data.batching import Batch, TokenBatchSampler, collate
+from ..data.prepare import ParallelDataset
+from ..model import Transformer
+from ..precision import autocast
+from ..precision import resolve as resolve_precision
+from ..vocab import PAD, UNK
+from . import distributed
+from . import validate as validation
 from .finetune import InitFrom
+from .loss import fused_label_smoothed_nll_loss
+from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
+from .run_dir import (
+    RunDirError,
+    RunLock,
+    check_free_space,
+    mend_best,
+    set_aside,
+    trim_metrics,
+    write_unwritten,
+)
 from .state import load_optimizer, optimizer_tensors, rng_state, set_rng_state
 
 
