@@ -42,7 +42,8 @@ class CheckpointError(Exception):
     """A missing, truncated or altered checkpoint file; the message names it."""
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB blocks (manifests, --init records)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -100,7 +101,7 @@ def save(directory: str | Path, *, model: torch.nn.Module, config: dict, spm_mod
             write_json(tmp / "optimizer.json", optimizer_meta or {})
         manifest = {}
         for f in sorted(tmp.iterdir()):
-            manifest[f.name] = {"sha256": _sha256(f), "bytes": f.stat().st_size}
+            manifest[f.name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
             with open(f, "rb+") as fh:
                 os.fsync(fh.fileno())
         write_json(tmp / MANIFEST, manifest)
@@ -205,7 +206,7 @@ def verify(directory: str | Path) -> dict:
         size = path.stat().st_size
         if size != entry["bytes"]:
             raise CheckpointError(f"{path}: size {size} bytes, expected {entry['bytes']} (truncated or altered)")
-        if _sha256(path) != entry["sha256"]:
+        if sha256_file(path) != entry["sha256"]:
             raise CheckpointError(f"{path}: sha256 mismatch (file altered or corrupt)")
     return manifest
 

@@ -16,7 +16,6 @@ What carries over and what starts anew:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,14 +42,6 @@ class InitFrom:
                 "keep_optimizer": self.keep_optimizer}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def open_init(path: str | Path, *, keep_optimizer: bool = False) -> InitFrom:
     """The checkpoint (or a run directory's ``best``) to start from, verified against its manifest."""
     directory = ckpt.resolve(path)
@@ -58,7 +49,7 @@ def open_init(path: str | Path, *, keep_optimizer: bool = False) -> InitFrom:
     if keep_optimizer and not (directory / "optimizer.safetensors").exists():
         raise InitError(f"--init-optimizer: {directory} holds no optimizer state (an averaged checkpoint "
                         "has none); start from a step checkpoint, or leave the option out")
-    return InitFrom(directory, _sha256(directory / "model.safetensors"), keep_optimizer)
+    return InitFrom(directory, ckpt.sha256_file(directory / "model.safetensors"), keep_optimizer)
 
 
 def init_model_config(init: InitFrom, overrides: dict[str, str], *, config_model: dict | None = None) -> ModelConfig:
