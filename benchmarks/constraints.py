@@ -27,7 +27,6 @@ prints markdown tables, and with ``--out-dir`` writes the constraints file (for 
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from pathlib import Path
@@ -36,22 +35,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import cpu_name  # noqa: E402
+
 from nmt.data.prepare import read_lines  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.metrics import corpus_scores  # noqa: E402
 from nmt.vocab import UNK  # noqa: E402
 
 PUNCT = ".,;:!?\"')]}"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def reference_phrases(ref: str) -> list[tuple[int, int, str]]:

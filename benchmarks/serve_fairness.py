@@ -22,16 +22,15 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import shlex
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+from machine import cpu_name
+from serve_load import start_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,40 +38,6 @@ REPO = Path(__file__).resolve().parents[1]
 def percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))] if s else float("nan")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(checkpoint: str, extra: list[str], *, threads: int, cwd: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(cwd), OMP_NUM_THREADS=str(threads))
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", f"m={checkpoint}", "--host", "127.0.0.1",
-                             "--port", str(port), *extra], env=env, cwd=cwd, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return proc, port
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("nmt serve did not start")
 
 
 def long_sentences(sentences: list[str], sp, *, pieces: int, n: int) -> list[str]:

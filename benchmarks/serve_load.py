@@ -40,11 +40,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(checkpoint: str, extra: list[str]) -> tuple[subprocess.Popen, int]:
+def start_server(checkpoint: str, extra: list[str], *, threads: int | None = None,
+                 cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
+    """`nmt serve m=CHECKPOINT EXTRA` of the checkout at ``cwd`` on a free loopback port, once /health
+    answers; ``threads``: its OMP_NUM_THREADS."""
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", f"m={checkpoint}", "--host", "127.0.0.1",
-                             "--port", str(port), *extra], env=env, stderr=subprocess.DEVNULL)
+                             "--port", str(port), *extra], env=env, cwd=cwd, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
