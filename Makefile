@@ -10,7 +10,7 @@ NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
-	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test docs docs-serve install clean
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test format docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,10 +57,16 @@ BASE ?= runs/multi30k-en-de/average
 recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de, against scratch
 	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
 
-test: $(VENV)/.installed  # lint, the suite, then the documentation site (a broken link or a page missing from the nav fails)
-	$(VENV)/bin/ruff check nmt tests benchmarks scripts
+LINTED = nmt tests benchmarks scripts recipes
+test: $(VENV)/.installed  # lint and format check, the suite, then the documentation site (a broken link or a page missing from the nav fails)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(PY) -m pytest -q tests
 	$(MAKE) docs
+
+format: $(VENV)/.installed  # format the code as `make test` checks it (ruff, line length 110), then lint
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)
 
 docs: $(VENV)/.installed  # the site, from docs/ and mkdocs.yml, into site/
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

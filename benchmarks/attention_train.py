@@ -43,15 +43,20 @@ def main() -> None:
     for length in (25, 50, 100, 200):
         b = max(1, args.tokens // length)
         mask = torch.ones(b, 1, 1, length, dtype=torch.bool)
-        mask[: max(1, b // 4), ..., length * 3 // 4:] = False  # some padded sentences
+        mask[: max(1, b // 4), ..., length * 3 // 4 :] = False  # some padded sentences
         for dtype in dtypes:
-            q, k, v = (torch.randn(b, args.heads, length, args.dim, dtype=dtype, requires_grad=True)
-                       for _ in range(3))
+            q, k, v = (
+                torch.randn(b, args.heads, length, args.dim, dtype=dtype, requires_grad=True)
+                for _ in range(3)
+            )
             grad = torch.randn(b, args.heads, length, args.dim, dtype=dtype)
-            sdpa = timed(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask).backward(grad),
-                         args.repeat)
-            explicit = timed(lambda: explicit_attention(q, k, v, mask=mask, is_causal=False,
-                                                        dropout_p=0.0).backward(grad), args.repeat)
+            sdpa = timed(
+                lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask).backward(grad), args.repeat
+            )
+            explicit = timed(
+                lambda: explicit_attention(q, k, v, mask=mask, is_causal=False, dropout_p=0.0).backward(grad),
+                args.repeat,
+            )
             name = "fp32" if dtype == torch.float32 else "bf16"
             print(f"| {length} | {b} | {name} | {sdpa:.2f} | {explicit:.2f} | {sdpa / explicit:.2f}x |")
 

@@ -44,13 +44,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     d, r = small(1000).d_model, args.window
     print(f"one encoder layer, d_model={d}, batch 1, {args.threads} thread(s), window r={r}\n")
-    print("| n | Table 1 full n^2*d | Table 1 restricted (2r+1)*n*d | ratio | measured full ms | measured window ms |")
+    print(
+        "| n | Table 1 full n^2*d | Table 1 restricted (2r+1)*n*d | ratio | measured full ms | "
+        "measured window ms |"
+    )
     print("|---|---|---|---|---|---|")
     for n in (int(x) for x in args.lengths.split(",")):
         full = time_encoder_layer(n, None, repeats=args.repeats)
         windowed = time_encoder_layer(n, r, repeats=args.repeats)
-        print(f"| {n} | {n * n * d:.3g} | {(2 * r + 1) * n * d:.3g} | {n / (2 * r + 1):.1f}x | "
-              f"{full:.1f} | {windowed:.1f} |")
+        print(
+            f"| {n} | {n * n * d:.3g} | {(2 * r + 1) * n * d:.3g} | {n / (2 * r + 1):.1f}x | "
+            f"{full:.1f} | {windowed:.1f} |"
+        )
 
 
 if __name__ == "__main__":

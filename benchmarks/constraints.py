@@ -17,7 +17,8 @@ The constraints (deterministic, from the references and the unconstrained output
     by the same rule with n = 1 + i mod 3 among the missing phrases that do not overlap the first
     in the reference. Phrases the vocabulary cannot write (characters it lacks) are never chosen;
     a sentence whose output misses no phrase gets none.
-"Met" = the constraint's text occurs in the output's text; also counted: met as whole words. Both searches get the same batches
+"Met" = the constraint's text occurs in the output's text; also counted: met as whole words. Both
+searches get the same batches
 (``--batch-tokens``), beam, length penalty and threads; each is timed ``--repeat`` times and the
 fastest run is reported (search and text processing, as `nmt translate`, model loaded once). It
 prints markdown tables, and with ``--out-dir`` writes the constraints file (for `nmt translate
@@ -52,7 +53,7 @@ def reference_phrases(ref: str) -> list[tuple[int, int, str]]:
     out = []
     for i in range(len(words)):
         for n in (1, 2, 3):
-            span = words[i:i + n]
+            span = words[i : i + n]
             if len(span) < n or any(w[0] in PUNCT + "([{" for w in span):
                 continue
             if any(w.rstrip(PUNCT) != w for w in span[:-1]):
@@ -70,7 +71,7 @@ def words_of(text: str) -> list[str]:
 
 def contains(words: list[str], phrase: list[str]) -> bool:
     n = len(phrase)
-    return any(words[i:i + n] == phrase for i in range(len(words) - n + 1))
+    return any(words[i : i + n] == phrase for i in range(len(words) - n + 1))
 
 
 def pick(missing: list[tuple[int, int, str]], n: int) -> tuple[int, int, str]:
@@ -81,8 +82,11 @@ def pick(missing: list[tuple[int, int, str]], n: int) -> tuple[int, int, str]:
 def choose_constraints(ref: str, hyp: str, line: int, writable) -> list[str]:
     """The constraints of one sentence (see the module docstring); ``line`` counts from 1."""
     hyp_words = words_of(hyp)
-    missing = [(i, j, text) for i, j, text in reference_phrases(ref)
-               if not contains(hyp_words, text.split()) and writable(text)]
+    missing = [
+        (i, j, text)
+        for i, j, text in reference_phrases(ref)
+        if not contains(hyp_words, text.split()) and writable(text)
+    ]
     if not missing:
         return []
     first = pick(missing, 1 + (line - 1) % 3)
@@ -112,12 +116,16 @@ def main() -> int:
     p.add_argument("--alpha", type=float, default=0.6)
     p.add_argument("--batch-tokens", type=int, default=2048)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=2, help="timed runs of each search (the fastest is reported)")
-    p.add_argument("--out-dir", default=None, help="write constraints.tsv, plain.txt and constrained.txt here")
+    p.add_argument(
+        "--repeat", type=int, default=2, help="timed runs of each search (the fastest is reported)"
+    )
+    p.add_argument(
+        "--out-dir", default=None, help="write constraints.tsv, plain.txt and constrained.txt here"
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    src = list(read_lines(args.src_file))[:args.limit]
-    refs = list(read_lines(args.ref_file))[:args.limit]
+    src = list(read_lines(args.src_file))[: args.limit]
+    refs = list(read_lines(args.ref_file))[: args.limit]
     t = Translator.load(args.checkpoint, device="cpu", precision="fp32")
     kw = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens)
 
@@ -131,7 +139,11 @@ def main() -> int:
 
     n_phrases = sum(map(len, cons))
     met = sum(phrase in out for out, phrases in zip(constrained, cons) for phrase in phrases)
-    whole = sum(contains(words_of(out), phrase.split()) for out, phrases in zip(constrained, cons) for phrase in phrases)
+    whole = sum(
+        contains(words_of(out), phrase.split())
+        for out, phrases in zip(constrained, cons)
+        for phrase in phrases
+    )
     all_met = sum(all(ph in out for ph in phrases) for out, phrases in zip(constrained, cons) if phrases)
     n_sent = sum(1 for c in cons if c)
     words = [len(ph.split()) for c in cons for ph in c]
@@ -144,24 +156,35 @@ def main() -> int:
         (out / "plain.txt").write_text("".join(x + "\n" for x in plain), encoding="utf-8")
         (out / "constrained.txt").write_text("".join(x + "\n" for x in constrained), encoding="utf-8")
 
-    print(f"checkpoint {args.checkpoint}; {len(src)} sentences of {args.src_file}; beam {args.beam}, alpha "
-          f"{args.alpha}, batch tokens {args.batch_tokens}; {args.threads} thread(s) on {cpu_name()}; "
-          f"torch {torch.__version__}; fastest of {args.repeat} runs")
-    print(f"constraints: {n_phrases} phrases on {n_sent} sentences ({sum(len(c) == 2 for c in cons)} with two); "
-          f"phrase length in words: " + ", ".join(f"{n}: {words.count(n)}" for n in (1, 2, 3)))
+    print(
+        f"checkpoint {args.checkpoint}; {len(src)} sentences of {args.src_file}; beam {args.beam}, alpha "
+        f"{args.alpha}, batch tokens {args.batch_tokens}; {args.threads} thread(s) on {cpu_name()}; "
+        f"torch {torch.__version__}; fastest of {args.repeat} runs"
+    )
+    print(
+        f"constraints: {n_phrases} phrases on {n_sent} sentences ({sum(len(c) == 2 for c in cons)} "
+        "with two); "
+        f"phrase length in words: " + ", ".join(f"{n}: {words.count(n)}" for n in (1, 2, 3))
+    )
     print()
     print("| search | BLEU | chrF | constraints met | sentences/s | time (s) |")
     print("|---|---|---|---|---|---|")
-    print(f"| no constraints | {plain_bleu.bleu:.2f} | {plain_bleu.chrf:.2f} | "
-          f"{sum(ph in o for o, c in zip(plain, cons) for ph in c)}/{n_phrases} | {len(src) / plain_s:.1f} | "
-          f"{plain_s:.1f} |")
-    print(f"| constraints | {cons_bleu.bleu:.2f} | {cons_bleu.chrf:.2f} | {met}/{n_phrases} "
-          f"({100 * met / max(1, n_phrases):.1f}%; all of a sentence's: {all_met}/{n_sent}) | "
-          f"{len(src) / cons_s:.1f} | {cons_s:.1f} |")
+    print(
+        f"| no constraints | {plain_bleu.bleu:.2f} | {plain_bleu.chrf:.2f} | "
+        f"{sum(ph in o for o, c in zip(plain, cons) for ph in c)}/{n_phrases} | {len(src) / plain_s:.1f} | "
+        f"{plain_s:.1f} |"
+    )
+    print(
+        f"| constraints | {cons_bleu.bleu:.2f} | {cons_bleu.chrf:.2f} | {met}/{n_phrases} "
+        f"({100 * met / max(1, n_phrases):.1f}%; all of a sentence's: {all_met}/{n_sent}) | "
+        f"{len(src) / cons_s:.1f} | {cons_s:.1f} |"
+    )
     print()
-    print(f"constraints met as whole words (the phrase's words among the output's, punctuation stripped; a "
-          f"phrase is searched for as pieces, so a word may go on after its last piece): {whole}/{n_phrases} "
-          f"({100 * whole / max(1, n_phrases):.1f}%)")
+    print(
+        f"constraints met as whole words (the phrase's words among the output's, punctuation stripped; a "
+        f"phrase is searched for as pieces, so a word may go on after its last piece): {whole}/{n_phrases} "
+        f"({100 * whole / max(1, n_phrases):.1f}%)"
+    )
     print(f"speed cost: constrained search takes {cons_s / plain_s:.2f}x the time of the unconstrained one")
     return 0 if met == n_phrases else 1
 

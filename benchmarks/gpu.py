@@ -79,8 +79,22 @@ from nmt.model import Transformer  # noqa: E402
 from nmt.train.trainer import Trainer  # noqa: E402
 from nmt.vocab import PAD, SPECIAL_IDS  # noqa: E402
 
-COLUMNS = ("task", "model", "precision", "mode", "batch", "target tok/s", "sent/s", "step ms", "peak GiB",
-           "TFLOP/s", "MFU", "MFU sheet", "BLEU", "note")
+COLUMNS = (
+    "task",
+    "model",
+    "precision",
+    "mode",
+    "batch",
+    "target tok/s",
+    "sent/s",
+    "step ms",
+    "peak GiB",
+    "TFLOP/s",
+    "MFU",
+    "MFU sheet",
+    "BLEU",
+    "note",
+)
 
 # Lengths of the random training pairs: source pieces ~ exp(N(LOG_MEAN, LOG_SD)), target = source x
 # exp(N(0, RATIO_SD)), rounded, clipped to 1..250 (nmt prepare's --max-len). LOG_MEAN and LOG_SD are
@@ -89,8 +103,13 @@ COLUMNS = ("task", "model", "precision", "mode", "batch", "target tok/s", "sent/
 LOG_MEAN, LOG_SD, RATIO_SD, MAX_LEN = 3.11, 0.54, 0.2, 250
 
 # NVIDIA's dense (no sparsity) datasheet peaks, TFLOP/s: bf16, TF32; the first name found in the GPU's wins
-DATASHEET = {"H200": (989.4, 494.7), "H100 PCIe": (756.5, 378.0), "H100 NVL": (835.0, 417.5),
-             "H100": (989.4, 494.7), "A100": (312.0, 156.0)}
+DATASHEET = {
+    "H200": (989.4, 494.7),
+    "H100 PCIe": (756.5, 378.0),
+    "H100 NVL": (835.0, 417.5),
+    "H100": (989.4, 494.7),
+    "A100": (312.0, 156.0),
+}
 
 
 def forward_flops(cfg: ModelConfig, src_len, tgt_len):
@@ -102,8 +121,13 @@ def forward_flops(cfg: ModelConfig, src_len, tgt_len):
     proj = 2 * d * (2 * hk + hv) + 2 * hv * d  # q, k, v, out per position
     ffn = 4 * d * f
     encoder = s * (proj + ffn) + 2 * s * s * (hk + hv)
-    decoder = (t * (proj + ffn) + 2 * t * t * (hk + hv)
-               + t * (2 * d * hk + 2 * hv * d) + 2 * s * d * (hk + hv) + 2 * t * s * (hk + hv))
+    decoder = (
+        t * (proj + ffn)
+        + 2 * t * t * (hk + hv)
+        + t * (2 * d * hk + 2 * hv * d)
+        + 2 * s * d * (hk + hv)
+        + 2 * t * s * (hk + hv)
+    )
     return cfg.encoder_layers * encoder + cfg.decoder_layers * decoder + 2 * t * d * w
 
 
@@ -132,11 +156,19 @@ def write_synthetic_data(folder: Path, *, vocab: int, pairs: int, seed: int = 0)
     rng = np.random.default_rng(seed + 1)
     lengths = dict(zip(("src", "tgt"), synthetic_lengths(pairs, seed=seed)))
     for side, n in lengths.items():
-        rng.integers(len(SPECIAL_IDS), vocab, int(n.sum()), dtype=np.uint16).tofile(folder / f"train.{side}.bin")
+        rng.integers(len(SPECIAL_IDS), vocab, int(n.sum()), dtype=np.uint16).tofile(
+            folder / f"train.{side}.bin"
+        )
     counts = write_offsets(folder / "train", lengths)
-    meta = {"format": "nmt-prepared-data", "version": 1, "dataset": "synthetic (benchmarks/gpu.py)",
-            "vocab_size": vocab, "dtype": "uint16", "special_ids": dict(SPECIAL_IDS),
-            "splits": {"train": {"pairs": pairs, **counts}}}
+    meta = {
+        "format": "nmt-prepared-data",
+        "version": 1,
+        "dataset": "synthetic (benchmarks/gpu.py)",
+        "vocab_size": vocab,
+        "dtype": "uint16",
+        "special_ids": dict(SPECIAL_IDS),
+        "splits": {"train": {"pairs": pairs, **counts}},
+    }
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
 
@@ -163,20 +195,44 @@ class Sizes:
 
 
 def gpu_sizes() -> Sizes:
-    return Sizes(models={"base": base(37000), "big": big(37000)}, pairs=60_000, update_tokens=25_000,
-                 max_tokens=25_000, matmul=8192, decode_batches=(512, 128, 32), random_sources=3003,
-                 test_limit=None, train_seconds=6.0, decode_seconds=5.0, min_updates=5, warmup=2,
-                 backend="inductor", budget=450.0,
-                 estimate={"peak": 4, "base": 15, "big": 22, "compile": 45, "decode": 8, "bleu": 12, "profile": 25})
+    return Sizes(
+        models={"base": base(37000), "big": big(37000)},
+        pairs=60_000,
+        update_tokens=25_000,
+        max_tokens=25_000,
+        matmul=8192,
+        decode_batches=(512, 128, 32),
+        random_sources=3003,
+        test_limit=None,
+        train_seconds=6.0,
+        decode_seconds=5.0,
+        min_updates=5,
+        warmup=2,
+        backend="inductor",
+        budget=450.0,
+        estimate={"peak": 4, "base": 15, "big": 22, "compile": 45, "decode": 8, "bleu": 12, "profile": 25},
+    )
 
 
 def tiny_sizes() -> Sizes:
     small = tiny(1000)
-    return Sizes(models={"base": small, "big": dataclasses.replace(small, d_model=96, d_ff=192, n_heads=6)},
-                 pairs=2000, update_tokens=1200, max_tokens=600, matmul=1024, decode_batches=(16, 4),
-                 random_sources=24, test_limit=12, train_seconds=0.3, decode_seconds=0.2, min_updates=2,
-                 warmup=1, backend="eager", budget=60.0,
-                 estimate={"peak": 0.5, "base": 1.5, "big": 2, "compile": 4, "decode": 0.5, "bleu": 1, "profile": 3})
+    return Sizes(
+        models={"base": small, "big": dataclasses.replace(small, d_model=96, d_ff=192, n_heads=6)},
+        pairs=2000,
+        update_tokens=1200,
+        max_tokens=600,
+        matmul=1024,
+        decode_batches=(16, 4),
+        random_sources=24,
+        test_limit=12,
+        train_seconds=0.3,
+        decode_seconds=0.2,
+        min_updates=2,
+        warmup=1,
+        backend="eager",
+        budget=60.0,
+        estimate={"peak": 0.5, "base": 1.5, "big": 2, "compile": 4, "decode": 0.5, "bleu": 1, "profile": 3},
+    )
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -201,7 +257,7 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float
     for _ in range(reps):
         a @ b
     sync(device)
-    return reps * 2 * n ** 3 / (time.perf_counter() - start)
+    return reps * 2 * n**3 / (time.perf_counter() - start)
 
 
 def set_tf32(on: bool) -> None:
@@ -210,12 +266,12 @@ def set_tf32(on: bool) -> None:
 
 
 def precision_label(precision: str, device: torch.device) -> str:
-    """"tf32" is float32 with TF32 matrix products on CUDA; on a CPU it is plain float32."""
+    """ "tf32" is float32 with TF32 matrix products on CUDA; on a CPU it is plain float32."""
     return "fp32" if precision == "tf32" and device.type != "cuda" else precision
 
 
 def peak_memory(device: torch.device) -> str:
-    return f"{torch.cuda.max_memory_allocated(device) / 2 ** 30:.1f}" if device.type == "cuda" else "-"
+    return f"{torch.cuda.max_memory_allocated(device) / 2**30:.1f}" if device.type == "cuda" else "-"
 
 
 def reset_memory(device: torch.device) -> None:
@@ -239,10 +295,24 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def new_trainer(cfg: ModelConfig, data: Path, meta: dict, work: Path, *, device: torch.device, precision: str,
-                max_tokens: int, update_tokens: int) -> Trainer:
-    train_cfg = TrainConfig(max_tokens=max_tokens, update_tokens=update_tokens, keep_last=1,
-                            precision="bf16" if precision == "bf16" else "fp32", valid_every_steps=0)
+def new_trainer(
+    cfg: ModelConfig,
+    data: Path,
+    meta: dict,
+    work: Path,
+    *,
+    device: torch.device,
+    precision: str,
+    max_tokens: int,
+    update_tokens: int,
+) -> Trainer:
+    train_cfg = TrainConfig(
+        max_tokens=max_tokens,
+        update_tokens=update_tokens,
+        keep_last=1,
+        precision="bf16" if precision == "bf16" else "fp32",
+        valid_every_steps=0,
+    )
     run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     return Trainer(data, run, cfg, train_cfg, meta, resume=False, device=str(device), progress=False)
 
@@ -251,22 +321,44 @@ def one_update(trainer: Trainer, stream) -> tuple[list, float, float, dict]:
     """One update as Trainer._loop makes it: (micro-batches, seconds drawing them, seconds in all, stats)."""
     start = time.perf_counter()
     micro = list(itertools.islice(stream, trainer.accum))
-    total_tokens, _ = trainer.coll.sum([sum(b.n_tgt_tokens for b in micro), not micro], what="the token count")
+    total_tokens, _ = trainer.coll.sum(
+        [sum(b.n_tgt_tokens for b in micro), not micro], what="the token count"
+    )
     drawn = time.perf_counter()
     stats = trainer.train_step(micro, total_tokens)  # ends reading the loss: the GPU has finished
     return micro, drawn - start, time.perf_counter() - start, stats
 
 
-def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: Sizes, data: Path, meta: dict,
-              work: Path, device: torch.device, peaks: dict, sheet: tuple | None) -> dict:
+def train_row(
+    name: str,
+    cfg: ModelConfig,
+    precision: str,
+    mode: str,
+    *,
+    sizes: Sizes,
+    data: Path,
+    meta: dict,
+    work: Path,
+    device: torch.device,
+    peaks: dict,
+    sheet: tuple | None,
+) -> dict:
     cell_start = time.perf_counter()
     reset_memory(device)
     set_tf32(precision == "tf32")
     max_tokens, trainer = sizes.max_tokens, None
     while trainer is None:  # out of memory: halve the micro-batch, the Trainer accumulates more of them
         try:
-            trainer = new_trainer(cfg, data, meta, work, device=device, precision=precision,
-                                  max_tokens=max_tokens, update_tokens=sizes.update_tokens)
+            trainer = new_trainer(
+                cfg,
+                data,
+                meta,
+                work,
+                device=device,
+                precision=precision,
+                max_tokens=max_tokens,
+                update_tokens=sizes.update_tokens,
+            )
             if mode == "compile":
                 compile_layers(trainer.model, sizes.backend)
             stream = trainer.micro_batches()
@@ -307,15 +399,24 @@ def train_row(name: str, cfg: ModelConfig, precision: str, mode: str, *, sizes: 
 
         counters.clear()
     reset_memory(device)
-    return {"task": "train", "model": name, "precision": precision_label(precision, device),
-            "mode": mode if mode == "eager" or sizes.backend == "inductor" else f"compile ({sizes.backend})",
-            "batch": f"{tokens / updates:,.0f} tok = {accum} x {max_tokens:,}",
-            "target tok/s": f"{tokens / busy:,.0f}", "sent/s": f"{sentences / busy:,.0f}",
-            "step ms": f"{1000 * busy / updates:.1f}", "peak GiB": memory, "TFLOP/s": f"{rate / 1e12:.3g}",
-            "MFU": f"{rate / peak:.1%}" if peak else "", "MFU sheet": f"{rate / spec:.1%}" if spec else "",
-            "note": f"data {drawing / busy:.0%}, pad {1 - real / padded:.0%}, {updates} updates, warm-up {warmup:.0f} s"
-                    + (f", {graphs} graphs, {recompiled} more while timed" if mode == "compile" else "")
-                    + f", cell {time.perf_counter() - cell_start:.0f} s"}
+    return {
+        "task": "train",
+        "model": name,
+        "precision": precision_label(precision, device),
+        "mode": mode if mode == "eager" or sizes.backend == "inductor" else f"compile ({sizes.backend})",
+        "batch": f"{tokens / updates:,.0f} tok = {accum} x {max_tokens:,}",
+        "target tok/s": f"{tokens / busy:,.0f}",
+        "sent/s": f"{sentences / busy:,.0f}",
+        "step ms": f"{1000 * busy / updates:.1f}",
+        "peak GiB": memory,
+        "TFLOP/s": f"{rate / 1e12:.3g}",
+        "MFU": f"{rate / peak:.1%}" if peak else "",
+        "MFU sheet": f"{rate / spec:.1%}" if spec else "",
+        "note": f"data {drawing / busy:.0%}, pad {1 - real / padded:.0%}, {updates} updates, "
+        f"warm-up {warmup:.0f} s"
+        + (f", {graphs} graphs, {recompiled} more while timed" if mode == "compile" else "")
+        + f", cell {time.perf_counter() - cell_start:.0f} s",
+    }
 
 
 def decode_sources(path: str | None, *, vocab: int, max_positions: int, n: int) -> list[list[int]]:
@@ -329,23 +430,42 @@ def decode_sources(path: str | None, *, vocab: int, max_positions: int, n: int) 
     return [add_eos(x, max_positions)[0] for x in ids]
 
 
-def decode_row(model, sources: list[list[int]], *, label: str, beam: int, batch: int, device: torch.device,
-               dtype, seconds: float | None, fixed_len: int | None, translator: Translator | None = None,
-               refs: list[str] | None = None) -> dict:
+def decode_row(
+    model,
+    sources: list[list[int]],
+    *,
+    label: str,
+    beam: int,
+    batch: int,
+    device: torch.device,
+    dtype,
+    seconds: float | None,
+    fixed_len: int | None,
+    translator: Translator | None = None,
+    refs: list[str] | None = None,
+) -> dict:
     """Search sources in chunks of 4 batches until ``seconds`` have passed (None: all of them)."""
     cell_start = time.perf_counter()
     reset_memory(device)
     length = dict(max_len_a=0.0, max_len_b=fixed_len, min_len=fixed_len) if fixed_len else {}
 
     def search(chunk):
-        return search_sources(model, chunk, beam=beam, batch_tokens=10 ** 9, max_sentences=batch, device=device,
-                              dtype=dtype, **length)
+        return search_sources(
+            model,
+            chunk,
+            beam=beam,
+            batch_tokens=10**9,
+            max_sentences=batch,
+            device=device,
+            dtype=dtype,
+            **length,
+        )
 
     search(sources[:batch])  # warm-up: allocations, kernels for this batch size
     sync(device)
     hyps, busy, start = [], 0.0, 0
     while start < len(sources) and (seconds is None or busy < seconds):
-        chunk = sources[start:start + 4 * batch]
+        chunk = sources[start : start + 4 * batch]
         t0 = time.perf_counter()
         hyps += search(chunk)
         sync(device)
@@ -356,14 +476,24 @@ def decode_row(model, sources: list[list[int]], *, label: str, beam: int, batch:
     if refs is not None and translator is not None:
         from nmt.metrics import corpus_scores
 
-        bleu = f"{corpus_scores([translator.decode(h[0].tokens) for h in hyps], [refs[:len(hyps)]]).bleu:.2f}"
+        bleu = (
+            f"{corpus_scores([translator.decode(h[0].tokens) for h in hyps], [refs[: len(hyps)]]).bleu:.2f}"
+        )
     batches = math.ceil(len(hyps) / batch)
-    return {"task": "decode", "model": label, "precision": "bf16" if dtype == torch.bfloat16 else "fp32",
-            "mode": "greedy" if beam == 1 else f"beam {beam}", "batch": f"{batch} sent",
-            "target tok/s": f"{tokens / busy:,.0f}", "sent/s": f"{len(hyps) / busy:,.1f}",
-            "step ms": f"{1000 * busy / batches:.1f}", "peak GiB": peak_memory(device), "BLEU": bleu,
-            "note": f"{len(hyps)} sentences{f', output length {fixed_len}' if fixed_len else ''}, "
-                    f"cell {time.perf_counter() - cell_start:.0f} s"}
+    return {
+        "task": "decode",
+        "model": label,
+        "precision": "bf16" if dtype == torch.bfloat16 else "fp32",
+        "mode": "greedy" if beam == 1 else f"beam {beam}",
+        "batch": f"{batch} sent",
+        "target tok/s": f"{tokens / busy:,.0f}",
+        "sent/s": f"{len(hyps) / busy:,.1f}",
+        "step ms": f"{1000 * busy / batches:.1f}",
+        "peak GiB": peak_memory(device),
+        "BLEU": bleu,
+        "note": f"{len(hyps)} sentences{f', output length {fixed_len}' if fixed_len else ''}, "
+        f"cell {time.perf_counter() - cell_start:.0f} s",
+    }
 
 
 def profile(step, *, device: torch.device, path: Path, title: str) -> str:
@@ -382,23 +512,45 @@ def profile(step, *, device: torch.device, path: Path, title: str) -> str:
     events = prof.key_averages()
     sort = "self_device_time_total" if cuda else "self_cpu_time_total"
     busy = sum(getattr(e, sort, 0.0) for e in events) / 1e6 if cuda else 0.0  # microseconds -> s
-    path.write_text(f"{title}\nwall {wall * 1000:.1f} ms under the profiler\n\n"
-                    + events.table(sort_by=sort, row_limit=40) + "\n")
-    return (f"profile: {title}: wall {wall * 1000:.1f} ms" + (f", GPU busy {busy / wall:.0%}" if cuda else "")
-            + f" -> {path}")
+    path.write_text(
+        f"{title}\nwall {wall * 1000:.1f} ms under the profiler\n\n"
+        + events.table(sort_by=sort, row_limit=40)
+        + "\n"
+    )
+    return (
+        f"profile: {title}: wall {wall * 1000:.1f} ms"
+        + (f", GPU busy {busy / wall:.0%}" if cuda else "")
+        + f" -> {path}"
+    )
 
 
-def profile_steps(*, sizes: Sizes, data: Path, meta: dict, work: Path, device: torch.device, out: Path) -> list[str]:
+def profile_steps(
+    *, sizes: Sizes, data: Path, meta: dict, work: Path, device: torch.device, out: Path
+) -> list[str]:
     """One `base` bf16 update (eager) and one beam-4 batch of `base` (random weights, 30 pieces)."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = sizes.models["base"]
-    trainer = new_trainer(cfg, data, meta, work, device=device, precision="bf16", max_tokens=sizes.max_tokens,
-                          update_tokens=sizes.update_tokens)
+    trainer = new_trainer(
+        cfg,
+        data,
+        meta,
+        work,
+        device=device,
+        precision="bf16",
+        max_tokens=sizes.max_tokens,
+        update_tokens=sizes.update_tokens,
+    )
     stream = trainer.micro_batches()
     for _ in range(2):
         one_update(trainer, stream)
-    lines = [profile(lambda: one_update(trainer, stream), device=device, path=out / "profile_train.txt",
-                     title=f"one base bf16 update ({trainer.accum} micro-batches of <= {sizes.max_tokens} tokens)")]
+    lines = [
+        profile(
+            lambda: one_update(trainer, stream),
+            device=device,
+            path=out / "profile_train.txt",
+            title=f"one base bf16 update ({trainer.accum} micro-batches of <= {sizes.max_tokens} tokens)",
+        )
+    ]
     trainer = stream = None  # free the model and its batches before decoding
     reset_memory(device)
     torch.manual_seed(0)
@@ -408,12 +560,28 @@ def profile_steps(*, sizes: Sizes, data: Path, meta: dict, work: Path, device: t
     dtype = torch.bfloat16 if device.type == "cuda" else None
 
     def search():
-        search_sources(model, sources, beam=4, batch_tokens=10 ** 9, max_sentences=batch, device=device,
-                       dtype=dtype, max_len_a=0.0, max_len_b=30, min_len=30)
+        search_sources(
+            model,
+            sources,
+            beam=4,
+            batch_tokens=10**9,
+            max_sentences=batch,
+            device=device,
+            dtype=dtype,
+            max_len_a=0.0,
+            max_len_b=30,
+            min_len=30,
+        )
 
     search()
-    lines.append(profile(search, device=device, path=out / "profile_decode.txt",
-                         title=f"one beam-4 batch of {batch} sentences, base (random weights), 30 pieces"))
+    lines.append(
+        profile(
+            search,
+            device=device,
+            path=out / "profile_decode.txt",
+            title=f"one beam-4 batch of {batch} sentences, base (random weights), 30 pieces",
+        )
+    )
     return lines
 
 
@@ -427,9 +595,18 @@ def row_label(kind: str, what: tuple, *, device: torch.device, checkpoint: str |
     if kind == "peak":
         return {"task": "peak", "precision": precision_label(what[0], device)}
     if kind == "train":
-        return {"task": "train", "model": what[0], "precision": precision_label(what[1], device), "mode": what[2]}
-    return {"task": "decode", "model": "base (random)" if kind == "decode" else Path(checkpoint).name,
-            "mode": "greedy" if what[0] == 1 else f"beam {what[0]}", "batch": f"{what[1]} sent"}
+        return {
+            "task": "train",
+            "model": what[0],
+            "precision": precision_label(what[1], device),
+            "mode": what[2],
+        }
+    return {
+        "task": "decode",
+        "model": "base (random)" if kind == "decode" else Path(checkpoint).name,
+        "mode": "greedy" if what[0] == 1 else f"beam {what[0]}",
+        "batch": f"{what[1]} sent",
+    }
 
 
 def describe_device(device: torch.device) -> str:
@@ -437,12 +614,22 @@ def describe_device(device: torch.device) -> str:
         return f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
     props = torch.cuda.get_device_properties(device)
     try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        driver = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
     except (OSError, subprocess.SubprocessError, IndexError):
         driver = "?"
-    return (f"{props.name} ({props.total_memory / 2 ** 30:.0f} GiB, {props.multi_processor_count} SMs), driver "
-            f"{driver}, CUDA {torch.version.cuda}, torch {torch.__version__}")
+    return (
+        f"{props.name} ({props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs), driver "
+        f"{driver}, CUDA {torch.version.cuda}, torch {torch.__version__}"
+    )
 
 
 def datasheet(device: torch.device) -> tuple[float, float] | None:
@@ -463,18 +650,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=None, help="first micro-batch budget (GPU 25000)")
     p.add_argument("--beams", default="4,1")
     p.add_argument("--decode-batches", default=None, help="sentences per batch, e.g. 512,128,32 (GPU)")
-    p.add_argument("--src-file", default=None,
-                   help="sources for the random-weight decoding rows (default: newstest2014 English under "
-                        "$NMT_DATA_DIR or ../shared/data, else random lengths)")
+    p.add_argument(
+        "--src-file",
+        default=None,
+        help="sources for the random-weight decoding rows (default: newstest2014 English under "
+        "$NMT_DATA_DIR or ../shared/data, else random lengths)",
+    )
     p.add_argument("--checkpoint", help="a trained model for the BLEU rows (e.g. the Multi30k recipe's)")
     p.add_argument("--test-src", help="its test sources (e.g. multi30k/test.en.gz: test2016)")
     p.add_argument("--test-ref", help="its test references")
-    p.add_argument("--compile-backend", default=None,
-                   help="torch.compile's backend (default: inductor on a GPU; tiny: eager, i.e. Dynamo's capture "
-                        "alone, seconds instead of a minute on 2 cores; aot_eager adds AOTAutograd)")
-    p.add_argument("--profile", metavar="DIR", default=None,
-                   help="after the table, if the budget allows: profile one base bf16 update and one beam-4 "
-                        "batch into DIR/profile_train.txt and DIR/profile_decode.txt")
+    p.add_argument(
+        "--compile-backend",
+        default=None,
+        help="torch.compile's backend (default: inductor on a GPU; tiny: eager, i.e. Dynamo's capture "
+        "alone, seconds instead of a minute on 2 cores; aot_eager adds AOTAutograd)",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        default=None,
+        help="after the table, if the budget allows: profile one base bf16 update and one beam-4 "
+        "batch into DIR/profile_train.txt and DIR/profile_decode.txt",
+    )
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
     args = p.parse_args(argv)
     if args.checkpoint and not (args.test_src and args.test_ref):
@@ -492,7 +689,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes.decode_batches = tuple(int(b) for b in args.decode_batches.split(","))
     src_file = args.src_file
     if src_file is None:
-        data_dir = Path(os.environ.get("NMT_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+        data_dir = Path(
+            os.environ.get("NMT_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
+        )
         default = data_dir / "wmt14_en_de" / "test.en.gz"
         src_file = str(default) if default.is_file() else None
     began = time.perf_counter()
@@ -505,8 +704,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | None, began: float,
-        tiny_run: bool) -> int:
+def run(
+    args, sizes: Sizes, device: torch.device, work: Path, src_file: str | None, began: float, tiny_run: bool
+) -> int:
     models = {m: sizes.models[m] for m in args.models.split(",") if m}
     precisions = [x for x in args.precisions.split(",") if x]
     modes = [x for x in args.modes.split(",") if x]
@@ -518,10 +718,18 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
     train = [(m, x, mode) for mode in modes for x in precisions for m in models]
     first = [r for r in train if r[1] == "bf16" and r[2] == "eager"]
     plan += [("train", r) for r in first]
-    plan += [("decode", (beam, batch)) for beam in beams for batch in sizes.decode_batches] if "base" in models else []
+    plan += (
+        [("decode", (beam, batch)) for beam in beams for batch in sizes.decode_batches]
+        if "base" in models
+        else []
+    )
     second = [r for r in train if r[1] == "bf16" and r not in first]
     plan += [("train", r) for r in second]
-    plan += [("bleu", (beam, batch)) for beam in beams for batch in sizes.decode_batches] if args.checkpoint else []
+    plan += (
+        [("bleu", (beam, batch)) for beam in beams for batch in sizes.decode_batches]
+        if args.checkpoint
+        else []
+    )
     plan += [("train", r) for r in train if r not in first and r not in second]
 
     def estimate(kind: str, what: tuple) -> float:
@@ -532,16 +740,23 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
     total = sum(estimate(k, w) for k, w in plan)
     print("# nmt GPU benchmark (benchmarks/gpu.py)")
     print(f"device: {describe_device(device)}{'; tiny sizes' if tiny_run else ''}")
-    print(f"plan: {len(plan)} rows, estimated {total:.0f} s for a budget of {sizes.budget:.0f} s "
-          f"(rows that no longer fit are skipped); train: ~{sizes.update_tokens:,} target tokens per update, "
-          f"{sizes.train_seconds:g} s timed per row after {sizes.warmup} warm-up updates")
-    print("FLOPs: forward_flops() in benchmarks/gpu.py: matrix products of real tokens (attention squares "
-          "included), x 3 per update; MFU = model FLOP/s / the peak measured below")
+    print(
+        f"plan: {len(plan)} rows, estimated {total:.0f} s for a budget of {sizes.budget:.0f} s "
+        f"(rows that no longer fit are skipped); train: ~{sizes.update_tokens:,} target tokens per update, "
+        f"{sizes.train_seconds:g} s timed per row after {sizes.warmup} warm-up updates"
+    )
+    print(
+        "FLOPs: forward_flops() in benchmarks/gpu.py: matrix products of real tokens (attention squares "
+        "included), x 3 per update; MFU = model FLOP/s / the peak measured below"
+    )
     for name, cfg in models.items():
         with torch.device("meta"):  # shapes only: no memory, no initialisation
             n = sum(p.numel() for p in Transformer(cfg).parameters())
-        print(f"{name}: {n / 1e6:.1f}M parameters; {forward_flops(cfg, 25, 25) * 3 / 25 / 1e9:.3f} GFLOP per target "
-              f"token of a 25/25 pair (6 x parameters: {6 * n / 1e9:.3f})")
+        print(
+            f"{name}: {n / 1e6:.1f}M parameters; {forward_flops(cfg, 25, 25) * 3 / 25 / 1e9:.3f} "
+            "GFLOP per target "
+            f"token of a 25/25 pair (6 x parameters: {6 * n / 1e9:.3f})"
+        )
     print()
     print(table_line({c: c for c in COLUMNS}))
     print("|" + "---|" * len(COLUMNS), flush=True)
@@ -562,20 +777,37 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
         if kind == "peak":
             set_tf32(what[0] == "tf32")
             dtype = torch.bfloat16 if what[0] == "bf16" else torch.float32
-            peaks[what[0]] = matmul_peak(device, dtype, sizes.matmul, seconds=1.0 if device.type == "cuda" else 0.2)
+            peaks[what[0]] = matmul_peak(
+                device, dtype, sizes.matmul, seconds=1.0 if device.type == "cuda" else 0.2
+            )
             spec = sheet[0 if what[0] == "bf16" else 1] if sheet else None
-            row = {**label, "model": f"matmul {sizes.matmul}^3", "TFLOP/s": f"{peaks[what[0]] / 1e12:.3g}",
-                   "MFU sheet": f"{peaks[what[0]] / 1e12 / spec:.1%}" if spec else "",
-                   "note": f"{'TF32 allowed' if what[0] == 'tf32' else 'bf16'}"
-                           f"{f'; datasheet {spec:g}' if spec else ''}"}
+            row = {
+                **label,
+                "model": f"matmul {sizes.matmul}^3",
+                "TFLOP/s": f"{peaks[what[0]] / 1e12:.3g}",
+                "MFU sheet": f"{peaks[what[0]] / 1e12 / spec:.1%}" if spec else "",
+                "note": f"{'TF32 allowed' if what[0] == 'tf32' else 'bf16'}"
+                f"{f'; datasheet {spec:g}' if spec else ''}",
+            }
         elif kind == "train":
             if meta is None:
                 vocab = next(iter(sizes.models.values())).tgt_vocab_size
                 meta = write_synthetic_data(data, vocab=vocab, pairs=sizes.pairs)
             name, precision, mode = what
             decode_model = translator = None  # the GPU's memory to the training row alone
-            row = train_row(name, models[name], precision, mode, sizes=sizes, data=data, meta=meta, work=work,
-                            device=device, peaks=peaks, sheet=sheet)
+            row = train_row(
+                name,
+                models[name],
+                precision,
+                mode,
+                sizes=sizes,
+                data=data,
+                meta=meta,
+                work=work,
+                device=device,
+                peaks=peaks,
+                sheet=sheet,
+            )
             cell = time.perf_counter() - start
             if mode == "eager":
                 est[name] = max(est[name] * 0.5, cell)
@@ -586,22 +818,44 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
                 torch.manual_seed(0)
                 cfg = sizes.models["base"]
                 decode_model = Transformer(cfg).to(device).eval()
-                decode_src = decode_sources(src_file, vocab=cfg.src_vocab_size, max_positions=cfg.max_positions,
-                                            n=sizes.random_sources)
-            row = decode_row(decode_model, decode_src, label="base (random)", beam=what[0], batch=what[1],
-                             device=device, dtype=torch.bfloat16 if device.type == "cuda" else None,
-                             seconds=sizes.decode_seconds, fixed_len=30)
+                decode_src = decode_sources(
+                    src_file,
+                    vocab=cfg.src_vocab_size,
+                    max_positions=cfg.max_positions,
+                    n=sizes.random_sources,
+                )
+            row = decode_row(
+                decode_model,
+                decode_src,
+                label="base (random)",
+                beam=what[0],
+                batch=what[1],
+                device=device,
+                dtype=torch.bfloat16 if device.type == "cuda" else None,
+                seconds=sizes.decode_seconds,
+                fixed_len=30,
+            )
             est["decode"] = max(est["decode"] * 0.5, time.perf_counter() - start)
         else:  # bleu
             if translator is None:
                 decode_model = None
                 translator = Translator.load(args.checkpoint, device=str(device))
-                lines = [clean_line(s) for s in read_lines(args.test_src)][:sizes.test_limit]
-                refs = [clean_line(s) for s in read_lines(args.test_ref)][:len(lines)]
+                lines = [clean_line(s) for s in read_lines(args.test_src)][: sizes.test_limit]
+                refs = [clean_line(s) for s in read_lines(args.test_ref)][: len(lines)]
                 test, _ = translator.encode(lines)
-            row = decode_row(translator.model, test, label=Path(args.checkpoint).name, beam=what[0], batch=what[1],
-                             device=translator.device, dtype=translator.dtype, seconds=None, fixed_len=None,
-                             translator=translator, refs=refs)
+            row = decode_row(
+                translator.model,
+                test,
+                label=Path(args.checkpoint).name,
+                beam=what[0],
+                batch=what[1],
+                device=translator.device,
+                dtype=translator.dtype,
+                seconds=None,
+                fixed_len=None,
+                translator=translator,
+                refs=refs,
+            )
             est["bleu"] = max(est["bleu"] * 0.5, time.perf_counter() - start)
         set_tf32(False)
         print(table_line(row), flush=True)
@@ -612,11 +866,18 @@ def run(args, sizes: Sizes, device: torch.device, work: Path, src_file: str | No
             print(f"profile: skipped (~{est['profile']:.0f} s needed, {max(left, 0):.0f} s left)")
         else:
             if meta is None:
-                meta = write_synthetic_data(data, vocab=sizes.models["base"].tgt_vocab_size, pairs=sizes.pairs)
+                meta = write_synthetic_data(
+                    data, vocab=sizes.models["base"].tgt_vocab_size, pairs=sizes.pairs
+                )
             decode_model = translator = None
             set_tf32(False)
-            print("\n".join(profile_steps(sizes=sizes, data=data, meta=meta, work=work, device=device,
-                                         out=Path(args.profile))))
+            print(
+                "\n".join(
+                    profile_steps(
+                        sizes=sizes, data=data, meta=meta, work=work, device=device, out=Path(args.profile)
+                    )
+                )
+            )
     print(f"{time.perf_counter() - began:.0f} s in all (budget {sizes.budget:.0f} s)")
     return 0
 

@@ -3,6 +3,7 @@ A/B in results/speedrun/README.md (does the training rate fall with the heap?):
     TRIM_EVERY=200 python benchmarks/malloc_trim_train.py train DATA --out OUT ...
 Prints the time of each trim to stderr. glibc only (Linux).
 """
+
 import ctypes
 import os
 import sys

@@ -45,17 +45,33 @@ def make_corpus(folder: Path, n_pairs: int, *, seed: int = 0) -> tuple[Path, Pat
                 pos = 0
                 out = []
                 for k in (lens * scale).astype(int):
-                    out.append(" ".join(words[(i + offset) % len(words)]
-                                        for i in ids[pos:pos + k]))
+                    out.append(" ".join(words[(i + offset) % len(words)] for i in ids[pos : pos + k]))
                     pos += k
                 f.write("\n".join(out) + "\n")
     return paths
 
 
 def run_prepare(src: Path, tgt: Path, out: Path, *, vocab_size: int, threads: int) -> dict:
-    cmd = [sys.executable, "-m", "nmt", "prepare", "files", "--src", "xx", "--tgt", "yy",
-           "--out", str(out), "--train", str(src), str(tgt), "--vocab-size", str(vocab_size),
-           "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt",
+        "prepare",
+        "files",
+        "--src",
+        "xx",
+        "--tgt",
+        "yy",
+        "--out",
+        str(out),
+        "--train",
+        str(src),
+        str(tgt),
+        "--vocab-size",
+        str(vocab_size),
+        "--threads",
+        str(threads),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
     log = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -63,9 +79,15 @@ def run_prepare(src: Path, tgt: Path, out: Path, *, vocab_size: int, threads: in
     stages = [float(x) for x in re.findall(r" in ([0-9.]+)s$", log, flags=re.M)]
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # max over children
     meta = json.loads((out / "meta.json").read_text())
-    return {"wall": wall, "stages": stages, "peak_mib": peak_kib / 1024, "grew": peak_kib > before,
-            "kept": meta["splits"]["train"]["pairs"], "vocab": meta["vocab_size"],
-            "tokens": meta["splits"]["train"]["src_tokens"] + meta["splits"]["train"]["tgt_tokens"]}
+    return {
+        "wall": wall,
+        "stages": stages,
+        "peak_mib": peak_kib / 1024,
+        "grew": peak_kib > before,
+        "kept": meta["splits"]["train"]["pairs"],
+        "vocab": meta["vocab_size"],
+        "tokens": meta["splits"]["train"]["src_tokens"] + meta["splits"]["train"]["tgt_tokens"],
+    }
 
 
 def main() -> None:
@@ -84,23 +106,23 @@ def main() -> None:
             src, tgt = make_corpus(folder, n)
             gen = time.perf_counter() - t0
             mb = (src.stat().st_size + tgt.stat().st_size) / 2**20
-            r = run_prepare(src, tgt, folder / "out", vocab_size=args.vocab_size,
-                            threads=args.threads)
+            r = run_prepare(src, tgt, folder / "out", vocab_size=args.vocab_size, threads=args.threads)
             rows.append((n, mb, r))
-            print(f"  {n} pairs: generated in {gen:.0f}s, prepared in {r['wall']:.0f}s",
-                  file=sys.stderr)
-    print(f"nmt prepare files, synthetic corpus, vocab {args.vocab_size}, "
-          f"{args.threads} threads")
-    print(f"| {'pairs':>9} | {'text MiB':>8} | {'prepare s':>9} | {'clean/vocab/encode s':>20} | "
-          f"{'pairs/s':>8} | {'tokens/s':>9} | {'peak RSS MiB':>12} | {'vocab':>6} |")
-    print(f"|{'-' * 11}|{'-' * 10}|{'-' * 11}|{'-' * 22}|{'-' * 10}|{'-' * 11}|{'-' * 14}|"
-          f"{'-' * 8}|")
+            print(f"  {n} pairs: generated in {gen:.0f}s, prepared in {r['wall']:.0f}s", file=sys.stderr)
+    print(f"nmt prepare files, synthetic corpus, vocab {args.vocab_size}, {args.threads} threads")
+    print(
+        f"| {'pairs':>9} | {'text MiB':>8} | {'prepare s':>9} | {'clean/vocab/encode s':>20} | "
+        f"{'pairs/s':>8} | {'tokens/s':>9} | {'peak RSS MiB':>12} | {'vocab':>6} |"
+    )
+    print(f"|{'-' * 11}|{'-' * 10}|{'-' * 11}|{'-' * 22}|{'-' * 10}|{'-' * 11}|{'-' * 14}|{'-' * 8}|")
     for n, mb, r in rows:
         rss = f"{r['peak_mib']:.0f}" if r["grew"] or n == rows[0][0] else f"<= {r['peak_mib']:.0f}"
         stages = "/".join(f"{x:.1f}" for x in r["stages"])
-        print(f"| {n:>9} | {mb:>8.0f} | {r['wall']:>9.1f} | {stages:>20} | "
-              f"{n / r['wall']:>8.0f} | {r['tokens'] / r['wall']:>9.0f} | {rss:>12} | "
-              f"{r['vocab']:>6} |")
+        print(
+            f"| {n:>9} | {mb:>8.0f} | {r['wall']:>9.1f} | {stages:>20} | "
+            f"{n / r['wall']:>8.0f} | {r['tokens'] / r['wall']:>9.0f} | {rss:>12} | "
+            f"{r['vocab']:>6} |"
+        )
 
 
 if __name__ == "__main__":

@@ -41,15 +41,23 @@ def main() -> int:
     t = Translator.load(args.checkpoint, device="cpu", precision=args.precision)
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     sources, _ = t.encode(lines)
-    kw = dict(beam=args.beam, alpha=0.6 if args.beam > 1 else 0.0, batch_tokens=10**9,
-              max_sentences=args.batch, dtype=t.dtype,
-              stopping=args.stopping)
+    kw = dict(
+        beam=args.beam,
+        alpha=0.6 if args.beam > 1 else 0.0,
+        batch_tokens=10**9,
+        max_sentences=args.batch,
+        dtype=t.dtype,
+        stopping=args.stopping,
+    )
     search_sources(t.model, sources[:4], **kw)  # warm-up
     start = time.perf_counter()
     search_sources(t.model, sources, **kw)
     plain = time.perf_counter() - start
-    print(f"{len(sources)} sentences, beam {args.beam} ({args.stopping}), batch {args.batch}, {args.precision}, "
-          f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)")
+    print(
+        f"{len(sources)} sentences, beam {args.beam} ({args.stopping}), batch {args.batch}, "
+        f"{args.precision}, "
+        f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)"
+    )
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         search_sources(t.model, sources, **kw)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))

@@ -87,10 +87,19 @@ class Client(threading.Thread):
             self.records.append((start, time.perf_counter() - start, status))
 
 
-def short_phase(port: int, sentences: list[str], *, clients: int, seconds: float) -> list[tuple[float, float, int]]:
+def short_phase(
+    port: int, sentences: list[str], *, clients: int, seconds: float
+) -> list[tuple[float, float, int]]:
     stop = threading.Event()
-    threads = [Client(port, lambda i, c=c: {"text": sentences[(7 * c + i) % len(sentences)], "beam": 4, "alpha": 0.6},
-                      stop, timeout=600) for c in range(clients)]
+    threads = [
+        Client(
+            port,
+            lambda i, c=c: {"text": sentences[(7 * c + i) % len(sentences)], "beam": 4, "alpha": 0.6},
+            stop,
+            timeout=600,
+        )
+        for c in range(clients)
+    ]
     for t in threads:
         t.start()
     time.sleep(seconds)
@@ -101,20 +110,31 @@ def short_phase(port: int, sentences: list[str], *, clients: int, seconds: float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("checkpoint")
     parser.add_argument("--sentences", required=True, help="raw source sentences, one per line")
     parser.add_argument("--short-clients", type=int, default=4)
     parser.add_argument("--heavy-threads", type=int, default=4)
     parser.add_argument("--heavy-sentences", type=int, default=8)
-    parser.add_argument("--heavy-pieces", type=int, default=255, help="pieces per long sentence (EOS not counted)")
+    parser.add_argument(
+        "--heavy-pieces", type=int, default=255, help="pieces per long sentence (EOS not counted)"
+    )
     parser.add_argument("--heavy-beam", type=int, default=32)
-    parser.add_argument("--heavy-lead", type=float, default=3.0, help="seconds the heavy client runs alone first")
+    parser.add_argument(
+        "--heavy-lead", type=float, default=3.0, help="seconds the heavy client runs alone first"
+    )
     parser.add_argument("--idle-seconds", type=float, default=15.0)
     parser.add_argument("--load-seconds", type=float, default=40.0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the server (OMP_NUM_THREADS)")
-    parser.add_argument("--repo", default=str(REPO), help="the nmt checkout whose server is measured "
-                                                          "(e.g. a `git worktree` of an older commit)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of the server (OMP_NUM_THREADS)"
+    )
+    parser.add_argument(
+        "--repo",
+        default=str(REPO),
+        help="the nmt checkout whose server is measured (e.g. a `git worktree` of an older commit)",
+    )
     parser.add_argument("--label", default="", help="a name for this server in the table")
     parser.add_argument("--serve-args", default="", help="extra `nmt serve` arguments, in one string")
     args = parser.parse_args()
@@ -135,8 +155,10 @@ def main() -> None:
         short_phase(port, short, clients=args.short_clients, seconds=2)  # warm-up
         idle = short_phase(port, short, clients=args.short_clients, seconds=args.idle_seconds)
         stop = threading.Event()
-        heavies = [Client(port, lambda i: {"text": heavy, "beam": args.heavy_beam}, stop, timeout=900)
-                   for _ in range(args.heavy_threads)]
+        heavies = [
+            Client(port, lambda i: {"text": heavy, "beam": args.heavy_beam}, stop, timeout=900)
+            for _ in range(args.heavy_threads)
+        ]
         loaded_from = time.perf_counter()
         for t in heavies:
             t.start()
@@ -151,20 +173,32 @@ def main() -> None:
     loaded_ok = [lat for start, lat, status in loaded if status == 200 and start >= loaded_from]
     loaded_status = Counter(status for _, _, status in loaded)
     heavy_status = Counter(status for _, _, status in heavy_records)
-    p50_idle, p50_loaded = statistics.median(idle_ok), statistics.median(loaded_ok) if loaded_ok else float("nan")
+    p50_idle, p50_loaded = (
+        statistics.median(idle_ok),
+        statistics.median(loaded_ok) if loaded_ok else float("nan"),
+    )
     label = args.label or f"nmt serve {' '.join(extra)}".strip()
-    print(f"{cpu_name()}, {os.cpu_count()} CPUs, server torch threads {args.threads}; {args.short_clients} short "
-          f"clients (beam 4, one sentence of <= 15 words); heavy client: {args.heavy_threads} threads x "
-          f"{args.heavy_sentences} sentences of {min(heavy_pieces)}-{max(heavy_pieces)} pieces (EOS incl.), beam "
-          f"{args.heavy_beam} = {work:,} pieces x beam per request\n")
-    print("| server | short p50 idle ms | p90 idle | short p50 loaded ms | p90 loaded | loaded / idle (p50) | "
-          "short answered idle / loaded (other statuses) | heavy answered in the loaded phase (statuses) |")
+    print(
+        f"{cpu_name()}, {os.cpu_count()} CPUs, server torch threads {args.threads}; "
+        f"{args.short_clients} short "
+        f"clients (beam 4, one sentence of <= 15 words); heavy client: {args.heavy_threads} threads x "
+        f"{args.heavy_sentences} sentences of {min(heavy_pieces)}-{max(heavy_pieces)} pieces (EOS "
+        "incl.), beam "
+        f"{args.heavy_beam} = {work:,} pieces x beam per request\n"
+    )
+    print(
+        "| server | short p50 idle ms | p90 idle | short p50 loaded ms | p90 loaded | loaded / idle (p50) | "
+        "short answered idle / loaded (other statuses) | heavy answered in the loaded phase (statuses) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     others = {k: v for k, v in loaded_status.items() if k != 200}
-    print(f"| {label} | {1000 * p50_idle:.0f} | {1000 * percentile(idle_ok, 90):.0f} | {1000 * p50_loaded:.0f} | "
-          f"{1000 * percentile(loaded_ok, 90):.0f} | {p50_loaded / p50_idle:.2f}x | {len(idle_ok)} / "
-          f"{len(loaded_ok)} {dict(others) if others else ''} | {sum(heavy_status.values())} "
-          f"{dict(heavy_status)} |")
+    print(
+        f"| {label} | {1000 * p50_idle:.0f} | {1000 * percentile(idle_ok, 90):.0f} | "
+        f"{1000 * p50_loaded:.0f} | "
+        f"{1000 * percentile(loaded_ok, 90):.0f} | {p50_loaded / p50_idle:.2f}x | {len(idle_ok)} / "
+        f"{len(loaded_ok)} {dict(others) if others else ''} | {sum(heavy_status.values())} "
+        f"{dict(heavy_status)} |"
+    )
 
 
 if __name__ == "__main__":

@@ -40,16 +40,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(checkpoint: str, extra: list[str], *, threads: int | None = None,
-                 cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
+def start_server(
+    checkpoint: str, extra: list[str], *, threads: int | None = None, cwd: Path = REPO
+) -> tuple[subprocess.Popen, int]:
     """`nmt serve m=CHECKPOINT EXTRA` of the checkout at ``cwd`` on a free loopback port, once /health
     answers; ``threads``: its OMP_NUM_THREADS."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(cwd))
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", f"m={checkpoint}", "--host", "127.0.0.1",
-                             "--port", str(port), *extra], env=env, cwd=cwd, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "serve",
+            f"m={checkpoint}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=env,
+        cwd=cwd,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -63,8 +79,9 @@ def start_server(checkpoint: str, extra: list[str], *, threads: int | None = Non
     raise SystemExit("nmt serve did not start")
 
 
-def load_level(port: int, sentences: list[str], *, concurrency: int, requests: int,
-               max_seconds: float) -> dict:
+def load_level(
+    port: int, sentences: list[str], *, concurrency: int, requests: int, max_seconds: float
+) -> dict:
     latencies: list[float] = []
     errors = [0]
     counter = [0]
@@ -98,12 +115,20 @@ def load_level(port: int, sentences: list[str], *, concurrency: int, requests: i
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    return {"n": len(latencies), "errors": errors[0], "sent_s": len(latencies) / wall,
-            "p50": percentile(latencies, 50), "p95": percentile(latencies, 95), "p99": percentile(latencies, 99)}
+    return {
+        "n": len(latencies),
+        "errors": errors[0],
+        "sent_s": len(latencies) / wall,
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("checkpoint")
     parser.add_argument("--sentences", required=True, help="raw source sentences, one per line")
     parser.add_argument("--n", type=int, default=200, help="distinct sentences used")
@@ -111,11 +136,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="requests per level (bound)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time per level (bound)")
     parser.add_argument("--max-wait-ms", type=float, default=50.0)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads of the server and the baselines (OMP_NUM_THREADS)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of the server and the baselines (OMP_NUM_THREADS)",
+    )
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the server and `nmt translate`
-    sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][: args.n]
+    sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][
+        : args.n
+    ]
     levels = [int(c) for c in args.concurrency.split(",")]
 
     import torch
@@ -138,43 +169,71 @@ def main() -> None:
     src = Path("/tmp") / f"serve_load_{os.getpid()}.txt"
     src.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nmt", "translate", args.checkpoint, "-i", str(src), "-o", os.devnull,
-                    "--quiet", "--precision", "fp32"], check=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "translate",
+            args.checkpoint,
+            "-i",
+            str(src),
+            "-o",
+            os.devnull,
+            "--quiet",
+            "--precision",
+            "fp32",
+        ],
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     cli = len(sentences) / (time.perf_counter() - start)
     src.unlink()
 
     rows = []
-    for mode, extra in (("dynamic batching", ["--max-wait-ms", str(args.max_wait_ms)]),
-                        ("batching off", ["--no-batching"])):
+    for mode, extra in (
+        ("dynamic batching", ["--max-wait-ms", str(args.max_wait_ms)]),
+        ("batching off", ["--no-batching"]),
+    ):
         proc, port = start_server(args.checkpoint, extra)
         try:
             load_level(port, sentences[:8], concurrency=2, requests=8, max_seconds=30)  # warm-up
             for c in levels:
-                r = load_level(port, sentences, concurrency=c, requests=args.requests, max_seconds=args.max_seconds)
+                r = load_level(
+                    port, sentences, concurrency=c, requests=args.requests, max_seconds=args.max_seconds
+                )
                 rows.append((mode, c, r))
                 print(f"# {mode} c={c}: {r}", file=sys.stderr)
         finally:
             proc.terminate()
             proc.wait(timeout=120)
 
-    print(f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n")
+    print(
+        f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n"
+    )
     print("| server | clients | requests | errors | sent/s | vs offline | p50 ms | p95 ms | p99 ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     for mode, c, r in rows:
-        print(f"| {mode} | {c} | {r['n']} | {r['errors']} | {r['sent_s']:.1f} | {r['sent_s'] / offline:.2f} | "
-              f"{1000 * r['p50']:.0f} | {1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |")
+        print(
+            f"| {mode} | {c} | {r['n']} | {r['errors']} | {r['sent_s']:.1f} | {r['sent_s'] / offline:.2f} | "
+            f"{1000 * r['p50']:.0f} | {1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |"
+        )
     print()
     print("| baseline | sent/s | p50 ms |")
     print("|---|---|---|")
     print(f"| offline `Translator.translate` (all sentences, one call) | {offline:.1f} | |")
     print(f"| `nmt translate` command (wall, model load included) | {cli:.1f} | |")
-    print(f"| direct `Translator.translate([s])`, one at a time | {1 / statistics.mean(direct):.1f} | "
-          f"{1000 * percentile(direct, 50):.0f} |")
+    print(
+        f"| direct `Translator.translate([s])`, one at a time | {1 / statistics.mean(direct):.1f} | "
+        f"{1000 * percentile(direct, 50):.0f} |"
+    )
     c1 = [r for mode, c, r in rows if mode == "dynamic batching" and c == 1]
     if c1:
-        print(f"\nconcurrency 1, dynamic batching: p50 {1000 * c1[0]['p50']:.0f} ms = "
-              f"{c1[0]['p50'] / percentile(direct, 50):.2f}x the direct call")
+        print(
+            f"\nconcurrency 1, dynamic batching: p50 {1000 * c1[0]['p50']:.0f} ms = "
+            f"{c1[0]['p50'] / percentile(direct, 50):.2f}x the direct call"
+        )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nmt.attention import MultiheadAttention  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.translate import Translator, search_sources  # noqa: E402
-from nmt.model import MultiheadAttention  # noqa: E402
 
 
 def main() -> int:
@@ -45,12 +45,25 @@ def main() -> int:
 
     sources, _ = t.encode([clean_line(s) for s in read_lines(args.src_file)])
     print(f"{torch.get_num_threads()} threads, float32, stopping {args.stopping}\n")
-    print("| beam | sentences | batch | separate q/k/v (s) | stacked (s) | best stacked / best separate | same outputs |")
+    print(
+        "| beam | sentences | batch | separate q/k/v (s) | stacked (s) | best stacked / best "
+        "separate | same outputs |"
+    )
     print("|---|---|---|---|---|---|---|")
-    for beam, n, max_sentences, batch_tokens in ((1, 150, 1, 10**9), (4, 150, 1, 10**9),
-                                                 (1, 1000, None, 2048), (4, 1000, None, 2048)):
-        kw = dict(beam=beam, alpha=0.6 if beam > 1 else 0.0, batch_tokens=batch_tokens,
-                  max_sentences=max_sentences, dtype=t.dtype, stopping=args.stopping)
+    for beam, n, max_sentences, batch_tokens in (
+        (1, 150, 1, 10**9),
+        (4, 150, 1, 10**9),
+        (1, 1000, None, 2048),
+        (4, 1000, None, 2048),
+    ):
+        kw = dict(
+            beam=beam,
+            alpha=0.6 if beam > 1 else 0.0,
+            batch_tokens=batch_tokens,
+            max_sentences=max_sentences,
+            dtype=t.dtype,
+            stopping=args.stopping,
+        )
         search_sources(t.model, sources[:4], **kw)  # warm-up
         times: dict[bool, list[float]] = {False: [], True: []}
         outputs = {}
@@ -63,9 +76,12 @@ def main() -> int:
                 outputs[on] = [h[0].tokens for h in out]
         same = sum(a == b for a, b in zip(outputs[False], outputs[True]))
         batch = "1 sentence" if max_sentences else f"{batch_tokens} tokens"
-        print(f"| {beam} | {min(n, len(sources))} | {batch} | {' / '.join(f'{x:.2f}' for x in times[False])} | "
-              f"{' / '.join(f'{x:.2f}' for x in times[True])} | {min(times[True]) / min(times[False]):.2f} | "
-              f"{same}/{len(outputs[True])} |", flush=True)
+        print(
+            f"| {beam} | {min(n, len(sources))} | {batch} | {' / '.join(f'{x:.2f}' for x in times[False])} | "
+            f"{' / '.join(f'{x:.2f}' for x in times[True])} | {min(times[True]) / min(times[False]):.2f} | "
+            f"{same}/{len(outputs[True])} |",
+            flush=True,
+        )
     use_stacked(True)
     return 0
 

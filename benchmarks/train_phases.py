@@ -37,11 +37,15 @@ from nmt.vocab import PAD  # noqa: E402
 PHASES = ("forward", "loss", "backward", "adam")
 
 
-def real_batches(data_dir: str, vocab: int, count: int, max_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def real_batches(
+    data_dir: str, vocab: int, count: int, max_tokens: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The first ``count`` training batches of epoch 0 at their real shapes, random ids:
     src (B, S), tgt (B, T + 1), padded as `collate` pads (EOS / BOS positions included)."""
     ds = ParallelDataset.load(data_dir, "train")
-    sampler = TokenBatchSampler(src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths, max_tokens=max_tokens, seed=1)
+    sampler = TokenBatchSampler(
+        src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths, max_tokens=max_tokens, seed=1
+    )
     out = []
     for indices in sampler.batches(0)[:count]:
         src_len = [int(ds.src_lengths[i]) + 1 for i in indices]
@@ -50,7 +54,7 @@ def real_batches(data_dir: str, vocab: int, count: int, max_tokens: int) -> list
         tgt = torch.randint(4, vocab, (len(indices), max(tgt_len) + 1))  # (B, T + 1)
         for row, (s, t) in enumerate(zip(src_len, tgt_len)):
             src[row, s:] = PAD
-            tgt[row, t + 1:] = PAD
+            tgt[row, t + 1 :] = PAD
         out.append((src, tgt))
     return out
 
@@ -79,7 +83,9 @@ def run(model, opt, dtype, batches) -> tuple[float, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--precision", default="bf16", choices=sorted(DTYPES))
     parser.add_argument("--threads", type=int, default=0, help="0 = torch's default")
     parser.add_argument("--batch", type=int, default=40, help="sentences of the fixed batch")
@@ -94,8 +100,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     keep_freed_memory()  # as the trainer
     dtype = DTYPES[args.precision]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_has_fast_bf16()[1]}; "
-          f"{args.precision}; recipe model (small, 8k vocabulary)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_has_fast_bf16()[1]}; "
+        f"{args.precision}; recipe model (small, 8k vocabulary)"
+    )
     torch.manual_seed(0)
     cfg = small(8000)
     model = Transformer(cfg).train()
@@ -112,7 +120,10 @@ def main() -> None:
     for label, batches in rows:
         tok_s, spent = run(model, opt, dtype, batches)
         ms = [spent[p] / len(batches) * 1000 for p in PHASES]
-        print(f"| {label} | {tok_s:,.0f} | " + " | ".join(f"{m:.1f}" for m in ms) + f" | {sum(ms):.1f} |", flush=True)
+        print(
+            f"| {label} | {tok_s:,.0f} | " + " | ".join(f"{m:.1f}" for m in ms) + f" | {sum(ms):.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,15 @@ def worker(threads: int, dtype, steps: int, batch: int, length: int, barrier, re
     results.put(tok_s)
 
 
-def run_layout(processes: int, threads: int, dtype, steps: int, batch: int, length: int,
-               timeout: float = 600.0) -> list[float]:
+def run_layout(
+    processes: int, threads: int, dtype, steps: int, batch: int, length: int, timeout: float = 600.0
+) -> list[float]:
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(threads, dtype, steps, batch, length, barrier, results))
-             for _ in range(processes)]
+    procs = [
+        ctx.Process(target=worker, args=(threads, dtype, steps, batch, length, barrier, results))
+        for _ in range(processes)
+    ]
     for p in procs:
         p.start()
     try:
@@ -63,11 +66,17 @@ def run_layout(processes: int, threads: int, dtype, steps: int, batch: int, leng
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--layouts", default="1x2,2x1", help="PROCESSESxTHREADS, comma-separated")
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                        help="auto: bf16 autocast where the CPU has fast bf16 (as nmt train's auto)")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default="auto",
+        help="auto: bf16 autocast where the CPU has fast bf16 (as nmt train's auto)",
+    )
     parser.add_argument("--batch", type=int, default=40, help="sentences per step (the recipe: ~1k tokens)")
     parser.add_argument("--length", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=2, help="the layouts alternate, this many times")
@@ -75,9 +84,11 @@ def main() -> None:
     fast, why = cpu_has_fast_bf16()
     precision = args.precision if args.precision != "auto" else ("bf16" if fast else "fp32")
     dtype = torch.bfloat16 if precision == "bf16" else None
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {why}; {precision}; "
-          f"recipe model (small, 8k vocabulary), {args.batch} x {args.length} tokens per step, "
-          f"{args.steps} steps per process")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {why}; {precision}; "
+        f"recipe model (small, 8k vocabulary), {args.batch} x {args.length} tokens per step, "
+        f"{args.steps} steps per process"
+    )
     print("\n| round | processes x threads | target tok/s per process | all together |")
     print("|---|---|---|---|")
     totals: dict[str, list[float]] = {}
@@ -86,12 +97,16 @@ def main() -> None:
             processes, threads = (int(v) for v in layout.split("x"))
             rates = run_layout(processes, threads, dtype, args.steps, args.batch, args.length)
             totals.setdefault(layout, []).append(sum(rates))
-            print(f"| {r + 1} | {layout} | {' / '.join(f'{v:,.0f}' for v in rates)} | {sum(rates):,.0f} |",
-                  flush=True)
+            print(
+                f"| {r + 1} | {layout} | {' / '.join(f'{v:,.0f}' for v in rates)} | {sum(rates):,.0f} |",
+                flush=True,
+            )
     first = args.layouts.split(",")[0]
     for layout, v in totals.items():
-        print(f"{layout}: mean {sum(v) / len(v):,.0f} target tok/s in all, "
-              f"{sum(v) / sum(totals[first]):.2f}x {first}")
+        print(
+            f"{layout}: mean {sum(v) / len(v):,.0f} target tok/s in all, "
+            f"{sum(v) / sum(totals[first]):.2f}x {first}"
+        )
 
 
 if __name__ == "__main__":

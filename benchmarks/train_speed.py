@@ -35,7 +35,7 @@ def peak_flops(dtype: torch.dtype | None, n: int = 2048, repeat: int = 5) -> flo
     start = time.perf_counter()
     for _ in range(repeat):
         a @ b
-    return repeat * 2 * n ** 3 / (time.perf_counter() - start)
+    return repeat * 2 * n**3 / (time.perf_counter() - start)
 
 
 def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> float:
@@ -45,15 +45,20 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
     ffn = 2 * 2 * d * cfg.d_ff
     src_tok, tgt_tok = batch * src_len, batch * tgt_len
     enc = cfg.encoder_layers * (src_tok * (attn_proj + ffn) + batch * 2 * src_len * src_len * (hk + hv))
-    dec = cfg.decoder_layers * (tgt_tok * (attn_proj + ffn) + batch * 2 * tgt_len * tgt_len * (hk + hv)
-                          + tgt_tok * 2 * d * (hk + hv)  # cross-attention q and out projections
-                          + src_tok * 2 * d * (hk + hv)  # cross-attention k, v of the memory
-                          + batch * 2 * tgt_len * src_len * (hk + hv))
+    dec = cfg.decoder_layers * (
+        tgt_tok * (attn_proj + ffn)
+        + batch * 2 * tgt_len * tgt_len * (hk + hv)
+        + tgt_tok * 2 * d * (hk + hv)  # cross-attention q and out projections
+        + src_tok * 2 * d * (hk + hv)  # cross-attention k, v of the memory
+        + batch * 2 * tgt_len * src_len * (hk + hv)
+    )
     out = tgt_tok * 2 * d * cfg.tgt_vocab_size
     return 3.0 * (enc + dec + out)
 
 
-def random_batch(cfg: ModelConfig, *, batch: int, length: int, pad: float) -> tuple[torch.Tensor, torch.Tensor]:
+def random_batch(
+    cfg: ModelConfig, *, batch: int, length: int, pad: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random tokens: src (B, L); tgt (B, L + 1) = BOS-position + target, row i padded at the end so
     that a mean fraction ``pad`` of the target positions is padding (as length-grouped batches)."""
     src = torch.randint(4, cfg.src_vocab_size, (batch, length))  # (B, L)
@@ -63,8 +68,16 @@ def random_batch(cfg: ModelConfig, *, batch: int, length: int, pad: float) -> tu
     return src, tgt
 
 
-def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int, loss_path: str = "fused",
-          pad: float = 0.0) -> tuple[float, float]:
+def bench(
+    cfg: ModelConfig,
+    dtype,
+    *,
+    batch: int,
+    length: int,
+    steps: int,
+    loss_path: str = "fused",
+    pad: float = 0.0,
+) -> tuple[float, float]:
     """loss_path 'fused' is what nmt trains with (only real target tokens projected, fused
     smoothed loss); 'composite' the earlier path (every position projected, log_softmax loss).
     ``pad``: fraction of each target row that is padding (tok/s counts real tokens only)."""
@@ -97,17 +110,26 @@ def bench(cfg: ModelConfig, dtype, *, batch: int, length: int, steps: int, loss_
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--models", default="base,small")
     parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--paths", default="composite,fused",
-                        help="composite: every position projected, log_softmax loss, glibc's default malloc (nmt "
-                             "before issue 14); fused: real tokens only, fused loss, freed memory kept "
-                             "(nmt.allocator): what nmt trains with. Run in this order.")
+    parser.add_argument(
+        "--paths",
+        default="composite,fused",
+        help="composite: every position projected, log_softmax loss, glibc's default malloc (nmt "
+        "before issue 14); fused: real tokens only, fused loss, freed memory kept "
+        "(nmt.allocator): what nmt trains with. Run in this order.",
+    )
     parser.add_argument("--length", type=int, default=25, help="tokens per sentence (both sides)")
-    parser.add_argument("--pad", type=float, default=0.05,
-                        help="mean fraction of target positions that are padding (length-grouped batches)")
+    parser.add_argument(
+        "--pad",
+        type=float,
+        default=0.05,
+        help="mean fraction of target positions that are padding (length-grouped batches)",
+    )
     args = parser.parse_args()
     models = {"base": (base(37000), 4096), "small": (small(8000), 2048)}
     fast, why = cpu_has_fast_bf16()
@@ -125,17 +147,30 @@ def main() -> None:
         batch = tokens // args.length
         for p in args.precisions.split(","):
             if peaks[p] < 0.1 * peaks.get("fp32", peaks[p]):
-                print(f"| {name} | {cfg.tgt_vocab_size} | {p} | | {batch} x {args.length} | skipped: emulated "
-                      f"({peaks[p] / 1e9:.2f} GFLOP/s peak) | | |")
+                print(
+                    f"| {name} | {cfg.tgt_vocab_size} | {p} | | {batch} x {args.length} | skipped: emulated "
+                    f"({peaks[p] / 1e9:.2f} GFLOP/s peak) | | |"
+                )
                 continue
             for path in paths:
                 if path == "fused":  # what the trainer does; process-wide, so "composite" runs first
                     keep_freed_memory()
-                tok_s, flops = bench(cfg, DTYPES[p], batch=batch, length=args.length, steps=args.steps,
-                                     loss_path=path, pad=args.pad)
+                tok_s, flops = bench(
+                    cfg,
+                    DTYPES[p],
+                    batch=batch,
+                    length=args.length,
+                    steps=args.steps,
+                    loss_path=path,
+                    pad=args.pad,
+                )
                 results[(name, p, path)] = tok_s
-                print(f"| {name} | {cfg.tgt_vocab_size} | {p} | {path} | {batch} x {args.length} | {tok_s:,.0f} | "
-                      f"{flops / 1e9:.1f} | {flops / peaks[p]:.0%} |", flush=True)
+                print(
+                    f"| {name} | {cfg.tgt_vocab_size} | {p} | {path} | {batch} x {args.length} | "
+                    f"{tok_s:,.0f} | "
+                    f"{flops / 1e9:.1f} | {flops / peaks[p]:.0%} |",
+                    flush=True,
+                )
     for (name, p, path), v in results.items():
         if path == "fused" and (name, p, "composite") in results:
             print(f"{name} {p}: fused / composite = {v / results[(name, p, 'composite')]:.2f}x")

@@ -11,7 +11,7 @@ BLEU where references exist.
     # with a vocabulary shortlist (nmt shortlist DATA --out FILE): nmt --shortlist, CTranslate2 use_vmap
     python benchmarks/translate_speed.py --checkpoint runs/demo/average --shortlist runs/demo/shortlist.txt \\
         --src-file ../shared/data/multi30k/test.en.gz --ref-file ../shared/data/multi30k/test.de.gz
-    # random weights: a synthetic shortlist (see synthetic_shortlist) of 20 targets per source id, 100 frequent
+    # random weights: a synthetic shortlist (synthetic_shortlist) of 20 targets per source id, 100 frequent
     python benchmarks/translate_speed.py --preset base --vocab 37000 --synthetic-shortlist 20,100 \\
         --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 200
 
@@ -67,13 +67,26 @@ def random_checkpoint(args, lines: list[str], tmp: Path) -> Path:
     model so that Translator.load accepts it; the benchmark feeds ids, never text)."""
     import sentencepiece as spm
 
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=100,
-                                   pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_prefix=str(tmp / "spm"),
+        vocab_size=100,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
     torch.manual_seed(0)
-    cfg = apply_overrides(preset(args.preset, args.vocab), dict(kv.split("=", 1) for kv in args.set),
-                          section="model")
-    return save(tmp / "ckpt", model=Transformer(cfg).eval(), spm_model=tmp / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    cfg = apply_overrides(
+        preset(args.preset, args.vocab), dict(kv.split("=", 1) for kv in args.set), section="model"
+    )
+    return save(
+        tmp / "ckpt",
+        model=Transformer(cfg).eval(),
+        spm_model=tmp / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
 
 
 def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
@@ -90,7 +103,9 @@ def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
     for s in range(len(SPECIAL), vocab):
         rng = np.random.default_rng(s)
         candidates[s] = sorted(set((first + rng.choice(len(ranks), size=best, p=p)).tolist()))
-    return Shortlist(vocab, list(range(len(SPECIAL), first)), candidates, info={"statistic": "synthetic zipf"})
+    return Shortlist(
+        vocab, list(range(len(SPECIAL), first)), candidates, info={"statistic": "synthetic zipf"}
+    )
 
 
 def nmt_translator(checkpoint: Path, precision: str):
@@ -105,23 +120,44 @@ def main() -> int:
     p.add_argument("--checkpoint", help="trained checkpoint (else --preset with random weights)")
     p.add_argument("--preset", default="base")
     p.add_argument("--vocab", type=int, default=37000)
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a ModelConfig field of the random --preset model, e.g. --set n_decoder_layers=1 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a ModelConfig field of the random --preset model, e.g. --set n_decoder_layers=1 (repeatable)",
+    )
     p.add_argument("--src-file", required=True)
     p.add_argument("--ref-file", help="references: add sacreBLEU of each row (checkpoint only)")
     p.add_argument("--limit", type=int, default=None, help="first N sentences")
     p.add_argument("--fixed-len", type=int, default=0, help="force N output tokens (no early EOS)")
     p.add_argument("--beams", default="4,1")
     p.add_argument("--precisions", default="fp32,int8")
-    p.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch (both engines)")
+    p.add_argument(
+        "--batch-tokens", type=int, default=2048, help="padded source tokens per batch (both engines)"
+    )
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty for beam > 1 (greedy: 0)")
-    p.add_argument("--stopping", default="exact,fast",
-                   help="nmt beam search stopping rules to run (exact: the paper's; fast: CTranslate2's)")
-    p.add_argument("--repeat", type=int, default=3, help="time each row this many times (in rounds over all rows), keep the fastest")
+    p.add_argument(
+        "--stopping",
+        default="exact,fast",
+        help="nmt beam search stopping rules to run (exact: the paper's; fast: CTranslate2's)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="time each row this many times (in rounds over all rows), keep the fastest",
+    )
     p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: torch's)")
-    p.add_argument("--shortlist", default=None, help="also run every row with this shortlist (checkpoint only)")
-    p.add_argument("--synthetic-shortlist", default=None, metavar="BEST,FREQUENT",
-                   help="random weights: also run every row with a synthetic shortlist (see synthetic_shortlist)")
+    p.add_argument(
+        "--shortlist", default=None, help="also run every row with this shortlist (checkpoint only)"
+    )
+    p.add_argument(
+        "--synthetic-shortlist",
+        default=None,
+        metavar="BEST,FREQUENT",
+        help="random weights: also run every row with a synthetic shortlist (see synthetic_shortlist)",
+    )
     args = p.parse_args()
     if args.shortlist and not args.checkpoint:
         p.error("--shortlist belongs to a checkpoint's vocabulary; random weights take --synthetic-shortlist")
@@ -149,8 +185,12 @@ def main() -> int:
         sources, _ = base.encode(lines)
         vocab = vocabulary(base.sp)
     else:
-        sources = [add_eos([4 + zlib.crc32(w.encode()) % (args.vocab - 4) for w in s.split()],
-                           cfg.max_positions)[0] if s else [] for s in lines]
+        sources = [
+            add_eos([4 + zlib.crc32(w.encode()) % (args.vocab - 4) for w in s.split()], cfg.max_positions)[0]
+            if s
+            else []
+            for s in lines
+        ]
         vocab = ["<blank>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, cfg.tgt_vocab_size)]
     shortlist = None
     if args.shortlist:
@@ -162,37 +202,63 @@ def main() -> int:
     ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt), shortlist=shortlist)
     n_sent = sum(1 for s in sources if s)
     threads = torch.get_num_threads()
-    print(f"model: {args.checkpoint or args.preset + ' (random weights)'} ({cfg.depth()}, d_model={cfg.d_model}, "
-          f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
-          f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}")
+    print(
+        f"model: {args.checkpoint or args.preset + ' (random weights)'} ({cfg.depth()}, "
+        f"d_model={cfg.d_model}, "
+        f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
+        f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}"
+    )
     if shortlist is not None:
         from nmt.data.batching import make_batches
 
         todo = [s for s in sources if s]
-        unions = [shortlist.rows(torch.tensor([todo[j] + [0] * (max(len(todo[i]) for i in b) - len(todo[j]))
-                                               for j in b])).numel()
-                  for b in make_batches([len(s) for s in todo], batch_tokens=args.batch_tokens)]
-        print(f"shortlist: {args.shortlist or 'synthetic ' + args.synthetic_shortlist} "
-              f"({shortlist.info.get('statistic', '?')}); union per batch: mean {sum(unions) / len(unions):.0f}, "
-              f"min {min(unions)}, max {max(unions)} of {cfg.tgt_vocab_size} target pieces ({len(unions)} batches)")
+        unions = [
+            shortlist.rows(
+                torch.tensor([todo[j] + [0] * (max(len(todo[i]) for i in b) - len(todo[j])) for j in b])
+            ).numel()
+            for b in make_batches([len(s) for s in todo], batch_tokens=args.batch_tokens)
+        ]
+        print(
+            f"shortlist: {args.shortlist or 'synthetic ' + args.synthetic_shortlist} "
+            f"({shortlist.info.get('statistic', '?')}); union per batch: mean "
+            f"{sum(unions) / len(unions):.0f}, "
+            f"min {min(unions)}, max {max(unions)} of {cfg.tgt_vocab_size} target pieces "
+            f"({len(unions)} batches)"
+        )
     length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}
 
     def run_nmt(t, beam, stopping, listed=False):
-        hyps = search_sources(t.model, sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
-                              batch_tokens=args.batch_tokens, dtype=t.dtype, stopping=stopping,
-                              shortlist=shortlist if listed else None, **length)
+        hyps = search_sources(
+            t.model,
+            sources,
+            beam=beam,
+            alpha=args.alpha if beam > 1 else 0.0,
+            batch_tokens=args.batch_tokens,
+            dtype=t.dtype,
+            stopping=stopping,
+            shortlist=shortlist if listed else None,
+            **length,
+        )
         return [h[0].tokens for h in hyps]
 
     def run_ct2(t, beam, listed=False):
-        hyps = t.search_ids(sources, beam=beam, alpha=args.alpha if beam > 1 else 0.0,
-                            batch_tokens=args.batch_tokens, use_vmap=listed, **length)
+        hyps = t.search_ids(
+            sources,
+            beam=beam,
+            alpha=args.alpha if beam > 1 else 0.0,
+            batch_tokens=args.batch_tokens,
+            use_vmap=listed,
+            **length,
+        )
         return [h[0][0] for h in hyps]
 
     engines = {}
     for prec in args.precisions.split(","):
         engines[("nmt", prec)] = base if prec == "fp32" else nmt_translator(ckpt, prec)
-        ct2 = CTranslate2Translator(load_ctranslate2(ct2_dir, compute_type={"fp32": "float32"}.get(prec, prec),
-                                                     threads=threads), base.sp)
+        ct2 = CTranslate2Translator(
+            load_ctranslate2(ct2_dir, compute_type={"fp32": "float32"}.get(prec, prec), threads=threads),
+            base.sp,
+        )
         engines[("ct2", prec)] = ct2
 
     stoppings = args.stopping.split(",")
@@ -201,16 +267,29 @@ def main() -> int:
     for beam in map(int, args.beams.split(",")):
         for prec in args.precisions.split(","):
             for listed in listings:
-                for name, stop in [("ct2", "fast")] + [("nmt", s) for s in (stoppings if beam > 1 else ["exact"])]:
+                for name, stop in [("ct2", "fast")] + [
+                    ("nmt", s) for s in (stoppings if beam > 1 else ["exact"])
+                ]:
                     t = engines[(name, prec)]
-                    rows.append((name, prec, beam, stop, listed, t if isinstance(t, str) else (float("inf"), None)))
+                    rows.append(
+                        (name, prec, beam, stop, listed, t if isinstance(t, str) else (float("inf"), None))
+                    )
     timed = [i for i, row in enumerate(rows) if not isinstance(row[-1], str)]
     for i in timed:  # warm-up (first-call allocations, int8 packing)
         name, prec, beam, stop, listed, _ = rows[i]
         t, small = engines[(name, prec)], sources[:4]
-        (search_sources(t.model, small, beam=beam, batch_tokens=args.batch_tokens, dtype=t.dtype,
-                        shortlist=shortlist if listed else None)
-         if name == "nmt" else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens, use_vmap=listed))
+        (
+            search_sources(
+                t.model,
+                small,
+                beam=beam,
+                batch_tokens=args.batch_tokens,
+                dtype=t.dtype,
+                shortlist=shortlist if listed else None,
+            )
+            if name == "nmt"
+            else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens, use_vmap=listed)
+        )
     for r in range(args.repeat):  # every row once per round, the fastest round kept: the machine's
         for i in timed:  # drifts in speed fall on all rows alike, not on the rows timed last
             name, prec, beam, stop, listed, (best, _) = rows[i]
@@ -220,22 +299,35 @@ def main() -> int:
             ids = run_nmt(t, beam, stop, listed) if name == "nmt" else run_ct2(t, beam, listed)
             sec = time.perf_counter() - start
             rows[i] = (name, prec, beam, stop, listed, (min(best, sec), ids))
-            print(f"  round {r + 1}: {name} {prec} beam {beam} {stop if name == 'nmt' else ''}"
-                  f"{' shortlist' if listed else ''}: {sec:.2f} s (best {min(best, sec):.2f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  round {r + 1}: {name} {prec} beam {beam} {stop if name == 'nmt' else ''}"
+                f"{' shortlist' if listed else ''}: {sec:.2f} s (best {min(best, sec):.2f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     done = {(n, p, b, s, sl): r for n, p, b, s, sl, r in rows if not isinstance(r, str)}
     vmap_col = " vs CT2 vmap |" if shortlist is not None else ""
-    print("\n| decoder | precision | beam | stopping | shortlist | sent/s | tok/s | sec | x nmt fp32 | vs CT2 |"
-          f"{vmap_col} = nmt fp32 | = CT2 |" + (" BLEU |" if refs else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if vmap_col else "") + ("---|" if refs else ""))
+    print(
+        "\n| decoder | precision | beam | stopping | shortlist | sent/s | tok/s | sec | x nmt fp32 | vs CT2 |"
+        f"{vmap_col} = nmt fp32 | = CT2 |" + (" BLEU |" if refs else "")
+    )
+    print(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if vmap_col else "")
+        + ("---|" if refs else "")
+    )
     for name, prec, beam, stop, listed, result in rows:
         label = "nmt" if name == "nmt" else "CTranslate2 4.8.5"
         stop_label = stop if name == "nmt" and beam > 1 else ("CTranslate2's" if beam > 1 else "")
         listed_label = ("yes (vmap)" if name == "ct2" else "yes") if listed else "no"
         if isinstance(result, str):
-            print(f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {result} | | | | |"
-                  + (" |" if vmap_col else "") + " | |" + (" |" if refs else ""))
+            print(
+                f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {result} | | | | |"
+                + (" |" if vmap_col else "")
+                + " | |"
+                + (" |" if refs else "")
+            )
             continue
         sec, ids = result
         tokens = sum(len(h) + 1 for h, s in zip(ids, sources) if s)
@@ -251,8 +343,11 @@ def main() -> int:
         def same(other):
             return f"{100 * sum(a == b for a, b in zip(ids, other[1])) / len(ids):.1f}%" if other else ""
 
-        line = (f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {speed:.1f} | {tokens / sec:.0f} | "
-                f"{sec:.2f} | {rel} | {vs} |{vs_vmap} {same(ref)} | {same(same_ct2) if name == 'nmt' else ''} |")
+        line = (
+            f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {speed:.1f} | "
+            f"{tokens / sec:.0f} | "
+            f"{sec:.2f} | {rel} | {vs} |{vs_vmap} {same(ref)} | {same(same_ct2) if name == 'nmt' else ''} |"
+        )
         if refs is not None and args.checkpoint:
             from nmt.metrics import corpus_scores
 

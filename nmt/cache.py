@@ -81,8 +81,9 @@ class EncoderOut:
         """``reorder`` for a caller that will not use this memory again (see ``take_rows_``)."""
         rows, group = shared_rows(indices, self.group)
         moved = moved_rows(rows)
-        return EncoderOut(take_rows_(self.out, rows, moved=moved),
-                          take_rows_(self.padding_mask, rows, moved=moved), group)
+        return EncoderOut(
+            take_rows_(self.out, rows, moved=moved), take_rows_(self.padding_mask, rows, moved=moved), group
+        )
 
 
 @dataclass
@@ -119,9 +120,15 @@ class DecoderCache:
         (M, H, S, V) (computed once per memory row) and empty self-attention buffers of
         ``capacity`` positions for the N = M * memory.group decoder rows."""
         n = memory.out.size(0) * memory.group
-        layers = [LayerCache(k.new_empty(n, capacity, k.size(1), k.size(3)),  # (N, C, H, K)
-                             v.new_empty(n, capacity, v.size(1), v.size(3)), k, v)  # (N, C, H, V)
-                  for k, v in memory_kv]
+        layers = [
+            LayerCache(
+                k.new_empty(n, capacity, k.size(1), k.size(3)),  # (N, C, H, K)
+                v.new_empty(n, capacity, v.size(1), v.size(3)),
+                k,
+                v,
+            )  # (N, C, H, V)
+            for k, v in memory_kv
+        ]
         return DecoderCache(layers, 0, memory.group, memory.attend_mask(), [0])
 
     @property
@@ -134,11 +141,14 @@ class DecoderCache:
         cache wrote them already (branching). Raises when N is not the cache's number of rows."""
         p, t = self.length, tokens.size(1)
         if tokens.size(0) != self.memory_mask.size(0) * self.group:
-            raise ValueError(f"{tokens.size(0)} target rows for {self.memory_mask.size(0)} memory rows "
-                             f"of {self.group} decoder rows each")
+            raise ValueError(
+                f"{tokens.size(0)} target rows for {self.memory_mask.size(0)} memory rows "
+                f"of {self.group} decoder rows each"
+            )
         if self.extent[0] != p or p + t > self.capacity:  # buffers extended by another step, or full
-            return self.reorder(torch.arange(tokens.size(0), device=tokens.device),
-                                capacity=max(p + t, 2 * self.capacity))
+            return self.reorder(
+                torch.arange(tokens.size(0), device=tokens.device), capacity=max(p + t, 2 * self.capacity)
+            )
         return self
 
     def advanced(self, t: int) -> "DecoderCache":
@@ -170,13 +180,23 @@ class DecoderCache:
         change are copied) and narrowed to the rows kept, views of the same buffers. Where that
         cannot apply (N' > N, buffers extended by another cache, autograd) it is ``reorder``."""
         n, p = indices.numel(), self.length
-        if (not self.layers or n > self.layers[0].self_k.size(0) or self.extent[0] != p
-                or (self.layers[0].self_k.requires_grad and torch.is_grad_enabled())):
+        if (
+            not self.layers
+            or n > self.layers[0].self_k.size(0)
+            or self.extent[0] != p
+            or (self.layers[0].self_k.requires_grad and torch.is_grad_enabled())
+        ):
             return self.reorder(indices)
         rows, group = shared_rows(indices, self.group)  # (M',) memory rows
         moved, moved_memory = moved_rows(indices), moved_rows(rows)  # once for all layers
-        layers = [LayerCache(take_rows_(c.self_k, indices, p, moved), take_rows_(c.self_v, indices, p, moved),
-                             take_rows_(c.cross_k, rows, moved=moved_memory),
-                             take_rows_(c.cross_v, rows, moved=moved_memory)) for c in self.layers]
+        layers = [
+            LayerCache(
+                take_rows_(c.self_k, indices, p, moved),
+                take_rows_(c.self_v, indices, p, moved),
+                take_rows_(c.cross_k, rows, moved=moved_memory),
+                take_rows_(c.cross_v, rows, moved=moved_memory),
+            )
+            for c in self.layers
+        ]
         memory_mask = take_rows_(self.memory_mask, rows, moved=moved_memory)  # (M', 1, 1, S)
         return DecoderCache(layers, p, group, memory_mask, self.extent)

@@ -81,9 +81,16 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def save(directory: str | Path, *, model: torch.nn.Module, config: dict, spm_model: str | Path | None,
-         trainer_state: dict | None = None, optimizer_tensors: dict[str, torch.Tensor] | None = None,
-         optimizer_meta: dict | None = None) -> Path:
+def save(
+    directory: str | Path,
+    *,
+    model: torch.nn.Module,
+    config: dict,
+    spm_model: str | Path | None,
+    trainer_state: dict | None = None,
+    optimizer_tensors: dict[str, torch.Tensor] | None = None,
+    optimizer_meta: dict | None = None,
+) -> Path:
     """Atomically write a checkpoint directory at ``directory`` (replacing one already there)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -96,8 +103,10 @@ def save(directory: str | Path, *, model: torch.nn.Module, config: dict, spm_mod
         if trainer_state is not None:
             write_json(tmp / "trainer_state.json", trainer_state)
         if optimizer_tensors is not None:
-            _save_tensors({k: v.detach().cpu().contiguous() for k, v in optimizer_tensors.items()},
-                          tmp / "optimizer.safetensors")
+            _save_tensors(
+                {k: v.detach().cpu().contiguous() for k, v in optimizer_tensors.items()},
+                tmp / "optimizer.safetensors",
+            )
             write_json(tmp / "optimizer.json", optimizer_meta or {})
         manifest = {}
         for f in sorted(tmp.iterdir()):
@@ -163,8 +172,9 @@ def clean_stale(folder: Path) -> list[str]:
             if not (folder / name).exists() and ((p / "ckpt" / MANIFEST).exists()):
                 os.rename(p / "ckpt", folder / name)  # killed before its successor was in place
                 removed.append(f"{p.name} (restored as {name})")
-        if p.name.startswith(".") and (p.name == ".best.tmp" or any(
-                tag in p.name for tag in (".tmp-", ".old-", ".deleting-"))):
+        if p.name.startswith(".") and (
+            p.name == ".best.tmp" or any(tag in p.name for tag in (".tmp-", ".old-", ".deleting-"))
+        ):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -190,14 +200,24 @@ def verify(directory: str | Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{manifest_path}: corrupt ({e})") from None
     if not isinstance(manifest, dict) or not manifest:
-        raise CheckpointError(f"{manifest_path}: empty or not a mapping of file names (incomplete checkpoint?)")
+        raise CheckpointError(
+            f"{manifest_path}: empty or not a mapping of file names (incomplete checkpoint?)"
+        )
     absent = [name for name in REQUIRED if name not in manifest]
     if absent:
-        raise CheckpointError(f"{manifest_path}: does not list {absent[0]} (incomplete or altered checkpoint)")
+        raise CheckpointError(
+            f"{manifest_path}: does not list {absent[0]} (incomplete or altered checkpoint)"
+        )
     for name, entry in manifest.items():
-        if (not isinstance(name, str) or "/" in name or "\\" in name or name in (".", "..", MANIFEST)
-                or not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str)
-                or not isinstance(entry.get("bytes"), int)):
+        if (
+            not isinstance(name, str)
+            or "/" in name
+            or "\\" in name
+            or name in (".", "..", MANIFEST)
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("sha256"), str)
+            or not isinstance(entry.get("bytes"), int)
+        ):
             raise CheckpointError(f"{manifest_path}: malformed entry {name!r}")
         path = directory / name
         if not path.exists() and not path.is_symlink():
@@ -205,7 +225,9 @@ def verify(directory: str | Path) -> dict:
         _check_regular(path)
         size = path.stat().st_size
         if size != entry["bytes"]:
-            raise CheckpointError(f"{path}: size {size} bytes, expected {entry['bytes']} (truncated or altered)")
+            raise CheckpointError(
+                f"{path}: size {size} bytes, expected {entry['bytes']} (truncated or altered)"
+            )
         if sha256_file(path) != entry["sha256"]:
             raise CheckpointError(f"{path}: sha256 mismatch (file altered or corrupt)")
     return manifest
@@ -214,7 +236,13 @@ def verify(directory: str | Path) -> dict:
 def _check_regular(path: Path) -> None:
     mode = os.lstat(path).st_mode
     if not stat.S_ISREG(mode):
-        kind = "a symlink" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        kind = (
+            "a symlink"
+            if stat.S_ISLNK(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "not a regular file"
+        )
         raise CheckpointError(f"{path}: {kind}; a checkpoint holds regular files only")
 
 
@@ -263,9 +291,11 @@ def available_memory() -> int:
 def check_fits_in_memory(cfg: ModelConfig, *, source: str) -> None:
     need, have = parameter_bytes(cfg), available_memory()
     if need > have:
-        raise CheckpointError(f"{source}: the model needs {need / 2**30:.1f} GiB for its parameters, "
-                              f"more than the {have / 2**30:.1f} GiB of memory available "
-                              f"(d_model={cfg.d_model}, {cfg.depth()}, d_ff={cfg.d_ff})")
+        raise CheckpointError(
+            f"{source}: the model needs {need / 2**30:.1f} GiB for its parameters, "
+            f"more than the {have / 2**30:.1f} GiB of memory available "
+            f"(d_model={cfg.d_model}, {cfg.depth()}, d_ff={cfg.d_ff})"
+        )
 
 
 def check_safetensors(path: Path) -> None:
@@ -278,8 +308,9 @@ def check_safetensors(path: Path) -> None:
             raise CheckpointError(f"{path}: not a safetensors file (shorter than its 8-byte header size)")
         n = struct.unpack("<Q", head)[0]
         if n > min(size - 8, MAX_HEADER_BYTES):
-            raise CheckpointError(f"{path}: not a safetensors file (header claims {n} bytes, "
-                                  f"the file has {size})")
+            raise CheckpointError(
+                f"{path}: not a safetensors file (header claims {n} bytes, the file has {size})"
+            )
         try:
             header = json.loads(f.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -291,10 +322,16 @@ def check_safetensors(path: Path) -> None:
         if name == "__metadata__":
             continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
-            raise CheckpointError(f"{path}: tensor {name!r} has data offsets {offsets} outside the "
-                                  f"file's {data_bytes} data bytes")
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= data_bytes
+        ):
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has data offsets {offsets} outside the "
+                f"file's {data_bytes} data bytes"
+            )
 
 
 def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
@@ -317,19 +354,25 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], *, sour
     full = model.state_dict()
     for name, tensor in state.items():
         if name in full and tuple(full[name].shape) != tuple(tensor.shape):
-            raise CheckpointError(f"{source}: tensor {name} has shape {list(tensor.shape)}, the model "
-                                  f"configuration expects {list(full[name].shape)}")
+            raise CheckpointError(
+                f"{source}: tensor {name} has shape {list(tensor.shape)}, the model "
+                f"configuration expects {list(full[name].shape)}"
+            )
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"{source}: tensor {name} holds NaN or infinite values "
-                                  "(the training diverged or the file was altered)")
+            raise CheckpointError(
+                f"{source}: tensor {name} holds NaN or infinite values "
+                "(the training diverged or the file was altered)"
+            )
     missing, unexpected = model.load_state_dict(state, strict=False)
     ptr_of = {}
     for name, tensor in full.items():
         ptr_of.setdefault((tensor.data_ptr(), tensor.shape), name)
     really_missing = [m for m in missing if ptr_of[(full[m].data_ptr(), full[m].shape)] not in state]
     if really_missing or unexpected:
-        raise CheckpointError(f"{source}: weights do not match the model configuration "
-                              f"(missing {really_missing[:3]}, unexpected {list(unexpected)[:3]})")
+        raise CheckpointError(
+            f"{source}: weights do not match the model configuration "
+            f"(missing {really_missing[:3]}, unexpected {list(unexpected)[:3]})"
+        )
 
 
 def load_spm(directory: str | Path):
@@ -343,8 +386,9 @@ def load_spm(directory: str | Path):
         raise CheckpointError(f"{path}: not a readable SentencePiece model ({e})") from None
 
 
-def load_model(directory: str | Path, *, device: str | torch.device = "cpu",
-               check: bool = True) -> tuple[Transformer, dict]:
+def load_model(
+    directory: str | Path, *, device: str | torch.device = "cpu", check: bool = True
+) -> tuple[Transformer, dict]:
     """Load a checkpoint directory for inference: (model in eval mode, config.json contents).
     The configuration is validated and sized before the model is allocated."""
     directory = resolve(directory)

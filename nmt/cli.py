@@ -10,8 +10,10 @@ import traceback
 from . import __version__
 from .config import ConfigError, apply_overrides, load_model_config, parse_overrides, preset
 
-REPORT = ("this is a bug in nmt: please report it on the nmt issue tracker with the command line "
-          "(rerun with --debug for the traceback)")
+REPORT = (
+    "this is a bug in nmt: please report it on the nmt issue tracker with the command line "
+    "(rerun with --debug for the traceback)"
+)
 
 
 def positive_int(text: str) -> int:
@@ -28,8 +30,9 @@ def positive_int(text: str) -> int:
 def model_config_from_args(args: argparse.Namespace, overrides: dict) -> "ModelConfig":  # noqa: F821
     cfg = load_model_config(args.config) if args.config else preset(args.preset, args.vocab_size)
     if args.config and args.vocab_size:
-        cfg = apply_overrides(cfg, {"src_vocab_size": args.vocab_size, "tgt_vocab_size": args.vocab_size},
-                              section="model")
+        cfg = apply_overrides(
+            cfg, {"src_vocab_size": args.vocab_size, "tgt_vocab_size": args.vocab_size}, section="model"
+        )
     return apply_overrides(cfg, overrides.get("model", {}), section="model")
 
 
@@ -70,12 +73,25 @@ def add_score_args(parser: argparse.ArgumentParser) -> None:
     from sacrebleu.metrics import BLEU
 
     parser.add_argument("hyp", nargs="?", default="-", help="detokenized hypotheses (default: stdin)")
-    parser.add_argument("--ref", "-r", action="append", required=True,
-                        help="detokenized reference file (.gz ok); repeat for several references")
-    parser.add_argument("--tokenize", "-tok", default="13a", choices=sorted(BLEU.TOKENIZERS),
-                        help="sacreBLEU tokenizer for BLEU (13a; zh for Chinese, ja-mecab, intl, ...)")
-    parser.add_argument("--paper-bleu", action="store_true",
-                        help="also print the paper-era tokenized, compound-split BLEU, labelled")
+    parser.add_argument(
+        "--ref",
+        "-r",
+        action="append",
+        required=True,
+        help="detokenized reference file (.gz ok); repeat for several references",
+    )
+    parser.add_argument(
+        "--tokenize",
+        "-tok",
+        default="13a",
+        choices=sorted(BLEU.TOKENIZERS),
+        help="sacreBLEU tokenizer for BLEU (13a; zh for Chinese, ja-mecab, intl, ...)",
+    )
+    parser.add_argument(
+        "--paper-bleu",
+        action="store_true",
+        help="also print the paper-era tokenized, compound-split BLEU, labelled",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -90,13 +106,20 @@ def run_score(args: argparse.Namespace, overrides: dict) -> int:
     refs = [read_score_lines(r) for r in args.ref]
     for path, r in zip(args.ref, refs):
         if len(r) != len(hyps):
-            raise ScoreError(f"line count mismatch: {args.hyp if args.hyp != '-' else '<stdin>'} has "
-                             f"{len(hyps)} lines but {path} has {len(r)}")
+            raise ScoreError(
+                f"line count mismatch: {args.hyp if args.hyp != '-' else '<stdin>'} has "
+                f"{len(hyps)} lines but {path} has {len(r)}"
+            )
     s = corpus_scores(hyps, refs, tokenize=args.tokenize)
     paper = paper_bleu(hyps, refs) if args.paper_bleu else None
     if args.format == "json":
-        out = {"bleu": s.bleu, "bleu_signature": s.bleu_signature, "chrf": s.chrf,
-               "chrf_signature": s.chrf_signature, "sacrebleu_version": sacrebleu.__version__}
+        out = {
+            "bleu": s.bleu,
+            "bleu_signature": s.bleu_signature,
+            "chrf": s.chrf,
+            "chrf_signature": s.chrf_signature,
+            "sacrebleu_version": sacrebleu.__version__,
+        }
         if paper is not None:
             out["paper_bleu"] = {"score": paper, "label": PAPER_BLEU_LABEL}
         print(json.dumps(out, indent=2))
@@ -110,8 +133,10 @@ def run_score(args: argparse.Namespace, overrides: dict) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nmt", description="Transformer neural machine translation (Vaswani et al., 2017).",
-        epilog="Configuration overrides: --model.FIELD=VALUE (and --train.FIELD=VALUE for train).")
+        prog="nmt",
+        description="Transformer neural machine translation (Vaswani et al., 2017).",
+        epilog="Configuration overrides: --model.FIELD=VALUE (and --train.FIELD=VALUE for train).",
+    )
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -142,12 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=run_translate)
     from .infer.command import add_tune_alpha_args, run_tune_alpha
 
-    p = sub.add_parser("tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)")
+    p = sub.add_parser(
+        "tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)"
+    )
     add_tune_alpha_args(p)
     p.set_defaults(func=run_tune_alpha)
     from .infer.command import add_shortlist_args, run_shortlist
 
-    p = sub.add_parser("shortlist", help="vocabulary shortlist from prepared training data (translate --shortlist)")
+    p = sub.add_parser(
+        "shortlist", help="vocabulary shortlist from prepared training data (translate --shortlist)"
+    )
     add_shortlist_args(p)
     p.set_defaults(func=run_shortlist)
     from .infer.command import add_export_args, run_export
@@ -170,8 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=run_score)
     from .experiments import command as experiments
 
-    p = sub.add_parser("prepare-ptb", prog="nmt prepare ptb",
-                       help="`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)")
+    p = sub.add_parser(
+        "prepare-ptb",
+        prog="nmt prepare ptb",
+        help="`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)",
+    )
     experiments.add_prepare_ptb_args(p)
     p.set_defaults(func=experiments.run_prepare_ptb, command="prepare ptb")
     p = sub.add_parser("parse", help="parse sentences into trees with a parsing checkpoint (section 6.3)")
@@ -214,8 +246,20 @@ def main(argv: list[str] | None = None) -> int:
         if overrides and args.command not in ("model-info", "train"):
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
-    except (ConfigError, DataError, TrainError, CheckpointError, TranslateError, ScoreError,
-            AverageError, ExportError, PlotAttentionError, ServeError, ShortlistError, FileNotFoundError) as e:
+    except (
+        ConfigError,
+        DataError,
+        TrainError,
+        CheckpointError,
+        TranslateError,
+        ScoreError,
+        AverageError,
+        ExportError,
+        PlotAttentionError,
+        ServeError,
+        ShortlistError,
+        FileNotFoundError,
+    ) as e:
         if args.debug:
             traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)

@@ -85,38 +85,77 @@ class ModelConfig:
         return f"N={enc}" if enc == dec else f"N={enc}/{dec}"
 
     def validate(self) -> "ModelConfig":
-        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads",
-                     "d_k", "d_v", "max_positions"):
+        for name in (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "n_layers",
+            "d_model",
+            "d_ff",
+            "n_heads",
+            "d_k",
+            "d_v",
+            "max_positions",
+        ):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value > 0, f"model.{name}", value,
-                   "must be a positive integer")
+            _check(isinstance(value, int) and value > 0, f"model.{name}", value, "must be a positive integer")
         for name in ("n_encoder_layers", "n_decoder_layers"):
             value = getattr(self, name)
-            _check(value is None or (isinstance(value, int) and value > 0), f"model.{name}", value,
-                   "must be a positive integer, or none for n_layers")
+            _check(
+                value is None or (isinstance(value, int) and value > 0),
+                f"model.{name}",
+                value,
+                "must be a positive integer, or none for n_layers",
+            )
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, name)
             _check(0.0 <= value < 1.0, f"model.{name}", value, "must be in [0, 1)")
-        _check(self.positional in ("sinusoidal", "learned"), "model.positional", self.positional,
-               "must be 'sinusoidal' or 'learned'")
-        _check(self.norm_position in ("post", "pre"), "model.norm_position", self.norm_position,
-               "must be 'post' (the paper) or 'pre'")
-        _check(self.activation in ("relu", "gelu"), "model.activation", self.activation,
-               "must be 'relu' (the paper) or 'gelu'")
-        _check(self.positional != "sinusoidal" or self.d_model % 2 == 0, "model.d_model",
-               self.d_model, "sinusoidal positional encoding needs an even d_model")
+        _check(
+            self.positional in ("sinusoidal", "learned"),
+            "model.positional",
+            self.positional,
+            "must be 'sinusoidal' or 'learned'",
+        )
+        _check(
+            self.norm_position in ("post", "pre"),
+            "model.norm_position",
+            self.norm_position,
+            "must be 'post' (the paper) or 'pre'",
+        )
+        _check(
+            self.activation in ("relu", "gelu"),
+            "model.activation",
+            self.activation,
+            "must be 'relu' (the paper) or 'gelu'",
+        )
+        _check(
+            self.positional != "sinusoidal" or self.d_model % 2 == 0,
+            "model.d_model",
+            self.d_model,
+            "sinusoidal positional encoding needs an even d_model",
+        )
         if self.share_embeddings:
-            _check(self.src_vocab_size == self.tgt_vocab_size, "model.share_embeddings", True,
-                   f"a shared embedding needs src_vocab_size == tgt_vocab_size "
-                   f"(got {self.src_vocab_size} and {self.tgt_vocab_size}); "
-                   "set share_embeddings=false for separate vocabularies")
-        _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps,
-               "must be positive")
-        _check(self.attention_window is None or (isinstance(self.attention_window, int)
-                                                 and self.attention_window >= 1),
-               "model.attention_window", self.attention_window, "must be a positive integer or none")
-        _check(isinstance(self.right_to_left, bool), "model.right_to_left", self.right_to_left,
-               "must be true or false")
+            _check(
+                self.src_vocab_size == self.tgt_vocab_size,
+                "model.share_embeddings",
+                True,
+                f"a shared embedding needs src_vocab_size == tgt_vocab_size "
+                f"(got {self.src_vocab_size} and {self.tgt_vocab_size}); "
+                "set share_embeddings=false for separate vocabularies",
+            )
+        _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps, "must be positive")
+        _check(
+            self.attention_window is None
+            or (isinstance(self.attention_window, int) and self.attention_window >= 1),
+            "model.attention_window",
+            self.attention_window,
+            "must be a positive integer or none",
+        )
+        _check(
+            isinstance(self.right_to_left, bool),
+            "model.right_to_left",
+            self.right_to_left,
+            "must be true or false",
+        )
         return self
 
 
@@ -172,29 +211,80 @@ class TrainConfig:
         for name in ("max_tokens", "update_tokens", "warmup_steps", "log_every_steps", "keep_last"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"train.{name}", value, "must be a positive integer")
-        for name in ("accum_steps", "max_steps", "max_epochs", "save_every_steps", "valid_every_steps", "num_threads",
-                     "patience"):
+        for name in (
+            "accum_steps",
+            "max_steps",
+            "max_epochs",
+            "save_every_steps",
+            "valid_every_steps",
+            "num_threads",
+            "patience",
+        ):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "must be >= 0")
-        _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", self.label_smoothing, "must be in [0, 1)")
-        _check(self.label_smoothing_kind in ("uniform", "fairseq"), "train.label_smoothing_kind",
-               self.label_smoothing_kind, "must be 'uniform' (Szegedy et al.) or 'fairseq'")
-        _check(0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0, "train.adam_beta1/adam_beta2",
-               (self.adam_beta1, self.adam_beta2), "must be in [0, 1)")
+        _check(
+            0.0 <= self.label_smoothing < 1.0,
+            "train.label_smoothing",
+            self.label_smoothing,
+            "must be in [0, 1)",
+        )
+        _check(
+            self.label_smoothing_kind in ("uniform", "fairseq"),
+            "train.label_smoothing_kind",
+            self.label_smoothing_kind,
+            "must be 'uniform' (Szegedy et al.) or 'fairseq'",
+        )
+        _check(
+            0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0,
+            "train.adam_beta1/adam_beta2",
+            (self.adam_beta1, self.adam_beta2),
+            "must be in [0, 1)",
+        )
         _check(self.adam_eps > 0, "train.adam_eps", self.adam_eps, "must be positive")
         _check(self.lr_scale > 0, "train.lr_scale", self.lr_scale, "must be positive")
-        _check(self.max_steps or self.max_epochs or self.max_time, "train.max_steps", self.max_steps,
-               "set at least one of max_steps, max_epochs, max_time")
-        _check(self.precision in ("fp32", "bf16", "fp16", "auto"), "train.precision", self.precision,
-               "must be fp32, bf16, fp16 or auto")
-        _check(self.best_metric == "loss" or self.valid_bleu, "train.best_metric", self.best_metric,
-               "best_metric=bleu needs valid_bleu=true")
-        _check(0.0 <= self.target_dropout < 1.0, "train.target_dropout", self.target_dropout, "must be in [0, 1)")
-        _check(0.0 <= self.decay_fraction < 1.0, "train.decay_fraction", self.decay_fraction, "must be in [0, 1)")
-        _check(not self.decay_fraction or self.max_steps or self.max_time, "train.decay_fraction",
-               self.decay_fraction, "needs max_steps or max_time (the decay is a fraction of the run)")
-        _check(self.collective_timeout > 0, "train.collective_timeout", self.collective_timeout, "must be positive")
+        _check(
+            self.max_steps or self.max_epochs or self.max_time,
+            "train.max_steps",
+            self.max_steps,
+            "set at least one of max_steps, max_epochs, max_time",
+        )
+        _check(
+            self.precision in ("fp32", "bf16", "fp16", "auto"),
+            "train.precision",
+            self.precision,
+            "must be fp32, bf16, fp16 or auto",
+        )
+        _check(
+            self.best_metric == "loss" or self.valid_bleu,
+            "train.best_metric",
+            self.best_metric,
+            "best_metric=bleu needs valid_bleu=true",
+        )
+        _check(
+            0.0 <= self.target_dropout < 1.0, "train.target_dropout", self.target_dropout, "must be in [0, 1)"
+        )
+        _check(
+            0.0 <= self.decay_fraction < 1.0, "train.decay_fraction", self.decay_fraction, "must be in [0, 1)"
+        )
+        _check(
+            not self.decay_fraction or self.max_steps or self.max_time,
+            "train.decay_fraction",
+            self.decay_fraction,
+            "needs max_steps or max_time (the decay is a fraction of the run)",
+        )
+        _check(
+            self.collective_timeout > 0,
+            "train.collective_timeout",
+            self.collective_timeout,
+            "must be positive",
+        )
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
-        for name in ("clip_norm", "weight_decay", "max_time", "save_every_minutes", "valid_bleu_max_sentences"):
+        for name in (
+            "clip_norm",
+            "weight_decay",
+            "max_time",
+            "save_every_minutes",
+            "valid_bleu_max_sentences",
+        ):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "must be >= 0")
         return self
@@ -207,11 +297,27 @@ def train_preset(name: str) -> TrainConfig:
     if name == "big":  # section 5.2: "The big models were trained for 300,000 steps (3.5 days)"
         return TrainConfig(max_steps=300000)
     if name == "small":  # Multi30k-sized data on a 2-core CPU: smaller batches, shorter warm-up
-        return TrainConfig(max_tokens=2048, update_tokens=4096, warmup_steps=1000, lr_scale=2.0,
-                           max_steps=20000, save_every_minutes=5.0, keep_last=5, valid_every_steps=500)
+        return TrainConfig(
+            max_tokens=2048,
+            update_tokens=4096,
+            warmup_steps=1000,
+            lr_scale=2.0,
+            max_steps=20000,
+            save_every_minutes=5.0,
+            keep_last=5,
+            valid_every_steps=500,
+        )
     if name == "tiny":
-        return TrainConfig(max_tokens=1024, update_tokens=1024, warmup_steps=100, max_steps=200,
-                           save_every_minutes=0.0, save_every_steps=100, keep_last=3, valid_every_steps=100)
+        return TrainConfig(
+            max_tokens=1024,
+            update_tokens=1024,
+            warmup_steps=100,
+            max_steps=200,
+            save_every_minutes=0.0,
+            save_every_steps=100,
+            keep_last=3,
+            valid_every_steps=100,
+        )
     raise ConfigError(f"preset={name!r}: unknown preset; choose from {sorted(PRESETS)}")
 
 
@@ -223,21 +329,47 @@ def base(vocab_size: int = 37000) -> ModelConfig:
 
 def big(vocab_size: int = 37000) -> ModelConfig:
     """The paper's big model: d_model=1024, d_ff=4096, h=16 (d_k=d_v=64), P_drop=0.3."""
-    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=1024,
-                       d_ff=4096, n_heads=16, d_k=64, d_v=64, dropout=0.3)
+    return ModelConfig(
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        d_model=1024,
+        d_ff=4096,
+        n_heads=16,
+        d_k=64,
+        d_v=64,
+        dropout=0.3,
+    )
 
 
 def small(vocab_size: int = 8000) -> ModelConfig:
     """Not in the paper: a model these 2-core CPUs train in an hour (Multi30k-sized data)."""
-    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, n_layers=3,
-                       d_model=256, d_ff=1024, n_heads=4, d_k=64, d_v=64, dropout=0.1)
+    return ModelConfig(
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        n_layers=3,
+        d_model=256,
+        d_ff=1024,
+        n_heads=4,
+        d_k=64,
+        d_v=64,
+        dropout=0.1,
+    )
 
 
 def tiny(vocab_size: int = 1000) -> ModelConfig:
     """Not in the paper: for tests and smoke runs."""
-    return ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, n_layers=2,
-                       d_model=64, d_ff=128, n_heads=4, d_k=16, d_v=16, dropout=0.1,
-                       max_positions=256)
+    return ModelConfig(
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        n_layers=2,
+        d_model=64,
+        d_ff=128,
+        n_heads=4,
+        d_k=16,
+        d_v=16,
+        dropout=0.1,
+        max_positions=256,
+    )
 
 
 PRESETS = {"base": base, "big": big, "small": small, "tiny": tiny}
@@ -260,8 +392,13 @@ def from_dict(cls: type, data: dict, *, section: str = "model") -> Any:
     if cls is ModelConfig and "pad_id" in data:  # config.json written before the field was removed
         data = dict(data)
         legacy = _coerce(int, data.pop("pad_id"), f"{section}.pad_id")
-        _check(legacy == PAD, f"{section}.pad_id", legacy, f"padding is token {PAD} in nmt "
-               "(nmt.vocab.PAD, the id `nmt prepare` writes); the field is no longer settable")
+        _check(
+            legacy == PAD,
+            f"{section}.pad_id",
+            legacy,
+            f"padding is token {PAD} in nmt "
+            "(nmt.vocab.PAD, the id `nmt prepare` writes); the field is no longer settable",
+        )
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{section}.{unknown[0]}: unknown field; valid fields: {sorted(names)}")
@@ -334,7 +471,9 @@ def load_raw(path: str | Path) -> dict:
     except yaml.YAMLError as e:  # one line: where and what (its str() spans several lines)
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ConfigError(f"{path}: {where}not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})") from None
+        raise ConfigError(
+            f"{path}: {where}not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})"
+        ) from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict):

@@ -23,7 +23,9 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
     n = math.prod(shape)
     # random_() alone draws from [0, 2^63): the top lane would never be negative; from -2^63 it
     # takes all 64 bits of the generator's draw
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, None)  # (ceil(n/4),)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(
+        -(2**63), None
+    )  # (ceil(n/4),)
     bits = words.view(torch.int16)[:n].view(shape)  # shape: 16 uniform bits each, in [-32768, 32767]
     return bits.ge(t - 32768)  # P(bits >= t - 32768) = (65536 - t) / 65536
 

@@ -1,5 +1,5 @@
 """Explicit attention: a CPU training speed path of scaled dot-product attention (section 3.2.1,
-``nmt.model.scaled_dot_product_attention``).
+``nmt.attention.scaled_dot_product_attention``).
 
 Training on CPU in bf16 / fp16 autocast computes attention step by step (scores held, in float32)
 instead of through SDPA, whose CPU kernel is slow for reduced precision. ``applies`` is the one
@@ -25,13 +25,18 @@ def applies(q: Tensor, k: Tensor, mask: Tensor | None) -> bool:
     """The switch: explicit attention for queries q (B, H, T, K) and keys k (B, H, N, K) on the
     CPU, in bf16 or fp16, with gradients (training), T x N <= EXPLICIT_ATTENTION_MAX and a boolean
     mask or none; otherwise SDPA."""
-    return (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16) and torch.is_grad_enabled()
-            and q.size(2) * k.size(2) <= EXPLICIT_ATTENTION_MAX
-            and (mask is None or mask.dtype == torch.bool))
+    return (
+        q.device.type == "cpu"
+        and q.dtype in (torch.bfloat16, torch.float16)
+        and torch.is_grad_enabled()
+        and q.size(2) * k.size(2) <= EXPLICIT_ATTENTION_MAX
+        and (mask is None or mask.dtype == torch.bool)
+    )
 
 
-def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool,
-                       dropout_p: float) -> Tensor:
+def explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool, dropout_p: float
+) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) V in float32, step by step: q (B, H, T, K), k (B, H, N, K),
     v (B, H, N, V); mask (bool, broadcastable to (B, H, T, N), True = attend) or is_causal (key
     j <= query i); dropout on the attention weights. The same function as

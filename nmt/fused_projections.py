@@ -1,5 +1,5 @@
 """Fused attention projections: an inference speed path of multi-head attention (section 3.2.2,
-``nmt.model.MultiheadAttention``).
+``nmt.attention.MultiheadAttention``).
 
 Self-attention projects one input three times (Q = x W^Q, K = x W^K, V = x W^V); fused, that is
 one matrix product over the weights concatenated by rows, [W^Q; W^K; W^V], whose output columns
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from .model import MultiheadAttention
+from .attention import MultiheadAttention
 
 
 def fused_weights(layers: list[nn.Module]) -> tuple[Tensor, Tensor | None]:

@@ -9,8 +9,9 @@ Interface (search and training live elsewhere and call it):
     logits, cache = model.decode_step(tgt_tokens, memory, cache)   # cache: DecoderCache | None
     logits = model(src_tokens, tgt_in)                             # training, teacher forcing
 Parameter names follow fairseq/Marian (embed_tokens, self_attn, encoder_attn, fc1, fc2, q_proj...).
-The decoding state is in nmt.cache; CPU speed paths beside the concepts they speed up:
-nmt.explicit_attention (bf16 training), nmt.fused_projections (inference), nmt.dropout's masks."""
+Attention (section 3.2) is in nmt.attention; the decoding state in nmt.cache; CPU speed paths beside
+the concepts they speed up: nmt.explicit_attention (bf16 training), nmt.fused_projections
+(inference), nmt.dropout's masks."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import explicit_attention as explicit
+from .attention import MultiheadAttention, window_mask
 from .cache import DecoderCache, EncoderOut, LayerCache
 from .config import ModelConfig
 from .dropout import Dropout
@@ -36,93 +37,6 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
     return table.float()
-
-
-def window_mask(n_queries: int, n_keys: int, *, start: int, window: int,
-                causal: bool, device: torch.device | None = None) -> Tensor:
-    """Restricted self-attention (section 4, Table 1): query i, at absolute position start+i, may
-    attend key j iff |start + i - j| <= window (and j <= start + i when ``causal``).
-    Returns (T, N) bool, True = attend (broadcasts against (B, H, T, N))."""
-    q = torch.arange(start, start + n_queries, device=device)[:, None]  # (T, 1)
-    k = torch.arange(n_keys, device=device)[None, :]  # (1, N)
-    allowed = (q - k).abs() <= window  # (T, N)
-    return allowed & (k <= q) if causal else allowed
-
-
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool,
-                                 dropout_p: float) -> Tensor:
-    """Section 3.2.1, eq. 1: softmax(Q K^T / sqrt(d_k)) V per head, the scale 1/sqrt(K) (the query's
-    last dimension); q (B, H, T, K), k (B, H, N, K), v (B, H, N, V); mask broadcastable to
-    (B, H, T, N), True = attend, or is_causal; dropout on the weights -> (B, H, T, V). PyTorch's
-    SDPA, or where ``nmt.explicit_attention.applies`` (bf16 training on CPU) the explicit path."""
-    if explicit.applies(q, k, mask):
-        return explicit.explicit_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
-
-
-class MultiheadAttention(nn.Module):
-    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, scaled dot-product heads.
-
-    Speed path: ``fused_qkv`` / ``fused_kv`` (None as built): one product over [W^Q; W^K; W^V] /
-    [W^K; W^V], set by nmt.fused_projections.fuse_projections, used where it ``applies`` to x."""
-
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0):
-        super().__init__()
-        self.n_heads, self.d_k, self.d_v, self.dropout = n_heads, d_k, d_v, dropout
-        self.q_proj = nn.Linear(d_model, n_heads * d_k)
-        self.k_proj = nn.Linear(d_model, n_heads * d_k)
-        self.v_proj = nn.Linear(d_model, n_heads * d_v)
-        self.out_proj = nn.Linear(n_heads * d_v, d_model)
-        self.fused_qkv: nn.Module | None = None
-        self.fused_kv: nn.Module | None = None
-
-    def _split(self, x: Tensor, d: int) -> Tensor:
-        b, n, _ = x.shape
-        return x.view(b, n, self.n_heads, d).transpose(1, 2)  # (B, N, H*d) -> (B, H, N, d)
-
-    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, N, D) -> keys (B, H, N, K), values (B, H, N, V)."""
-        fused = self.fused_kv
-        if fused is not None and fused.applies(x):
-            k, v = fused(x).split([self.n_heads * self.d_k, self.n_heads * self.d_v], -1)  # (B, N, H*K/V)
-        else:
-            k, v = self.k_proj(x), self.v_proj(x)
-        return self._split(k, self.d_k), self._split(v, self.d_v)
-
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention's projections of one input (B, N, D) -> queries (B, H, N, K), keys
-        (B, H, N, K), values (B, H, N, V)."""
-        fused = self.fused_qkv
-        if fused is not None and fused.applies(x):
-            hk = self.n_heads * self.d_k
-            q, k, v = fused(x).split([hk, hk, self.n_heads * self.d_v], dim=-1)  # (B, N, H*K) x2, (B, N, H*V)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        return self._split(q, self.d_k), self._split(k, self.d_k), self._split(v, self.d_v)
-
-    def attend(self, query: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None,
-               is_causal: bool = False) -> Tensor:
-        """query (B, T, D), k (B, H, N, K), v (B, H, N, V); mask broadcastable to (B, H, T, N),
-        True where attention is allowed. Returns (B, T, D)."""
-        q = self._split(self.q_proj(query), self.d_k)  # (B, H, T, K)
-        return self.attend_heads(q, k, v, mask=mask, is_causal=is_causal)
-
-    def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None,
-                     is_causal: bool = False) -> Tensor:
-        """Projected queries q (B, H, T, K), k (B, H, N, K), v (B, H, N, V) -> (B, T, D)."""
-        b, _, t, _ = q.shape
-        out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal,
-                                           dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, V)
-        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (B, T, H*V)
-        return self.out_proj(out)  # (B, T, D)
-
-    def forward(self, query: Tensor, key_value: Tensor, *, mask: Tensor | None = None,
-                is_causal: bool = False) -> Tensor:
-        if query is key_value:  # self-attention
-            q, k, v = self.project_qkv(query)
-            return self.attend_heads(q, k, v, mask=mask, is_causal=is_causal)
-        k, v = self.project_kv(key_value)
-        return self.attend(query, k, v, mask=mask, is_causal=is_causal)
 
 
 def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: Dropout, pre: bool) -> Tensor:
@@ -164,10 +78,12 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         """x (B, S, D), mask (B, 1, 1, S) True = attend -> (B, S, D)."""
-        x = sublayer_connection(x, lambda h: self.self_attn(h, h, mask=mask), self.self_attn_layer_norm,
-                                self.dropout, self.pre)
-        return sublayer_connection(x, lambda h: feed_forward(h, self), self.final_layer_norm, self.dropout,
-                                   self.pre)
+        x = sublayer_connection(
+            x, lambda h: self.self_attn(h, h, mask=mask), self.self_attn_layer_norm, self.dropout, self.pre
+        )
+        return sublayer_connection(
+            x, lambda h: feed_forward(h, self), self.final_layer_norm, self.dropout, self.pre
+        )
 
 
 class DecoderLayer(nn.Module):
@@ -184,9 +100,18 @@ class DecoderLayer(nn.Module):
         self.activation_dropout, self.final_layer_norm = Dropout(cfg.activation_dropout), layer_norm(cfg)
         self.dropout, self.pre = Dropout(cfg.dropout), cfg.norm_position == "pre"  # post-norm: the paper
 
-    def forward(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], *, memory_mask: Tensor,
-                self_mask: Tensor | None, is_causal: bool, group: int = 1, cache: LayerCache | None = None,
-                start: int = 0) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory_kv: tuple[Tensor, Tensor],
+        *,
+        memory_mask: Tensor,
+        self_mask: Tensor | None,
+        is_causal: bool,
+        group: int = 1,
+        cache: LayerCache | None = None,
+        start: int = 0,
+    ) -> Tensor:
         """x (N, T, D) at positions start..start+T-1 -> (N, T, D); ``memory_kv``: keys (M, H, S, K) and
         values (M, H, S, V) of the memory, a row for ``group`` rows of x; ``memory_mask`` (M, 1, 1, S).
         With ``cache`` (decoding) the T new keys/values are written into its buffers (they have room)
@@ -205,14 +130,16 @@ class DecoderLayer(nn.Module):
         def encoder_attention(h: Tensor) -> Tensor:
             n, t, d = h.shape
             # the group of rows sharing a memory row attend to its keys together: (M, group*T, D)
-            out = self.encoder_attn.attend(h.reshape(n // group, group * t, d), *memory_kv,
-                                           mask=memory_mask)  # (M, group*T, D)
+            out = self.encoder_attn.attend(
+                h.reshape(n // group, group * t, d), *memory_kv, mask=memory_mask
+            )  # (M, group*T, D)
             return out.view(n, t, d)  # (N, T, D)
 
         x = sublayer_connection(x, self_attention, self.self_attn_layer_norm, self.dropout, self.pre)
         x = sublayer_connection(x, encoder_attention, self.encoder_attn_layer_norm, self.dropout, self.pre)
-        return sublayer_connection(x, lambda h: feed_forward(h, self), self.final_layer_norm, self.dropout,
-                                   self.pre)
+        return sublayer_connection(
+            x, lambda h: feed_forward(h, self), self.final_layer_norm, self.dropout, self.pre
+        )
 
 
 class PositionalEncoding(nn.Module):
@@ -224,10 +151,11 @@ class PositionalEncoding(nn.Module):
         self.max_positions = cfg.max_positions
         if cfg.positional == "learned":
             self.weight = nn.Parameter(torch.empty(cfg.max_positions, cfg.d_model))
-            nn.init.normal_(self.weight, mean=0.0, std=cfg.d_model ** -0.5)
+            nn.init.normal_(self.weight, mean=0.0, std=cfg.d_model**-0.5)
         else:
-            self.register_buffer("weight", sinusoidal_table(cfg.max_positions, cfg.d_model),
-                                 persistent=False)  # (max_positions, D)
+            self.register_buffer(
+                "weight", sinusoidal_table(cfg.max_positions, cfg.d_model), persistent=False
+            )  # (max_positions, D)
 
     def forward(self, start: int, length: int) -> Tensor:
         """Positions start..start+length-1 -> (length, D)."""
@@ -294,8 +222,9 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.layer_norm = layer_norm(cfg) if cfg.norm_position == "pre" else None
         # tied (section 3.4): None, logits = x @ embed_tokens.weight^T
-        self.output_projection = None if cfg.tie_output else nn.Linear(cfg.d_model, cfg.tgt_vocab_size,
-                                                                        bias=False)
+        self.output_projection = (
+            None if cfg.tie_output else nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        )
 
     def empty_cache(self, memory: EncoderOut, capacity: int = 16) -> DecoderCache:
         """The cache before the first step: the memory's keys/values computed once per memory row
@@ -307,8 +236,9 @@ class Decoder(nn.Module):
         """(mask (T, start+T) True = attend, or None; is_causal) for T queries at start..start+T-1:
         query i sees keys 0..start+i (section 3.2.3), within the window when restricted (section 4)."""
         if self.cfg.attention_window is not None:  # keys p+i-r .. p+i only: the band hides older cached keys
-            return window_mask(t, start + t, start=start, window=self.cfg.attention_window, causal=True,
-                               device=device), False  # (T, P+T)
+            return window_mask(
+                t, start + t, start=start, window=self.cfg.attention_window, causal=True, device=device
+            ), False  # (T, P+T)
         if t == 1 or start == 0:  # one new token sees every cached position; from 0: SDPA's causal path
             return None, t > 1
         return torch.ones(t, start + t, dtype=torch.bool, device=device).tril(start), False  # (T, P+T)
@@ -321,24 +251,47 @@ class Decoder(nn.Module):
         x = self.run_layers(tokens, memory_kv, memory_mask=memory.attend_mask(), group=memory.group)
         return self.output(x if select is None else x[select])  # (K, D) selected
 
-    def step(self, tokens: Tensor, cache: DecoderCache, *,
-             projection: nn.Module | None = None) -> tuple[Tensor, DecoderCache]:
+    def step(
+        self, tokens: Tensor, cache: DecoderCache, *, projection: nn.Module | None = None
+    ) -> tuple[Tensor, DecoderCache]:
         """tokens (N, T) following the P cached positions -> logits (N, T, W), updated cache (the
         memory is read through it: ``empty_cache``). ``projection``: see ``output``."""
         cache = cache.with_room(tokens)
         memory_kv = [(c.cross_k, c.cross_v) for c in cache.layers]
-        x = self.run_layers(tokens, memory_kv, memory_mask=cache.memory_mask, group=cache.group,
-                            caches=cache.layers, start=cache.length)  # (N, T, D)
+        x = self.run_layers(
+            tokens,
+            memory_kv,
+            memory_mask=cache.memory_mask,
+            group=cache.group,
+            caches=cache.layers,
+            start=cache.length,
+        )  # (N, T, D)
         return self.output(x, projection), cache.advanced(tokens.size(1))
 
-    def run_layers(self, tokens: Tensor, memory_kv: list[tuple[Tensor, Tensor]], *, memory_mask: Tensor,
-                   group: int, caches: list[LayerCache] | None = None, start: int = 0) -> Tensor:
+    def run_layers(
+        self,
+        tokens: Tensor,
+        memory_kv: list[tuple[Tensor, Tensor]],
+        *,
+        memory_mask: Tensor,
+        group: int,
+        caches: list[LayerCache] | None = None,
+        start: int = 0,
+    ) -> Tensor:
         """tokens (N, T) at positions start..start+T-1 through the stack -> (N, T, D)."""
         x = self.embed(tokens, start=start)  # (N, T, D)
         self_mask, is_causal = self.self_attention_mask(tokens.size(1), start, tokens.device)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory_kv[i], memory_mask=memory_mask, self_mask=self_mask, is_causal=is_causal,
-                      group=group, cache=None if caches is None else caches[i], start=start)
+            x = layer(
+                x,
+                memory_kv[i],
+                memory_mask=memory_mask,
+                self_mask=self_mask,
+                is_causal=is_causal,
+                group=group,
+                cache=None if caches is None else caches[i],
+                start=start,
+            )
         return self.layer_norm(x) if self.layer_norm is not None else x
 
     def output(self, x: Tensor, projection: nn.Module | None = None) -> Tensor:
@@ -357,8 +310,11 @@ class Transformer(nn.Module):
         cfg.validate()
         self.cfg = cfg
         src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
-        tgt_embed = src_embed if cfg.share_embeddings else nn.Embedding(
-            cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
+        tgt_embed = (
+            src_embed
+            if cfg.share_embeddings
+            else nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
+        )
         self.encoder = Encoder(cfg, src_embed)
         self.decoder = Decoder(cfg, tgt_embed)
         self.reset_parameters()
@@ -373,7 +329,7 @@ class Transformer(nn.Module):
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+                nn.init.normal_(module.weight, mean=0.0, std=self.cfg.d_model**-0.5)
                 if module.padding_idx is not None:
                     nn.init.zeros_(module.weight[module.padding_idx])
             elif isinstance(module, nn.LayerNorm):
@@ -385,8 +341,13 @@ class Transformer(nn.Module):
         padding_mask = src_tokens.eq(PAD)  # (B, S), True = padding
         return EncoderOut(self.encoder(src_tokens, padding_mask), padding_mask)
 
-    def decode_step(self, tgt_tokens: Tensor, memory: EncoderOut, cache: DecoderCache | None = None,
-                    projection: nn.Module | None = None) -> tuple[Tensor, DecoderCache]:
+    def decode_step(
+        self,
+        tgt_tokens: Tensor,
+        memory: EncoderOut,
+        cache: DecoderCache | None = None,
+        projection: nn.Module | None = None,
+    ) -> tuple[Tensor, DecoderCache]:
         """Feed the next target tokens (B, T) (usually T=1) -> logits (B, T, W), new cache.
         With ``cache=None`` the cross-attention keys/values are computed from ``memory`` once and
         the tokens are taken to start at position 0. ``projection``: see Decoder.output."""

@@ -32,13 +32,21 @@ def plot(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     out_dir = Path(out or run_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    panels = [("loss", "label-smoothed loss (nats/token)", "loss"), ("ppl", "perplexity (no smoothing)", "ppl"),
-              ("lr", "learning rate", "lr")]
+    panels = [
+        ("loss", "label-smoothed loss (nats/token)", "loss"),
+        ("ppl", "perplexity (no smoothing)", "ppl"),
+        ("lr", "learning rate", "lr"),
+    ]
     for key, title, name in panels:
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot([r["step"] for r in train if key in r], [r[key] for r in train if key in r], label="train")
         if key != "lr" and valid:
-            ax.plot([r["step"] for r in valid if key in r], [r[key] for r in valid if key in r], "o-", label="valid")
+            ax.plot(
+                [r["step"] for r in valid if key in r],
+                [r[key] for r in valid if key in r],
+                "o-",
+                label="valid",
+            )
         if key == "ppl":
             ax.set_yscale("log")
         ax.set_xlabel("step")

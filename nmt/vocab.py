@@ -22,5 +22,7 @@ def check_special_ids(recorded: dict | None, source: str) -> None:
     except (AttributeError, TypeError, ValueError):  # not a mapping of integers
         same = False
     if not same:
-        raise ValueError(f"{source}: special token ids {recorded} differ from nmt's {SPECIAL_IDS} "
-                         "(pad, unk, bos, eos); re-run `nmt prepare`")
+        raise ValueError(
+            f"{source}: special token ids {recorded} differ from nmt's {SPECIAL_IDS} "
+            "(pad, unk, bos, eos); re-run `nmt prepare`"
+        )

@@ -32,11 +32,20 @@ def render() -> str:
     parser = build_parser()
     parser.prog = "nmt"
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    lines = ["# Command-line reference", "",
-             "Generated from nmt's argparse parsers by `python scripts/cli_reference.py` "
-             "(a test fails when this page differs from what the script prints). "
-             "Every command also accepts `--debug` (show the traceback of an unexpected error).", "",
-             "## nmt", "", "```text", _help(parser).rstrip(), "```", ""]
+    lines = [
+        "# Command-line reference",
+        "",
+        "Generated from nmt's argparse parsers by `python scripts/cli_reference.py` "
+        "(a test fails when this page differs from what the script prints). "
+        "Every command also accepts `--debug` (show the traceback of an unexpected error).",
+        "",
+        "## nmt",
+        "",
+        "```text",
+        _help(parser).rstrip(),
+        "```",
+        "",
+    ]
     for name, p in sub.choices.items():
         title = "nmt prepare ptb" if name == "prepare-ptb" else f"nmt {name}"
         lines += [f"## {title}", "", "```text", _help(p).rstrip(), "```", ""]
@@ -51,18 +60,26 @@ def _config_fields() -> list[str]:
     """The fields of ModelConfig and TrainConfig (`--model.FIELD=VALUE`, `--train.FIELD=VALUE`, or
     the `model:` / `train:` sections of a --config YAML), with their defaults and inline comments,
     read from nmt/config.py."""
-    lines = ["## Configuration fields", "",
-             "Set in the `model:` / `train:` sections of a `--config` YAML file, or on the command line "
-             "as `--model.FIELD=VALUE` / `--train.FIELD=VALUE` (type-checked). Defaults are the paper's "
-             "`base` model and training; the presets `base`, `big`, `small`, `tiny` change some of them.", ""]
+    lines = [
+        "## Configuration fields",
+        "",
+        "Set in the `model:` / `train:` sections of a `--config` YAML file, or on the command line "
+        "as `--model.FIELD=VALUE` / `--train.FIELD=VALUE` (type-checked). Defaults are the paper's "
+        "`base` model and training; the presets `base`, `big`, `small`, `tiny` change some of them.",
+        "",
+    ]
     section = None
     for line in (ROOT / "nmt" / "config.py").read_text(encoding="utf-8").splitlines():
         if line.startswith("class "):
-            name = line[len("class "):].split("(")[0].split(":")[0]
+            name = line[len("class ") :].split("(")[0].split(":")[0]
             section = {"ModelConfig": "model", "TrainConfig": "train"}.get(name)
             if section:
-                lines += [f"### `{section}:` ({name})", "", "| field | type | default | note |",
-                          "|---|---|---|---|"]
+                lines += [
+                    f"### `{section}:` ({name})",
+                    "",
+                    "| field | type | default | note |",
+                    "|---|---|---|---|",
+                ]
             continue
         m = FIELD.match(line) if section else None
         if m:
@@ -82,8 +99,7 @@ def main() -> int:
     text = render()
     if args.check:
         if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is out of date: run `python scripts/cli_reference.py`",
-                  file=sys.stderr)
+            print(f"{OUT} is out of date: run `python scripts/cli_reference.py`", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text, encoding="utf-8")

@@ -19,8 +19,10 @@ def shared_data_dir() -> Path:
     env = os.environ.get("NMT_DATA_DIR")
     path = Path(env) if env else REPO.parent / "shared" / "data"
     if not path.is_dir():
-        pytest.skip(f"real data not found at {path}: set NMT_DATA_DIR to the shared data folder "
-                    "(multi30k/, libreoffice_help/, wmt14_en_de/, ...)")
+        pytest.skip(
+            f"real data not found at {path}: set NMT_DATA_DIR to the shared data folder "
+            "(multi30k/, libreoffice_help/, wmt14_en_de/, ...)"
+        )
     return path
 
 

@@ -20,15 +20,39 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
-SENTENCES = ["the dog sees a red ball", "a man sits on the street", "the small cat plays with the child",
-             "a woman runs in the water", "the big tree", "a blue car on the green street with a dog",
-             "the child sees the man", "a cat", "the woman plays with a ball in the house",
-             "a small red car runs on the street with the big blue ball", "", "the green house"]
-TRAIN_ARGS = ["--preset", "tiny", "--model.dropout=0", "--model.d_model=32", "--model.d_ff=64",
-              "--model.n_heads=2", "--model.d_k=16", "--model.d_v=16", "--train.precision=fp32",
-              "--train.save_every_minutes=0", "--train.valid_every_steps=0", "--train.warmup_steps=60",
-              "--train.num_threads=1", "--train.label_smoothing=0", "--train.max_steps=300",
-              "--train.max_tokens=512", "--train.accum_steps=1"]
+SENTENCES = [
+    "the dog sees a red ball",
+    "a man sits on the street",
+    "the small cat plays with the child",
+    "a woman runs in the water",
+    "the big tree",
+    "a blue car on the green street with a dog",
+    "the child sees the man",
+    "a cat",
+    "the woman plays with a ball in the house",
+    "a small red car runs on the street with the big blue ball",
+    "",
+    "the green house",
+]
+TRAIN_ARGS = [
+    "--preset",
+    "tiny",
+    "--model.dropout=0",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=60",
+    "--train.num_threads=1",
+    "--train.label_smoothing=0",
+    "--train.max_steps=300",
+    "--train.max_tokens=512",
+    "--train.accum_steps=1",
+]
 
 
 def train_small(data: Path, out: Path) -> Path:
@@ -63,8 +87,13 @@ class Server:
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", NMT_TEST_STEP_DELAY=str(step_delay))
         self.log = log
         nmt = [str(Path(__file__).resolve())] if step_delay else ["-m", "nmt"]
-        self.proc = subprocess.Popen([sys.executable, *nmt, "serve", *args, "--port", str(self.port)],
-                                     stdout=subprocess.PIPE, stderr=open(log, "wb"), env=env, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, *nmt, "serve", *args, "--port", str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=open(log, "wb"),
+            env=env,
+            cwd=REPO,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -36,8 +36,10 @@ def imports(name: str, path: Path, known: set[str]) -> tuple[set[str], bool]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
-                       for alias in node.names]
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                for alias in node.names
+            ]
         for target in targets:
             uses_argparse |= target == "argparse"
             if target in known and target != name:

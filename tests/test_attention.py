@@ -28,12 +28,25 @@ def checkpoint(tmp_path_factory):
     rng = random.Random(0)
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))) + "." for _ in range(300)]
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=60, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+        sentence_iterator=iter(lines),
+        model_prefix=str(tmp / "spm"),
+        vocab_size=60,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     torch.manual_seed(0)
     cfg = dataclasses.replace(tiny(60), n_layers=2, n_heads=4)
-    return save(tmp / "checkpoint", model=Transformer(cfg), spm_model=tmp / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    return save(
+        tmp / "checkpoint",
+        model=Transformer(cfg),
+        spm_model=tmp / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
 
 
 def test_weights_reproduce_the_model_attention_outputs(checkpoint):
@@ -42,19 +55,28 @@ def test_weights_reproduce_the_model_attention_outputs(checkpoint):
     model = Translator.load(checkpoint, device="cpu", precision="fp32").model
     src, tgt = [5, 9, 14, 7, 22, EOS], [8, 31, 12, 40]
     seen = {}
-    modules = {"enc": model.encoder.layers[1].self_attn, "dec": model.decoder.layers[1].self_attn,
-               "cross": model.decoder.layers[0].encoder_attn}
+    modules = {
+        "enc": model.encoder.layers[1].self_attn,
+        "dec": model.decoder.layers[1].self_attn,
+        "cross": model.decoder.layers[0].encoder_attn,
+    }
     hooks = []
     for name, attn in modules.items():
         hooks.append(attn.v_proj.register_forward_hook(lambda m, i, o, n=name: seen.__setitem__(n + "v", o)))
-        hooks.append(attn.out_proj.register_forward_hook(lambda m, i, o, n=name: seen.__setitem__(n + "in", i[0])))
+        hooks.append(
+            attn.out_proj.register_forward_hook(lambda m, i, o, n=name: seen.__setitem__(n + "in", i[0]))
+        )
     maps = attention_maps(model, src, tgt)
     for h in hooks:
         h.remove()
     s, t, hh, d_v = len(src), len(tgt) + 1, model.cfg.n_heads, model.cfg.d_v
     assert maps.encoder_self.shape == (2, hh, s, s)
     assert maps.decoder_self.shape == (2, hh, t, t) and maps.cross.shape == (2, hh, t, s)
-    for name, weights in (("enc", maps.encoder_self[1]), ("dec", maps.decoder_self[1]), ("cross", maps.cross[0])):
+    for name, weights in (
+        ("enc", maps.encoder_self[1]),
+        ("dec", maps.decoder_self[1]),
+        ("cross", maps.cross[0]),
+    ):
         v = seen[name + "v"][0].view(-1, hh, d_v).transpose(0, 1)  # (H, N, V)
         mixed = (weights @ v).transpose(0, 1).reshape(weights.size(1), hh * d_v)  # (T, H*V)
         torch.testing.assert_close(mixed, seen[name + "in"][0], atol=1e-5, rtol=1e-4)
@@ -95,18 +117,49 @@ def test_translate_alignment_output(checkpoint, tmp_path, capsys):
         got = [tuple(map(int, p.split("-"))) for p in pairs.split()]
         assert [j for _, j in got] == list(range(len(hyps[0].tokens) if n_src else 0))
         assert all(0 <= i < n_src for i, _ in got)
-    assert main(["translate", str(checkpoint), "-i", str(src), "--alignment", "--beam", "2", "--nbest", "2",
-                 *fast]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(checkpoint),
+                "-i",
+                str(src),
+                "--alignment",
+                "--beam",
+                "2",
+                "--nbest",
+                "2",
+                *fast,
+            ]
+        )
+        == 0
+    )
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 5 and all(len(r.split("\t")) == 4 for r in rows)  # an empty line: one output
 
 
 def test_plot_attention(checkpoint, tmp_path, capsys):
     out = tmp_path / "plots"
-    assert main(["plot-attention", str(checkpoint), "der hund und die katze", "-o", str(out), "--beam", "1",
-                 "--max-len-b", "3"]) == 0
+    assert (
+        main(
+            [
+                "plot-attention",
+                str(checkpoint),
+                "der hund und die katze",
+                "-o",
+                str(out),
+                "--beam",
+                "1",
+                "--max-len-b",
+                "3",
+            ]
+        )
+        == 0
+    )
     names = sorted(p.name for p in out.glob("*.png"))
-    assert names == sorted(f"{k}-layer{i}.png" for k in ("encoder-self", "decoder-self", "cross") for i in (1, 2))
+    assert names == sorted(
+        f"{k}-layer{i}.png" for k in ("encoder-self", "decoder-self", "cross") for i in (1, 2)
+    )
     assert all((out / n).stat().st_size > 3000 for n in names)
     data = json.loads((out / "attention.json").read_text())
     assert data["source_pieces"][-1] == "</s>" and data["target_pieces"][0] == "<s>"

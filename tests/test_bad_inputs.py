@@ -15,9 +15,22 @@ import pytest
 from nmt import checkpoint as ckpt
 from nmt.cli import main
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.valid_every_steps=0",
-        "--train.warmup_steps=10", "--train.num_threads=1", "--train.max_tokens=512", "--train.max_steps=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_tokens=512",
+    "--train.max_steps=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +41,11 @@ def finished(tiny_data, tmp_path_factory):
 
 
 def rewrite_manifest(directory: Path) -> None:
-    manifest = {f.name: {"sha256": hashlib.sha256(f.read_bytes()).hexdigest(), "bytes": f.stat().st_size}
-                for f in sorted(directory.iterdir()) if f.name != ckpt.MANIFEST}
+    manifest = {
+        f.name: {"sha256": hashlib.sha256(f.read_bytes()).hexdigest(), "bytes": f.stat().st_size}
+        for f in sorted(directory.iterdir())
+        if f.name != ckpt.MANIFEST
+    }
     (directory / ckpt.MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -41,8 +57,23 @@ def text(w, name, content: bytes):
 
 
 def prepare_args(w, *train, extra=()):
-    return ["prepare", "files", "--src", "en", "--tgt", "de", "--out", str(w / "new"), "--train", *train,
-            "--vocab-size", "60", "--threads", "1", *extra]
+    return [
+        "prepare",
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(w / "new"),
+        "--train",
+        *train,
+        "--vocab-size",
+        "60",
+        "--threads",
+        "1",
+        *extra,
+    ]
 
 
 def good(w):
@@ -65,46 +96,138 @@ def replace_and_rewrite(w, name, content: bytes):
 ROWS = [
     ("prepare: train is a directory", lambda w: (prepare_args(w, str(w / "text"), good(w)[1]), "text")),
     ("prepare: train missing", lambda w: (prepare_args(w, str(w / "nope.en"), good(w)[1]), "nope.en")),
-    ("prepare: invalid UTF-8", lambda w: (prepare_args(w, text(w, "bad.en", b"ok\n\xff\xfe\n"), good(w)[1]),
-                                          "bad.en")),
-    ("prepare: truncated gzip", lambda w: (prepare_args(w, text(w, "cut.en.gz", gzip.compress(b"a\n" * 999)[:30]),
-                                                        good(w)[1]), "cut.en.gz")),
-    ("prepare: line counts differ", lambda w: (prepare_args(w, text(w, "short.en", b"one line\n"), good(w)[1]),
-                                               "short.en")),
-    ("prepare: vocab size 0", lambda w: (prepare_args(w, *good(w))[:-4] + ["--vocab-size", "0"], "--vocab-size")),
-    ("prepare: out exists", lambda w: (prepare_args(w, *good(w))[:7] + [str(w / "data")] + prepare_args(w, *good(w))[8:],
-                                       "data")),
-    ("train: data not prepared", lambda w: (["train", str(w / "text"), "--out", str(w / "new"), *TINY], "text")),
-    ("train: misspelled section", lambda w: (["train", str(w / "data"), "--out", str(w / "new"), *TINY, "--config",
-                                              text(w, "c.yaml", b"trian:\n  max_steps: 5\n")], "c.yaml")),
-    ("train: invalid YAML", lambda w: (["train", str(w / "data"), "--out", str(w / "new"), *TINY, "--config",
-                                        text(w, "y.yaml", b"model: [\n")], "y.yaml")),
-    ("train: config is a list", lambda w: (["train", str(w / "data"), "--out", str(w / "new"), *TINY, "--config",
-                                            text(w, "l.yaml", b"- 1\n- 2\n")], "l.yaml")),
-    ("train: resume, altered weights", lambda w: (["train", str(w / "data"), "--out", str(w / "run"), "--resume",
-                                                   "--train.max_steps=2"], corrupt(w, "model.safetensors"))),
-    ("train: resume, trainer_state not an object", lambda w: (
-        ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
-        replace_and_rewrite(w, "trainer_state.json", b"[1, 2]"))),
-    ("train: resume, trainer_state missing keys", lambda w: (
-        ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
-        replace_and_rewrite(w, "trainer_state.json", b'{"step": 1}'))),
-    ("train: resume, optimizer not safetensors", lambda w: (
-        ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
-        replace_and_rewrite(w, "optimizer.safetensors", b"\x00" * 64))),
-    ("train: resume, run config.json not JSON", lambda w: (
-        ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
-        text(w, "../run/config.json", b"{not json"))),
+    (
+        "prepare: invalid UTF-8",
+        lambda w: (prepare_args(w, text(w, "bad.en", b"ok\n\xff\xfe\n"), good(w)[1]), "bad.en"),
+    ),
+    (
+        "prepare: truncated gzip",
+        lambda w: (
+            prepare_args(w, text(w, "cut.en.gz", gzip.compress(b"a\n" * 999)[:30]), good(w)[1]),
+            "cut.en.gz",
+        ),
+    ),
+    (
+        "prepare: line counts differ",
+        lambda w: (prepare_args(w, text(w, "short.en", b"one line\n"), good(w)[1]), "short.en"),
+    ),
+    (
+        "prepare: vocab size 0",
+        lambda w: (prepare_args(w, *good(w))[:-4] + ["--vocab-size", "0"], "--vocab-size"),
+    ),
+    (
+        "prepare: out exists",
+        lambda w: (prepare_args(w, *good(w))[:7] + [str(w / "data")] + prepare_args(w, *good(w))[8:], "data"),
+    ),
+    (
+        "train: data not prepared",
+        lambda w: (["train", str(w / "text"), "--out", str(w / "new"), *TINY], "text"),
+    ),
+    (
+        "train: misspelled section",
+        lambda w: (
+            [
+                "train",
+                str(w / "data"),
+                "--out",
+                str(w / "new"),
+                *TINY,
+                "--config",
+                text(w, "c.yaml", b"trian:\n  max_steps: 5\n"),
+            ],
+            "c.yaml",
+        ),
+    ),
+    (
+        "train: invalid YAML",
+        lambda w: (
+            [
+                "train",
+                str(w / "data"),
+                "--out",
+                str(w / "new"),
+                *TINY,
+                "--config",
+                text(w, "y.yaml", b"model: [\n"),
+            ],
+            "y.yaml",
+        ),
+    ),
+    (
+        "train: config is a list",
+        lambda w: (
+            [
+                "train",
+                str(w / "data"),
+                "--out",
+                str(w / "new"),
+                *TINY,
+                "--config",
+                text(w, "l.yaml", b"- 1\n- 2\n"),
+            ],
+            "l.yaml",
+        ),
+    ),
+    (
+        "train: resume, altered weights",
+        lambda w: (
+            ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
+            corrupt(w, "model.safetensors"),
+        ),
+    ),
+    (
+        "train: resume, trainer_state not an object",
+        lambda w: (
+            ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
+            replace_and_rewrite(w, "trainer_state.json", b"[1, 2]"),
+        ),
+    ),
+    (
+        "train: resume, trainer_state missing keys",
+        lambda w: (
+            ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
+            replace_and_rewrite(w, "trainer_state.json", b'{"step": 1}'),
+        ),
+    ),
+    (
+        "train: resume, optimizer not safetensors",
+        lambda w: (
+            ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
+            replace_and_rewrite(w, "optimizer.safetensors", b"\x00" * 64),
+        ),
+    ),
+    (
+        "train: resume, run config.json not JSON",
+        lambda w: (
+            ["train", str(w / "data"), "--out", str(w / "run"), "--resume", "--train.max_steps=2"],
+            text(w, "../run/config.json", b"{not json"),
+        ),
+    ),
     ("average: no such run", lambda w: (["average", str(w / "nope"), "--out", str(w / "new")], "nope")),
-    ("average: altered weights", lambda w: (["average", str(w / "run"), "--last", "1", "--out", str(w / "new")],
-                                            corrupt(w, "model.safetensors"))),
-    ("average: out is the run", lambda w: (["average", str(w / "run"), "--last", "1", "--out", str(w / "run"),
-                                            "--force"], "run")),
-    ("score: hypotheses missing", lambda w: (["score", str(w / "nope.txt"), "--ref", good(w)[1]], "nope.txt")),
+    (
+        "average: altered weights",
+        lambda w: (
+            ["average", str(w / "run"), "--last", "1", "--out", str(w / "new")],
+            corrupt(w, "model.safetensors"),
+        ),
+    ),
+    (
+        "average: out is the run",
+        lambda w: (["average", str(w / "run"), "--last", "1", "--out", str(w / "run"), "--force"], "run"),
+    ),
+    (
+        "score: hypotheses missing",
+        lambda w: (["score", str(w / "nope.txt"), "--ref", good(w)[1]], "nope.txt"),
+    ),
     ("score: reference missing", lambda w: (["score", good(w)[0], "--ref", str(w / "nope.de")], "nope.de")),
-    ("score: line counts differ", lambda w: (["score", text(w, "one.txt", b"a line\n"), "--ref", good(w)[1]],
-                                             "one.txt")),
-    ("score: invalid UTF-8", lambda w: (["score", text(w, "bad.txt", b"\xff\n"), "--ref", good(w)[1]], "bad.txt")),
+    (
+        "score: line counts differ",
+        lambda w: (["score", text(w, "one.txt", b"a line\n"), "--ref", good(w)[1]], "one.txt"),
+    ),
+    (
+        "score: invalid UTF-8",
+        lambda w: (["score", text(w, "bad.txt", b"\xff\n"), "--ref", good(w)[1]], "bad.txt"),
+    ),
     ("score: reference is a directory", lambda w: (["score", good(w)[0], "--ref", str(w / "text")], "text")),
 ]
 

@@ -33,10 +33,18 @@ def files(tmp: Path) -> dict:
     (tmp / "ref.txt").write_text("the dog\na tree\n", encoding="utf-8")
     (tmp / "ref3.txt").write_text("the dog\na tree\nmore\n", encoding="utf-8")
     (tmp / "notckpt").mkdir()
-    return {"in": tmp / "in.txt", "bad_utf8": tmp / "bad_utf8.txt", "truncated": tmp / "truncated.gz",
-            "a_file": tmp / "a_file", "adir": tmp / "adir", "ref": tmp / "ref.txt",
-            "ref3": tmp / "ref3.txt", "notckpt": tmp / "notckpt", "missing": tmp / "missing.txt",
-            "out": tmp / "out" / "hyp.txt"}
+    return {
+        "in": tmp / "in.txt",
+        "bad_utf8": tmp / "bad_utf8.txt",
+        "truncated": tmp / "truncated.gz",
+        "a_file": tmp / "a_file",
+        "adir": tmp / "adir",
+        "ref": tmp / "ref.txt",
+        "ref3": tmp / "ref3.txt",
+        "notckpt": tmp / "notckpt",
+        "missing": tmp / "missing.txt",
+        "out": tmp / "out" / "hyp.txt",
+    }
 
 
 # (id, argv after the command with {names} from `files` and {ckpt}, text the error line must contain)
@@ -45,7 +53,11 @@ TRANSLATE = [
     ("checkpoint not one", ["{notckpt}", "-i", "{in}", "-o", "{out}"], "{notckpt}"),
     ("input missing", ["{ckpt}", "-i", "{missing}", "-o", "{out}"], "{missing}"),
     ("input a directory", ["{ckpt}", "-i", "{adir}", "-o", "{out}"], "{adir}"),
-    ("input invalid utf-8", ["{ckpt}", "-i", "{bad_utf8}", "-o", "{out}"], "{bad_utf8}: line 2: invalid UTF-8"),
+    (
+        "input invalid utf-8",
+        ["{ckpt}", "-i", "{bad_utf8}", "-o", "{out}"],
+        "{bad_utf8}: line 2: invalid UTF-8",
+    ),
     ("input truncated gzip", ["{ckpt}", "-i", "{truncated}", "-o", "{out}"], "{truncated}"),
     ("output a directory", ["{ckpt}", "-i", "{in}", "-o", "{adir}"], "{adir}: is a directory"),
     ("output folder missing", ["{ckpt}", "-i", "{in}", "-o", "{missing}/hyp.txt"], "{missing}"),
@@ -60,8 +72,11 @@ TRANSLATE = [
     ("threads negative", ["{ckpt}", "-i", "{in}", "-o", "{out}", "--threads", "-2"], "--threads -2"),
     ("device bogus", ["{ckpt}", "-i", "{in}", "-o", "{out}", "--device", "bogus"], "--device bogus"),
     ("device cuda without gpu", ["{ckpt}", "-i", "{in}", "-o", "{out}", "--device", "cuda"], "--device cuda"),
-    ("fp16 on cpu", ["{ckpt}", "-i", "{in}", "-o", "{out}", "--device", "cpu", "--precision", "fp16"],
-     "--precision fp16"),
+    (
+        "fp16 on cpu",
+        ["{ckpt}", "-i", "{in}", "-o", "{out}", "--device", "cpu", "--precision", "fp16"],
+        "--precision fp16",
+    ),
     ("config override", ["{ckpt}", "-i", "{in}", "-o", "{out}", "--model.d_model=8"], "--model.d_model"),
 ]
 SCORE = [
@@ -77,9 +92,11 @@ def fill(items: list[str], names: dict) -> list[str]:
     return [s.format(**{k: str(v) for k, v in names.items()}) for s in items]
 
 
-@pytest.mark.parametrize("command,argv,names_it", [("translate", *row[1:]) for row in TRANSLATE]
-                         + [("score", *row[1:]) for row in SCORE],
-                         ids=[f"translate: {r[0]}" for r in TRANSLATE] + [f"score: {r[0]}" for r in SCORE])
+@pytest.mark.parametrize(
+    "command,argv,names_it",
+    [("translate", *row[1:]) for row in TRANSLATE] + [("score", *row[1:]) for row in SCORE],
+    ids=[f"translate: {r[0]}" for r in TRANSLATE] + [f"score: {r[0]}" for r in SCORE],
+)
 def test_bad_input_is_one_line_exit_2(command, argv, names_it, ckpt, tmp_path, capsys, monkeypatch):
     import nmt.infer.translate as tr
 
@@ -112,8 +129,24 @@ def test_existing_output_is_left_whole(ckpt, tmp_path, capsys):
     out.write_text("old\n")
     assert nmt_main(["translate", str(ckpt), "-i", str(names["bad_utf8"]), "-o", str(out), "--quiet"]) == 2
     assert out.read_text() == "old\n"
-    assert nmt_main(["translate", str(ckpt), "-i", str(names["in"]), "-o", str(out), "--quiet",
-                     "--max-len-a", "0", "--max-len-b", "3"]) == 0
+    assert (
+        nmt_main(
+            [
+                "translate",
+                str(ckpt),
+                "-i",
+                str(names["in"]),
+                "-o",
+                str(out),
+                "--quiet",
+                "--max-len-a",
+                "0",
+                "--max-len-b",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
@@ -124,9 +157,18 @@ def test_bad_input_end_to_end(ckpt, tmp_path):
     names_it = "{adir}: is a directory"
     names = {**files(tmp_path), "ckpt": ckpt}
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "nmt", *fill(argv, names)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nmt", *fill(argv, names)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"nmt {argv[0]}: error: ") and \
-        fill([names_it], names)[0] in err[0], proc.stderr
+    assert (
+        len(err) == 1
+        and err[0].startswith(f"nmt {argv[0]}: error: ")
+        and fill([names_it], names)[0] in err[0]
+    ), proc.stderr

@@ -73,8 +73,7 @@ def test_iteration_and_resume_mid_epoch():
 @pytest.mark.parametrize("replicas", [2, 3, 4, 7])
 def test_rank_shards_disjoint_complete_equal(replicas):
     src, tgt = lengths(n=997)
-    shards = [sampler(src, tgt, seed=5, num_replicas=replicas, rank=r).batches(1)
-              for r in range(replicas)]
+    shards = [sampler(src, tgt, seed=5, num_replicas=replicas, rank=r).batches(1) for r in range(replicas)]
     assert len({len(sh) for sh in shards}) == 1  # same number of batches per rank
     everything = [i for sh in shards for b in sh for i in b]
     assert sorted(everything) == list(range(997))  # disjoint and complete: each exactly once

@@ -21,7 +21,9 @@ gpu = sys.modules["gpu_bench"] = importlib.util.module_from_spec(SPEC)  # datacl
 SPEC.loader.exec_module(gpu)
 
 # one layer each side, d_model 8, d_ff 16, 2 heads of d_k = d_v = 4 (hk = hv = 8), 10 target pieces
-SMALL = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4)
+SMALL = ModelConfig(
+    src_vocab_size=10, tgt_vocab_size=10, n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4
+)
 
 
 def test_forward_flops_is_the_hand_count_of_a_small_model():
@@ -29,10 +31,13 @@ def test_forward_flops_is_the_hand_count_of_a_small_model():
     proj = 2 * 8 * (8 + 8 + 8) + 2 * 8 * 8  # q, k, v (8 -> 8 each), out (8 -> 8): 512 per position
     ffn = 2 * 8 * 16 * 2  # fc1 8 -> 16, fc2 16 -> 8: 512 per position
     encoder = 3 * (proj + ffn) + 2 * 3 * 3 * 8 * 2  # + Q K^T and A V over 3 x 3: 3072 + 288
-    decoder = (2 * (proj + ffn) + 2 * 2 * 2 * 8 * 2  # self-attention, the 2 x 2 square whole: 2048 + 128
-               + 2 * (2 * 8 * 8 * 2)  # cross-attention q and out of 2 positions: 512
-               + 3 * (2 * 8 * 8 * 2)  # cross-attention k and v of 3 memory positions: 768
-               + 2 * 2 * 3 * 8 * 2)  # cross-attention scores and sum over 2 x 3: 192
+    decoder = (
+        2 * (proj + ffn)
+        + 2 * 2 * 2 * 8 * 2  # self-attention, the 2 x 2 square whole: 2048 + 128
+        + 2 * (2 * 8 * 8 * 2)  # cross-attention q and out of 2 positions: 512
+        + 3 * (2 * 8 * 8 * 2)  # cross-attention k and v of 3 memory positions: 768
+        + 2 * 2 * 3 * 8 * 2
+    )  # cross-attention scores and sum over 2 x 3: 192
     output = 2 * 2 * 8 * 10  # 320
     assert encoder + decoder + output == 7328
     assert gpu.forward_flops(SMALL, 3, 2) == 7328
@@ -44,14 +49,22 @@ def test_update_flops_equal_the_matrix_products_torch_counts_in_a_training_step(
     backward of two pairs of equal lengths (no padding) are update_flops."""
     torch.manual_seed(0)
     model = Transformer(SMALL).train()
-    batch = collate([(torch.tensor([5, 6, 7, 8]).numpy(), torch.tensor([4, 9, 5]).numpy()),
-                     (torch.tensor([9, 8, 7, 6]).numpy(), torch.tensor([6, 6, 4]).numpy())])
+    batch = collate(
+        [
+            (torch.tensor([5, 6, 7, 8]).numpy(), torch.tensor([4, 9, 5]).numpy()),
+            (torch.tensor([9, 8, 7, 6]).numpy(), torch.tensor([6, 6, 4]).numpy()),
+        ]
+    )
     keep = batch.tgt_out.ne(0)  # (2, 4) all True
     with FlopCounterMode(display=False) as counter:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(batch.src, batch.tgt_in, keep)  # (8, 10)
         logits.float().logsumexp(-1).sum().backward()
-    assert counter.get_total_flops() == gpu.update_flops(SMALL, [batch]) == 3 * 2 * gpu.forward_flops(SMALL, 5, 4)
+    assert (
+        counter.get_total_flops()
+        == gpu.update_flops(SMALL, [batch])
+        == 3 * 2 * gpu.forward_flops(SMALL, 5, 4)
+    )
 
 
 def table(stdout: str) -> list[dict]:
@@ -64,26 +77,47 @@ def table(stdout: str) -> list[dict]:
 
 
 def bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--tiny", "--device", "cpu", *args],
-                          capture_output=True, text=True, timeout=timeout,
-                          env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--tiny", "--device", "cpu", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row(tiny_data, tmp_path):
     train(tiny_data, tmp_path / "run", "--train.max_steps=4", "--train.save_every_steps=4")
-    proc = bench("--budget", "600", "--precisions", "bf16", "--decode-batches", "4",
-                 "--checkpoint", str(tmp_path / "run"), "--test-src", str(tiny_data / "test.en.txt"),
-                 "--test-ref", str(tiny_data / "test.de.txt"))
+    proc = bench(
+        "--budget",
+        "600",
+        "--precisions",
+        "bf16",
+        "--decode-batches",
+        "4",
+        "--checkpoint",
+        str(tmp_path / "run"),
+        "--test-src",
+        str(tiny_data / "test.en.txt"),
+        "--test-ref",
+        str(tiny_data / "test.de.txt"),
+    )
     rows = table(proc.stdout)
     assert list(rows[0]) == list(gpu.COLUMNS)
     kinds = [(r["task"], r["model"], r["precision"], r["mode"]) for r in rows]
-    assert kinds == [("peak", "matmul 1024^3", "bf16", ""),
-                     ("train", "base", "bf16", "eager"), ("train", "big", "bf16", "eager"),
-                     ("decode", "base (random)", "fp32", "beam 4"), ("decode", "base (random)", "fp32", "greedy"),
-                     ("train", "base", "bf16", "compile (eager)"), ("train", "big", "bf16", "compile (eager)"),
-                     ("decode", "run", "fp32", "beam 4"), ("decode", "run", "fp32", "greedy")]
+    assert kinds == [
+        ("peak", "matmul 1024^3", "bf16", ""),
+        ("train", "base", "bf16", "eager"),
+        ("train", "big", "bf16", "eager"),
+        ("decode", "base (random)", "fp32", "beam 4"),
+        ("decode", "base (random)", "fp32", "greedy"),
+        ("train", "base", "bf16", "compile (eager)"),
+        ("train", "big", "bf16", "compile (eager)"),
+        ("decode", "run", "fp32", "beam 4"),
+        ("decode", "run", "fp32", "greedy"),
+    ]
     for r in rows[1:]:
         assert float(r["target tok/s"].replace(",", "")) > 0 and float(r["step ms"]) > 0, r
         assert r["peak GiB"] == "-"  # CPU
@@ -96,7 +130,9 @@ def test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row(tiny_data, tm
 
 def test_rows_that_do_not_fit_the_budget_are_printed_as_skipped():
     rows = table(bench("--budget", "0").stdout)
-    assert len(rows) == 2 + 8 + 4  # peaks, train (2 models x 2 precisions x 2 modes), decode (2 beams x 2 sizes)
+    assert (
+        len(rows) == 2 + 8 + 4
+    )  # peaks, train (2 models x 2 precisions x 2 modes), decode (2 beams x 2 sizes)
     assert all(r["note"].startswith("skipped: ~") and r["target tok/s"] == "" for r in rows)
 
 
@@ -112,8 +148,19 @@ def test_out_of_memory_halves_the_micro_batch_and_the_trainer_accumulates_more(t
         return real(trainer, stream)
 
     monkeypatch.setattr(gpu, "one_update", first_runs_out_of_memory)
-    row = gpu.train_row("base", sizes.models["base"], "tf32", "eager", sizes=sizes, data=tmp_path / "data", meta=meta,
-                        work=tmp_path, device=torch.device("cpu"), peaks={}, sheet=None)
+    row = gpu.train_row(
+        "base",
+        sizes.models["base"],
+        "tf32",
+        "eager",
+        sizes=sizes,
+        data=tmp_path / "data",
+        meta=meta,
+        work=tmp_path,
+        device=torch.device("cpu"),
+        peaks={},
+        sheet=None,
+    )
     assert budgets[:2] == [600, 300] and set(budgets[1:]) == {300}
     accum, budget = row["batch"].split(" = ")[1].split(" x ")  # "1,313 tok = 5 x 300"
     assert budget == "300" and int(accum) > 2  # ~1,200 target tokens per update: 2 x 600 before

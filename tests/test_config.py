@@ -21,20 +21,36 @@ from nmt.config import (
 
 def test_presets_match_the_paper():
     b = base()
-    assert (b.n_layers, b.d_model, b.d_ff, b.n_heads, b.d_k, b.d_v, b.dropout) == (6, 512, 2048, 8, 64, 64, 0.1)
-    assert (b.positional, b.norm_position, b.activation, b.share_embeddings) == ("sinusoidal", "post", "relu", True)
+    assert (b.n_layers, b.d_model, b.d_ff, b.n_heads, b.d_k, b.d_v, b.dropout) == (
+        6,
+        512,
+        2048,
+        8,
+        64,
+        64,
+        0.1,
+    )
+    assert (b.positional, b.norm_position, b.activation, b.share_embeddings) == (
+        "sinusoidal",
+        "post",
+        "relu",
+        True,
+    )
     g = big()
     assert (g.d_model, g.d_ff, g.n_heads, g.dropout) == (1024, 4096, 16, 0.3)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("n_heads", 0, "model.n_heads=0: must be a positive integer"),
-    ("dropout", 1.5, "model.dropout=1.5: must be in [0, 1)"),
-    ("positional", "rotary", "model.positional='rotary': must be 'sinusoidal' or 'learned'"),
-    ("norm_position", "sandwich", "model.norm_position='sandwich': must be 'post' (the paper) or 'pre'"),
-    ("activation", "swish", "model.activation='swish': must be 'relu' (the paper) or 'gelu'"),
-    ("tgt_vocab_size", 999, "a shared embedding needs src_vocab_size == tgt_vocab_size"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("n_heads", 0, "model.n_heads=0: must be a positive integer"),
+        ("dropout", 1.5, "model.dropout=1.5: must be in [0, 1)"),
+        ("positional", "rotary", "model.positional='rotary': must be 'sinusoidal' or 'learned'"),
+        ("norm_position", "sandwich", "model.norm_position='sandwich': must be 'post' (the paper) or 'pre'"),
+        ("activation", "swish", "model.activation='swish': must be 'relu' (the paper) or 'gelu'"),
+        ("tgt_vocab_size", 999, "a shared embedding needs src_vocab_size == tgt_vocab_size"),
+    ],
+)
 def test_invalid_values(field, value, message):
     cfg = base()
     setattr(cfg, field, value)
@@ -64,8 +80,15 @@ def test_unknown_field_in_file(tmp_path):
 
 
 def test_overrides_are_type_checked():
-    ov = parse_overrides(["--model.d_ff=1024", "--model.positional", "learned", "--model.share_embeddings=false",
-                          "--model.dropout=0.3"])
+    ov = parse_overrides(
+        [
+            "--model.d_ff=1024",
+            "--model.positional",
+            "learned",
+            "--model.share_embeddings=false",
+            "--model.dropout=0.3",
+        ]
+    )
     cfg = apply_overrides(base(), ov["model"], section="model")
     assert (cfg.d_ff, cfg.positional, cfg.share_embeddings, cfg.dropout) == (1024, "learned", False, 0.3)
     with pytest.raises(ConfigError, match="model.d_ff='big': expected an integer"):

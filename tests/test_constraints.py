@@ -16,7 +16,14 @@ from nmt.infer.constraints import row_argmax
 from nmt.infer.search import EOS, beam_search, length_penalty
 from nmt.model import Transformer
 
-A, B_, C_, D_, E_, F_ = 4, 5, 6, 7, 8, 9  # ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
+A, B_, C_, D_, E_, F_ = (
+    4,
+    5,
+    6,
+    7,
+    8,
+    9,
+)  # ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
 W = 10
 L = math.log
 
@@ -79,15 +86,17 @@ def src(*first_tokens, length=3):
 
 def meets(tokens: list[int], phrases: list[list[int]]) -> bool:
     """Whether ``tokens`` hold every phrase contiguously at places that do not overlap."""
+
     def place(todo: list[list[int]], used: frozenset) -> bool:
         if not todo:
             return True
         p, rest = todo[0], todo[1:]
         for i in range(len(tokens) - len(p) + 1):
             span = frozenset(range(i, i + len(p)))
-            if tokens[i:i + len(p)] == p and not span & used and place(rest, used | span):
+            if tokens[i : i + len(p)] == p and not span & used and place(rest, used | span):
                 return True
         return False
+
     return place(sorted(phrases, key=len, reverse=True), frozenset())
 
 
@@ -111,8 +120,15 @@ def best_meeting(model_table: torch.Tensor, phrases, max_len: int, alpha: float)
 
 
 # The model prefers to stop at once ([] then EOS), and writes C after D, D after B.
-STOP_EARLY = table({2: {EOS: 0.7, B_: 0.1, D_: 0.1, A: 0.1}, B_: {D_: 0.6, EOS: 0.3}, D_: {C_: 0.6, EOS: 0.3},
-                    C_: {EOS: 0.9}, A: {A: 0.5, EOS: 0.4}})
+STOP_EARLY = table(
+    {
+        2: {EOS: 0.7, B_: 0.1, D_: 0.1, A: 0.1},
+        B_: {D_: 0.6, EOS: 0.3},
+        D_: {C_: 0.6, EOS: 0.3},
+        C_: {EOS: 0.9},
+        A: {A: 0.5, EOS: 0.4},
+    }
+)
 
 
 def test_every_phrase_appears_in_the_models_order_not_the_given_one():
@@ -123,8 +139,15 @@ def test_every_phrase_appears_in_the_models_order_not_the_given_one():
     [[free]] = beam_search(model, src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6)
     assert free.tokens == []
     for phrases, want in (([[C_], [D_]], [D_, C_]), ([[C_], [B_, D_]], [B_, D_, C_])):
-        [hyps] = beam_search(Bigram({9: STOP_EARLY}), src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6,
-                             constraints=[phrases])
+        [hyps] = beam_search(
+            Bigram({9: STOP_EARLY}),
+            src(9),
+            beam=4,
+            alpha=0.6,
+            max_len_a=0,
+            max_len_b=6,
+            constraints=[phrases],
+        )
         tokens, score = best_meeting(STOP_EARLY, phrases, 6, 0.6)
         assert hyps[0].tokens == tokens == want
         assert hyps[0].positional_scores == pytest.approx(logp_of(STOP_EARLY, want), abs=1e-5)
@@ -137,8 +160,16 @@ def test_multi_piece_phrase_stays_contiguous():
     gap = table({2: {B_: 0.9}, B_: {A: 0.9, D_: 0.05}, A: {D_: 0.9}, D_: {EOS: 0.9}})
     [[free]] = beam_search(Bigram({9: gap}), src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6)
     assert free.tokens == [B_, A, D_]
-    [hyps] = beam_search(Bigram({9: gap}), src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6, nbest=4,
-                         constraints=[[[B_, D_]]])
+    [hyps] = beam_search(
+        Bigram({9: gap}),
+        src(9),
+        beam=4,
+        alpha=0.6,
+        max_len_a=0,
+        max_len_b=6,
+        nbest=4,
+        constraints=[[[B_, D_]]],
+    )
     assert hyps[0].tokens == best_meeting(gap, [[B_, D_]], 6, 0.6)[0] == [B_, D_]
     assert all(meets(h.tokens, [[B_, D_]]) for h in hyps) and len(hyps) == 4
 
@@ -149,10 +180,12 @@ def test_beam_allocation_keeps_the_unlikely_start():
     one constraint token keeps C anyway (round-robin over the banks: C, then A), so the search
     returns [C] (log 0.02 + log 0.9), the best output holding C. Without the banks, C would be
     written at the last steps after A A ... (log 0.001 for C alone)."""
-    model_table = table({2: {A: 0.5, B_: 0.4, C_: 0.02}, A: {A: 0.6, B_: 0.3}, B_: {A: 0.6, B_: 0.3},
-                         C_: {EOS: 0.9}})
-    [hyps] = beam_search(Bigram({9: model_table}), src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=6,
-                         constraints=[[[C_]]])
+    model_table = table(
+        {2: {A: 0.5, B_: 0.4, C_: 0.02}, A: {A: 0.6, B_: 0.3}, B_: {A: 0.6, B_: 0.3}, C_: {EOS: 0.9}}
+    )
+    [hyps] = beam_search(
+        Bigram({9: model_table}), src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, constraints=[[[C_]]]
+    )
     tokens, score = best_meeting(model_table, [[C_]], 6, 0.6)
     assert hyps[0].tokens == tokens == [C_]
     assert hyps[0].score == pytest.approx(score, abs=1e-5)
@@ -169,7 +202,9 @@ def test_phrase_found_after_a_false_start():
         p[want.get(prefix, EOS)] = 0.9
         return p / p.sum()
 
-    [hyps] = beam_search(Fake(dist), src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=5, constraints=[[[A, A, B_]]])
+    [hyps] = beam_search(
+        Fake(dist), src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=5, constraints=[[[A, A, B_]]]
+    )
     assert hyps[0].tokens == [A, A, A, B_]
 
 
@@ -179,8 +214,9 @@ def test_constraints_forced_into_the_last_steps():
     model's own log-probabilities as its scores."""
     model = Bigram({9: STOP_EARLY})
     phrases = [[A, F_], [E_, E_]]
-    [hyps] = beam_search(model, src(9), beam=3, alpha=0.6, max_len_a=0, max_len_b=5, nbest=2,
-                         constraints=[phrases])
+    [hyps] = beam_search(
+        model, src(9), beam=3, alpha=0.6, max_len_a=0, max_len_b=5, nbest=2, constraints=[phrases]
+    )
     assert sorted(h.tokens for h in hyps) == [[A, F_, E_, E_], [E_, E_, A, F_]]
     tokens, score = best_meeting(STOP_EARLY, phrases, 5, 0.6)
     assert hyps[0].tokens == tokens and hyps[0].score == pytest.approx(score, abs=1e-5)
@@ -196,8 +232,10 @@ def test_every_output_meets_its_constraints(seed):
     gen = torch.Generator().manual_seed(seed)
     tables = {s: torch.softmax(3 * torch.randn(W, W, generator=gen), dim=1) for s in range(4, 8)}
     firsts = [4, 5, 6, 7]
-    cons = [[[rng.randrange(A, W) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(0, 3))]
-            for _ in firsts]
+    cons = [
+        [[rng.randrange(A, W) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(0, 3))]
+        for _ in firsts
+    ]
     for beam, stopping in itertools.product((1, 2, 4), ("exact", "fast")):
         alpha = 0.0 if beam == 1 else rng.choice([0.0, 0.6, 1.0])
         kw = dict(beam=beam, alpha=alpha, max_len_a=0, max_len_b=9, nbest=beam, stopping=stopping)
@@ -207,16 +245,23 @@ def test_every_output_meets_its_constraints(seed):
             for h in hyps:
                 assert meets(h.tokens, phrases), (beam, stopping, phrases, h.tokens)
                 assert h.positional_scores == pytest.approx(logp_of(tables[first], h.tokens), abs=1e-5)
-                assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, alpha), abs=1e-5)
+                assert h.score == pytest.approx(
+                    h.log_prob / length_penalty(len(h.tokens) + 1, alpha), abs=1e-5
+                )
             [alone] = beam_search(Bigram(tables), src(first), constraints=[phrases], **kw)
             assert [h.tokens for h in alone] == [h.tokens for h in hyps]
 
 
 def test_impossible_constraints_are_a_clear_error():
     model = Bigram({9: STOP_EARLY})
-    with pytest.raises(ValueError, match=r"sentence 1: the constraints need 5 tokens and EOS, more than the "
-                                         r"maximum output length 5"):
-        beam_search(model, src(9, 9), beam=2, max_len_a=0, max_len_b=5, constraints=[[[A]], [[A, B_], [C_, D_, E_]]])
+    with pytest.raises(
+        ValueError,
+        match=r"sentence 1: the constraints need 5 tokens and EOS, more than the "
+        r"maximum output length 5",
+    ):
+        beam_search(
+            model, src(9, 9), beam=2, max_len_a=0, max_len_b=5, constraints=[[[A]], [[A, B_], [C_, D_, E_]]]
+        )
     with pytest.raises(ValueError, match="may not hold PAD, BOS or EOS"):
         beam_search(model, src(9), beam=2, constraints=[[[A, EOS]]])
     with pytest.raises(ValueError, match="phrase is empty"):
@@ -303,7 +348,9 @@ def test_sentences_without_constraints_search_as_before(model, sources, beam, al
         assert exact([out[0], out[2]]) == exact([free[0], free[2]])
     else:  # greedy search sums a hypothesis's log-probabilities in Python, the beam loop in float32
         assert [h.tokens for i in (0, 2) for h in out[i]] == [h.tokens for i in (0, 2) for h in free[i]]
-        assert [h.score for i in (0, 2) for h in out[i]] == pytest.approx([h.score for i in (0, 2) for h in free[i]])
+        assert [h.score for i in (0, 2) for h in out[i]] == pytest.approx(
+            [h.score for i in (0, 2) for h in free[i]]
+        )
     assert all(meets(h.tokens, mixed[i]) for i in (1, 3, 4) for h in out[i])
 
 
@@ -340,10 +387,15 @@ def test_translator_constraint_errors_name_the_line(checkpoint):
     from nmt.infer.translate import TranslateError, Translator
 
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
-    with pytest.raises(TranslateError, match=r"line 2: the constraints need \d+ tokens and EOS, more than the "
-                                             r"maximum output length 4"):
+    with pytest.raises(
+        TranslateError,
+        match=r"line 2: the constraints need \d+ tokens and EOS, more than the "
+        r"maximum output length 4",
+    ):
         t.translate(LINES[:2], constraints=[[], ["unter dem haus neben dem baum"]], max_len_a=0, max_len_b=4)
-    with pytest.raises(TranslateError, match=r"line 1: constraint 'жук' holds characters the vocabulary does not have"):
+    with pytest.raises(
+        TranslateError, match=r"line 1: constraint 'жук' holds characters the vocabulary does not have"
+    ):
         t.translate(LINES[:1], constraints=[["жук"]])
     with pytest.raises(TranslateError, match="line 4: the sentence is empty"):
         t.translate(LINES, constraints=[[], [], [], ["haus"]])
@@ -375,19 +427,32 @@ def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
     (tmp_path / "c.txt").write_text("\n".join("\t".join(p) for p in PHRASES) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
     fast = ("--beam", "3", "--max-len-a", "0", "--max-len-b", "12", "--quiet", "--precision", "fp32")
-    assert cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", *fast) == 0
+    assert (
+        cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", *fast) == 0
+    )
     result = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(result) == len(LINES)
     assert all(p in line for line, phrases in zip(result, PHRASES) for p in phrases)
     (tmp_path / "short.txt").write_text("haus\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=r"short.txt: 1 constraint lines for 4 input lines"):
         cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "short.txt", *fast)
-    (tmp_path / "long.txt").write_text("\nhaus\tunter dem haus neben dem baum auf dem haus\n\n\n", encoding="utf-8")
+    (tmp_path / "long.txt").write_text(
+        "\nhaus\tunter dem haus neben dem baum auf dem haus\n\n\n", encoding="utf-8"
+    )
     with pytest.raises(TranslateError, match=r"long.txt: line 2: the constraints need"):
         cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "long.txt", *fast)
     with pytest.raises(TranslateError, match="--constraints: the torch engine's beam search"):
-        cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", "--sampling",
-            *fast)
+        cli(
+            checkpoint,
+            "-i",
+            tmp_path / "in.txt",
+            "-o",
+            out,
+            "--constraints",
+            tmp_path / "c.txt",
+            "--sampling",
+            *fast,
+        )
 
 
 def test_http_constraints_field(checkpoint):
@@ -404,15 +469,19 @@ def test_http_constraints_field(checkpoint):
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
     app = create_app(build_models({"tiny": checkpoint}, parser.parse_args([f"tiny={checkpoint}"])))
-    want = Translator.load(checkpoint, device="cpu", precision="fp32").translate(LINES, constraints=PHRASES, beam=3)
+    want = Translator.load(checkpoint, device="cpu", precision="fp32").translate(
+        LINES, constraints=PHRASES, beam=3
+    )
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": LINES, "constraints": PHRASES, "beam": 3})
         assert r.status_code == 200, r.text
         assert [t["text"] for t in r.json()["translations"]] == want
         r = c.post("/translate", json={"text": LINES[1], "constraints": PHRASES[1], "beam": 3})
         assert r.status_code == 200 and r.json()["translations"][0]["text"] == want[1]
-        for body, message in (({"text": LINES[:2], "constraints": [["haus"]]}, "one list of phrases per sentence"),
-                              ({"text": LINES[:2], "constraints": ["haus", "baum"]}, "one list of phrases per"),
-                              ({"text": LINES[0], "constraints": ["жук"]}, "constraints: line 1: constraint 'жук'")):
+        for body, message in (
+            ({"text": LINES[:2], "constraints": [["haus"]]}, "one list of phrases per sentence"),
+            ({"text": LINES[:2], "constraints": ["haus", "baum"]}, "one list of phrases per"),
+            ({"text": LINES[0], "constraints": ["жук"]}, "constraints: line 1: constraint 'жук'"),
+        ):
             r = c.post("/translate", json=body)
             assert r.status_code == 422 and message in r.json()["error"]["message"], r.text

@@ -46,7 +46,7 @@ def test_incremental_decoding_equals_the_full_forward_on_cuda(dtype):
         full = model(src, tgt).float()  # (3, T, V)
         memory, cache, steps = model.encode(src), None, []
         for t in range(tgt.size(1)):
-            logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+            logits, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
             steps.append(logits.float())
     atol = 1e-4 if dtype is None else 5e-2  # bf16 matrix products: ~3 significant digits
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=atol, rtol=0)
@@ -55,8 +55,16 @@ def test_incremental_decoding_equals_the_full_forward_on_cuda(dtype):
 def test_cpu_and_cuda_translate_alike_in_float32(tiny_data, tmp_path):
     from nmt.infer.translate import Translator
 
-    train(tiny_data, tmp_path / "run", "--device", "cpu", "--train.precision=fp32", "--train.max_steps=60",
-          "--train.save_every_steps=60", "--train.max_tokens=512")
+    train(
+        tiny_data,
+        tmp_path / "run",
+        "--device",
+        "cpu",
+        "--train.precision=fp32",
+        "--train.max_steps=60",
+        "--train.save_every_steps=60",
+        "--train.max_tokens=512",
+    )
     sources = (tiny_data / "valid.en.txt").read_text().splitlines()[:30]
     outputs = {}
     for device in ("cpu", "cuda"):
@@ -79,7 +87,9 @@ CURVE = ["--model.dropout=0", "--train.max_steps=80", "--train.save_every_steps=
 
 
 @pytest.mark.parametrize("precision, tolerance", [("fp32", 2e-3), ("bf16", 0.1), ("fp16", 0.1)])
-def test_training_on_cuda_follows_the_cpu_in_each_precision(tiny_data, tmp_path, cpu_curve, precision, tolerance):
+def test_training_on_cuda_follows_the_cpu_in_each_precision(
+    tiny_data, tmp_path, cpu_curve, precision, tolerance
+):
     """80 updates without dropout: the GPU's loss curve is the CPU's float32 curve, to float32's
     rounding in fp32 and to ~0.1 nats under bf16 / fp16 autocast (fp16 with loss scaling)."""
     run = tmp_path / precision
@@ -98,14 +108,26 @@ def test_training_on_cuda_follows_the_cpu_in_each_precision(tiny_data, tmp_path,
 def test_resume_on_cuda_continues_as_the_straight_run(tiny_data, tmp_path):
     """Straight 2n updates against n, stop, --resume, n more: bit-identical, as two straight runs
     are to each other (a failure names the largest difference of each)."""
-    common = ["--device", "cuda", "--train.precision=fp32", "--train.max_tokens=512", "--train.accum_steps=1",
-              "--train.save_every_steps=15"]
+    common = [
+        "--device",
+        "cuda",
+        "--train.precision=fp32",
+        "--train.max_tokens=512",
+        "--train.accum_steps=1",
+        "--train.save_every_steps=15",
+    ]
     train(tiny_data, tmp_path / "straight", *common, "--train.max_steps=30")
     train(tiny_data, tmp_path / "again", *common, "--train.max_steps=30")
     train(tiny_data, tmp_path / "stopped", *common, "--train.max_steps=15")
-    assert main(["train", str(tiny_data), "--out", str(tmp_path / "stopped"), "--resume",
-                 "--train.max_steps=30"]) == 0
-    last = {name: ckpt.list_step_checkpoints(tmp_path / name)[-1] for name in ("straight", "again", "stopped")}
+    assert (
+        main(
+            ["train", str(tiny_data), "--out", str(tmp_path / "stopped"), "--resume", "--train.max_steps=30"]
+        )
+        == 0
+    )
+    last = {
+        name: ckpt.list_step_checkpoints(tmp_path / name)[-1] for name in ("straight", "again", "stopped")
+    }
     assert {p.name for p in last.values()} == {"step_00000030"}
     weights = {name: load_file(str(p / "model.safetensors")) for name, p in last.items()}
 
@@ -123,10 +145,29 @@ def test_torchrun_on_one_gpu_uses_nccl(tiny_data, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-                           f"--master_port={port}", "-m", "nmt", "train", str(tiny_data), "--out",
-                           str(tmp_path / "ddp"), *TINY, "--train.max_steps=5", "--train.save_every_steps=5",
-                           "--train.max_tokens=512"], env=env, timeout=300, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=1",
+            f"--master_port={port}",
+            "-m",
+            "nmt",
+            "train",
+            str(tiny_data),
+            "--out",
+            str(tmp_path / "ddp"),
+            *TINY,
+            "--train.max_steps=5",
+            "--train.save_every_steps=5",
+            "--train.max_tokens=512",
+        ],
+        env=env,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(losses(tmp_path / "ddp")) == 5
     log = (tmp_path / "ddp" / "train.log").read_text() if (tmp_path / "ddp" / "train.log").exists() else ""

@@ -47,8 +47,20 @@ def parse(argv):
 
 def prepare_files(tmp_path, train, valid=None, test=None, *, out="out", extra=()):
     """Write the given (src_lines, tgt_lines) splits and run `prepare files`; return out dir."""
-    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / out),
-            "--vocab-size", "120", "--threads", "1", *extra]
+    argv = [
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / out),
+        "--vocab-size",
+        "120",
+        "--threads",
+        "1",
+        *extra,
+    ]
     for name, pair in (("train", train), ("valid", valid), ("test", test)):
         if pair is not None:
             s = write(tmp_path / f"{name}.en", pair[0])
@@ -76,8 +88,22 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         list(data.read_lines(bad))
     src = write(tmp_path / "ok.en", ["good", "also good", "bad"])
     with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
-        data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
-                                str(tmp_path / "out"), "--train", str(src), str(bad)]))
+        data_command.run_prepare(
+            parse(
+                [
+                    "files",
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "de",
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--train",
+                    str(src),
+                    str(bad),
+                ]
+            )
+        )
     assert leftovers(tmp_path) == []  # nothing half-written
 
 
@@ -86,8 +112,22 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)
     for a, b, na, nb in ((src, tgt, 5, 4), (tgt, src, 4, 5)):
         with pytest.raises(DataError) as e:
-            data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out",
-                                    str(tmp_path / "out"), "--train", str(a), str(b)]))
+            data_command.run_prepare(
+                parse(
+                    [
+                        "files",
+                        "--src",
+                        "en",
+                        "--tgt",
+                        "de",
+                        "--out",
+                        str(tmp_path / "out"),
+                        "--train",
+                        str(a),
+                        str(b),
+                    ]
+                )
+            )
         msg = str(e.value)
         assert f"{a} has {na} lines" in msg and f"{b} has {nb} lines" in msg, msg
     assert leftovers(tmp_path) == []
@@ -102,8 +142,11 @@ def test_mismatch_in_test_split_removes_everything(tmp_path):
 
 
 def test_load_meta_not_prepared(tmp_path):
-    with pytest.raises(DataError, match=r"is not a prepared data directory \(no meta.json\); "
-                                        r"run `nmt prepare` first"):
+    with pytest.raises(
+        DataError,
+        match=r"is not a prepared data directory \(no meta.json\); "
+        r"run `nmt prepare` first",
+    ):
         data.load_meta(tmp_path)
 
 
@@ -126,8 +169,7 @@ def test_nfc_and_strip(tmp_path):
     decomposed = "  Cafe\u0301 au lai\u0302t \t"  # NFD, padded with whitespace
     src[0], tgt[0] = decomposed, "Kaffee  mit   Milch "
     out = prepare_files(tmp_path, (src, tgt), valid=([decomposed], ["  Gru\u0308n "]))
-    sp, train, _valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train",
-                                                                                    "valid"))
+    sp, train, _valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train", "valid"))
     assert sp.decode(train[0][0].tolist()) == "Café au laît"
     assert sp.decode(train[0][1].tolist()) == "Kaffee  mit   Milch"  # inner spaces kept
     assert (out / "valid.en.txt").read_text(encoding="utf-8") == "Café au laît\n"
@@ -149,13 +191,13 @@ def test_train_filters_reported(tmp_path):
     assert c["read"] == 300
     assert c["dropped"]["empty"] == 3 and c["dropped"]["too_long"] == 2
     assert c["dropped"]["ratio"] >= 1
-    assert c["dropped"]["empty"] + c["dropped"]["too_long"] + c["dropped"]["ratio"] == 300 - \
-        c["kept"]
+    assert c["dropped"]["empty"] + c["dropped"]["too_long"] + c["dropped"]["ratio"] == 300 - c["kept"]
     assert c["kept"] == meta["splits"]["train"]["pairs"] == len(ParallelDataset.load(out, "train"))
     ds = ParallelDataset.load(out, "train")
     assert ds.src_lengths.max() <= 30 and ds.tgt_lengths.max() <= 30
     ratio = np.maximum(ds.src_lengths, ds.tgt_lengths) / np.maximum(
-        1, np.minimum(ds.src_lengths, ds.tgt_lengths))
+        1, np.minimum(ds.src_lengths, ds.tgt_lengths)
+    )
     assert ratio.max() <= 3
 
 
@@ -165,8 +207,13 @@ def test_valid_and_test_untouched(tmp_path):
     long = " ".join(["man"] * 40)
     vsrc = ["the dog", "", long, "a", " red ball "]
     vtgt = ["der hund", "leer", "klein", long, "roter ball"]
-    out = prepare_files(tmp_path, (src, tgt), valid=(vsrc, vtgt), test=(vtgt, vsrc),
-                        extra=["--max-len", "10", "--max-ratio", "2"])
+    out = prepare_files(
+        tmp_path,
+        (src, tgt),
+        valid=(vsrc, vtgt),
+        test=(vtgt, vsrc),
+        extra=["--max-len", "10", "--max-ratio", "2"],
+    )
     sp = data.load_spm(out)
     for split, (s, t) in (("valid", (vsrc, vtgt)), ("test", (vtgt, vsrc))):
         ds = ParallelDataset.load(out, split)
@@ -185,8 +232,14 @@ def test_format_special_ids_determinism(tmp_path):
     src, tgt = corpus(300)
     a = prepare_files(tmp_path, (src, tgt), valid=(src[:7], tgt[:7]), out="a")
     b = prepare_files(tmp_path, (src, tgt), valid=(src[:7], tgt[:7]), out="b")
-    for name in ("spm.model", "spm.vocab", "train.src.bin", "train.tgt.bin",
-                 "train.src.offsets.npy", "valid.tgt.bin"):
+    for name in (
+        "spm.model",
+        "spm.vocab",
+        "train.src.bin",
+        "train.tgt.bin",
+        "train.src.offsets.npy",
+        "valid.tgt.bin",
+    ):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     sp = data.load_spm(a)
     assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
@@ -201,7 +254,7 @@ def test_format_special_ids_determinism(tmp_path):
     offsets = np.load(a / "train.src.offsets.npy")
     assert offsets.dtype == np.int64 and offsets[0] == 0 and offsets[-1] == len(ids)
     ds = ParallelDataset.load(a, "train")
-    assert np.array_equal(ds[3][0], ids[offsets[3]:offsets[4]]) and ds[3][0].dtype == np.int64
+    assert np.array_equal(ds[3][0], ids[offsets[3] : offsets[4]]) and ds[3][0].dtype == np.int64
     assert sp.decode(ds[3][0].tolist()) == src[3] and sp.decode(ds[3][1].tolist()) == tgt[3]
     clone = pickle.loads(pickle.dumps(ds))  # DataLoader workers
     assert np.array_equal(clone[5][1], ds[5][1])
@@ -218,8 +271,22 @@ def test_chinese_character_coverage(tmp_path):
     zh = ["".join(rng.choice(chars, size=rng.integers(5, 20))) + "。" for _ in range(300)]
     en, _ = corpus(300)
     s, t = write(tmp_path / "t.zh", zh), write(tmp_path / "t.en", en)
-    argv = ["files", "--src", "zh", "--tgt", "en", "--out", str(tmp_path / "out"),
-            "--vocab-size", "500", "--threads", "1", "--train", str(s), str(t)]
+    argv = [
+        "files",
+        "--src",
+        "zh",
+        "--tgt",
+        "en",
+        "--out",
+        str(tmp_path / "out"),
+        "--vocab-size",
+        "500",
+        "--threads",
+        "1",
+        "--train",
+        str(s),
+        str(t),
+    ]
     data_command.run_prepare(parse(argv))
     meta = data.load_meta(tmp_path / "out")
     assert meta["spm"]["character_coverage"] == 0.9995
@@ -232,8 +299,7 @@ def test_chinese_character_coverage(tmp_path):
 @pytest.fixture(scope="module")
 def multi30k_prepared(multi30k_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("m30k") / "en-de"
-    argv = ["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
-            "--data-dir", str(multi30k_dir)]
+    argv = ["multi30k", "--src", "en", "--tgt", "de", "--out", str(out), "--data-dir", str(multi30k_dir)]
     assert data_command.run_prepare(parse(argv)) == 0
     return out
 
@@ -243,7 +309,10 @@ def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
     meta = data.load_meta(out)
     assert meta["vocab_size"] == 8000 and meta["dtype"] == "uint16"
     assert {s: meta["splits"][s]["pairs"] for s in meta["splits"]} == {
-        "train": 29000, "valid": 1014, "test": 1000}
+        "train": 29000,
+        "valid": 1014,
+        "test": 1000,
+    }
     sp = data.load_spm(out)
     rng = np.random.default_rng(0)
     for split in ("train", "valid", "test"):
@@ -262,8 +331,9 @@ def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
 
 def test_multi30k_padding_under_10_percent(multi30k_prepared):
     ds = ParallelDataset.load(multi30k_prepared, "train")
-    sampler = TokenBatchSampler(src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths,
-                                max_tokens=4096, seed=1)
+    sampler = TokenBatchSampler(
+        src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths, max_tokens=4096, seed=1
+    )
     s, t = ds.src_lengths + 1, ds.tgt_lengths + 1
     padded = sum(len(b) * (s[b].max() + t[b].max()) for b in sampler.batches(0))
     assert 1 - (s.sum() + t.sum()) / padded < 0.10
@@ -274,13 +344,29 @@ def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
         pytest.skip(f"no wmt14_en_de test sets in {shared_data_dir}")
     src, tgt = corpus(300)
     s, t = write(tmp_path / "tr.en", src), write(tmp_path / "tr.de", tgt)
-    argv = ["wmt14", "--src", "de", "--tgt", "en", "--out", str(tmp_path / "out"),
-            "--data-dir", str(shared_data_dir), "--vocab-size", "300", "--threads", "1",
-            "--base-url", "http://127.0.0.1:9", "--train", str(t), str(s)]
+    argv = [
+        "wmt14",
+        "--src",
+        "de",
+        "--tgt",
+        "en",
+        "--out",
+        str(tmp_path / "out"),
+        "--data-dir",
+        str(shared_data_dir),
+        "--vocab-size",
+        "300",
+        "--threads",
+        "1",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--train",
+        str(t),
+        str(s),
+    ]
     data_command.run_prepare(parse(argv))
     meta = data.load_meta(tmp_path / "out")
-    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
-        "train": 300, "valid": 3000, "test": 3003}
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 300, "valid": 3000, "test": 3003}
     assert meta["src_lang"] == "de" and meta["downloads"] == {}
 
 
@@ -330,9 +416,16 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     assert not list(plain.glob("train.bpe*"))
 
 
-@pytest.mark.parametrize("extra", [["--bpe-dropout", "1.0"], ["--bpe-dropout", "-0.1"],
-                                   ["--bpe-dropout-copies", "3"], ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "0"],
-                                   ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "-1"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--bpe-dropout", "1.0"],
+        ["--bpe-dropout", "-0.1"],
+        ["--bpe-dropout-copies", "3"],
+        ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "0"],
+        ["--bpe-dropout", "0.1", "--bpe-dropout-copies", "-1"],
+    ],
+)
 def test_bad_bpe_dropout_options_are_refused(tmp_path, extra):
     with pytest.raises(DataError, match="--bpe-dropout"):
         prepare_files(tmp_path, corpus(50), extra=extra)
@@ -346,10 +439,25 @@ def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
     (tmp_path / "a").mkdir()
     first = prepare_files(tmp_path / "a", corpus(200, seed=1))
     src, tgt = corpus(80, seed=2)
-    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1",
-            "--train", str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt)),
-            "--valid", str(write(tmp_path / "v.en", src[:5])), str(write(tmp_path / "v.de", tgt[:5])),
-            "--spm-model", str(first)]
+    argv = [
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / "b"),
+        "--threads",
+        "1",
+        "--train",
+        str(write(tmp_path / "t.en", src)),
+        str(write(tmp_path / "t.de", tgt)),
+        "--valid",
+        str(write(tmp_path / "v.en", src[:5])),
+        str(write(tmp_path / "v.de", tgt[:5])),
+        "--spm-model",
+        str(first),
+    ]
     assert data_command.run_prepare(parse(argv)) == 0
     second = tmp_path / "b"
     assert (second / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
@@ -361,17 +469,39 @@ def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
     assert ids == [sp.encode(s) for s in src[:5]]  # the first vocabulary's ids
 
 
-@pytest.mark.parametrize("spm, extra, message", [
-    ("missing", [], "no such file"), ("text", [], "not a SentencePiece model"),
-    ("good", ["--vocab-size", "50"], "do not apply")])
+@pytest.mark.parametrize(
+    "spm, extra, message",
+    [
+        ("missing", [], "no such file"),
+        ("text", [], "not a SentencePiece model"),
+        ("good", ["--vocab-size", "50"], "do not apply"),
+    ],
+)
 def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
     (tmp_path / "a").mkdir()
     first = prepare_files(tmp_path / "a", corpus(100))
-    path = {"missing": tmp_path / "nothing", "text": write(tmp_path / "x.model", ["not a model"]),
-            "good": first}[spm]
-    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1",
-            "--train", str(write(tmp_path / "t.en", ["a b"])), str(write(tmp_path / "t.de", ["c d"])),
-            "--spm-model", str(path), *extra]
+    path = {
+        "missing": tmp_path / "nothing",
+        "text": write(tmp_path / "x.model", ["not a model"]),
+        "good": first,
+    }[spm]
+    argv = [
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / "b"),
+        "--threads",
+        "1",
+        "--train",
+        str(write(tmp_path / "t.en", ["a b"])),
+        str(write(tmp_path / "t.de", ["c d"])),
+        "--spm-model",
+        str(path),
+        *extra,
+    ]
     with pytest.raises(DataError, match=message):
         data_command.run_prepare(parse(argv))
     assert not (tmp_path / "b").exists()

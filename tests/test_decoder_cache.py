@@ -37,7 +37,7 @@ def test_beams_share_cross_attention_and_match_the_full_forward():
     full = model(src[expand], tgt)  # (6, T, W) every row with its own copy of the memory
     cache, steps = None, []
     for t in range(tgt.size(1)):  # 20 steps: past the initial capacity of 16 (the buffers grow)
-        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        logits, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
         steps.append(logits)
     assert cache.group == 2 and cache.layers[0].cross_k.size(0) == 3 and cache.capacity >= 20
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
@@ -50,7 +50,7 @@ def test_shared_cache_after_beam_reorder_and_dropping_a_sentence():
     memory = model.encode(src).reorder(expand)
     cache = None
     for t in range(4):
-        _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        _, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
     # beam reordering within sentences (row 1 takes beam 0's prefix) and sentence 1 dropped
     rows = torch.tensor([0, 0, 5, 4])  # (4,) = sentences 0 and 2, 2 beams each
     cache, memory = cache.reorder(rows), memory.reorder(rows)
@@ -58,7 +58,7 @@ def test_shared_cache_after_beam_reorder_and_dropping_a_sentence():
     tgt2 = torch.cat([tgt[rows, :4], tgt[:4, 4:]], dim=1)  # (4, T) continue with new tokens
     steps = []
     for t in range(4, 8):
-        logits, cache = model.decode_step(tgt2[:, t: t + 1], memory, cache)
+        logits, cache = model.decode_step(tgt2[:, t : t + 1], memory, cache)
         steps.append(logits)
     full = model(src[expand[rows]], tgt2[:, :8])
     torch.testing.assert_close(torch.cat(steps, 1), full[:, 4:], atol=1e-5, rtol=0)
@@ -66,8 +66,9 @@ def test_shared_cache_after_beam_reorder_and_dropping_a_sentence():
     mixed = cache.reorder(torch.tensor([0, 2, 1]))
     assert mixed.group == 1 and mixed.layers[0].cross_k.size(0) == 3
     logits, _ = model.decode_step(tgt2[[0, 2, 1], 8:9], memory.reorder(torch.tensor([0, 2, 1])), mixed)
-    torch.testing.assert_close(logits[:, 0], model(src[expand[rows]][[0, 2, 1]], tgt2[[0, 2, 1], :9])[:, 8],
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        logits[:, 0], model(src[expand[rows]][[0, 2, 1]], tgt2[[0, 2, 1], :9])[:, 8], atol=1e-5, rtol=0
+    )
 
 
 @torch.no_grad()
@@ -85,8 +86,9 @@ def test_extending_one_cache_twice_does_not_overwrite_the_first_branch():
     torch.testing.assert_close(b[:, 0], ref_b[:, 3], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("indices", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 2, 5, 4], [0, 0, 5, 4], [4, 5, 2, 3],
-                                     [3, 3, 1], []])
+@pytest.mark.parametrize(
+    "indices", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 2, 5, 4], [0, 0, 5, 4], [4, 5, 2, 3], [3, 3, 1], []]
+)
 @pytest.mark.parametrize("filled", [None, 3])
 def test_take_rows_in_place_equals_index_select(indices, filled):
     """Rows swapped, repeated, dropped, moved into gaps: the same rows as index_select (within
@@ -119,7 +121,7 @@ def test_in_place_reorder_equals_reorder(rows):
     for in_place in (False, True):
         memory, cache = model.encode(src).reorder(expand), None
         for t in range(4):
-            _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+            _, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
         ptr = cache.layers[0].self_k.data_ptr()
         if in_place:
             cache, memory = cache.reorder_(rows), memory.reorder_(rows)
@@ -127,10 +129,10 @@ def test_in_place_reorder_equals_reorder(rows):
         else:
             cache, memory = cache.reorder(rows), memory.reorder(rows)
         assert cache.group == 2 and memory.group == 2
-        tgt2 = torch.cat([tgt[rows, :4], tgt[:len(rows), 4:]], dim=1)  # (N', T) continue with new tokens
+        tgt2 = torch.cat([tgt[rows, :4], tgt[: len(rows), 4:]], dim=1)  # (N', T) continue with new tokens
         steps = []
         for t in range(4, 8):
-            logits, cache = model.decode_step(tgt2[:, t: t + 1], memory, cache)
+            logits, cache = model.decode_step(tgt2[:, t : t + 1], memory, cache)
             steps.append(logits)
         results.append(torch.cat(steps, 1))
         full = model(src[expand[rows]], tgt2[:, :8])
@@ -147,7 +149,7 @@ def test_training_forward_builds_no_decoding_cache(monkeypatch):
     with torch.no_grad():
         memory = model.encode(src[:2])
         for t in range(5):
-            logits, cache = model.decode_step(tgt[:2, t:t + 1], memory, cache)
+            logits, cache = model.decode_step(tgt[:2, t : t + 1], memory, cache)
             stepwise.append(logits)
 
     def no_cache(*args, **kwargs):

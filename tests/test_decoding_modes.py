@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from test_search import B_, LONG_WINS, A, FakeModel, src
 
+from nmt.attention import MultiheadAttention
 from nmt.config import tiny
 from nmt.infer.search import (
     BOS,
@@ -23,7 +24,7 @@ from nmt.infer.search import (
     sample,
     sentence_rng,
 )
-from nmt.model import MultiheadAttention, Transformer
+from nmt.model import Transformer
 
 L = math.log
 
@@ -61,8 +62,9 @@ def test_prefix_forces_the_start_then_searches_on():
     [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=1, prefix=[[A, A]])
     assert hyps[0].tokens == [A, A]
     # a batch: per-sentence prefixes ([] = none) equal each sentence searched alone
-    both = beam_search(FakeModel({9: LONG_WINS}), src(9, 9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10,
-                       prefix=[[], [A]])
+    both = beam_search(
+        FakeModel({9: LONG_WINS}), src(9, 9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, prefix=[[], [A]]
+    )
     assert [h[0].tokens for h in both] == [[], [A, A, A]]
     with pytest.raises(ValueError, match="no room for EOS"):
         beam_search(model, src(9), beam=2, prefix=[[A] * 64])
@@ -80,7 +82,7 @@ def test_prefix_on_a_real_model_scores_are_teacher_forced():
     for i, (pre, [best]) in enumerate(zip(prefixes, result)):
         assert best.tokens[: len(pre)] == pre
         tgt = torch.tensor([[BOS] + best.tokens])  # teacher forcing the found output
-        logp = F.log_softmax(model(source[i: i + 1, : 5 - i], tgt).float(), dim=-1)[0]  # (T, W)
+        logp = F.log_softmax(model(source[i : i + 1, : 5 - i], tgt).float(), dim=-1)[0]  # (T, W)
         expected = [float(logp[j, tok]) for j, tok in enumerate(best.tokens + [EOS])]
         assert best.positional_scores == pytest.approx(expected, abs=1e-4)
 
@@ -99,8 +101,14 @@ ONE_STEP = {9: {(): {A: 0.5, B_: 0.3, EOS: 0.2}}}  # then EOS with p = 1
 
 
 def first_token_freq(n, **kw):
-    hyps = sample(FakeModel(ONE_STEP), src(*[9] * n), rngs=[sentence_rng(1, i) for i in range(n)],
-                  max_len_a=0, max_len_b=4, **kw)
+    hyps = sample(
+        FakeModel(ONE_STEP),
+        src(*[9] * n),
+        rngs=[sentence_rng(1, i) for i in range(n)],
+        max_len_a=0,
+        max_len_b=4,
+        **kw,
+    )
     return {tok: sum((h.tokens[:1] or [EOS]) == [tok] for h in hyps) / n for tok in (A, B_, EOS)}, hyps
 
 
@@ -127,12 +135,16 @@ def test_sampling_is_reproducible_by_seed_and_independent_of_batching():
     batch = torch.tensor([r + [PAD] * (10 - len(r)) for r in rows])
 
     def draw(seed, indices, source):
-        return [h.tokens for h in sample(model, source, rngs=[sentence_rng(seed, i) for i in indices],
-                                         max_len_b=8, topk=20)]
+        return [
+            h.tokens
+            for h in sample(
+                model, source, rngs=[sentence_rng(seed, i) for i in indices], max_len_b=8, topk=20
+            )
+        ]
 
     first = draw(7, range(3), batch)
     assert draw(7, range(3), batch) == first
-    assert [draw(7, [i], batch[i: i + 1])[0] for i in range(3)] == first  # alone = in a batch
+    assert [draw(7, [i], batch[i : i + 1])[0] for i in range(3)] == first  # alone = in a batch
     assert draw(8, range(3), batch) != first
     # with prefix forcing
     [out] = sample(model, batch[:1], rngs=[sentence_rng(0, 0)], max_len_b=8, prefix=[[17, 18]])
@@ -216,19 +228,35 @@ def make_checkpoint(folder, *, vocab_seed=0, weight_seed=0):
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) + "." for _ in range(300)]
     folder.mkdir()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=str(folder / "spm"), vocab_size=60 + vocab_seed,
-        model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+        sentence_iterator=iter(lines),
+        model_prefix=str(folder / "spm"),
+        vocab_size=60 + vocab_seed,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     torch.manual_seed(weight_seed)
     cfg = tiny(60 + vocab_seed)
-    return save(folder / "checkpoint", model=Transformer(cfg), spm_model=folder / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    return save(
+        folder / "checkpoint",
+        model=Transformer(cfg),
+        spm_model=folder / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("modes")
-    return (make_checkpoint(tmp / "a"), make_checkpoint(tmp / "b", weight_seed=1),
-            make_checkpoint(tmp / "other_vocab", vocab_seed=1))
+    return (
+        make_checkpoint(tmp / "a"),
+        make_checkpoint(tmp / "b", weight_seed=1),
+        make_checkpoint(tmp / "other_vocab", vocab_seed=1),
+    )
 
 
 def run_cli(tmp_path, *argv):
@@ -236,8 +264,9 @@ def run_cli(tmp_path, *argv):
 
     out = tmp_path / "out.txt"
     out.unlink(missing_ok=True)
-    status = main(["translate", *map(str, argv), "-o", str(out), "--quiet", "--max-len-a", "0",
-                   "--max-len-b", "5"])
+    status = main(
+        ["translate", *map(str, argv), "-o", str(out), "--quiet", "--max-len-a", "0", "--max-len-b", "5"]
+    )
     return status, out.read_text(encoding="utf-8").splitlines() if out.exists() else None
 
 
@@ -253,21 +282,36 @@ def test_cli_modes(checkpoints, tmp_path, capsys):
     assert status == 0 and len(plain) == 3 and plain[1] == ""
     status, forced = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--prefix-file", prefix)
     assert status == 0 and forced[0].startswith("rot") and forced[2] == plain[2]
-    api = Translator.load(a).translate(["der hund laeuft.", "die katze."], beam=2, max_len_a=0, max_len_b=5,
-                                       prefix=["rot", ""])
+    api = Translator.load(a).translate(
+        ["der hund laeuft.", "die katze."], beam=2, max_len_a=0, max_len_b=5, prefix=["rot", ""]
+    )
     assert api == [forced[0], forced[2]]
     status, drawn = run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")
-    assert status == 0 and run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")[1] == drawn
-    assert Translator.load(a).translate(["der hund laeuft.", "", "die katze."], max_len_a=0, max_len_b=5,
-                                        sampling=Sampling(topk=10, seed=3)) == drawn
+    assert (
+        status == 0
+        and run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")[1] == drawn
+    )
+    assert (
+        Translator.load(a).translate(
+            ["der hund laeuft.", "", "die katze."],
+            max_len_a=0,
+            max_len_b=5,
+            sampling=Sampling(topk=10, seed=3),
+        )
+        == drawn
+    )
     status, ensemble = run_cli(tmp_path, a, b, "-i", src, "--beam", "2")
     assert status == 0 and len(ensemble) == 3
     status, int8 = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--precision", "int8")
     assert status == 0 and len(int8) == 3
     status, fast = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--stopping", "fast")
     assert status == 0 and len(fast) == 3 and fast[1] == ""
-    assert Translator.load(a).translate(["der hund laeuft.", "", "die katze."], beam=2, max_len_a=0,
-                                        max_len_b=5, stopping="fast") == fast
+    assert (
+        Translator.load(a).translate(
+            ["der hund laeuft.", "", "die katze."], beam=2, max_len_a=0, max_len_b=5, stopping="fast"
+        )
+        == fast
+    )
     capsys.readouterr()
     # one-line errors: ensemble vocabularies differ, prefix line count, sampling with nbest
     assert run_cli(tmp_path, a, other, "-i", src) == (2, None)

@@ -26,10 +26,25 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distribut
 
 REPO = Path(__file__).resolve().parents[1]
 # --device cpu: these tests pin the gloo path, also on a machine with GPUs (tests/test_cuda.py has nccl's)
-TINY = ["--device", "cpu", "--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2",
-        "--model.d_k=16", "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
-        "--train.save_every_steps=0", "--train.valid_every_steps=0", "--train.warmup_steps=10",
-        "--train.num_threads=1", "--train.keep_last=100"]
+TINY = [
+    "--device",
+    "cpu",
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1",
+    "--train.save_every_minutes=0",
+    "--train.save_every_steps=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.keep_last=100",
+]
 # tiny data at max_tokens=512: 11 batches per rank per epoch, and a per-shard mean of 427 / 454 target
 # tokens, so a per-shard accumulation count would differ between the ranks (2 / 1 at update_tokens=1300)
 UNEVEN = ["--train.max_tokens=512", "--train.update_tokens=1300"]
@@ -48,9 +63,22 @@ def launch(data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "",
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "NMT_TEST_DELAY": delay}
     if "--rdzv-endpoint" not in " ".join(torchrun):
         torchrun = (*torchrun, f"--master-port={free_port()}")
-    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun, str(REPO / "tests" / "delayed_nmt.py"), "train", str(data),
-           "--out", str(out), *TINY, *extra]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun,
+        str(REPO / "tests" / "delayed_nmt.py"),
+        "train",
+        str(data),
+        "--out",
+        str(out),
+        *TINY,
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen
+    )
     LAUNCHED.append(proc)
     return proc
 
@@ -96,8 +124,11 @@ def train_steps(run: Path) -> list[int]:
     path = run / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line)["step"] for line in path.read_text().splitlines()
-            if line.endswith("}") and json.loads(line)["split"] == "train"]
+    return [
+        json.loads(line)["step"]
+        for line in path.read_text().splitlines()
+        if line.endswith("}") and json.loads(line)["split"] == "train"
+    ]
 
 
 def assert_identical(a: Path, b: Path) -> None:
@@ -128,15 +159,17 @@ def test_time_limits_stop_cleanly_with_a_slow_rank(tiny_data, tmp_path, limit):
     final = state_of(steps[-1])
     assert final["step"] == train_steps(run)[-1] and final["positions"][0] == final["positions"][1]
     if limit == "save_every_minutes":
-        assert final["step"] == 30 and len(steps) >= 3, (out[-2000:], [p.name for p in steps])  # saves + final
+        assert final["step"] == 30 and len(steps) >= 3, (
+            out[-2000:],
+            [p.name for p in steps],
+        )  # saves + final
 
 
 def test_max_epochs_with_uneven_shards_stops_together(tiny_data, tmp_path):
     """Shards whose mean batch sizes differ get one accumulation count (from all shards), so both ranks
     run out of data at the same update; the job stops at max_epochs with a final checkpoint."""
     run = tmp_path / "run"
-    rc, out = torchrun(tiny_data, run, *UNEVEN, "--train.max_epochs=2", "--train.max_steps=0",
-                       delay="1:1.5")
+    rc, out = torchrun(tiny_data, run, *UNEVEN, "--train.max_epochs=2", "--train.max_steps=0", delay="1:1.5")
     assert rc == 0, out[-3000:]
     assert "stopped (max_epochs) at step 22" in out  # 2 epochs x 11 batches per rank, 1 per update
     final = state_of(ckpt.list_step_checkpoints(run)[-1])
@@ -162,8 +195,11 @@ def worker_pids(torchrun_pid: int) -> dict[int, int]:
     try:
         for task in Path(f"/proc/{torchrun_pid}/task").iterdir():
             for pid in (task / "children").read_text().split():
-                env = dict(item.split("=", 1) for item in
-                           Path(f"/proc/{pid}/environ").read_text(errors="replace").split("\0") if "=" in item)
+                env = dict(
+                    item.split("=", 1)
+                    for item in Path(f"/proc/{pid}/environ").read_text(errors="replace").split("\0")
+                    if "=" in item
+                )
                 if "RANK" in env:
                     workers[int(env["RANK"])] = int(pid)
     except (FileNotFoundError, ProcessLookupError, PermissionError):  # it has exited meanwhile
@@ -222,15 +258,26 @@ def test_resume_auto_starts_fresh_and_resume_stays_strict(tiny_data, tmp_path, c
     assert "has no complete checkpoint" in capsys.readouterr().err
     (run).mkdir()
     (run / "config.json").write_text("{}")  # a job killed before its first checkpoint
-    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=2", "--resume", "auto"]) == 0
-    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=3", "--resume", "auto"]) == 0
+    assert (
+        main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=2", "--resume", "auto"])
+        == 0
+    )
+    assert (
+        main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=3", "--resume", "auto"])
+        == 0
+    )
     assert "resumed from" in (run / "train.log").read_text()
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002", "step_00000003"]
 
 
 def test_resume_with_another_world_size_is_refused(tiny_data, straight, capsys):
     run = straight.parent.parent  # the 2-process run, resumed by a single process
-    assert main(["train", str(tiny_data), "--out", str(run), "--resume", f"--train.max_steps={RESUME_STEPS + 1}"]) == 2
+    assert (
+        main(
+            ["train", str(tiny_data), "--out", str(run), "--resume", f"--train.max_steps={RESUME_STEPS + 1}"]
+        )
+        == 2
+    )
     assert "saved with 2 processes; resume with the same number (now 1)" in capsys.readouterr().err
     assert ckpt.list_step_checkpoints(run)[-1] == straight  # nothing written
 
@@ -241,9 +288,16 @@ def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
     same job as one torchrun with 2 processes."""
     run = tmp_path / "run"
     port = free_port()
-    rdzv = ("--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
-            "--rdzv-id=nmt-test")
-    nodes = [launch(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}", torchrun=rdzv) for _ in range(2)]
+    rdzv = (
+        "--nnodes=2",
+        "--nproc-per-node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        "--rdzv-id=nmt-test",
+    )
+    nodes = [
+        launch(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}", torchrun=rdzv) for _ in range(2)
+    ]
     outputs = [node.communicate(timeout=120)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
     assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
@@ -252,8 +306,15 @@ def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
 def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
     """Rank 1 hangs before its first update: rank 0 fails after train.collective_timeout, saying where."""
     start = time.time()
-    rc, out = torchrun(tiny_data, tmp_path / "run", *UNEVEN, "--train.max_steps=5",
-                       "--train.collective_timeout=0.03", delay="1:60", timeout=60)
+    rc, out = torchrun(
+        tiny_data,
+        tmp_path / "run",
+        *UNEVEN,
+        "--train.max_steps=5",
+        "--train.collective_timeout=0.03",
+        delay="1:60",
+        timeout=60,
+    )
     assert rc != 0
     assert "nmt train: error: rank 0 of 2: the token count all-reduce failed at update 1" in out, out[-3000:]
     assert "train.collective_timeout=0.03 min" in out
@@ -261,14 +322,22 @@ def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
 
 
 # ----------------------------------------------------------------------------- device placement (NCCL path)
-@pytest.mark.parametrize("device, local_rank, message", [
-    (None, "1", "local rank 1 would train on cuda:1, but this machine has 1 CUDA device: start at most 1 process "
-                "per machine (torchrun --nproc-per-node), give --device cuda:0 where each process sees only its "
-                "own GPU (CUDA_VISIBLE_DEVICES), or train on the CPU with --device cpu"),
-    ("cuda:3", "0", "--device cuda:3: this machine has 1 CUDA device (cuda:0 to cuda:0)"),
-])
-def test_more_processes_than_gpus_is_a_clear_error(tiny_data, tmp_path, monkeypatch, capsys, device,
-                                                   local_rank, message):
+@pytest.mark.parametrize(
+    "device, local_rank, message",
+    [
+        (
+            None,
+            "1",
+            "local rank 1 would train on cuda:1, but this machine has 1 CUDA device: start at most 1 process "
+            "per machine (torchrun --nproc-per-node), give --device cuda:0 where each process sees only its "
+            "own GPU (CUDA_VISIBLE_DEVICES), or train on the CPU with --device cpu",
+        ),
+        ("cuda:3", "0", "--device cuda:3: this machine has 1 CUDA device (cuda:0 to cuda:0)"),
+    ],
+)
+def test_more_processes_than_gpus_is_a_clear_error(
+    tiny_data, tmp_path, monkeypatch, capsys, device, local_rank, message
+):
     """torchrun --nproc-per-node 2 on a machine with one GPU: rank 1's default device cuda:1 does not exist.
     The trainer says so before it touches CUDA or the process group (found on an H200: it was an
     'internal error: invalid device ordinal')."""
@@ -285,8 +354,9 @@ def test_more_processes_than_gpus_is_a_clear_error(tiny_data, tmp_path, monkeypa
 def test_set_device_before_nccl_init(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
-    monkeypatch.setattr(dist, "init_process_group",
-                        lambda backend, **kw: calls.append(("init", backend, kw.get("device_id"))))
+    monkeypatch.setattr(
+        dist, "init_process_group", lambda backend, **kw: calls.append(("init", backend, kw.get("device_id")))
+    )
     cuda1 = distributed.resolve_device("cuda", 1)
     assert cuda1 == torch.device("cuda", 1) and distributed.resolve_device("cpu", 1) == torch.device("cpu")
     distributed.init_process_group(cuda1, timeout_minutes=1)
@@ -308,8 +378,11 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
             for t in tensors:
                 if isinstance(t, torch.Tensor):
                     seen.append((name, t.device))
-                    assert t.device == torch.device("cpu"), f"{name} got a tensor on {t.device}, not the trainer's cpu"
+                    assert t.device == torch.device("cpu"), (
+                        f"{name} got a tensor on {t.device}, not the trainer's cpu"
+                    )
             return real(tensor_or_list, *args, **kwargs)
+
         return wrapper
 
     c10d = dist.distributed_c10d
@@ -317,8 +390,13 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
         real = getattr(c10d, name)
         monkeypatch.setattr(c10d, name, recording(name, real))
         monkeypatch.setattr(dist, name, recording(name, real))
-    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1",
-                       "RANK": "0", "LOCAL_RANK": "0"}.items():
+    for key, value in {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "1",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+    }.items():
         monkeypatch.setenv(key, value)
 
     real_run = trainer_module.Trainer.run
@@ -333,8 +411,22 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
 
     monkeypatch.setattr(trainer_module.Trainer, "run", run_with_meta_default)
     try:
-        assert main(["train", str(tiny_data), "--out", str(tmp_path / "run"), *TINY, "--train.max_steps=3",
-                     "--train.max_tokens=512", "--train.update_tokens=1300", "--train.save_every_steps=2"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    str(tiny_data),
+                    "--out",
+                    str(tmp_path / "run"),
+                    *TINY,
+                    "--train.max_steps=3",
+                    "--train.max_tokens=512",
+                    "--train.update_tokens=1300",
+                    "--train.save_every_steps=2",
+                ]
+            )
+            == 0
+        )
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -348,17 +440,37 @@ def test_one_decision_per_update():
     assert distributed.local_decision(step=3, elapsed=1.0, since_save=1.0, **limits) == [0, 0, 0, 0]
     assert distributed.local_decision(step=4, elapsed=1.0, since_save=1.0, **limits) == [0, 1, 0, 0]
     assert distributed.local_decision(step=5, elapsed=1.0, since_save=31.0, **limits) == [0, 1, 1, 0]
-    assert distributed.local_decision(step=6, elapsed=60.0, since_save=1.0, **limits) == [2, 0, 0, 0]  # max_time
-    assert distributed.local_decision(step=10, elapsed=60.0, since_save=1.0, **limits) == [1, 0, 1, 0]  # max_steps
+    assert distributed.local_decision(step=6, elapsed=60.0, since_save=1.0, **limits) == [
+        2,
+        0,
+        0,
+        0,
+    ]  # max_time
+    assert distributed.local_decision(step=10, elapsed=60.0, since_save=1.0, **limits) == [
+        1,
+        0,
+        1,
+        0,
+    ]  # max_steps
     # train.decay_fraction=0.25: the decay starts at 3/4 of max_steps or of max_time, whichever comes first
     decay = dict(limits, decay_fraction=0.25)
     assert distributed.local_decision(step=7, elapsed=1.0, since_save=1.0, **decay)[3] == 0
     assert distributed.local_decision(step=8, elapsed=1.0, since_save=1.0, **decay)[3] == 1  # 7.5 updates
     assert distributed.local_decision(step=2, elapsed=45.0, since_save=1.0, **decay)[3] == 1  # 45 s of 60
-    assert distributed.local_decision(step=8, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[3] == 0  # started
-    assert distributed.local_decision(step=9, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[0] == 5  # ended
-    coll = distributed.Collectives(device=torch.device("cpu"), rank=0, world=1, active=False, timeout_minutes=1)
-    assert coll.decide([0, 1, 0, 0], preempted=True) == distributed.Decision(stop="preempted", save=True, validate=False)
+    assert (
+        distributed.local_decision(step=8, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[3] == 0
+    )  # started
+    assert (
+        distributed.local_decision(step=9, elapsed=1.0, since_save=1.0, **decay, decay_end=9)[0] == 5
+    )  # ended
+    coll = distributed.Collectives(
+        device=torch.device("cpu"), rank=0, world=1, active=False, timeout_minutes=1
+    )
+    assert coll.decide([0, 1, 0, 0], preempted=True) == distributed.Decision(
+        stop="preempted", save=True, validate=False
+    )
     assert coll.decide([1, 0, 1, 0], preempted=True).stop == "max_steps"  # a limit wins: validate, then stop
-    assert coll.decide([0, 0, 0, 0], preempted=False) == distributed.Decision(stop=None, save=False, validate=False)
+    assert coll.decide([0, 0, 0, 0], preempted=False) == distributed.Decision(
+        stop=None, save=False, validate=False
+    )
     assert coll.decide([0, 0, 0, 1], preempted=False).decay

@@ -13,8 +13,11 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
 def test_cli_reference_matches_the_argparse_parsers():
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -29,8 +29,7 @@ def server(tmp_path):
     """(root folder served, base URL)."""
     root = tmp_path / "www"
     root.mkdir()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
-                                functools.partial(QuietHandler, directory=str(root)))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -55,8 +54,11 @@ def parse(argv):
 
 
 def lines(lang, n, tag):
-    words = {"en": "the small dog runs in the park", "de": "der kleine hund läuft im park",
-             "fr": "le petit chien court dans le parc"}
+    words = {
+        "en": "the small dog runs in the park",
+        "de": "der kleine hund läuft im park",
+        "fr": "le petit chien court dans le parc",
+    }
     return "".join(f"{words[lang]} {tag} {i}\n" for i in range(n)).encode()
 
 
@@ -96,8 +98,12 @@ def test_http_error_and_offline_messages(server, tmp_path):
     with pytest.raises(DataError) as e:
         dl.fetch_multi30k(tmp_path / "d", ("en", "de"), base_url=closed_port_url())
     msg = str(e.value)
-    assert "Without network access, put the files in" in msg and str(tmp_path / "d" / "multi30k")\
-        in msg and "train,valid,test" in msg and "--data-dir" in msg
+    assert (
+        "Without network access, put the files in" in msg
+        and str(tmp_path / "d" / "multi30k") in msg
+        and "train,valid,test" in msg
+        and "--data-dir" in msg
+    )
     assert not any((tmp_path / "d" / "multi30k").iterdir())
 
 
@@ -117,15 +123,32 @@ def serve_multi30k(root: Path, n=60):
 def test_multi30k_download_then_prepare(server, tmp_path):
     root, url = server
     sums = serve_multi30k(root)
-    splits, got = dl.fetch_multi30k(tmp_path / "cache", ("en", "de"), base_url=url,
-                                    checksums=sums)
+    splits, got = dl.fetch_multi30k(tmp_path / "cache", ("en", "de"), base_url=url, checksums=sums)
     assert sorted(got) == sorted(sums) and splits["valid"][1].name == "valid.de.gz"
     assert list(data.read_lines(splits["test"][0]))[0] == "the small dog runs in the park test 0"
     # now local: run_prepare finds the files and downloads nothing
     out = tmp_path / "out"
-    data_command.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
-                            "--data-dir", str(tmp_path / "cache"), "--vocab-size", "60",
-                            "--base-url", closed_port_url(), "--threads", "1"]))
+    data_command.run_prepare(
+        parse(
+            [
+                "multi30k",
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(tmp_path / "cache"),
+                "--vocab-size",
+                "60",
+                "--base-url",
+                closed_port_url(),
+                "--threads",
+                "1",
+            ]
+        )
+    )
     meta = data.load_meta(out)
     assert meta["downloads"] == {} and meta["splits"]["valid"]["pairs"] == 60
 
@@ -136,8 +159,23 @@ def test_multi30k_embedded_checksums_reject_fixture(server, tmp_path):
     serve_multi30k(root)
     out = tmp_path / "out"
     with pytest.raises(DataError, match="checksum mismatch .*train.en.gz"):
-        data_command.run_prepare(parse(["multi30k", "--src", "en", "--tgt", "de", "--out", str(out),
-                                "--data-dir", str(tmp_path / "cache"), "--base-url", url]))
+        data_command.run_prepare(
+            parse(
+                [
+                    "multi30k",
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "de",
+                    "--out",
+                    str(out),
+                    "--data-dir",
+                    str(tmp_path / "cache"),
+                    "--base-url",
+                    url,
+                ]
+            )
+        )
     assert not out.exists() and list((tmp_path / "cache" / "multi30k").iterdir()) == []
 
 
@@ -152,15 +190,18 @@ def tgz(path: Path, members: dict[str, bytes]) -> None:
 
 
 def sgm(body: bytes) -> bytes:
-    segs = "".join(f'<seg id="{i}"> {line}  &amp; co </seg>\n'
-                   for i, line in enumerate(body.decode().splitlines(), 1))
+    segs = "".join(
+        f'<seg id="{i}"> {line}  &amp; co </seg>\n' for i, line in enumerate(body.decode().splitlines(), 1)
+    )
     return f'<srcset>\n<doc docid="x">\n{segs}</doc>\n</srcset>\n'.encode()
 
 
 def serve_wmt14(root: Path):
     for n, (rel, member) in enumerate(dl.WMT14_TRAIN):
-        tgz(root / rel, {member.format(lang=lang): lines(lang, 40 + n, rel)
-                         for lang in ("en", "de")} | {"README": b"x"})
+        tgz(
+            root / rel,
+            {member.format(lang=lang): lines(lang, 40 + n, rel) for lang in ("en", "de")} | {"README": b"x"},
+        )
     rel, member = dl.WMT14_VALID
     tgz(root / rel, {member.format(lang=lang): lines(lang, 30, "dev") for lang in ("en", "de")})
     rel, members = dl.WMT14_TEST
@@ -171,19 +212,47 @@ def test_wmt14_download_extract_prepare(server, tmp_path):
     root, url = server
     serve_wmt14(root)
     out = tmp_path / "out"
-    data_command.run_prepare(parse(["wmt14", "--src", "en", "--tgt", "de", "--out", str(out),
-                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
-                            "--vocab-size", "80", "--threads", "1"]))
+    data_command.run_prepare(
+        parse(
+            [
+                "wmt14",
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(tmp_path / "cache"),
+                "--base-url",
+                url,
+                "--vocab-size",
+                "80",
+                "--threads",
+                "1",
+            ]
+        )
+    )
     meta = data.load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
-        "train": 40 + 41 + 42, "valid": 30, "test": 20}
+        "train": 40 + 41 + 42,
+        "valid": 30,
+        "test": 20,
+    }
     assert sorted(meta["downloads"]) == sorted(dl.WMT14_SHA256)
     assert meta["vocab_size"] <= 80
     test_en = (out / "test.en.txt").read_text().splitlines()
     assert test_en[0] == "the small dog runs in the park test 0 & co"  # unescaped, collapsed
     folder = tmp_path / "cache" / "wmt14_en_de"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "downloads", "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"]
+        "downloads",
+        "test.de",
+        "test.en",
+        "train.de",
+        "train.en",
+        "valid.de",
+        "valid.en",
+    ]
 
 
 def test_wmt14_checksum_mismatch(server, tmp_path):
@@ -223,15 +292,38 @@ def test_wmt14_en_fr_download_extract_prepare(server, tmp_path):
     rel, members = task.test
     tgz(root / rel, {members[lang]: sgm(lines(lang, 20, "test")) for lang in ("en", "fr")})
     out = tmp_path / "out"
-    data_command.run_prepare(parse(["wmt14", "--src", "fr", "--tgt", "en", "--out", str(out),
-                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
-                            "--vocab-size", "80", "--threads", "1"]))
+    data_command.run_prepare(
+        parse(
+            [
+                "wmt14",
+                "--src",
+                "fr",
+                "--tgt",
+                "en",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(tmp_path / "cache"),
+                "--base-url",
+                url,
+                "--vocab-size",
+                "80",
+                "--threads",
+                "1",
+            ]
+        )
+    )
     meta = data.load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
-        "train": 10 + 11 + 12 + 13 + 14, "valid": 30, "test": 20}
+        "train": 10 + 11 + 12 + 13 + 14,
+        "valid": 30,
+        "test": 20,
+    }
     assert sorted(meta["downloads"]) == sorted(task.sha256)
-    assert meta["src_lang"] == "fr" and (out / "test.en.txt").read_text().splitlines()[0] == \
-        "the small dog runs in the park test 0 & co"
+    assert (
+        meta["src_lang"] == "fr"
+        and (out / "test.en.txt").read_text().splitlines()[0] == "the small dog runs in the park test 0 & co"
+    )
     train_en = (tmp_path / "cache" / "wmt14_en_fr" / "train.en").read_text().splitlines()
     assert train_en[-1] == "the small dog runs in the park wmt10/training-giga-fren.tar 13"
 
@@ -240,8 +332,11 @@ def test_wmt14_en_fr_default_vocabulary_is_32k(tmp_path, monkeypatch):
     """Without --vocab-size, en-fr asks for the paper's 32k word pieces (37k stays en-de's)."""
     seen = {}
     monkeypatch.setattr(dl, "fetch_wmt14", lambda root, langs, **kw: ({}, {}))
-    monkeypatch.setattr(data_command, "prepare", lambda splits, out, *, options, **kw:
-                        seen.setdefault("options", options) and {})
+    monkeypatch.setattr(
+        data_command,
+        "prepare",
+        lambda splits, out, *, options, **kw: seen.setdefault("options", options) and {},
+    )
     monkeypatch.setattr(data_command, "format_report", lambda meta: "")
     for tgt, vocab in (("fr", 32000), ("de", None)):
         seen.clear()
@@ -255,18 +350,45 @@ def test_wmt17_zh_en_download_extract_prepare(server, tmp_path):
     task = dl.WMT17_ZH_EN
     zh = {"zh": "小狗在公园里跑。", "en": "the small dog runs in the park"}
     for n, (rel, member) in enumerate(task.train):
-        tgz(root / rel, {member.format(lang=lang): "".join(
-            f"{zh[lang]} {i}\n" for i in range(25 + n)).encode() for lang in ("zh", "en")})
+        tgz(
+            root / rel,
+            {
+                member.format(lang=lang): "".join(f"{zh[lang]} {i}\n" for i in range(25 + n)).encode()
+                for lang in ("zh", "en")
+            },
+        )
     for split, (rel, members) in (("valid", task.valid), ("test", task.test)):
-        tgz(root / rel, {members[lang]: sgm("".join(
-            f"{zh[lang]} {split} {i}\n" for i in range(15)).encode()) for lang in ("zh", "en")})
+        tgz(
+            root / rel,
+            {
+                members[lang]: sgm("".join(f"{zh[lang]} {split} {i}\n" for i in range(15)).encode())
+                for lang in ("zh", "en")
+            },
+        )
     out = tmp_path / "out"
-    data_command.run_prepare(parse(["wmt17-zh-en", "--src", "en", "--tgt", "zh", "--out", str(out),
-                            "--data-dir", str(tmp_path / "cache"), "--base-url", url,
-                            "--vocab-size", "60", "--threads", "1"]))
+    data_command.run_prepare(
+        parse(
+            [
+                "wmt17-zh-en",
+                "--src",
+                "en",
+                "--tgt",
+                "zh",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(tmp_path / "cache"),
+                "--base-url",
+                url,
+                "--vocab-size",
+                "60",
+                "--threads",
+                "1",
+            ]
+        )
+    )
     meta = data.load_meta(out)
-    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
-        "train": 25 + 26, "valid": 15, "test": 15}
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 25 + 26, "valid": 15, "test": 15}
     assert sorted(meta["downloads"]) == sorted(task.sha256)
     assert meta["spm"]["character_coverage"] == 0.9995
     assert (out / "valid.zh.txt").read_text().splitlines()[0] == "小狗在公园里跑。 valid 0 & co"

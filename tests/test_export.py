@@ -15,17 +15,43 @@ from nmt.config import tiny
 from nmt.infer.translate import Translator
 from nmt.model import Transformer
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1000", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1000",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+]
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_data, tmp_path_factory):
     """A tiny model trained for a few seconds: non-trivial, input-dependent greedy outputs."""
     run = tmp_path_factory.mktemp("export") / "run"
-    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=200",
-                 "--train.max_tokens=1024", "--train.accum_steps=1", "--train.lr_scale=0.3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(run),
+                *TINY,
+                "--train.max_steps=200",
+                "--train.max_tokens=1024",
+                "--train.accum_steps=1",
+                "--train.lr_scale=0.3",
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -47,8 +73,12 @@ def random_checkpoint(tmp_path, src_ckpt, **changes):
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-    return save(tmp_path / "ckpt", model=model, spm_model=resolve(src_ckpt) / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    return save(
+        tmp_path / "ckpt",
+        model=model,
+        spm_model=resolve(src_ckpt) / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
 
 
 def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypatch):
@@ -58,7 +88,9 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
     for name in ("model.bin", "spm.model", "README.md", "shared_vocabulary.json"):
         assert (out / name).exists(), name
     ref = Translator.load(trained, precision="fp32").translate(test_lines, beam=1, alpha=0.0)
-    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32").translate(test_lines, beam=1, alpha=0.0)
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32").translate(
+        test_lines, beam=1, alpha=0.0
+    )
     # non-trivial outputs (the tiny model's output lengths vary with the CPU's float kernels: ~2.9-4 words)
     assert len(set(ref)) > 10 and sum(len(r.split()) for r in ref) > 2 * len(ref)
     same = sum(a == b for a, b in zip(ref, ct2))
@@ -97,13 +129,17 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
         assert pick == nbest[mbr_select([h.text for h in nbest], [h.score for h in nbest])].text
 
 
-@pytest.mark.parametrize("changes", [{"norm_position": "pre"}, {"norm_position": "post"},
-                                     {"n_encoder_layers": 3, "n_decoder_layers": 1}])
+@pytest.mark.parametrize(
+    "changes",
+    [{"norm_position": "pre"}, {"norm_position": "post"}, {"n_encoder_layers": 3, "n_decoder_layers": 1}],
+)
 def test_ctranslate2_scores_equal_nmt_log_probs(trained, tmp_path, changes):
     """Exact check of the weight mapping (positions, fused q/k/v, pre-norm final norms, encoder and
     decoder of different depths): CTranslate2's teacher-forced log-probabilities equal nmt's on a
     random-weight model."""
-    ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    ctranslate2 = pytest.importorskip(
+        "ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')"
+    )
     import sentencepiece as spm
 
     from nmt.infer.export_ctranslate2 import export_ctranslate2
@@ -114,11 +150,17 @@ def test_ctranslate2_scores_equal_nmt_log_probs(trained, tmp_path, changes):
     sp = spm.SentencePieceProcessor(model_file=str(ckpt / "spm.model"))
     rng = random.Random(0)
     n = sp.get_piece_size()
-    pairs = [([rng.randrange(4, n) for _ in range(rng.randint(1, 9))],
-              [rng.randrange(4, n) for _ in range(rng.randint(1, 9))]) for _ in range(6)]
+    pairs = [
+        (
+            [rng.randrange(4, n) for _ in range(rng.randint(1, 9))],
+            [rng.randrange(4, n) for _ in range(rng.randint(1, 9))],
+        )
+        for _ in range(6)
+    ]
     tr = ctranslate2.Translator(str(tmp_path / "ct2"), compute_type="float32", intra_threads=1)
-    res = tr.score_batch([[sp.id_to_piece(i) for i in s] for s, _ in pairs],
-                         [[sp.id_to_piece(i) for i in t] for _, t in pairs])
+    res = tr.score_batch(
+        [[sp.id_to_piece(i) for i in s] for s, _ in pairs], [[sp.id_to_piece(i) for i in t] for _, t in pairs]
+    )
     for (src, tgt), r in zip(pairs, res):
         with torch.no_grad():
             logits = model(torch.tensor([src + [3]]), torch.tensor([[2] + tgt]))  # (1, T, W)
@@ -132,7 +174,17 @@ def test_ctranslate2_engine_keeps_the_translate_contract(trained, tmp_path, caps
     lines = ["a dog runs", "", "   ", " ".join(["the"] * 300), "a \xff cat"]  # 300 pieces > 256 positions
     src = tmp_path / "in.txt"
     src.write_bytes("\n".join(lines[:4]).encode() + b"\n" + b"a \xff cat\n")
-    base = ["translate", str(trained), "--engine", "ctranslate2", "--beam", "2", "--quiet", "--max-len-b", "5"]
+    base = [
+        "translate",
+        str(trained),
+        "--engine",
+        "ctranslate2",
+        "--beam",
+        "2",
+        "--quiet",
+        "--max-len-b",
+        "5",
+    ]
     assert main([*base, "-i", str(src), "-o", str(tmp_path / "o.txt")]) == 2
     assert "line 5: invalid UTF-8" in capsys.readouterr().err
     assert not (tmp_path / "o.txt").exists()
@@ -161,7 +213,9 @@ def test_huggingface_export_is_exact(trained, test_lines, tmp_path):
             got = marian(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
         assert (got - expected).abs().max() < 1e-4
         assert (marian.config.encoder_layers, marian.config.decoder_layers) == (
-            len(model.encoder.layers), len(model.decoder.layers))
+            len(model.encoder.layers),
+            len(model.decoder.layers),
+        )
     # the exported directory loads in transformers and gives nmt's greedy outputs
     out = tmp_path / "hf"
     assert main(["export", "huggingface", str(trained), str(out)]) == 0

@@ -14,10 +14,23 @@ from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.train.trainer import Trainer
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1",
-        "--train.max_tokens=512", "--train.accum_steps=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_tokens=512",
+    "--train.accum_steps=1",
+]
 
 
 def train(*argv) -> int:
@@ -28,8 +41,18 @@ def train(*argv) -> int:
 def parent(tiny_data, tmp_path_factory) -> Path:
     """A tiny trained run to start from: its step checkpoints 6 and 8 (optimizer state included)."""
     run = tmp_path_factory.mktemp("parent") / "run"
-    assert train(tiny_data, "--out", run, *TINY, "--train.max_steps=8", "--train.save_every_steps=2",
-                 "--train.keep_last=2") == 0
+    assert (
+        train(
+            tiny_data,
+            "--out",
+            run,
+            *TINY,
+            "--train.max_steps=8",
+            "--train.save_every_steps=2",
+            "--train.keep_last=2",
+        )
+        == 0
+    )
     return run
 
 
@@ -39,10 +62,12 @@ def test_init_starts_from_the_checkpoint_weights_with_a_new_optimizer_and_step(t
 
     source = parent / "checkpoints" / "step_00000008"
     init = open_init(source)
-    model_cfg, train_cfg, meta = init_configs(tiny_data, init, preset_name=None, config_file=None,
-                                              overrides={"train": {"max_steps": "4"}})
-    trainer = Trainer(tiny_data, tmp_path / "ft", model_cfg, train_cfg, meta, resume=False, progress=False,
-                      init=init)
+    model_cfg, train_cfg, meta = init_configs(
+        tiny_data, init, preset_name=None, config_file=None, overrides={"train": {"max_steps": "4"}}
+    )
+    trainer = Trainer(
+        tiny_data, tmp_path / "ft", model_cfg, train_cfg, meta, resume=False, progress=False, init=init
+    )
     try:
         expected = ckpt.load_state(source)
         actual = ckpt.unique_state_dict(trainer.model)
@@ -57,11 +82,28 @@ def test_init_starts_from_the_checkpoint_weights_with_a_new_optimizer_and_step(t
 def test_init_records_its_checkpoint_and_keeps_the_optimizer_on_request(tiny_data, parent, tmp_path):
     source = parent / "checkpoints" / "step_00000008"
     out = tmp_path / "ft"
-    assert train(tiny_data, "--out", out, *TINY[:1], "tiny", "--init", source, "--init-optimizer",
-                 "--train.max_steps=2", "--train.save_every_steps=2", "--train.num_threads=1") == 0
+    assert (
+        train(
+            tiny_data,
+            "--out",
+            out,
+            *TINY[:1],
+            "tiny",
+            "--init",
+            source,
+            "--init-optimizer",
+            "--train.max_steps=2",
+            "--train.save_every_steps=2",
+            "--train.num_threads=1",
+        )
+        == 0
+    )
     record = json.loads((out / "config.json").read_text())["init"]
-    assert record == {"path": str(source.resolve()), "keep_optimizer": True,
-                      "sha256": hashlib.sha256((source / "model.safetensors").read_bytes()).hexdigest()}
+    assert record == {
+        "path": str(source.resolve()),
+        "keep_optimizer": True,
+        "sha256": hashlib.sha256((source / "model.safetensors").read_bytes()).hexdigest(),
+    }
     # the model's configuration is the checkpoint's, not the tiny preset's defaults
     assert json.loads((out / "config.json").read_text())["model"] == ckpt.read_config(source)["model"]
     assert "initialised from" in (out / "train.log").read_text()
@@ -73,13 +115,29 @@ def test_init_records_its_checkpoint_and_keeps_the_optimizer_on_request(tiny_dat
 
 def test_init_refuses_a_model_change_and_accepts_a_dropout(tiny_data, parent, tmp_path, capsys):
     source = parent / "checkpoints" / "step_00000008"
-    assert train(tiny_data, "--out", tmp_path / "a", "--init", source, "--model.d_model=64",
-                 "--train.max_steps=1") == 2
+    assert (
+        train(
+            tiny_data, "--out", tmp_path / "a", "--init", source, "--model.d_model=64", "--train.max_steps=1"
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--model.d_model=64: fine-tuning keeps the model of" in err and "d_model=32" in err
     assert not (tmp_path / "a").exists()
-    assert train(tiny_data, "--out", tmp_path / "b", "--init", source, "--model.dropout=0.3",
-                 "--train.max_steps=1", "--train.save_every_minutes=0", "--train.num_threads=1") == 0
+    assert (
+        train(
+            tiny_data,
+            "--out",
+            tmp_path / "b",
+            "--init",
+            source,
+            "--model.dropout=0.3",
+            "--train.max_steps=1",
+            "--train.save_every_minutes=0",
+            "--train.num_threads=1",
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "b" / "config.json").read_text())["model"]["dropout"] == 0.3
 
 
@@ -96,18 +154,31 @@ def test_init_refuses_data_with_another_vocabulary(parent, tmp_path, capsys):
 def test_init_optimizer_needs_a_checkpoint_that_has_one(tiny_data, parent, tmp_path, capsys):
     averaged = tmp_path / "avg"
     assert main(["average", str(parent), "--last", "2", "--out", str(averaged)]) == 0
-    assert train(tiny_data, "--out", tmp_path / "ft", "--init", averaged, "--init-optimizer",
-                 "--train.max_steps=1") == 2
+    assert (
+        train(
+            tiny_data, "--out", tmp_path / "ft", "--init", averaged, "--init-optimizer", "--train.max_steps=1"
+        )
+        == 2
+    )
     assert "holds no optimizer state" in capsys.readouterr().err
 
 
 def test_a_fine_tuning_run_resumes_exactly(tiny_data, parent, tmp_path):
-    common = ["--init", parent / "checkpoints" / "step_00000008", *TINY[2:], "--preset", "tiny",
-              "--train.save_every_steps=3"]
+    common = [
+        "--init",
+        parent / "checkpoints" / "step_00000008",
+        *TINY[2:],
+        "--preset",
+        "tiny",
+        "--train.save_every_steps=3",
+    ]
     assert train(tiny_data, "--out", tmp_path / "straight", *common, "--train.max_steps=6") == 0
     assert train(tiny_data, "--out", tmp_path / "cut", *common, "--train.max_steps=3") == 0
-    # the same command again with --resume (and --init, as a scheduler re-runs it): from step 3, not the parent
-    assert train(tiny_data, "--out", tmp_path / "cut", *common, "--train.max_steps=6", "--resume", "auto") == 0
+    # the same command again with --resume (and --init, as a scheduler re-runs it): from step 3,
+    # not the parent
+    assert (
+        train(tiny_data, "--out", tmp_path / "cut", *common, "--train.max_steps=6", "--resume", "auto") == 0
+    )
     a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000006" / "model.safetensors"))
     b = load_file(str(tmp_path / "cut" / "checkpoints" / "step_00000006" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -118,8 +189,19 @@ def test_resume_with_another_init_is_refused(tiny_data, parent, tmp_path, capsys
     run = tmp_path / "ft"
     common = [*TINY[2:], "--preset", "tiny", "--train.save_every_steps=1", "--train.max_steps=1"]
     assert train(tiny_data, "--out", run, "--init", parent / "checkpoints" / "step_00000008", *common) == 0
-    assert train(tiny_data, "--out", run, "--init", parent / "checkpoints" / "step_00000006", *common,
-                 "--resume", "auto") == 2
+    assert (
+        train(
+            tiny_data,
+            "--out",
+            run,
+            "--init",
+            parent / "checkpoints" / "step_00000006",
+            *common,
+            "--resume",
+            "auto",
+        )
+        == 2
+    )
     assert "the run being resumed started from" in capsys.readouterr().err
 
 
@@ -140,19 +222,36 @@ def scripted_validation(monkeypatch, losses: list[float]) -> list[int]:
 def test_patience_stops_after_n_validations_without_improvement(tiny_data, tmp_path, monkeypatch):
     calls = scripted_validation(monkeypatch, [5.0, 4.0, 4.5, 4.2, 3.0, 2.0])
     run = tmp_path / "run"
-    assert train(tiny_data, "--out", run, *TINY, "--train.valid_every_steps=1", "--train.patience=2",
-                 "--train.max_steps=50") == 0
+    assert (
+        train(
+            tiny_data,
+            "--out",
+            run,
+            *TINY,
+            "--train.valid_every_steps=1",
+            "--train.patience=2",
+            "--train.max_steps=50",
+        )
+        == 0
+    )
     assert calls == [1, 2, 3, 4]  # 4.5 and 4.2 do not beat 4.0: stop at the second of them
     log = (run / "train.log").read_text()
-    assert "early stopping: 2 validations without a better valid loss (train.patience=2); the best is step 2" in log
+    assert (
+        "early stopping: 2 validations without a better valid loss (train.patience=2); the best is step 2"
+        in log
+    )
     assert "stopped (patience) at step 4" in log
     assert json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["step"] == 2
 
 
 def test_patience_off_trains_to_the_limit(tiny_data, tmp_path, monkeypatch):
     calls = scripted_validation(monkeypatch, [5.0, 6.0, 7.0, 8.0, 9.0])
-    assert train(tiny_data, "--out", tmp_path / "run", *TINY, "--train.valid_every_steps=1",
-                 "--train.max_steps=5") == 0
+    assert (
+        train(
+            tiny_data, "--out", tmp_path / "run", *TINY, "--train.valid_every_steps=1", "--train.max_steps=5"
+        )
+        == 0
+    )
     assert calls == [1, 2, 3, 4, 5]
 
 

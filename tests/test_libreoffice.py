@@ -12,10 +12,12 @@ from nmt.data import download as dl
 from nmt.data import prepare as data
 from nmt.data.prepare import DataError, PrepareOptions
 
-ZH = ["选择「插入 - 命名区域」，然后单击“确定”。",
-      "（可选）输入名称：ＡＢＣ１２３！",
-      "设计模式",
-      "这是一个测试？是的；全角标点：、。「」『』【】《》——……"]
+ZH = [
+    "选择「插入 - 命名区域」，然后单击“确定”。",
+    "（可选）输入名称：ＡＢＣ１２３！",
+    "设计模式",
+    "这是一个测试？是的；全角标点：、。「」『』【】《》——……",
+]
 
 
 def parse(argv):
@@ -39,10 +41,12 @@ def test_chinese_text_round_trips_through_prepare(tmp_path):
         for lang, lines in (("en", en), ("zh", zh)):
             files[split, lang] = tmp_path / f"{split}.{lang}"
             files[split, lang].write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    meta = data.prepare({s: (files[s, "en"], files[s, "zh"]) for s in ("train", "valid")},
-                        tmp_path / "out", options=PrepareOptions(
-                            dataset="files", src_lang="en", tgt_lang="zh", vocab_size=200,
-                            threads=1), log=lambda *a: None)
+    meta = data.prepare(
+        {s: (files[s, "en"], files[s, "zh"]) for s in ("train", "valid")},
+        tmp_path / "out",
+        options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="zh", vocab_size=200, threads=1),
+        log=lambda *a: None,
+    )
     assert meta["spm"]["character_coverage"] == 0.9995
     out = tmp_path / "out"
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == zh
@@ -61,18 +65,21 @@ def test_shuffle_train_is_seeded_and_keeps_pairs(tmp_path):
     b.write_text("".join(x + "\n" for x in tgt))
 
     def run(name, **kw):
-        options = PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=300,
-                                 threads=1, **kw)
+        options = PrepareOptions(
+            dataset="files", src_lang="en", tgt_lang="de", vocab_size=300, threads=1, **kw
+        )
         data.prepare({"train": (a, b)}, tmp_path / name, options=options, log=lambda *x: None)
         ds = data.ParallelDataset.load(tmp_path / name, "train")
         sp = data.load_spm(tmp_path / name)
-        return [(sp.decode(ds[i][0].tolist()), sp.decode(ds[i][1].tolist()))
-                for i in range(len(ds))]
+        return [(sp.decode(ds[i][0].tolist()), sp.decode(ds[i][1].tolist())) for i in range(len(ds))]
 
     plain = run("plain")
     assert plain == list(zip(src, tgt))
-    s0, s0_again, s1 = (run("s0", shuffle_train=True), run("s0b", shuffle_train=True),
-                        run("s1", shuffle_train=True, seed=1))
+    s0, s0_again, s1 = (
+        run("s0", shuffle_train=True),
+        run("s0b", shuffle_train=True),
+        run("s1", shuffle_train=True, seed=1),
+    )
     assert s0 == s0_again and s0 != plain and s0 != s1
     assert sorted(s0) == sorted(plain)  # same pairs, still aligned
     assert data.load_meta(tmp_path / "s1")["recipe"]["shuffle_train"] is True
@@ -94,8 +101,11 @@ def fake_libreoffice(root, pair="en-zh", n=30):
 def test_libreoffice_absent_says_where_to_put_it(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(DataError) as e:
-        data_command.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
-                                "--data-dir", str(tmp_path)]))
+        data_command.run_prepare(
+            parse(
+                ["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out), "--data-dir", str(tmp_path)]
+            )
+        )
     msg = str(e.value)
     assert "no download URL" in msg and str(tmp_path / "libreoffice_help" / "en-zh") in msg
     assert "{train,valid,test}.{en,zh}.gz" in msg and "extract.py" in msg and not out.exists()
@@ -118,15 +128,27 @@ def test_libreoffice_real_en_zh(shared_data_dir, tmp_path):
     if not (folder / "train.zh.gz").is_file():
         pytest.skip(f"LibreOffice help en-zh not found in {folder}")
     out = tmp_path / "out"
-    data_command.run_prepare(parse(["libreoffice", "--src", "zh", "--tgt", "en", "--out", str(out),
-                            "--data-dir", str(shared_data_dir),
-                            "--threads", "1"]))
+    data_command.run_prepare(
+        parse(
+            [
+                "libreoffice",
+                "--src",
+                "zh",
+                "--tgt",
+                "en",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(shared_data_dir),
+                "--threads",
+                "1",
+            ]
+        )
+    )
     meta = data.load_meta(out)
-    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
-        "train": 20228, "valid": 2066, "test": 2015}
+    assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 20228, "valid": 2066, "test": 2015}
     assert meta["recipe"]["shuffle_train"] and meta["spm"]["character_coverage"] == 0.9995
-    assert meta["downloads"]["en-zh/train.zh.gz"] == dl.LIBREOFFICE_SHA256[
-        "en-zh/train.zh.gz"][1]
+    assert meta["downloads"]["en-zh/train.zh.gz"] == dl.LIBREOFFICE_SHA256["en-zh/train.zh.gz"][1]
     valid_zh = list(data.read_lines(folder / "valid.zh.gz"))
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == valid_zh
     # train is shuffled: the first 20 pairs are not the first 20 lines of the (page-ordered) file
@@ -137,5 +159,4 @@ def test_libreoffice_real_en_zh(shared_data_dir, tmp_path):
     assert first != original[:20]
     # pairs stay aligned (a rare character outside the 0.9995 coverage may decode as unknown)
     pairs = set(zip(data.read_lines(folder / "train.zh.gz"), original))
-    assert np.mean([(sp.decode(ds[i][0].tolist()), en) in pairs
-                    for i, en in enumerate(first)]) >= 0.9
+    assert np.mean([(sp.decode(ds[i][0].tolist()), en) in pairs for i, en in enumerate(first)]) >= 0.9

@@ -39,25 +39,35 @@ def test_no_smoothing_is_cross_entropy():
     logits, target = torch.randn(2, 5, 11), torch.randint(1, 11, (2, 5))
     loss, nll, n = label_smoothed_nll_loss(logits, target, epsilon=0.0, ignore_index=0)
     ref = torch.nn.functional.cross_entropy(logits.view(-1, 11), target.view(-1), reduction="sum")
-    assert loss.item() == pytest.approx(ref.item(), rel=1e-6) and nll.item() == pytest.approx(ref.item(), rel=1e-6)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6) and nll.item() == pytest.approx(
+        ref.item(), rel=1e-6
+    )
 
 
 @pytest.mark.parametrize("step", [1, 4000, 40000])
 def test_schedule_formula(step):
     d_model, warmup = 512, 4000
-    expected = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
     assert inverse_sqrt_lr(step, d_model=d_model, warmup_steps=warmup) == pytest.approx(expected, rel=1e-12)
 
 
 def test_linear_decay_factor():
     assert linear_decay(5, decay_start=0, decay_end=0) == 1.0  # no decay: eq. 3 as it is
-    assert [linear_decay(s, decay_start=6, decay_end=10) for s in range(5, 12)] == [1, 1, 1, .75, .5, .25, 0]
+    assert [linear_decay(s, decay_start=6, decay_end=10) for s in range(5, 12)] == [
+        1,
+        1,
+        1,
+        0.75,
+        0.5,
+        0.25,
+        0,
+    ]
 
 
 def test_schedule_values():
-    assert inverse_sqrt_lr(1, d_model=512, warmup_steps=4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert inverse_sqrt_lr(1, d_model=512, warmup_steps=4000) == pytest.approx(512**-0.5 * 4000**-1.5)
     peak = inverse_sqrt_lr(4000, d_model=512, warmup_steps=4000)
-    assert peak == pytest.approx(512 ** -0.5 / math.sqrt(4000))  # ~7.0e-4 at the end of warm-up
+    assert peak == pytest.approx(512**-0.5 / math.sqrt(4000))  # ~7.0e-4 at the end of warm-up
     assert inverse_sqrt_lr(40000, d_model=512, warmup_steps=4000) == pytest.approx(peak / math.sqrt(10))
     assert inverse_sqrt_lr(4000, d_model=512, warmup_steps=4000, lr_scale=2.0) == pytest.approx(2 * peak)
 
@@ -96,7 +106,9 @@ def test_fused_loss_equals_composite_loss_and_gradient(kind, block):
     (loss_a * 0.3).backward()
     b = logits.float().clone().requires_grad_()
     selected = b[keep]  # (K, W), as the model's select= gives them
-    loss_b, nll_b, n_b = fused_label_smoothed_nll_loss(selected, target[keep], epsilon=0.1, kind=kind, block=block)
+    loss_b, nll_b, n_b = fused_label_smoothed_nll_loss(
+        selected, target[keep], epsilon=0.1, kind=kind, block=block
+    )
     (loss_b * 0.3).backward()
     assert n_a == n_b == int(keep.sum())
     assert loss_b.item() == pytest.approx(loss_a.item(), rel=1e-6)
@@ -121,8 +133,10 @@ def test_fused_loss_in_bf16_gives_the_float32_gradient_rounded_once(block):
     loss_b, nll_b, _ = fused_label_smoothed_nll_loss(b, target, epsilon=0.1, block=block)
     (loss_b * 0.3).backward()
     assert b.grad.dtype == torch.bfloat16
-    assert loss_b.item() == pytest.approx(loss_a.item(), rel=1e-6) and nll_b.item() == pytest.approx(nll_a.item(), rel=1e-6)
-    torch.testing.assert_close(b.grad.float(), a.grad, rtol=2 ** -7, atol=1e-6)
+    assert loss_b.item() == pytest.approx(loss_a.item(), rel=1e-6) and nll_b.item() == pytest.approx(
+        nll_a.item(), rel=1e-6
+    )
+    torch.testing.assert_close(b.grad.float(), a.grad, rtol=2**-7, atol=1e-6)
     assert (b.grad.float() - a.grad).abs().max() > 0  # it is rounded: bf16, not float32 relabelled
 
 
@@ -156,6 +170,7 @@ def test_keep_freed_memory_is_numerically_neutral():
     """nmt.allocator only changes where glibc gets memory: a step gives the same numbers after it,
     and those numbers are log-softmax's (x - logsumexp(x), by hand in float64)."""
     from nmt.allocator import keep_freed_memory
+
     torch.manual_seed(0)
     x = torch.randn(300, 7000)
     before = torch.log_softmax(x, -1).sum()
@@ -202,8 +217,13 @@ def run_malloc_probe(**env) -> dict:
     repo = Path(__file__).resolve().parents[1]
     ours = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
     clean = {k: v for k, v in os.environ.items() if k not in ours}
-    proc = subprocess.run([sys.executable, "-c", MALLOC_PROBE], capture_output=True, text=True, check=True,
-                          env={**clean, "PYTHONPATH": str(repo), **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", MALLOC_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**clean, "PYTHONPATH": str(repo), **env},
+    )
     return json.loads(proc.stdout)
 
 

@@ -14,9 +14,15 @@ PAIRS = [
     ("Ein Mann fährt Fahrrad.", "Ein Mann fährt ein Fahrrad."),
     ("Zwei Hunde", "Zwei Hunde spielen im Schnee."),
     ("Zwei Hunde spielen im Schnee.", "Zwei Hunde"),
-    ("a", "b"), ("", "x"), ("x", ""), ("", ""), ("ab", "abc"),
-    ("Das ist gut", "Das ist gut"), ("Das  ist\tgut", "Dasistgut"),
-    ("漢字のテスト。", "漢字テスト"), ("e\u0301 \u00e9", "\u00e9"),
+    ("a", "b"),
+    ("", "x"),
+    ("x", ""),
+    ("", ""),
+    ("ab", "abc"),
+    ("Das ist gut", "Das ist gut"),
+    ("Das  ist\tgut", "Dasistgut"),
+    ("漢字のテスト。", "漢字テスト"),
+    ("e\u0301 \u00e9", "\u00e9"),
     ("der der der der", "der"),
 ]
 
@@ -76,8 +82,15 @@ def test_mbr_options_are_checked():
 def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
     """`--mbr` writes, per line, the candidate of the beam's n-best (the search's `nbest=beam`
     list) that mbr_select picks; the API gives the same, and differs from the top candidates."""
-    lines = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
-             "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
+    lines = [
+        "der hund",
+        "",
+        "ein baum und eine katze",
+        "blau rot gross",
+        "die katze springt auf den baum",
+        "das haus neben dem baum",
+        "eine kleine katze und ein grosser hund",
+    ]
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     search = dict(beam=4, max_len_a=0, max_len_b=6)
     nbest = t.translate_nbest(lines, nbest=4, **search)
@@ -87,12 +100,32 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "mbr.txt"
-    assert cli(checkpoint, "-i", src, "-o", out, "--mbr", "--mbr-temperature", "2", "--beam", "4",
-               "--max-len-a", "0", "--max-len-b", "6", "--quiet") == 0
+    assert (
+        cli(
+            checkpoint,
+            "-i",
+            src,
+            "-o",
+            out,
+            "--mbr",
+            "--mbr-temperature",
+            "2",
+            "--beam",
+            "4",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "6",
+            "--quiet",
+        )
+        == 0
+    )
     got = out.read_text(encoding="utf-8").split("\n")
     assert got == want + [""] and got[1] == ""
-    bleu_pick = [r[mbr_select([c.text for c in r], [c.score for c in r], utility="bleu", temperature=0.5)].text
-                 for r in nbest]
+    bleu_pick = [
+        r[mbr_select([c.text for c in r], [c.score for c in r], utility="bleu", temperature=0.5)].text
+        for r in nbest
+    ]
     assert t.translate(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
 
 
@@ -118,12 +151,15 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
         assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
 
 
-@pytest.mark.parametrize("extra,message", [
-    (("--nbest", "2"), "needs --beam >= 2, --nbest 1"),
-    (("--sampling",), "no --sampling"),
-    (("--beam", "1"), "needs --beam >= 2"),
-    (("--mbr-temperature", "0"), "--mbr-temperature 0.0: must be > 0"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (("--nbest", "2"), "needs --beam >= 2, --nbest 1"),
+        (("--sampling",), "no --sampling"),
+        (("--beam", "1"), "needs --beam >= 2"),
+        (("--mbr-temperature", "0"), "--mbr-temperature 0.0: must be > 0"),
+    ],
+)
 def test_translate_mbr_bad_options(checkpoint, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")

@@ -54,7 +54,9 @@ def test_score_equals_sacrebleu(tokenize, tmp_path, capsys):
         assert s.bleu == bleu.score and s.chrf == chrf.score
         assert (s.bleu == pytest.approx(100.0) and s.chrf == pytest.approx(100.0)) == expect_100
         assert f"tok:{tokenize}" in s.bleu_signature and "nrefs:1" in s.bleu_signature
-        out = json.loads(score_cli(tmp_path, capsys, hyps, ref_path, "--tokenize", tokenize, "--format", "json"))
+        out = json.loads(
+            score_cli(tmp_path, capsys, hyps, ref_path, "--tokenize", tokenize, "--format", "json")
+        )
         assert out["bleu"] == bleu.score and out["chrf"] == chrf.score
     text = score_cli(tmp_path, capsys, hyps, ref_path, "--tokenize", tokenize)
     assert f"BLEU = {bleu.score:.2f}" in text and f"chrF2 = {chrf.score:.2f}" in text
@@ -68,8 +70,9 @@ def test_paper_bleu_compound_split_and_label(tmp_path, capsys):
     assert split_compounds("a-b-c x - y") == "a ##AT##-##AT## b-c x - y"  # as perl s///g
     hyps, refs = ["Das ist ein Welt-Rekord ."], ["Das ist ein Weltrekord ."]
     # tokenized: "Das ist ein Welt ##AT##-##AT## Rekord ." vs "Das ist ein Weltrekord ."
-    expected = sacrebleu.corpus_bleu(["Das ist ein Welt ##AT##-##AT## Rekord ."], [refs],
-                                     tokenize="none", smooth_method="none", force=True).score
+    expected = sacrebleu.corpus_bleu(
+        ["Das ist ein Welt ##AT##-##AT## Rekord ."], [refs], tokenize="none", smooth_method="none", force=True
+    ).score
     assert paper_bleu(hyps, [refs]) == expected
     ref = tmp_path / "ref.txt"
     ref.write_text("The state-of-the-art model, it said.\n", encoding="utf-8")

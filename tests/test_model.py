@@ -25,8 +25,9 @@ def test_parameter_counts_base_and_big():
     for name, cfg, paper in (("base", base(37000), 65e6), ("big", big(37000), 213e6)):
         with torch.device("meta"):
             model = Transformer(cfg)
-        expected = hand_count(V=37000, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k,
-                              d_v=cfg.d_v, N=cfg.n_layers)
+        expected = hand_count(
+            V=37000, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k, d_v=cfg.d_v, N=cfg.n_layers
+        )
         counts = parameter_counts(model)
         print(f"{name}: {counts['total']:,} parameters (paper: {paper / 1e6:.0f}M)")
         assert counts["total"] == expected
@@ -54,7 +55,9 @@ def test_embedding_scale_and_positions():
     model = Transformer(cfg).eval()
     tokens = torch.tensor([[5, 7, 9]])
     x = model.encoder.embed(tokens)
-    expected = model.encoder.embed_tokens.weight[tokens] * math.sqrt(cfg.d_model) + sinusoidal_table(3, cfg.d_model)
+    expected = model.encoder.embed_tokens.weight[tokens] * math.sqrt(cfg.d_model) + sinusoidal_table(
+        3, cfg.d_model
+    )
     torch.testing.assert_close(x, expected)
 
 
@@ -102,7 +105,7 @@ def test_causality(norm_position):
         changed[:, t + 1] = (changed[:, t + 1] + 1 - 4) % 36 + 4
         logits = model(src, changed)
         torch.testing.assert_close(logits[:, : t + 1], base_logits[:, : t + 1], atol=1e-6, rtol=0)
-        assert not torch.allclose(logits[:, t + 1:], base_logits[:, t + 1:])
+        assert not torch.allclose(logits[:, t + 1 :], base_logits[:, t + 1 :])
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
@@ -130,7 +133,7 @@ def test_incremental_decoding_equals_forward(norm_position):
     memory = model.encode(src)
     cache, steps = None, []
     for t in range(tgt.size(1)):
-        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        logits, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
         steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
     # a multi-token chunk after a cached prefix uses the offset causal mask
@@ -144,21 +147,23 @@ def test_incremental_decoding_equals_forward(norm_position):
 def test_separate_encoder_and_decoder_depths(enc, dec):
     """model.n_encoder_layers / n_decoder_layers (a deep encoder, shallow decoder): the stacks have
     those depths, the parameters those of the formula, and incremental decoding equals a forward."""
-    cfg = apply_overrides(tiny(40), {"n_encoder_layers": str(enc), "n_decoder_layers": str(dec)},
-                          section="model")
+    cfg = apply_overrides(
+        tiny(40), {"n_encoder_layers": str(enc), "n_decoder_layers": str(dec)}, section="model"
+    )
     assert (cfg.encoder_layers, cfg.decoder_layers, cfg.depth()) == (enc, dec, f"N={enc}/{dec}")
     assert tiny(40).depth() == f"N={tiny(40).n_layers}"  # unset: both stacks have N layers
     torch.manual_seed(0)
     model = Transformer(cfg).eval()
     assert (len(model.encoder.layers), len(model.decoder.layers)) == (enc, dec)
     assert sum(p.numel() for p in model.parameters()) == hand_count(
-        V=40, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k, d_v=cfg.d_v, N=enc, N_dec=dec)
+        V=40, d=cfg.d_model, d_ff=cfg.d_ff, h=cfg.n_heads, d_k=cfg.d_k, d_v=cfg.d_v, N=enc, N_dec=dec
+    )
     src = torch.tensor([[5, 6, 7, 3, 0], [9, 9, 8, 7, 3]])
     tgt = torch.randint(4, 40, (2, 7))
     full = model(src, tgt)
     memory, cache, steps = model.encode(src), None, []
     for t in range(tgt.size(1)):
-        logits, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        logits, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
         steps.append(logits)
     assert len(cache.layers) == dec
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
@@ -175,13 +180,13 @@ def test_incremental_decoding_after_reorder():
     memory = model.encode(src)
     cache = None
     for t in range(3):
-        _, cache = model.decode_step(tgt[:, t: t + 1], memory, cache)
+        _, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
     order = torch.tensor([1, 0, 1])  # swap and duplicate rows, as beam search does
     memory2, cache = memory.reorder(order), cache.reorder(order)
     tgt2 = tgt[order]
     steps = []
     for t in range(3, 6):
-        logits, cache = model.decode_step(tgt2[:, t: t + 1], memory2, cache)
+        logits, cache = model.decode_step(tgt2[:, t : t + 1], memory2, cache)
         steps.append(logits)
     full = model(src[order], tgt2)
     torch.testing.assert_close(torch.cat(steps, 1), full[:, 3:], atol=1e-5, rtol=0)
@@ -199,26 +204,43 @@ def test_post_norm_order_by_hooks():
     """Each encoder sublayer output is LayerNorm(x + sublayer(x)), observed with forward hooks."""
     model = eval_model(norm_position="post")
     layer = model.encoder.layers[0]
-    seen = record({"q": layer.self_attn.q_proj, "attn": layer.self_attn.out_proj,
-                   "ln1": layer.self_attn_layer_norm, "fc1": layer.fc1, "ffn": layer.fc2,
-                   "ln2": layer.final_layer_norm, "embed": model.encoder.embed})
+    seen = record(
+        {
+            "q": layer.self_attn.q_proj,
+            "attn": layer.self_attn.out_proj,
+            "ln1": layer.self_attn_layer_norm,
+            "fc1": layer.fc1,
+            "ffn": layer.fc2,
+            "ln2": layer.final_layer_norm,
+            "embed": model.encoder.embed,
+        }
+    )
     memory = model.encode(torch.tensor([[5, 6, 7, 3]]))
     x = seen["embed"][1]
     torch.testing.assert_close(seen["q"][0], x)  # the sublayer sees the un-normalised x
     torch.testing.assert_close(seen["ln1"][0], x + seen["attn"][1])  # LayerNorm(x + attn(x))
     torch.testing.assert_close(seen["fc1"][0], seen["ln1"][1])
     torch.testing.assert_close(seen["ln2"][0], seen["ln1"][1] + seen["ffn"][1])  # LayerNorm(x + ffn(x))
-    torch.testing.assert_close(model.encoder.layers[1](seen["ln2"][1], torch.ones(1, 1, 1, 4, dtype=torch.bool)),
-                               memory.out)  # the last LayerNorm output is the layer output
+    torch.testing.assert_close(
+        model.encoder.layers[1](seen["ln2"][1], torch.ones(1, 1, 1, 4, dtype=torch.bool)), memory.out
+    )  # the last LayerNorm output is the layer output
 
 
 def test_decoder_post_norm_order_by_hooks():
     model = eval_model(norm_position="post")
     layer = model.decoder.layers[1]
-    seen = record({"in": layer.self_attn.q_proj, "self": layer.self_attn.out_proj,
-                   "ln1": layer.self_attn_layer_norm, "cross_q": layer.encoder_attn.q_proj,
-                   "cross": layer.encoder_attn.out_proj, "ln2": layer.encoder_attn_layer_norm,
-                   "ffn": layer.fc2, "ln3": layer.final_layer_norm})
+    seen = record(
+        {
+            "in": layer.self_attn.q_proj,
+            "self": layer.self_attn.out_proj,
+            "ln1": layer.self_attn_layer_norm,
+            "cross_q": layer.encoder_attn.q_proj,
+            "cross": layer.encoder_attn.out_proj,
+            "ln2": layer.encoder_attn_layer_norm,
+            "ffn": layer.fc2,
+            "ln3": layer.final_layer_norm,
+        }
+    )
     model(torch.tensor([[5, 6, 3]]), torch.tensor([[2, 7, 8]]))
     torch.testing.assert_close(seen["ln1"][0], seen["in"][0] + seen["self"][1])
     torch.testing.assert_close(seen["cross_q"][0], seen["ln1"][1])
@@ -229,8 +251,14 @@ def test_decoder_post_norm_order_by_hooks():
 def test_pre_norm_order_by_hooks():
     model = eval_model(norm_position="pre")
     layer = model.encoder.layers[0]
-    seen = record({"q": layer.self_attn.q_proj, "attn": layer.self_attn.out_proj,
-                   "ln1": layer.self_attn_layer_norm, "embed": model.encoder.embed})
+    seen = record(
+        {
+            "q": layer.self_attn.q_proj,
+            "attn": layer.self_attn.out_proj,
+            "ln1": layer.self_attn_layer_norm,
+            "embed": model.encoder.embed,
+        }
+    )
     model.encode(torch.tensor([[5, 6, 7, 3]]))
     torch.testing.assert_close(seen["ln1"][0], seen["embed"][1])  # LayerNorm first
     torch.testing.assert_close(seen["q"][0], seen["ln1"][1])
@@ -254,12 +282,13 @@ def test_sdpa_matches_explicit_attention():
 
 def test_initialisation():
     torch.manual_seed(0)
-    cfg = ModelConfig(src_vocab_size=2000, tgt_vocab_size=2000, n_layers=1, d_model=256, d_ff=512,
-                      n_heads=4, d_k=64, d_v=64)
+    cfg = ModelConfig(
+        src_vocab_size=2000, tgt_vocab_size=2000, n_layers=1, d_model=256, d_ff=512, n_heads=4, d_k=64, d_v=64
+    )
     model = Transformer(cfg)
     w = model.encoder.embed_tokens.weight
     assert w[0].abs().sum() == 0  # padding row
-    assert w[1:].std().item() == pytest.approx(256 ** -0.5, rel=0.05)
+    assert w[1:].std().item() == pytest.approx(256**-0.5, rel=0.05)
     fc1 = model.encoder.layers[0].fc1.weight
     bound = math.sqrt(6 / (256 + 512))
     assert fc1.abs().max() <= bound and fc1.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.05)
@@ -305,15 +334,16 @@ def test_checkpoint_written_before_the_model_split_translates_identically(name):
         logits = model(src, tgt_in)
         memory, cache, steps = model.encode(src), None, []
         for t in range(tgt_in.size(1)):
-            step, cache = model.decode_step(tgt_in[:, t:t + 1], memory, cache)
+            step, cache = model.decode_step(tgt_in[:, t : t + 1], memory, cache)
             steps.append(step)
         beams = beam_search(model, src, beam=4, nbest=4, max_len_a=0, max_len_b=12)
         greedy = greedy_search(model, src, max_len_a=0, max_len_b=12)
     torch.testing.assert_close(logits, torch.tensor(want["logits"]), atol=1e-5, rtol=0)
     torch.testing.assert_close(torch.cat(steps, 1), torch.tensor(want["steps"]), atol=1e-5, rtol=0)
     assert [[h.tokens for h in hs] for hs in beams] == [[tokens for tokens, _ in hs] for hs in want["beam4"]]
-    assert [[h.score for h in hs] for hs in beams] == [[pytest.approx(s, abs=1e-5) for _, s in hs]
-                                                       for hs in want["beam4"]]
+    assert [[h.score for h in hs] for hs in beams] == [
+        [pytest.approx(s, abs=1e-5) for _, s in hs] for hs in want["beam4"]
+    ]
     assert [[h.tokens, pytest.approx(h.score, abs=1e-5)] for h in greedy] == want["greedy"]
 
 
@@ -337,8 +367,8 @@ def test_explicit_attention_equals_sdpa_with_gradients(kind):
     cross-attention (T != N)."""
     import torch.nn.functional as F
 
+    from nmt.attention import window_mask
     from nmt.explicit_attention import explicit_attention
-    from nmt.model import window_mask
 
     torch.manual_seed(0)
     b, h, t, n, d = 3, 2, 6, (9 if kind == "cross" else 6), 8
@@ -346,13 +376,15 @@ def test_explicit_attention_equals_sdpa_with_gradients(kind):
     mask, causal = None, kind == "causal"
     if kind in ("padding", "cross"):
         mask = torch.ones(b, 1, 1, n, dtype=torch.bool)
-        mask[1, ..., n - 2:] = False
+        mask[1, ..., n - 2 :] = False
     elif kind == "band":
         mask = window_mask(t, n, start=0, window=2, causal=False, device="cpu")
     grad = torch.randn(b, h, t, d, dtype=torch.float64)
     results = []
-    for attention in (lambda q, k, v: explicit_attention(q, k, v, mask=mask, is_causal=causal, dropout_p=0.0),
-                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)):
+    for attention in (
+        lambda q, k, v: explicit_attention(q, k, v, mask=mask, is_causal=causal, dropout_p=0.0),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal),
+    ):
         out = attention(*inputs)
         out.backward(grad)
         results.append((out.detach().clone(), [x.grad.clone() for x in inputs]))
@@ -389,7 +421,7 @@ def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch
     monkeypatch.setattr(explicit, "EXPLICIT_ATTENTION_MAX", 0)
     loss_b, grads_b = loss_and_grads()
     assert len(calls) == 6
-    monkeypatch.setattr(explicit, "EXPLICIT_ATTENTION_MAX", 10 ** 6)
+    monkeypatch.setattr(explicit, "EXPLICIT_ATTENTION_MAX", 10**6)
     loss_fp32, grads_fp32 = loss_and_grads(dtype=None)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         eval_model().encode(src)
@@ -414,7 +446,10 @@ def test_dropout_keeps_each_element_with_probability_1_minus_p():
     out.backward(torch.full_like(out, 2.0))
     torch.testing.assert_close(x.grad, kept.float() * 2 / 0.9)  # d out / d x = mask / (1 - p)
     bf16 = drop(torch.ones(100, 100, dtype=torch.bfloat16))
-    assert bf16.dtype == torch.bfloat16 and set(bf16.unique().tolist()) <= {0.0, (torch.tensor(1 / 0.9).bfloat16().item())}
+    assert bf16.dtype == torch.bfloat16 and set(bf16.unique().tolist()) <= {
+        0.0,
+        (torch.tensor(1 / 0.9).bfloat16().item()),
+    }
     drop.eval()
     assert drop(x) is x
     assert Dropout(0.0).train()(x) is x
@@ -437,14 +472,14 @@ def test_keep_mask_keeps_with_probability_1_minus_p_in_any_shape(p):
     flat = mask.flatten().float()
     both = (flat[:-1] * flat[1:]).mean().item()  # P(neighbours both kept) = (1 - p)^2 if independent
     assert abs(both - (1 - p) ** 2) < 0.003
-    lanes = flat[: 999_996].view(-1, 4).mean(0)  # each of the four 16-bit lanes of an int64 draw
+    lanes = flat[:999_996].view(-1, 4).mean(0)  # each of the four 16-bit lanes of an int64 draw
     assert (lanes - (1 - p)).abs().max() < 0.006
     torch.manual_seed(1)
     assert torch.equal(keep_mask(torch.Size([999, 1001]), p, torch.device("cpu")), mask)
     assert keep_mask(torch.Size([0, 5]), p, torch.device("cpu")).shape == (0, 5)
 
 
-@pytest.mark.parametrize("p, rate", [(0.99999, 1 / 65536), (1 - 2 ** -18, 2 ** -18), (1e-6, 1 - 1e-6)])
+@pytest.mark.parametrize("p, rate", [(0.99999, 1 / 65536), (1 - 2**-18, 2**-18), (1e-6, 1 - 1e-6)])
 def test_keep_mask_near_0_and_1(p, rate):
     """p = 0.99999 rounds to 65535/65536 (one pattern of 16 bits kept); beyond 1 - 2^-17 or under
     2^-17 16 bits cannot hold p, and the mask comes from float32 uniforms (not all kept)."""
@@ -483,11 +518,22 @@ def test_training_drops_the_embedding_sums_and_each_sublayer_output():
     p = 0.5
     model = eval_model(dropout=p)
     enc, dec = model.encoder.layers[0], model.decoder.layers[0]
-    seen = record({"e_in": enc.self_attn.q_proj, "e_attn": enc.self_attn.out_proj,
-                   "e_ln1": enc.self_attn_layer_norm, "e_ffn": enc.fc2, "e_ln2": enc.final_layer_norm,
-                   "d_in": dec.self_attn.q_proj, "d_self": dec.self_attn.out_proj,
-                   "d_ln1": dec.self_attn_layer_norm, "d_cross": dec.encoder_attn.out_proj,
-                   "d_ln2": dec.encoder_attn_layer_norm, "d_ffn": dec.fc2, "d_ln3": dec.final_layer_norm})
+    seen = record(
+        {
+            "e_in": enc.self_attn.q_proj,
+            "e_attn": enc.self_attn.out_proj,
+            "e_ln1": enc.self_attn_layer_norm,
+            "e_ffn": enc.fc2,
+            "e_ln2": enc.final_layer_norm,
+            "d_in": dec.self_attn.q_proj,
+            "d_self": dec.self_attn.out_proj,
+            "d_ln1": dec.self_attn_layer_norm,
+            "d_cross": dec.encoder_attn.out_proj,
+            "d_ln2": dec.encoder_attn_layer_norm,
+            "d_ffn": dec.fc2,
+            "d_ln3": dec.final_layer_norm,
+        }
+    )
     src = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 3], [12, 13, 14, 15, 16, 17, 18, 3]])  # (B, S)
     tgt = torch.tensor([[2, 20, 21, 22, 23, 24, 25, 26], [2, 27, 28, 29, 30, 31, 32, 33]])  # (B, T)
     table = model.encoder.embed_tokens.weight
@@ -516,4 +562,4 @@ def test_training_drops_the_embedding_sums_and_each_sublayer_output():
             continue
         masks = {name: kept_where_dropped(observed, full, p) for name, (observed, full) in sums.items()}
         flat = [m.flatten() for m in masks.values()]
-        assert all(not torch.equal(a, b) for i, a in enumerate(flat) for b in flat[i + 1:])  # own masks
+        assert all(not torch.equal(a, b) for i, a in enumerate(flat) for b in flat[i + 1 :])  # own masks

@@ -11,16 +11,19 @@ import pytest
 import torch
 from torch import nn
 
+from nmt.attention import MultiheadAttention
 from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.fused_projections import fuse_projections, fused_weights
 from nmt.infer.packed import PackedLinear, onednn_available, pack_linears
 from nmt.infer.translate import Translator
-from nmt.model import MultiheadAttention, Transformer
+from nmt.model import Transformer
 from nmt.parameter_counts import parameter_counts
 from nmt.vocab import BOS, EOS, PAD
 
-pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear ops")
+pytestmark = pytest.mark.skipif(
+    not onednn_available(), reason="this torch build has no oneDNN packed linear ops"
+)
 
 
 def models(tie: bool = True):
@@ -52,15 +55,24 @@ def test_packed_model_computes_the_plain_model(tie):
     if tie:  # the output projection reads the embedding matrix itself, not a copy
         assert packed.decoder.output_projection.weight is packed.decoder.embed_tokens.weight
     assert parameter_counts(packed) == parameter_counts(plain)
-    fused = [m for m in packed.modules() if getattr(m, "fc1", None) is not None]  # every FFN's ReLU in its fc1
+    fused = [
+        m for m in packed.modules() if getattr(m, "fc1", None) is not None
+    ]  # every FFN's ReLU in its fc1
     assert fused and all(m.fc1.relu and m.activation(torch.tensor(-1.0)) == -1.0 for m in fused)
     src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
     tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
     calls = {"q_proj": 0, "stacked": 0}
-    hooks = [m.register_forward_hook(lambda *_: calls.__setitem__("q_proj", calls["q_proj"] + 1))
-             for a in attns.values() if a.fused_qkv is not None for m in [a.q_proj]]
-    hooks += [m.register_forward_hook(lambda *_: calls.__setitem__("stacked", calls["stacked"] + 1))
-              for a in attns.values() for m in [a.fused_qkv or a.fused_kv]]
+    hooks = [
+        m.register_forward_hook(lambda *_: calls.__setitem__("q_proj", calls["q_proj"] + 1))
+        for a in attns.values()
+        if a.fused_qkv is not None
+        for m in [a.q_proj]
+    ]
+    hooks += [
+        m.register_forward_hook(lambda *_: calls.__setitem__("stacked", calls["stacked"] + 1))
+        for a in attns.values()
+        for m in [a.fused_qkv or a.fused_kv]
+    ]
     with torch.inference_mode():
         torch.testing.assert_close(packed(src, tgt), plain(src, tgt), atol=1e-4, rtol=1e-4)
     assert calls == {"q_proj": 0, "stacked": len(attns)}  # inference uses the stacked products only
@@ -70,8 +82,8 @@ def test_packed_model_computes_the_plain_model(tie):
         # incremental decoding with the cache: the same logits step by step
         mem_p, mem_q, cache_p, cache_q = plain.encode(src), packed.encode(src), None, None
         for t in range(tgt.size(1)):
-            out_p, cache_p = plain.decode_step(tgt[:, t:t + 1], mem_p, cache_p)
-            out_q, cache_q = packed.decode_step(tgt[:, t:t + 1], mem_q, cache_q)
+            out_p, cache_p = plain.decode_step(tgt[:, t : t + 1], mem_p, cache_p)
+            out_q, cache_q = packed.decode_step(tgt[:, t : t + 1], mem_q, cache_q)
             torch.testing.assert_close(out_q, out_p, atol=1e-4, rtol=1e-4)
     # outside inference (autograd on) a PackedLinear is F.linear on the same parameters: equal bits
     assert torch.equal(packed(src, tgt), plain(src, tgt))
@@ -122,8 +134,11 @@ def test_fuse_projections_is_the_one_hook_and_applies_switches_it(use):
         assert torch.equal(got, want)
     assert [(a.fused_qkv or a.fused_kv).calls for a in attns.values()] == [int(use)] * len(attns)
     untouched = fuse_projections(copy.deepcopy(plain), lambda layers: None)
-    assert all(m.fused_qkv is None and m.fused_kv is None for m in untouched.modules()
-               if isinstance(m, MultiheadAttention))
+    assert all(
+        m.fused_qkv is None and m.fused_kv is None
+        for m in untouched.modules()
+        if isinstance(m, MultiheadAttention)
+    )
 
 
 def test_packed_linear_is_batch_invariant():
@@ -148,11 +163,24 @@ def test_translator_load_packs_fp32_cpu_models_and_translates_the_same(tmp_path,
     words = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "der", "die"]
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + "." for _ in range(200)]
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=str(tmp_path / "spm"), vocab_size=50, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2)
+        sentence_iterator=iter(lines),
+        model_prefix=str(tmp_path / "spm"),
+        vocab_size=50,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     plain, _ = models()
-    checkpoint = save(tmp_path / "checkpoint", model=plain, spm_model=tmp_path / "spm.model",
-                      config={"model": dataclasses.asdict(plain.cfg), "train": {}, "data": {}})
+    checkpoint = save(
+        tmp_path / "checkpoint",
+        model=plain,
+        spm_model=tmp_path / "spm.model",
+        config={"model": dataclasses.asdict(plain.cfg), "train": {}, "data": {}},
+    )
     translator = Translator.load(checkpoint, device="cpu", precision="fp32")
     assert kept == [True]
     assert any(isinstance(m, PackedLinear) for m in translator.model.modules())

@@ -24,9 +24,20 @@ from nmt.train.trainer import Trainer
 # Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; eq. 3 with warmup_steps = 4000 and
 # nothing else on the rate; section 5.4: label smoothing eps_ls = 0.1; section 5.1: batches of
 # about 25000 target tokens; no clipping and no weight decay (the paper mentions neither).
-PAPER = dict(adam_beta1=0.9, adam_beta2=0.98, adam_eps=1e-9, warmup_steps=4000, lr_scale=1.0,
-             label_smoothing=0.1, label_smoothing_kind="uniform", update_tokens=25000, clip_norm=0.0,
-             weight_decay=0.0, decay_fraction=0.0, target_dropout=0.0)
+PAPER = dict(
+    adam_beta1=0.9,
+    adam_beta2=0.98,
+    adam_eps=1e-9,
+    warmup_steps=4000,
+    lr_scale=1.0,
+    label_smoothing=0.1,
+    label_smoothing_kind="uniform",
+    update_tokens=25000,
+    clip_norm=0.0,
+    weight_decay=0.0,
+    decay_fraction=0.0,
+    target_dropout=0.0,
+)
 
 
 def paper_fields(cfg: TrainConfig) -> dict:
@@ -58,8 +69,9 @@ def test_the_trainer_steps_with_the_papers_adam_schedule_and_smoothing(tiny_data
     meta = load_meta(tiny_data)
     model_cfg = dataclasses.replace(tiny(meta["vocab_size"]), dropout=0.0)
     train_cfg = dataclasses.replace(train_preset("base"), precision="fp32", save_every_minutes=0.0)
-    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu",
-                      progress=False)
+    trainer = Trainer(
+        tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu", progress=False
+    )
     assert type(trainer.optimizer) is torch.optim.Adam and len(trainer.optimizer.param_groups) == 1
     group = trainer.optimizer.param_groups[0]
     assert (group["betas"], group["eps"]) == ((0.9, 0.98), 1e-9)
@@ -68,7 +80,7 @@ def test_the_trainer_steps_with_the_papers_adam_schedule_and_smoothing(tiny_data
     batch = collate([train[i] for i in range(16)])
     before = copy.deepcopy(trainer.model).eval()
     stats = trainer.train_step([batch], float(batch.n_tgt_tokens))
-    eq3 = model_cfg.d_model ** -0.5 * min(1 ** -0.5, 1 * 4000 ** -1.5)
+    eq3 = model_cfg.d_model**-0.5 * min(1**-0.5, 1 * 4000**-1.5)
     assert stats["lr"] == pytest.approx(eq3, rel=1e-12) and group["lr"] == stats["lr"]
     with torch.no_grad():
         loss, nll, n = label_smoothed_nll_loss(before(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.1)
@@ -78,10 +90,22 @@ def test_the_trainer_steps_with_the_papers_adam_schedule_and_smoothing(tiny_data
 
 
 # ----------------------------------------------------------------------------- bf16 on CPU
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.log_every_steps=1", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1",
-        "--train.max_tokens=512", "--train.accum_steps=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.log_every_steps=1",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_tokens=512",
+    "--train.accum_steps=1",
+]
 
 
 def cpu_runs_bf16() -> bool:
@@ -117,9 +141,11 @@ def test_bf16_autocast_training_on_cpu_is_finite_and_close_to_fp32(tiny_data, tm
     assert "precision: bf16 autocast (requested)" in note
     assert len(bf16) == len(fp32) == 8 and all(math.isfinite(v) for v in bf16)
     assert bf16 == pytest.approx(fp32, rel=0.01) and bf16 != fp32  # measured: at most 0.09% apart
-    cpus = [({"avx2", "amx_bf16"}, bf16, "bf16 autocast (auto: CPU has amx_bf16)"),
-            ({"avx512_bf16"}, bf16, "bf16 autocast (auto: CPU has avx512_bf16)"),
-            ({"avx2", "avx512f"}, fp32, "fp32 (auto: CPU has no AMX/AVX512-BF16")]
+    cpus = [
+        ({"avx2", "amx_bf16"}, bf16, "bf16 autocast (auto: CPU has amx_bf16)"),
+        ({"avx512_bf16"}, bf16, "bf16 autocast (auto: CPU has avx512_bf16)"),
+        ({"avx2", "avx512f"}, fp32, "fp32 (auto: CPU has no AMX/AVX512-BF16"),
+    ]
     for i, (flags, want, why) in enumerate(cpus):
         monkeypatch.setattr(nmt.precision, "cpu_flags", lambda flags=frozenset(flags): flags)
         auto, note = train_losses(tiny_data, tmp_path / f"auto{i}", "--train.precision=auto")
@@ -138,11 +164,31 @@ def test_a_short_run_translates_its_training_sentences(tiny_data, tmp_path):
     sources = (text / "train.en").read_text(encoding="utf-8").splitlines()[:100]
     references = (text / "train.de").read_text(encoding="utf-8").splitlines()[:100]
     run = tmp_path / "run"
-    assert main(["train", str(tiny_data), "--out", str(run), "--preset", "tiny", "--model.dropout=0",
-                 "--train.precision=fp32", "--train.max_steps=600", "--train.max_tokens=512",
-                 "--train.accum_steps=1", "--train.warmup_steps=100", "--train.lr_scale=0.5",
-                 "--train.decay_fraction=0.3", "--train.save_every_minutes=0", "--train.valid_every_steps=0",
-                 "--train.log_every_steps=100", "--train.num_threads=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(run),
+                "--preset",
+                "tiny",
+                "--model.dropout=0",
+                "--train.precision=fp32",
+                "--train.max_steps=600",
+                "--train.max_tokens=512",
+                "--train.accum_steps=1",
+                "--train.warmup_steps=100",
+                "--train.lr_scale=0.5",
+                "--train.decay_fraction=0.3",
+                "--train.save_every_minutes=0",
+                "--train.valid_every_steps=0",
+                "--train.log_every_steps=100",
+                "--train.num_threads=1",
+            ]
+        )
+        == 0
+    )
     hyps = Translator.load(run, device="cpu", precision="fp32").translate(sources, beam=1)
     exact = sum(h == r for h, r in zip(hyps, references))
     assert exact >= 95, f"{exact}/100 training sentences translated exactly"

@@ -27,7 +27,9 @@ def tree(text):
 
 
 def test_clean_drops_empty_elements_function_tags_and_the_outer_bracket():
-    raw = "( (S (NP-SBJ-1 (NNP John)) (VP (VBZ wants) (S (NP-SBJ (-NONE- *-1)) (VP (TO to) (VB go)))) (. .)) )"
+    raw = (
+        "( (S (NP-SBJ-1 (NNP John)) (VP (VBZ wants) (S (NP-SBJ (-NONE- *-1)) (VP (TO to) (VB go)))) (. .)) )"
+    )
     assert str(clean(tree(raw))) == "(S (NP (NNP John)) (VP (VBZ wants) (S (VP (TO to) (VB go)))) (. .))"
 
 
@@ -48,8 +50,9 @@ def test_linearise_with_pos_tags_and_back():
     leaves = {"DT", "NN", "VBD", "."}
     back, repaired = delinearise(tokens, t.words(), leaves=leaves)
     assert not repaired and str(back) == GOLD
-    wrong_tag, repaired = delinearise("(S (NP DT NN )NP (VP VBD (NP NN NN )NP )VP . )S".split(), t.words(),
-                                      leaves=leaves)
+    wrong_tag, repaired = delinearise(
+        "(S (NP DT NN )NP (VP VBD (NP NN NN )NP )VP . )S".split(), t.words(), leaves=leaves
+    )
     assert not repaired and wrong_tag.words() == t.words()
     assert evalb.score([t], [wrong_tag]).f1 == 100.0  # tags are not brackets
     as_xx, repaired = delinearise(tokens, t.words())  # as an XX model reads it: no leaves, empty brackets
@@ -65,7 +68,9 @@ def test_linearise_with_words_and_back():
     back, repaired = delinearise(tokens, t.words(), leaves=None)
     assert not repaired and back.words() == t.words() and evalb.score([t], [back]).f1 == 100.0
     assert linearise(back, leaf="words") == tokens
-    other, repaired = delinearise("(S (NP <unk> dog )NP (VP saw (NP a a )NP )VP . )S".split(), t.words(), leaves=None)
+    other, repaired = delinearise(
+        "(S (NP <unk> dog )NP (VP saw (NP a a )NP )VP . )S".split(), t.words(), leaves=None
+    )
     assert not repaired and other.words() == t.words()
     short, repaired = delinearise("(S (NP The dog )NP (VP saw )VP )S".split(), t.words(), leaves=None)
     assert repaired and short.words() == t.words()
@@ -92,8 +97,25 @@ def test_per_word_form_one_token_per_word_and_back():
 
 
 # A vocabulary for the constraint: specials, brackets, words (pieces as a word-level spm writes them)
-PIECES = ["<pad>", "<unk>", "<s>", "</s>", "\u2581(S", "\u2581)S", "\u2581(NP", "\u2581)NP", "\u2581(VP",
-          "\u2581)VP", "\u2581XX", "\u2581The", "\u2581dog", "\u2581saw", "\u2581a", "\u2581cat", "\u2581."]
+PIECES = [
+    "<pad>",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "\u2581(S",
+    "\u2581)S",
+    "\u2581(NP",
+    "\u2581)NP",
+    "\u2581(VP",
+    "\u2581)VP",
+    "\u2581XX",
+    "\u2581The",
+    "\u2581dog",
+    "\u2581saw",
+    "\u2581a",
+    "\u2581cat",
+    "\u2581.",
+]
 ID = {p.lstrip("\u2581"): i for i, p in enumerate(PIECES)}
 
 
@@ -109,8 +131,15 @@ def constrained_outputs(leaf, sentences, *, beam, seed):
     src = [[ID.get(w, 1) for w in s] + [3] for s in sentences]
     width = max(map(len, src))
     src = torch.tensor([r + [0] * (width - len(r)) for r in src])  # (B, S)
-    hyps = beam_search(model, src, beam=beam, alpha=0.3, max_len_b=40, nbest=beam,
-                       constraint=TreeConstraint(PIECES, leaves=None if leaf == "words" else {"XX"}))
+    hyps = beam_search(
+        model,
+        src,
+        beam=beam,
+        alpha=0.3,
+        max_len_b=40,
+        nbest=beam,
+        constraint=TreeConstraint(PIECES, leaves=None if leaf == "words" else {"XX"}),
+    )
     return [[[PIECES[i].lstrip("\u2581") for i in h.tokens] for h in per_sentence] for per_sentence in hyps]
 
 
@@ -133,8 +162,9 @@ def test_constrained_search_only_writes_well_formed_trees(leaf):
                         closes_root += depth == 0
                     assert depth == 0 and closes_root == 1 and tokens[0].startswith("(")
                     leaves = [t for t in tokens if not is_bracket(t)]
-                    assert leaves == ([w if w in ID else "<unk>" for w in words] if leaf == "words"
-                                      else ["XX"] * len(words))
+                    assert leaves == (
+                        [w if w in ID else "<unk>" for w in words] if leaf == "words" else ["XX"] * len(words)
+                    )
                     fixed, repaired = delinearise(tokens, words, leaves=None if leaf == "words" else {"XX"})
                     assert not repaired and fixed.words() == words
 
@@ -166,15 +196,18 @@ def test_constraint_forbids_exactly_what_it_says():
     assert allowed("(S (NP XX", steps_left=5) == {"XX", ")NP"}
 
 
-@pytest.mark.parametrize("output, expected", [
-    # unclosed brackets; the sixth word is missing and joins the root
-    ("(S (NP XX XX )NP (VP XX (NP XX XX", "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
-    # a wrong closing label, a ')' with nothing open, words after the tree
-    ("(S (NP XX XX )VP )NP )S XX XX XX", "(S (NP XX XX )NP XX XX XX XX )S"),
-    ("(NP XX )NP (VP XX )VP", "(S (NP XX )NP (VP XX )VP XX XX XX XX )S"),  # two trees
-    ("(S XX XX XX XX XX XX XX (NP )NP )S", "(S XX XX XX XX XX XX )S"),  # extra words, empty bracket
-    ("", "(S XX XX XX XX XX XX )S"),  # nothing at all
-])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        # unclosed brackets; the sixth word is missing and joins the root
+        ("(S (NP XX XX )NP (VP XX (NP XX XX", "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
+        # a wrong closing label, a ')' with nothing open, words after the tree
+        ("(S (NP XX XX )VP )NP )S XX XX XX", "(S (NP XX XX )NP XX XX XX XX )S"),
+        ("(NP XX )NP (VP XX )VP", "(S (NP XX )NP (VP XX )VP XX XX XX XX )S"),  # two trees
+        ("(S XX XX XX XX XX XX XX (NP )NP )S", "(S XX XX XX XX XX XX )S"),  # extra words, empty bracket
+        ("", "(S XX XX XX XX XX XX )S"),  # nothing at all
+    ],
+)
 def test_repair_unbalanced_output(output, expected):
     words = tree(GOLD).words()
     fixed, repaired = delinearise(output.split(), words)
@@ -215,8 +248,23 @@ def test_evalb_counts_duplicate_brackets_as_a_multiset():
     assert (s.matched, s.gold, s.test) == (3, 4, 3)
 
 
-PER_WORD = ["<pad>", "<unk>", "<s>", "</s>", "\u2581(S*0", "\u2581(S(NP*0", "\u2581(NP*1", "\u2581*0", "\u2581*1",
-            "\u2581*2", "\u2581(S*1", "\u2581(VP(NP*2", "\u2581(NP*3", "\u2581dog", "\u2581(NP"]
+PER_WORD = [
+    "<pad>",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "\u2581(S*0",
+    "\u2581(S(NP*0",
+    "\u2581(NP*1",
+    "\u2581*0",
+    "\u2581*1",
+    "\u2581*2",
+    "\u2581(S*1",
+    "\u2581(VP(NP*2",
+    "\u2581(NP*3",
+    "\u2581dog",
+    "\u2581(NP",
+]
 PW = {p.lstrip("\u2581"): i for i, p in enumerate(PER_WORD)}
 
 
@@ -231,8 +279,9 @@ def test_per_word_constraint_mask_and_search():
 
     def allowed(prefix, c=constraint):
         tokens = torch.tensor([[2] + [PW[t] for t in prefix.split()]])
-        out = c(torch.tensor([[PW["dog"]] * 3 + [3]]))(torch.zeros(1, len(PER_WORD)), tokens, [0], 1,
-                                                          torch.tensor([20]))
+        out = c(torch.tensor([[PW["dog"]] * 3 + [3]]))(
+            torch.zeros(1, len(PER_WORD)), tokens, [0], 1, torch.tensor([20])
+        )
         return {PER_WORD[i].lstrip("\u2581") for i in out[0].isfinite().nonzero().flatten().tolist()}
 
     # 3 words. The first must open the root and keep it open ("(NP*1" would close it at once)
@@ -248,7 +297,9 @@ def test_per_word_constraint_mask_and_search():
         for seed in range(3):
             torch.manual_seed(seed)
             model = Transformer(tiny(len(PER_WORD))).eval()
-            hyps = beam_search(model, src, beam=beam, alpha=0.3, max_len_b=20, nbest=beam, constraint=constraint)
+            hyps = beam_search(
+                model, src, beam=beam, alpha=0.3, max_len_b=20, nbest=beam, constraint=constraint
+            )
             for m, per_sentence in zip((5, 1, 3), hyps):  # one word: only 3 labels open and close the root
                 assert len(per_sentence) == (min(beam, 3) if m == 1 else beam)
                 for h in per_sentence:
@@ -264,23 +315,47 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     `nmt parse --constrain`: no output repaired."""
     bank = tmp_path / "bank"
     bank.mkdir()
-    trees = [GOLD, "( (S (NP-SBJ (PRP I)) (VP (VB give) (PRT (RP up)) (NP (-NONE- *T*))) (. .)) )",
-             "(S (NP (NNP John)) (VP (VBZ runs)) (. .))"]
+    trees = [
+        GOLD,
+        "( (S (NP-SBJ (PRP I)) (VP (VB give) (PRT (RP up)) (NP (-NONE- *T*))) (. .)) )",
+        "(S (NP (NNP John)) (VP (VBZ runs)) (. .))",
+    ]
     for number in (1, 2, 180, 190):
         (bank / f"wsj_{number:04d}.mrg").write_text("\n".join(trees) + "\n")
     data = tmp_path / "data"
-    flags = {"xx": [], "pos": ["--pos-tags"], "words": ["--leaves", "words"], "per-word": ["--form", "per-word", "--copy-pairs"]}[leaves]
-    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1", *flags]) == 0
+    flags = {
+        "xx": [],
+        "pos": ["--pos-tags"],
+        "words": ["--leaves", "words"],
+        "per-word": ["--form", "per-word", "--copy-pairs"],
+    }[leaves]
+    assert (
+        main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data), "--min-count", "1", *flags]) == 0
+    )
     gold_lines = (data / "test.gold.txt").read_text().splitlines()
     assert gold_lines[1] == "(S (NP (PRP I)) (VP (VB give) (PRT (RP up))) (. .))"
     third = (data / "train.tree.txt").read_text().splitlines()[2]
-    assert third == {"xx": "(S (NP XX )NP (VP XX )VP XX )S", "pos": "(S (NP NNP )NP (VP VBZ )VP . )S",
-                     "words": "(S (NP John )NP (VP runs )VP . )S", "per-word": "(S(NP*1 (VP*1 *1"}[leaves]
+    assert (
+        third
+        == {
+            "xx": "(S (NP XX )NP (VP XX )VP XX )S",
+            "pos": "(S (NP NNP )NP (VP VBZ )VP . )S",
+            "words": "(S (NP John )NP (VP runs )VP . )S",
+            "per-word": "(S(NP*1 (VP*1 *1",
+        }[leaves]
+    )
     ptb = json.loads((data / "meta.json").read_text())["ptb"]
     assert ptb["leaf"] == ("xx" if leaves == "per-word" else leaves)
     assert ptb["form"] == ("per-word" if leaves == "per-word" else "brackets")
-    assert ptb["leaves"] == {"xx": ["XX"], "pos": [".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"],
-                             "words": [], "per-word": []}[leaves]
+    assert (
+        ptb["leaves"]
+        == {
+            "xx": ["XX"],
+            "pos": [".", "DT", "NN", "NNP", "PRP", "RP", "VB", "VBD", "VBZ"],
+            "words": [],
+            "per-word": [],
+        }[leaves]
+    )
     if leaves == "per-word":  # then a copy pair per training tree: its words + <s> -> its words
         from nmt.data.prepare import ParallelDataset
 
@@ -293,13 +368,45 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
             assert len(labels) == len(words)
         valid = ParallelDataset.load(data, "valid")
         assert len(valid) == ptb["trees"]["valid"]  # only training holds copies
-    assert main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny",
-                 "--train.max_steps=2", "--train.warmup_steps=2", "--train.valid_every_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--preset",
+                "tiny",
+                "--train.max_steps=2",
+                "--train.warmup_steps=2",
+                "--train.valid_every_steps=0",
+            ]
+        )
+        == 0
+    )
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())
     for constrain in ([], ["--constrain"]):
         capsys.readouterr()
-        assert main(["parse", str(tmp_path / "run"), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"),
-                     "--beam", "3", "--max-len-b", "20", "--gold", str(data / "test.gold.txt"), *constrain]) == 0
+        assert (
+            main(
+                [
+                    "parse",
+                    str(tmp_path / "run"),
+                    "-i",
+                    str(tmp_path / "in.txt"),
+                    "-o",
+                    str(tmp_path / "out.txt"),
+                    "--beam",
+                    "3",
+                    "--max-len-b",
+                    "20",
+                    "--gold",
+                    str(data / "test.gold.txt"),
+                    *constrain,
+                ]
+            )
+            == 0
+        )
         out = (tmp_path / "out.txt").read_text().splitlines()
         assert [tree(line).words() for line in out] == [tree(g).words() for g in gold_lines]  # always a tree
         err = capsys.readouterr().err
@@ -308,11 +415,40 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
             assert "; 0 outputs repaired" in err
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data)]) == 2
     assert "already exists" in capsys.readouterr().err
-    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d2"), "--pos-tags",
-                 "--leaves", "words"]) == 2
+    assert (
+        main(
+            [
+                "prepare",
+                "ptb",
+                "--treebank",
+                str(bank),
+                "--out",
+                str(tmp_path / "d2"),
+                "--pos-tags",
+                "--leaves",
+                "words",
+            ]
+        )
+        == 2
+    )
     assert "--pos-tags contradicts --leaves words" in capsys.readouterr().err
-    assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d3"), "--form", "per-word",
-                 "--leaves", "words"]) == 2
+    assert (
+        main(
+            [
+                "prepare",
+                "ptb",
+                "--treebank",
+                str(bank),
+                "--out",
+                str(tmp_path / "d3"),
+                "--form",
+                "per-word",
+                "--leaves",
+                "words",
+            ]
+        )
+        == 2
+    )
     assert "per-word writes XX for each word: not with --leaves words" in capsys.readouterr().err
 
 
@@ -340,4 +476,3 @@ def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch,
 
 def linearise_text(text):
     return " ".join(linearise(tree(text)))
-

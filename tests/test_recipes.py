@@ -12,14 +12,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ensemble_test_tunes_alpha_on_valid_then_translates_test_once(tmp_path):
     fake, log = fake_trainer(tmp_path, 50.0)
-    out = subprocess.run(["sh", str(ROOT / "recipes/lib/ensemble-test.sh"), str(tmp_path), "/D", "two seeds",
-                          "runs/a", "runs/b"], env={**os.environ, "NMT": str(fake)},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "sh",
+            str(ROOT / "recipes/lib/ensemble-test.sh"),
+            str(tmp_path),
+            "/D",
+            "two seeds",
+            "runs/a",
+            "runs/b",
+        ],
+        env={**os.environ, "NMT": str(fake)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     calls = log.read_text().splitlines()
     assert calls == [
         f"tune-alpha runs/a runs/b --src /D/valid.en.txt --ref /D/valid.de.txt --out {tmp_path}/alpha.json",
         f"translate runs/a runs/b -i /D/test.en.txt -o {tmp_path}/test.hyp.de --beam 4 --alpha 1.2",
-        f"score --ref /D/test.de.txt {tmp_path}/test.hyp.de"]
+        f"score --ref /D/test.de.txt {tmp_path}/test.hyp.de",
+    ]
     assert "== test2016, two seeds, beam 4, alpha 1.2 (chosen on valid)" in out
     assert (tmp_path / "test.score.txt").read_text() == "BLEU = 40.00\n"
 
@@ -31,21 +44,34 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
     on test2016."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
-                    'if [ "$1" = tune-alpha ]; then\n'
-                    '  case "$*" in\n'
-                    '    *"--beam 4 "*) printf "| 1 | 0.5 | 40.10 | 1 |\\nbest rerank weight: 0.5\\nbest alpha: 1\\n" ;;\n'
-                    '    *) printf "| 0.6 | 0.4 | 40.50 | 1 |\\n| 1.4 | 0.3 | 39.00 | 1 |\\n'
-                    'best rerank weight: 0.4\\nbest alpha: 0.6\\n" ;;\n'
-                    '  esac\n'
-                    'fi\n'
-                    '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\n'
+        'if [ "$1" = tune-alpha ]; then\n'
+        '  case "$*" in\n'
+        '    *"--beam 4 "*) printf "| 1 | 0.5 | 40.10 | 1 |\\nbest rerank weight: 0.5\\nbest alpha: '
+        '1\\n" ;;\n'
+        '    *) printf "| 0.6 | 0.4 | 40.50 | 1 |\\n| 1.4 | 0.3 | 39.00 | 1 |\\n'
+        'best rerank weight: 0.4\\nbest alpha: 0.6\\n" ;;\n'
+        "  esac\n"
+        "fi\n"
+        '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n'
+    )
     fake.chmod(0o755)
-    out = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-bidirectional.sh"), str(tmp_path / "o")],
-                         env={**{k: v for k, v in os.environ.items()
-                                 if k not in ("PARALLEL", "CORES", "MAX_TIME", "DROPOUT", "TRAIN_ARGS")},
-                              "NMT": str(fake), **env}, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-bidirectional.sh"), str(tmp_path / "o")],
+        env={
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("PARALLEL", "CORES", "MAX_TIME", "DROPOUT", "TRAIN_ARGS")
+            },
+            "NMT": str(fake),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     calls = log.read_text().splitlines()
     o = tmp_path / "o"
     trains = sorted(c for c in calls if c.startswith("train ") and "/probe " not in c)  # l2r, then r2l
@@ -54,100 +80,135 @@ def test_bidirectional_recipe_chooses_on_valid_then_translates_test_once(tmp_pat
     side_by_side = "CORES" in env
     assert all(("--train.num_threads=1" in t and "--train.max_time=60" in t) == side_by_side for t in trains)
     tunes = [c for c in calls if c.startswith("tune-alpha")]
-    assert tunes == [f"tune-alpha {o}/l2r/average --src {o}/l2r/data/valid.en.txt --ref {o}/l2r/data/valid.de.txt "
-                     f"--beam {b} --alphas 0.6,1.0,1.4 --rerank {o}/r2l/average --rerank-weights 0.3,0.4,0.5,0.6,0.7 "
-                     f"--out {o}/tune.beam{b}.json" for b in (4, 8)]
+    assert tunes == [
+        f"tune-alpha {o}/l2r/average --src {o}/l2r/data/valid.en.txt --ref {o}/l2r/data/valid.de.txt "
+        f"--beam {b} --alphas 0.6,1.0,1.4 --rerank {o}/r2l/average --rerank-weights 0.3,0.4,0.5,0.6,0.7 "
+        f"--out {o}/tune.beam{b}.json"
+        for b in (4, 8)
+    ]
     assert calls[-2:] == [
         f"translate {o}/l2r/average -i {o}/l2r/data/test.en.txt -o {o}/test.hyp.de --beam 8 --alpha 0.6 "
         f"--rerank {o}/r2l/average --rerank-weight 0.4",
-        f"score --ref {o}/l2r/data/test.de.txt {o}/test.hyp.de"]
+        f"score --ref {o}/l2r/data/test.de.txt {o}/test.hyp.de",
+    ]
     assert sum(c.startswith("translate") and "test.en.txt" in c and "--rerank" in c for c in calls) == 1
     assert "chosen on valid: beam 8, alpha 0.6, rerank weight 0.4 (valid BLEU 40.5)" in out
 
 
-def fake_trainer(tmp_path, probe_seconds: float, seed2_probe_seconds: float | None = None) -> tuple[Path, Path]:
+def fake_trainer(
+    tmp_path, probe_seconds: float, seed2_probe_seconds: float | None = None
+) -> tuple[Path, Path]:
     """A fake `nmt` that records its calls; a probe run (--train.max_steps=150) logs updates 25 and
     150, the latter ``probe_seconds`` (``seed2_probe_seconds`` for --train.seed=2, when given) after
     the start (the former at 10 s); another run writes a config.json holding its --model.dropout."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "nmt"
-    seconds = (f'{probe_seconds}' if seed2_probe_seconds is None else
-               f'$(case "$*" in *--train.seed=2*) echo {seed2_probe_seconds} ;; *) echo {probe_seconds} ;; esac)')
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
-                    # FAKE_BARRIER=DIR: a run with --train.num_threads (side by side) waits up to 10 s
-                    # for a second one of its stage (probe or run), else fails: proof that they overlap.
-                    # FAKE_SLEEP=S: then such a run (not a probe) sleeps S seconds.
-                    'if [ "$1" = train ] && [ -n "${FAKE_BARRIER:-}" ]; then\n'
-                    '  case "$*" in *--train.num_threads=*)\n'
-                    '    stage=run; case "$*" in *--train.max_steps=150*) stage=probe ;; esac\n'
-                    '    mkdir -p "$FAKE_BARRIER/$stage"; : > "$FAKE_BARRIER/$stage/$$"\n'
-                    '    i=0; while [ "$(ls "$FAKE_BARRIER/$stage" | wc -l)" -lt 2 ]; do\n'
-                    '      i=$((i + 1)); [ $i -gt 100 ] && exit 7; sleep 0.1; done\n'
-                    '    [ $stage = run ] && [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP" ;;\n'
-                    '  esac\n'
-                    'fi\n'
-                    'if [ "$1" = train ]; then\n'
-                    '  prev=; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
-                    '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
-                    '\'{"split": "train", "step": 25, "elapsed": 10.0}\\n{"split": "valid", "step": 100, '
-                    '"elapsed": 11.0}\\n{"split": "train", "step": 150, "elapsed": %s}\\n\' '
-                    f'{seconds} > "$out/metrics.jsonl" ;;\n'
-                    '  *) d=0.2; for a in "$@"; do case $a in --model.dropout=*) d=${a#--model.dropout=} ;; esac; done\n'
-                    '     mkdir -p "$out"; printf \'{\\n  "model": {\\n    "dropout": %s,\\n\' "$d" > "$out/config.json" ;;\n'
-                    '  esac\n'
-                    'fi\n'
-                    'if [ "$1" = translate ]; then\n'
-                    '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
-                    'fi\n'
-                    '[ "$1" = tune-alpha ] && [ -z "${FAKE_NO_ALPHA:-}" ] && echo "best alpha: 1.2"\n'
-                    '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n')
+    seconds = (
+        f"{probe_seconds}"
+        if seed2_probe_seconds is None
+        else f'$(case "$*" in *--train.seed=2*) echo {seed2_probe_seconds} ;; '
+        f"*) echo {probe_seconds} ;; esac)"
+    )
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\n'
+        # FAKE_BARRIER=DIR: a run with --train.num_threads (side by side) waits up to 10 s
+        # for a second one of its stage (probe or run), else fails: proof that they overlap.
+        # FAKE_SLEEP=S: then such a run (not a probe) sleeps S seconds.
+        'if [ "$1" = train ] && [ -n "${FAKE_BARRIER:-}" ]; then\n'
+        '  case "$*" in *--train.num_threads=*)\n'
+        '    stage=run; case "$*" in *--train.max_steps=150*) stage=probe ;; esac\n'
+        '    mkdir -p "$FAKE_BARRIER/$stage"; : > "$FAKE_BARRIER/$stage/$$"\n'
+        '    i=0; while [ "$(ls "$FAKE_BARRIER/$stage" | wc -l)" -lt 2 ]; do\n'
+        "      i=$((i + 1)); [ $i -gt 100 ] && exit 7; sleep 0.1; done\n"
+        '    [ $stage = run ] && [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP" ;;\n'
+        "  esac\n"
+        "fi\n"
+        'if [ "$1" = train ]; then\n'
+        '  prev=; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
+        '  case "$*" in *--train.max_steps=150*) mkdir -p "$out"; printf '
+        '\'{"split": "train", "step": 25, "elapsed": 10.0}\\n{"split": "valid", "step": 100, '
+        '"elapsed": 11.0}\\n{"split": "train", "step": 150, "elapsed": %s}\\n\' '
+        f'{seconds} > "$out/metrics.jsonl" ;;\n'
+        '  *) d=0.2; for a in "$@"; do case $a in --model.dropout=*) d=${a#--model.dropout=} ;; esac; done\n'
+        '     mkdir -p "$out"; printf '
+        '\'{\\n  "model": {\\n    "dropout": %s,\\n\' "$d" > "$out/config.json" ;;\n'
+        "  esac\n"
+        "fi\n"
+        'if [ "$1" = translate ]; then\n'
+        '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\n'
+        "fi\n"
+        '[ "$1" = tune-alpha ] && [ -z "${FAKE_NO_ALPHA:-}" ] && echo "best alpha: 1.2"\n'
+        '[ "$1" = score ] && echo "BLEU = 40.00"\nexit 0\n'
+    )
     fake.chmod(0o755)
     return fake, log
 
 
-@pytest.mark.parametrize("probe_seconds,env,dropout", [
-    (50.0, {}, "0.1"),  # 125 updates in 40 s, x 0.9: ~5,100 updates in 30 minutes
-    (20.0, {}, "0.2"),  # 12.5 updates/s: ~20,000
-    (50.0, {"MAX_TIME": "60"}, "0.2"),  # ~10,100 in 60 minutes
-    (50.0, {"DROPOUT": "0.25"}, "0.25"),  # given: no probe
-    (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
-    (50.0, {"TRAIN_ARGS": "--train.max_time=0 --train.max_steps=8000"}, None),  # another budget: the YAML's
-    (50.0, {"MAX_TIME": "0"}, None),  # no time limit: the YAML's
-    (50.0, {"TRAIN_ARGS": "--train.seed=2 --train.lr_scale=0.4"}, "0.1"),  # probed; TRAIN_ARGS override
-    (50.0, {"SCHEDULE": ""}, "0.1"),  # probed, the YAML's warm-up
-    (50.0, {"SCHEDULE": "--train.warmup_steps=800"}, "0.1"),  # probed, a warm-up of one's own
-])
-def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_data, probe_seconds, env, dropout):
+@pytest.mark.parametrize(
+    "probe_seconds,env,dropout",
+    [
+        (50.0, {}, "0.1"),  # 125 updates in 40 s, x 0.9: ~5,100 updates in 30 minutes
+        (20.0, {}, "0.2"),  # 12.5 updates/s: ~20,000
+        (50.0, {"MAX_TIME": "60"}, "0.2"),  # ~10,100 in 60 minutes
+        (50.0, {"DROPOUT": "0.25"}, "0.25"),  # given: no probe
+        (50.0, {"TRAIN_ARGS": "--train.seed=2 --model.dropout=0.3"}, None),  # given in TRAIN_ARGS: no probe
+        (
+            50.0,
+            {"TRAIN_ARGS": "--train.max_time=0 --train.max_steps=8000"},
+            None,
+        ),  # another budget: the YAML's
+        (50.0, {"MAX_TIME": "0"}, None),  # no time limit: the YAML's
+        (50.0, {"TRAIN_ARGS": "--train.seed=2 --train.lr_scale=0.4"}, "0.1"),  # probed; TRAIN_ARGS override
+        (50.0, {"SCHEDULE": ""}, "0.1"),  # probed, the YAML's warm-up
+        (50.0, {"SCHEDULE": "--train.warmup_steps=800"}, "0.1"),  # probed, a warm-up of one's own
+    ],
+)
+def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(
+    tmp_path, tiny_data, probe_seconds, env, dropout
+):
     from nmt.config import parse_overrides
     from nmt.train.command import build_configs
 
     fake, log = fake_trainer(tmp_path, probe_seconds)
     out = tmp_path / "o"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SCHEDULE")} | env
-    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
-                            env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
-                            capture_output=True, text=True, check=True).stdout
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SCHEDULE")
+    } | env
+    stdout = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+        env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     given = ("--model.dropout", "--train.max_time", "--train.max_steps")  # in TRAIN_ARGS: no probe
-    probed = ("DROPOUT" not in env and not any(g in env.get("TRAIN_ARGS", "") for g in given)
-              and env.get("MAX_TIME") != "0")
+    probed = (
+        "DROPOUT" not in env
+        and not any(g in env.get("TRAIN_ARGS", "") for g in given)
+        and env.get("MAX_TIME") != "0"
+    )
     assert len(trains) == (2 if probed else 1)
     if probed:
         assert trains[0].startswith(f"train {out}/data --out {out}/probe --config ")
-        assert trains[0].endswith("--train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 "
-                                  "--train.valid_bleu=false --train.best_metric=loss --train.save_every_steps=0")
+        assert trains[0].endswith(
+            "--train.max_steps=150 --train.log_every_steps=25 --train.valid_every_steps=0 "
+            "--train.valid_bleu=false --train.best_metric=loss --train.save_every_steps=0"
+        )
         assert f"dropout {dropout} for this budget" in stdout
         assert not (out / "probe").exists()
     for call in trains:  # each configuration is one `nmt train` accepts (the probe's too)
         _, _, _, _, _, config, *overrides = call.split()
-        _, train_cfg, _ = build_configs(tiny_data, preset_name=None, config_file=config,
-                                        overrides=parse_overrides(overrides))
+        _, train_cfg, _ = build_configs(
+            tiny_data, preset_name=None, config_file=config, overrides=parse_overrides(overrides)
+        )
     final = trains[-1]
     auto = probed and dropout == "0.1" and env.get("SCHEDULE", "auto") == "auto"  # the short budget's
     own = {"--train.warmup_steps=800": (800, 0.35)}.get(env.get("SCHEDULE"))
     lr_scale = 0.4 if "--train.lr_scale=0.4" in env.get("TRAIN_ARGS", "") else None  # TRAIN_ARGS win
     assert (train_cfg.warmup_steps, train_cfg.lr_scale) == (
-        own or ((1000, lr_scale or 0.5) if auto else (500, lr_scale or 0.35))), final
+        own or ((1000, lr_scale or 0.5) if auto else (500, lr_scale or 0.35))
+    ), final
     assert final.startswith(f"train {out}/data --out {out}/run --config ")
     if dropout is None:  # the YAML's, or TRAIN_ARGS's
         assert final.count("--model.dropout") == ("--model.dropout" in env.get("TRAIN_ARGS", ""))
@@ -161,7 +222,9 @@ def test_recipe_chooses_dropout_from_a_probe_of_the_update_rate(tmp_path, tiny_d
     assert ("warm-up 1000, lr_scale 0.5 for this budget" in stdout) == auto
     if schedule in final and env.get("TRAIN_ARGS"):
         assert final.index(schedule) < final.index(env["TRAIN_ARGS"])
-    assert ("--train.max_time=" in final) == ("MAX_TIME" in env or "--train.max_time" in env.get("TRAIN_ARGS", ""))
+    assert ("--train.max_time=" in final) == (
+        "MAX_TIME" in env or "--train.max_time" in env.get("TRAIN_ARGS", "")
+    )
     if "MAX_TIME" in env:
         assert f"--train.max_time={env['MAX_TIME']} " in final + " "
 
@@ -174,36 +237,54 @@ def test_recipe_chooses_the_length_penalty_on_valid_then_translates_test_once(tm
     fake, log = fake_trainer(tmp_path, 50.0)
     out = tmp_path / "o"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "ALPHA")}
-    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
-                            env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path), "DROPOUT": "0.1",
-                                 **({"ALPHA": alpha} if alpha else {})},
-                            capture_output=True, text=True, check=True).stdout
+    stdout = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+        env={
+            **env,
+            "NMT": str(fake),
+            "NMT_DATA_DIR": str(tmp_path),
+            "DROPOUT": "0.1",
+            **({"ALPHA": alpha} if alpha else {}),
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     calls = log.read_text().splitlines()
     tunes = [c for c in calls if c.startswith("tune-alpha")]
     chosen = alpha or "1.2"
     if alpha is None:
-        assert tunes == [f"tune-alpha {out}/average --src {out}/data/valid.en.txt --ref {out}/data/valid.de.txt "
-                         f"--out {out}/alpha.json"]
+        assert tunes == [
+            f"tune-alpha {out}/average --src {out}/data/valid.en.txt --ref {out}/data/valid.de.txt "
+            f"--out {out}/alpha.json"
+        ]
         assert calls.index(tunes[0]) > calls.index(f"average {out}/run --last 5 --out {out}/average --force")
         assert (out / "alpha.txt").read_text() == "best alpha: 1.2\n"
     else:
         assert tunes == []
     translations = [c for c in calls if c.startswith("translate ")]
     assert [c.split()[1:6:4] for c in translations] == [
-        [f"{out}/average", f"{out}/valid.average.de"], [f"{out}/run/checkpoints/best", f"{out}/valid.best.de"],
-        [f"{out}/average", f"{out}/test.hyp.de"]]
+        [f"{out}/average", f"{out}/valid.average.de"],
+        [f"{out}/run/checkpoints/best", f"{out}/valid.best.de"],
+        [f"{out}/average", f"{out}/test.hyp.de"],
+    ]
     assert all(c.endswith(f"--beam 4 --alpha {chosen}") for c in translations)
-    assert ("== test2016, averaged checkpoint, beam 4, alpha "
-            f"{chosen} ({'given' if alpha else 'chosen on valid'})") in stdout
+    assert (
+        "== test2016, averaged checkpoint, beam 4, alpha "
+        f"{chosen} ({'given' if alpha else 'chosen on valid'})"
+    ) in stdout
 
 
 def test_recipe_stops_when_the_length_penalty_search_chooses_nothing(tmp_path):
     fake, log = fake_trainer(tmp_path, 50.0)
     out = tmp_path / "o"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "ALPHA")}
-    proc = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
-                          env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path), "DROPOUT": "0.1",
-                               "FAKE_NO_ALPHA": "1"}, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de.sh"), str(out)],
+        env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path), "DROPOUT": "0.1", "FAKE_NO_ALPHA": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and f"no 'best alpha' in {out}/alpha.txt" in proc.stderr
     assert not any(c.startswith("translate ") for c in log.read_text().splitlines())
 
@@ -215,23 +296,52 @@ def test_ensemble_recipe_probes_once_and_trains_every_seed_at_that_dropout(tmp_p
     first run, whose own probe would otherwise choose its own."""
     fake, log = fake_trainer(tmp_path, 50.0)  # the probe: ~5,100 updates, dropout 0.1
     out = tmp_path / "e"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "SCHEDULE")}
-    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                   env={**env, "NMT": str(fake), "SEEDS": "1 2 3", "PARALLEL": "0", "DROPOUT": "",
-                        **({"SCHEDULE": schedule} if schedule is not None else {})},
-                   capture_output=True, text=True, check=True)  # DROPOUT empty: the first probe chooses
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "SCHEDULE")
+    }
+    subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+        env={
+            **env,
+            "NMT": str(fake),
+            "SEEDS": "1 2 3",
+            "PARALLEL": "0",
+            "DROPOUT": "",
+            **({"SCHEDULE": schedule} if schedule is not None else {}),
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )  # DROPOUT empty: the first probe chooses
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
-    assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run",
-                                               f"{out}/seed3/run"]
+    assert [t.split()[3] for t in trains] == [
+        f"{out}/seed1/probe",
+        f"{out}/seed1/run",
+        f"{out}/seed2/run",
+        f"{out}/seed3/run",
+    ]
     tunes = [c for c in log.read_text().splitlines() if c.startswith("tune-alpha")]
-    assert [c.split()[1:4] for c in tunes] == [[f"{out}/seed1/average", f"{out}/seed2/average", f"{out}/seed3/average"]]
+    assert [c.split()[1:4] for c in tunes] == [
+        [f"{out}/seed1/average", f"{out}/seed2/average", f"{out}/seed3/average"]
+    ]
     expected = "--train.warmup_steps=1000 --train.lr_scale=0.5" if schedule is None else schedule
     for seed, call in zip((1, 2, 3), trains[1:]):
         assert call.endswith(f"--model.dropout=0.1 {expected + ' ' if expected else ''}--train.seed={seed}")
         assert call.count("--train.warmup_steps") == (1 if expected else 0)
-        assert "--train.num_threads" not in call and "--train.max_time" not in call  # all cores, the YAML's 30
-    assert subprocess.run(["sh", str(ROOT / "recipes/lib/dropout-of.sh"), str(out / "seed2/run")],
-                          capture_output=True, text=True, check=True).stdout == "0.1\n"
+        assert (
+            "--train.num_threads" not in call and "--train.max_time" not in call
+        )  # all cores, the YAML's 30
+    assert (
+        subprocess.run(
+            ["sh", str(ROOT / "recipes/lib/dropout-of.sh"), str(out / "seed2/run")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        == "0.1\n"
+    )
 
 
 @pytest.mark.parametrize("cores,parallel", [("2", True), ("4", True), ("1", False)])
@@ -241,31 +351,60 @@ def test_ensemble_recipe_trains_seeds_side_by_side_on_a_core_each(tmp_path, tiny
     even where another seed's probe would choose otherwise; then one ensemble on valid and test."""
     fake, log = fake_trainer(tmp_path, 60.0, seed2_probe_seconds=20.0)  # seed 1: ~8,100 updates in 60 min
     out = tmp_path / "e"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
-    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                            env={**env, "NMT": str(fake), "CORES": cores, "NMT_DATA_DIR": str(tmp_path),
-                                 "DROPOUT": "",  # the first probe chooses
-                                 "FAKE_BARRIER": str(tmp_path / "barrier")},  # the runs must overlap
-                            capture_output=True, text=True, check=True).stdout
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")
+    }
+    stdout = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+        env={
+            **env,
+            "NMT": str(fake),
+            "CORES": cores,
+            "NMT_DATA_DIR": str(tmp_path),
+            "DROPOUT": "",  # the first probe chooses
+            "FAKE_BARRIER": str(tmp_path / "barrier"),
+        },  # the runs must overlap
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     calls = log.read_text().splitlines()
     trains = sorted(c for c in calls if c.startswith("train "))
     threads = int(cores) // 2
     if parallel:
-        assert calls[:2] == [f"prepare multi30k --src en --tgt de --out {out}/seed{s}/data" for s in (1, 2)]  # in turn
+        assert calls[:2] == [
+            f"prepare multi30k --src en --tgt de --out {out}/seed{s}/data" for s in (1, 2)
+        ]  # in turn
         assert f"training seed1 seed2 side by side: {threads} thread(s) each, 60 minutes each" in stdout
-        assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/probe",
-                                                   f"{out}/seed2/run"]
+        assert [t.split()[3] for t in trains] == [
+            f"{out}/seed1/probe",
+            f"{out}/seed1/run",
+            f"{out}/seed2/probe",
+            f"{out}/seed2/run",
+        ]
         for seed, probe, run in ((1, trains[0], trains[1]), (2, trains[2], trains[3])):
             assert f"--train.seed={seed} --train.num_threads={threads} --train.max_steps=150" in probe
-            assert run.endswith(f"--train.max_time=60 --model.dropout=0.1 --train.warmup_steps=1000 "
-                                f"--train.lr_scale=0.5 --train.seed={seed} --train.num_threads={threads}")
+            assert run.endswith(
+                f"--train.max_time=60 --model.dropout=0.1 --train.warmup_steps=1000 "
+                f"--train.lr_scale=0.5 --train.seed={seed} --train.num_threads={threads}"
+            )
         assert "dropout 0.1 for every run (seed1's probe)" in stdout
         assert "dropout 0.2 for this budget" in (out / "seed2.log").read_text()  # its own probe, overruled
         assert "== seed2 alone, test2016" in stdout and (out / "seed2" / "test.score.txt").exists()
     else:  # one core: one after the other, as PARALLEL=0
-        assert [t.split()[3] for t in trains] == [f"{out}/seed1/probe", f"{out}/seed1/run", f"{out}/seed2/run"]
+        assert [t.split()[3] for t in trains] == [
+            f"{out}/seed1/probe",
+            f"{out}/seed1/run",
+            f"{out}/seed2/run",
+        ]
         assert all("--train.num_threads" not in t for t in trains)
-    ensemble = [c for c in calls if c.startswith(("tune-alpha", "translate")) and f"{out}/seed1/average {out}/seed2/average" in c]
+    ensemble = [
+        c
+        for c in calls
+        if c.startswith(("tune-alpha", "translate")) and f"{out}/seed1/average {out}/seed2/average" in c
+    ]
     assert [c.split()[0] for c in ensemble] == ["tune-alpha", "translate"]
     assert "-i " + str(out / "seed1" / "data" / "test.en.txt") in ensemble[1]
 
@@ -275,9 +414,13 @@ def test_ensemble_members_train_at_dropout_0_1_without_a_probe_by_default(tmp_pa
     fake, log = fake_trainer(tmp_path, 20.0)  # a probe would choose 0.2
     out = tmp_path / "e"
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS")}
-    stdout = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                            env={**env, "NMT": str(fake), "PARALLEL": parallel, "CORES": "2",
-                                 "NMT_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, check=True).stdout
+    stdout = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+        env={**env, "NMT": str(fake), "PARALLEL": parallel, "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     trains = sorted(c for c in log.read_text().splitlines() if c.startswith("train "))
     assert [t.split()[3] for t in trains] == [f"{out}/seed1/run", f"{out}/seed2/run"]  # no probe
     assert parallel == "0" or "dropout 0.1 for every run (given)" in stdout
@@ -288,13 +431,23 @@ def test_ensemble_members_train_at_dropout_0_1_without_a_probe_by_default(tmp_pa
 def test_ensemble_recipe_side_by_side_fails_when_a_run_fails(tmp_path, tiny_data):
     """The first of the runs fails: the other finishes, then the recipe fails before the ensemble."""
     fake, log = fake_trainer(tmp_path, 60.0)
-    fake.write_text(fake.read_text().replace("exit 0\n", 'case "$*" in *--train.max_time=60*--train.seed=1*) exit 3 ;; esac\n'
-                                                          "exit 0\n"))
+    fake.write_text(
+        fake.read_text().replace(
+            "exit 0\n", 'case "$*" in *--train.max_time=60*--train.seed=1*) exit 3 ;; esac\nexit 0\n'
+        )
+    )
     out = tmp_path / "e"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
-    proc = subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
-                          env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
-                          capture_output=True, text=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")
+    }
+    proc = subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+        env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and f"a run failed: see {out}/*.log" in proc.stderr
     assert (out / "seed2" / "test.score.txt").exists() and not (out / "seed1" / "test.score.txt").exists()
     assert not any(c.startswith("tune-alpha") for c in log.read_text().splitlines())
@@ -307,14 +460,20 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
 
     fake, log = fake_trainer(tmp_path, 60.0)
     out, barrier = tmp_path / "e", tmp_path / "barrier"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS", "SEEDS", "PARALLEL")
+    }
     # started as a terminal starts it: SIGINT deliverable and not ignored, whatever this process holds
     # (a script cannot trap a signal ignored on entry), SIGPIPE and SIGXFSZ default as Popen leaves
     # them (Python ignores both); a wrapper that execs sh, not preexec_fn (unsafe with threads)
-    as_a_terminal = ("import os, signal, sys; "
-                     "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)]; "
-                     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}); "
-                     "os.execvp('sh', ['sh', *sys.argv[1:]])")
+    as_a_terminal = (
+        "import os, signal, sys; "
+        "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)]; "
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}); "
+        "os.execvp('sh', ['sh', *sys.argv[1:]])"
+    )
 
     def processes() -> str:  # for a failure: what is left of the recipe, and how it treats signals
         lines = []
@@ -322,20 +481,34 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
             try:
                 if os.getpgid(int(pid)) != proc.pid:
                     continue
-                status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                              if ":\t" in line)
+                status = dict(
+                    line.split(":\t", 1)
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if ":\t" in line
+                )
                 cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:120]
             except OSError:  # gone meanwhile (ProcessLookupError is one)
                 continue
-            lines.append(f"{pid} {status.get('State')} blk={status.get('SigBlk')} ign={status.get('SigIgn')} "
-                         f"cgt={status.get('SigCgt')} {cmd}")
+            lines.append(
+                f"{pid} {status.get('State')} blk={status.get('SigBlk')} ign={status.get('SigIgn')} "
+                f"cgt={status.get('SigCgt')} {cmd}"
+            )
         return "\n".join(lines)
 
-    proc = subprocess.Popen([sys.executable, "-c", as_a_terminal, str(ROOT / "recipes/multi30k-en-de-ensemble.sh"),
-                             str(out)],
-                            env={**env, "NMT": str(fake), "CORES": "2", "NMT_DATA_DIR": str(tmp_path),
-                                 "FAKE_BARRIER": str(barrier), "FAKE_SLEEP": "60"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", as_a_terminal, str(ROOT / "recipes/multi30k-en-de-ensemble.sh"), str(out)],
+        env={
+            **env,
+            "NMT": str(fake),
+            "CORES": "2",
+            "NMT_DATA_DIR": str(tmp_path),
+            "FAKE_BARRIER": str(barrier),
+            "FAKE_SLEEP": "60",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 30
         while len(list((barrier / "run").glob("*"))) < 2:  # glob of a missing folder: nothing
@@ -347,8 +520,10 @@ def test_ensemble_recipe_side_by_side_stops_every_run_on_ctrl_c(tmp_path, tiny_d
         try:
             assert proc.wait(timeout=10) != 0
         except subprocess.TimeoutExpired:
-            pytest.fail("the recipe outlived Ctrl-C by 10 s; its processes (this test's mask: "
-                        f"{signal.pthread_sigmask(signal.SIG_BLOCK, set())}):\n{processes()}")
+            pytest.fail(
+                "the recipe outlived Ctrl-C by 10 s; its processes (this test's mask: "
+                f"{signal.pthread_sigmask(signal.SIG_BLOCK, set())}):\n{processes()}"
+            )
 
         def alive(pid: int) -> bool:  # a zombie is dead; a process reaped meanwhile too
             try:
@@ -378,12 +553,17 @@ def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
             f.write("a b\n")
     teacher = tmp_path / "teacher"
     (teacher / "average").mkdir(parents=True)
-    (teacher / "average" / "config.json").write_text('{\n  "model": {\n    "attention_dropout": 0.0,\n'
-                                                   '    "dropout": 0.1,\n    "d_model": 256\n  }\n}\n')
+    (teacher / "average" / "config.json").write_text(
+        '{\n  "model": {\n    "attention_dropout": 0.0,\n    "dropout": 0.1,\n    "d_model": 256\n  }\n}\n'
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_TIME", "DROPOUT", "TRAIN_ARGS")}
-    subprocess.run(["sh", str(ROOT / "recipes/multi30k-en-de-distill.sh"), str(tmp_path / "o"), str(teacher)],
-                   env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path / "data")},
-                   capture_output=True, text=True, check=True)
+    subprocess.run(
+        ["sh", str(ROOT / "recipes/multi30k-en-de-distill.sh"), str(tmp_path / "o"), str(teacher)],
+        env={**env, "NMT": str(fake), "NMT_DATA_DIR": str(tmp_path / "data")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert len(trains) == 1 and trains[0].split()[3] == f"{tmp_path}/o/student"
     assert trains[0].endswith("--model.dropout=0.1")

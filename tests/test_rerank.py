@@ -18,23 +18,35 @@ from nmt.infer.search import BOS, EOS, Ensemble, length_penalty
 from nmt.infer.translate import TranslateError, Translation, Translator
 from nmt.model import Transformer
 
-LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
-         "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
+LINES = [
+    "der hund",
+    "",
+    "ein baum und eine katze",
+    "blau rot gross",
+    "die katze springt auf den baum",
+    "das haus neben dem baum",
+    "eine kleine katze und ein grosser hund",
+]
 SEARCH = dict(beam=4, max_len_a=0, max_len_b=6)
 
 
 def save_tiny(folder, spm_model, *, seed: int, **changes):
     torch.manual_seed(seed)
     cfg = dataclasses.replace(tiny(100), **changes)
-    return save(folder, model=Transformer(cfg), spm_model=spm_model,
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    return save(
+        folder,
+        model=Transformer(cfg),
+        spm_model=spm_model,
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
 
 
 @pytest.fixture(scope="module")
 def r2l(checkpoint, tmp_path_factory):
     """A right-to-left random-weight model sharing the tiny checkpoint's SentencePiece model."""
-    return save_tiny(tmp_path_factory.mktemp("r2l") / "checkpoint", checkpoint / "spm.model", seed=1,
-                     right_to_left=True)
+    return save_tiny(
+        tmp_path_factory.mktemp("r2l") / "checkpoint", checkpoint / "spm.model", seed=1, right_to_left=True
+    )
 
 
 def incremental_logp(model, src: list[int], tgt: list[int]) -> float:
@@ -65,10 +77,26 @@ def test_training_reverses_targets(tiny_data, tmp_path, monkeypatch):
     real = trainer_module.collate
     monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real(ex))
     pairs = {s.tobytes(): t for s, t in ParallelDataset.load(tiny_data, "train")}
-    args = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-            "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.max_steps=2",
-            "--train.valid_every_steps=0", "--train.num_threads=1", "--train.max_tokens=256", "--train.accum_steps=1"]
-    assert main(["train", str(tiny_data), "--out", str(tmp_path / "r2l"), *args, "--model.right_to_left=true"]) == 0
+    args = [
+        "--preset",
+        "tiny",
+        "--model.d_model=32",
+        "--model.d_ff=64",
+        "--model.n_heads=2",
+        "--model.d_k=16",
+        "--model.d_v=16",
+        "--train.precision=fp32",
+        "--train.save_every_minutes=0",
+        "--train.max_steps=2",
+        "--train.valid_every_steps=0",
+        "--train.num_threads=1",
+        "--train.max_tokens=256",
+        "--train.accum_steps=1",
+    ]
+    assert (
+        main(["train", str(tiny_data), "--out", str(tmp_path / "r2l"), *args, "--model.right_to_left=true"])
+        == 0
+    )
     r2l_batches, seen[:] = seen[:2], []
     assert main(["train", str(tiny_data), "--out", str(tmp_path / "l2r"), *args]) == 0
     l2r_batches = seen[:2]
@@ -112,15 +140,20 @@ def test_score_targets_equals_incremental_decoding(checkpoint, r2l):
 def test_combine_by_hand():
     """((1-w) * own + w * theirs) / lp(|y|), own recovered from the search's normalised score."""
     alpha = 1.0
-    cands = [Translation("a b", -2.0 / length_penalty(3, alpha), [5, 6]),
-             Translation("a", -2.5 / length_penalty(2, alpha), [5]),
-             Translation("c d e", -4.0 / length_penalty(4, alpha), [7, 8, 9])]
+    cands = [
+        Translation("a b", -2.0 / length_penalty(3, alpha), [5, 6]),
+        Translation("a", -2.5 / length_penalty(2, alpha), [5]),
+        Translation("c d e", -4.0 / length_penalty(4, alpha), [7, 8, 9]),
+    ]
     theirs = [[-6.0, -2.6, -3.0]]
     keep = combine([cands], theirs, weight=0.0, alpha=alpha)[0]
     assert [t.text for t in keep] == ["a b", "a", "c d e"]
     half = combine([cands], theirs, weight=0.5, alpha=alpha)[0]
-    want = {"a b": -4.0 / length_penalty(3, alpha), "a": -2.55 / length_penalty(2, alpha),
-            "c d e": -3.5 / length_penalty(4, alpha)}
+    want = {
+        "a b": -4.0 / length_penalty(3, alpha),
+        "a": -2.55 / length_penalty(2, alpha),
+        "c d e": -3.5 / length_penalty(4, alpha),
+    }
     assert [t.text for t in half] == sorted(want, key=lambda k: -want[k])
     assert {t.text: t.score for t in half} == pytest.approx(want)
     only = combine([cands], theirs, weight=1.0, alpha=alpha)[0]
@@ -131,8 +164,11 @@ def test_combine_picks_the_candidate_neither_direction_ranks_first():
     """Equal lengths (one lp): own -1, -5, -2 and theirs -6, -1, -2 give, at weight 0.5, -3.5, -3, -2:
     the compromise "c" wins, though the beam prefers "a" and the other direction "b"."""
     lp = length_penalty(3, 0.6)
-    cands = [Translation("a", -1.0 / lp, [5, 6]), Translation("b", -5.0 / lp, [7, 8]),
-             Translation("c", -2.0 / lp, [9, 10])]
+    cands = [
+        Translation("a", -1.0 / lp, [5, 6]),
+        Translation("b", -5.0 / lp, [7, 8]),
+        Translation("c", -2.0 / lp, [9, 10]),
+    ]
     theirs = [[-6.0, -1.0, -2.0]]
     assert [t.text for t in combine([cands], theirs, weight=0.0, alpha=0.6)[0]] == ["a", "c", "b"]
     assert [t.text for t in combine([cands], theirs, weight=1.0, alpha=0.6)[0]] == ["b", "c", "a"]
@@ -147,8 +183,12 @@ def test_rerank_with_itself_changes_nothing(checkpoint):
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     plain = t.translate(LINES, **SEARCH)
     for w in (0.3, 1.0):
-        assert t.translate(LINES, rerank=Rerank(Translator.load(checkpoint, device="cpu", precision="fp32"), w),
-                           **SEARCH) == plain
+        assert (
+            t.translate(
+                LINES, rerank=Rerank(Translator.load(checkpoint, device="cpu", precision="fp32"), w), **SEARCH
+            )
+            == plain
+        )
 
 
 def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
@@ -167,8 +207,10 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
                 continue
             own = [c.score * length_penalty(len(c.tokens) + 1, 0.6) for c in r]
             theirs = [incremental_logp(scorer.model, src, c.tokens[::-1]) for c in r]
-            comb = [((1 - w) * o + w * th) / length_penalty(len(c.tokens) + 1, 0.6)
-                    for o, th, c in zip(own, theirs, r)]
+            comb = [
+                ((1 - w) * o + w * th) / length_penalty(len(c.tokens) + 1, 0.6)
+                for o, th, c in zip(own, theirs, r)
+            ]
             want.append(r[int(np.argmax(comb))].text)
         assert t.translate(LINES, rerank=Rerank(scorer, w), **SEARCH) == want
         picks[w] = want
@@ -176,12 +218,55 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
     assert picks[1.0] != picks[0.0]  # random weights: the other direction disagrees on some lines
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    assert cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", r2l, "--rerank-weight", "0.5",
-               "--beam", "4", "--max-len-a", "0", "--max-len-b", "6", "--quiet", "--precision", "fp32") == 0
+    assert (
+        cli(
+            checkpoint,
+            "-i",
+            src,
+            "-o",
+            tmp_path / "out.txt",
+            "--rerank",
+            r2l,
+            "--rerank-weight",
+            "0.5",
+            "--beam",
+            "4",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "6",
+            "--quiet",
+            "--precision",
+            "fp32",
+        )
+        == 0
+    )
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n") == picks[0.5] + [""]
-    assert cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--rerank", r2l, "--rerank-weight", "0.5",
-               "--nbest", "2", "--beam", "4", "--max-len-a", "0", "--max-len-b", "6", "--quiet",
-               "--precision", "fp32") == 0
+    assert (
+        cli(
+            checkpoint,
+            "-i",
+            src,
+            "-o",
+            tmp_path / "nb.txt",
+            "--rerank",
+            r2l,
+            "--rerank-weight",
+            "0.5",
+            "--nbest",
+            "2",
+            "--beam",
+            "4",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "6",
+            "--quiet",
+            "--precision",
+            "fp32",
+        )
+        == 0
+    )
     rows = (tmp_path / "nb.txt").read_text(encoding="utf-8").splitlines()
     firsts = {}
     for row in rows:
@@ -206,27 +291,34 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| alpha | rerank weight |" in out and "best rerank weight: " in out
     saved = json.loads((tmp_path / "a.json").read_text())
-    assert [(r["alpha"], r["rerank_weight"]) for r in saved["rows"]] == [(a, w) for a in (0.0, 1.0)
-                                                                         for w in (0.0, 0.5, 1.0)]
+    assert [(r["alpha"], r["rerank_weight"]) for r in saved["rows"]] == [
+        (a, w) for a in (0.0, 1.0) for w in (0.0, 0.5, 1.0)
+    ]
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     for row in saved["rows"]:
-        hyps = t.translate(lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5,
-                           rerank=Rerank(scorer, row["rerank_weight"]))
+        hyps = t.translate(
+            lines,
+            beam=3,
+            alpha=row["alpha"],
+            max_len_a=0,
+            max_len_b=5,
+            rerank=Rerank(scorer, row["rerank_weight"]),
+        )
         assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
     best = max(saved["rows"], key=lambda r: r["bleu"])
     assert saved["best_rerank_weight"] is not None and best["bleu"] == max(r["bleu"] for r in saved["rows"])
     # the saved and printed choice is the documented one: highest BLEU, ties to the alpha nearest
     # 0.6, then the lower weight (every row scores 0 BLEU here: the tie-break decides)
-    want = max(saved["rows"],
-               key=lambda r: (round(r["bleu"], 10), -abs(r["alpha"] - 0.6), -r["rerank_weight"]))
+    want = max(
+        saved["rows"], key=lambda r: (round(r["bleu"], 10), -abs(r["alpha"] - 0.6), -r["rerank_weight"])
+    )
     assert (want["alpha"], want["rerank_weight"]) == (1.0, 0.0)
     assert (saved["best_alpha"], saved["best_rerank_weight"]) == (1.0, 0.0)
     assert out.splitlines()[-2:] == ["best rerank weight: 0", "best alpha: 1"]
 
 
-def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
-        checkpoint, r2l, tmp_path, capsys):
+def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(checkpoint, r2l, tmp_path, capsys):
     """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
     give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
     saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
@@ -248,17 +340,26 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(
     saved = json.loads((tmp_path / "a.json").read_text())
     bleu = {(r["alpha"], r["rerank_weight"]): r["bleu"] for r in saved["rows"]}
     assert [bleu[(a, w)] == pytest.approx(100.0) for a in (0.0, 1.0) for w in (0.0, 0.5, 1.0)] == [
-        False, True, True, False, True, True]
+        False,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
     assert (saved["best_alpha"], saved["best_rerank_weight"]) == (1.0, 0.5)
     assert out.splitlines()[-2:] == ["best rerank weight: 0.5", "best alpha: 1"]
 
 
-@pytest.mark.parametrize("extra,message", [
-    (("--beam", "1"), "needs --beam >= 2"),
-    (("--rerank-weight", "1.5"), "--rerank-weight 1.5: must be in [0, 1]"),
-    (("--mbr",), "not with --sampling or --mbr"),
-    (("--sampling",), "not with --sampling or --mbr"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (("--beam", "1"), "needs --beam >= 2"),
+        (("--rerank-weight", "1.5"), "--rerank-weight 1.5: must be in [0, 1]"),
+        (("--mbr",), "not with --sampling or --mbr"),
+        (("--sampling",), "not with --sampling or --mbr"),
+    ],
+)
 def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
@@ -283,10 +384,19 @@ def test_right_to_left_refusals(checkpoint, r2l, tmp_path):
 
     other = tmp_path / "other"
     other.mkdir()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(["zz yy xx ww vv uu"] * 50 + ["a b c d e f g h"] * 50),
-                                   model_prefix=str(other / "spm"), vocab_size=40, model_type="bpe", pad_id=0,
-                                   unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
-                                   hard_vocab_limit=False)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["zz yy xx ww vv uu"] * 50 + ["a b c d e f g h"] * 50),
+        model_prefix=str(other / "spm"),
+        vocab_size=40,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        minloglevel=2,
+        hard_vocab_limit=False,
+    )
     foreign = save_tiny(other / "checkpoint", other / "spm.model", seed=2, right_to_left=True)
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")

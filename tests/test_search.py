@@ -144,8 +144,9 @@ def test_first_step_runs_one_row_per_sentence():
     batch = beam_search(model, src(9, 11), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2)
     assert model.rows[:2] == [2, 4]
     for i, first in enumerate((9, 11)):
-        [alone] = beam_search(FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0,
-                              max_len_b=6, nbest=2)
+        [alone] = beam_search(
+            FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+        )
         assert [h.tokens for h in batch[i]] == [h.tokens for h in alone]
 
 
@@ -154,8 +155,9 @@ def test_fast_stopping_is_ctranslate2s_rule():
     below [A] (0.5), so the search goes on; at step 2 [B EOS] finishes the k=2nd hypothesis and
     the search stops, two steps before the exact rule, returning the [[], [B]] it warns of."""
     model = FakeModel({9: LONG_WINS})
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2,
-                         stopping="fast")
+    [hyps] = beam_search(
+        model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2, stopping="fast"
+    )
     assert [h.tokens for h in hyps] == [[], [B_]]
     assert model.steps == 2
     # the best extension is EOS at step 1: one finished hypothesis is enough for nbest=1
@@ -165,24 +167,34 @@ def test_fast_stopping_is_ctranslate2s_rule():
     assert [h.tokens for h in hyps] == [[]] and model.steps == 1
     # ...but not for nbest=2, which waits for a second finished hypothesis
     model = FakeModel({9: eos_first})
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2,
-                         stopping="fast")
+    [hyps] = beam_search(
+        model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2, stopping="fast"
+    )
     assert [h.tokens for h in hyps] == [[], [A]] and model.steps == 2
     with pytest.raises(ValueError, match="stopping"):
         beam_search(model, src(9), beam=2, stopping="soon")
 
 
 def test_max_length_finalizes_active_and_min_length():
-    model = FakeModel({9: {(): {A: 0.9, EOS: 0.1}, (A,): {A: 0.9, EOS: 0.1},
-                           (A, A): {A: 0.5, EOS: 0.5}, (A, A, A): {A: 0.9, EOS: 0.1}}})
+    model = FakeModel(
+        {
+            9: {
+                (): {A: 0.9, EOS: 0.1},
+                (A,): {A: 0.9, EOS: 0.1},
+                (A, A): {A: 0.5, EOS: 0.5},
+                (A, A, A): {A: 0.9, EOS: 0.1},
+            }
+        }
+    )
     # max length 3 (a=1 * |x|=2 + b=1): at step 3 only EOS may be chosen, scored with its real p
     [hyps] = beam_search(model, src(9, length=2), beam=2, alpha=0.0, max_len_a=1, max_len_b=1, nbest=2)
     assert [h.tokens for h in hyps] == [[A, A], []]
     assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5))
     assert model.steps == 3
     # min_len = max length: no early EOS, the output length is fixed
-    [hyps] = beam_search(model, src(9, length=2), beam=2, alpha=0.0, max_len_a=0, max_len_b=4,
-                         min_len=4, nbest=2)
+    [hyps] = beam_search(
+        model, src(9, length=2), beam=2, alpha=0.0, max_len_a=0, max_len_b=4, min_len=4, nbest=2
+    )
     assert [h.tokens for h in hyps] == [[A, A, A]]  # the only finite-probability output
     assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5) + L(0.1))
 
@@ -190,13 +202,16 @@ def test_max_length_finalizes_active_and_min_length():
 def test_batch_of_fake_sentences_and_finished_rows_dropped():
     """Three sentences with different tables searched together equal each searched alone."""
     tables = {9: LONG_WINS, 10: {(): {B_: 0.6, EOS: 0.4}}, 11: {(): {A: 0.7, B_: 0.3}, (A,): {A: 1.0}}}
-    batch = beam_search(FakeModel(tables), src(9, 10, 11), beam=2, alpha=0.6, max_len_a=0,
-                        max_len_b=6, nbest=2)
+    batch = beam_search(
+        FakeModel(tables), src(9, 10, 11), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+    )
     for i, first in enumerate((9, 10, 11)):
-        [alone] = beam_search(FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0,
-                              max_len_b=6, nbest=2)
-        assert [(h.tokens, round(h.score, 9)) for h in batch[i]] == \
-               [(h.tokens, round(h.score, 9)) for h in alone]
+        [alone] = beam_search(
+            FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+        )
+        assert [(h.tokens, round(h.score, 9)) for h in batch[i]] == [
+            (h.tokens, round(h.score, 9)) for h in alone
+        ]
     assert batch[1][0].tokens == [B_] and batch[2][0].tokens == [A, A]
 
 
@@ -288,7 +303,7 @@ def test_exact_nbest_is_the_best_of_a_longer_search(model, sources, alpha, with_
             assert [h.tokens for h in a] == [h.tokens for h in b[:nbest]]
             assert [h.score for h in a] == pytest.approx([h.score for h in b[:nbest]], abs=1e-5)
     if prefix is not None:
-        assert all(h[0].tokens[:len(p)] == p for h, p in zip(four, prefix))
+        assert all(h[0].tokens[: len(p)] == p for h, p in zip(four, prefix))
 
 
 def test_sentences_ending_at_the_first_step(model, sources):
@@ -308,8 +323,9 @@ def test_sentences_ending_at_the_first_step(model, sources):
 def test_cache_reuse_equals_recomputing_prefix(model, sources):
     assert isinstance(model.inner, Transformer)
     cached = beam_search(model, padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3)
-    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), beam=3, alpha=0.6,
-                        max_len_b=5, nbest=3)
+    naive = beam_search(
+        EarlyEos(RecomputePrefix(model.inner)), padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3
+    )
     for a, b in zip(cached, naive):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
@@ -371,6 +387,7 @@ def test_beam_search_same_with_block_selection(monkeypatch):
     srcs = [torch.randint(4, 300, (n,), generator=g).tolist() + [EOS] for n in (3, 9, 6, 12)]
     fast = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
     import nmt.infer.search as search
+
     plain = search.beam_topk
     monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, block=10**6))
     slow = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
@@ -381,7 +398,9 @@ def test_beam_search_same_with_block_selection(monkeypatch):
 
 def test_beam_slots_keep_each_best_child_in_its_parents_row():
     # parents of the new hypotheses, best first -> rank placed in each row
-    assert beam_slots(torch.tensor([[0, 0, 1, 3]])).tolist() == [[0, 2, 1, 3]]  # row 2 (no child) takes rank 1
+    assert beam_slots(torch.tensor([[0, 0, 1, 3]])).tolist() == [
+        [0, 2, 1, 3]
+    ]  # row 2 (no child) takes rank 1
     assert beam_slots(torch.tensor([[2, 2, 2, 2]])).tolist() == [[1, 2, 0, 3]]  # best child stays in row 2
     assert beam_slots(torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3]])).tolist() == [[3, 2, 1, 0], [0, 1, 2, 3]]
     g = torch.Generator().manual_seed(0)

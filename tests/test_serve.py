@@ -59,8 +59,12 @@ def test_translate_matches_translator_in_input_order(client, translator):
         n_src, n_tgt = len(translator.encode([sent])[0][0]) - 1, len(want[0].tokens)
         assert [t for _, t in got["alignment"]] == list(range(n_tgt if n_src > 0 else 0))
         assert all(0 <= s < n_src for s, _ in got["alignment"])
-    assert out[SENTENCES.index("")] == {"text": "", "score": 0.0, "nbest": [{"text": "", "score": 0.0}],
-                                        "alignment": []}
+    assert out[SENTENCES.index("")] == {
+        "text": "",
+        "score": 0.0,
+        "nbest": [{"text": "", "score": 0.0}],
+        "alignment": [],
+    }
     # one string, greedy, default model; alpha defaults to 0 for beam 1
     r = client.post("/translate", json={"text": SENTENCES[0], "beam": 1})
     assert r.json()["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam=1, alpha=0.0)[0]
@@ -68,7 +72,7 @@ def test_translate_matches_translator_in_input_order(client, translator):
 
 
 def test_translate_mbr_is_the_translators_mbr_choice(client, translator):
-    """"mbr": true answers each sentence with the MBR choice among the beam's n-best, as
+    """ "mbr": true answers each sentence with the MBR choice among the beam's n-best, as
     Translator.translate(..., mbr=MBR()) and `nmt translate --mbr` do."""
     from nmt.infer.mbr import MBR
 
@@ -81,21 +85,24 @@ def test_translate_mbr_is_the_translators_mbr_choice(client, translator):
     assert all(t["text"] in [h.text for h in hyps] for t, hyps in zip(out, nbest))
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (b'{"text": "a dog', 400, "not valid JSON"),
-    (b'{"text": "a \xff dog"}', 400, "not valid UTF-8 (byte 0xff at offset 12)"),
-    (b'{"text": 3}', 422, "text"),
-    (b'{"text": "a", "beam": "4"}', 422, "beam"),
-    (b'{"text": "a", "beam": 0}', 422, "beam"),
-    (b'{"text": "a", "colour": 1}', 422, "colour"),
-    (b'{"text": ["a", 2]}', 422, "text"),
-    (b'{"text": "a", "beam": 2, "nbest": 3}', 422, "nbest: 3 must be <= beam (2)"),
-    (b'{"text": "a", "beam": 1, "mbr": true}', 422, "needs beam >= 2 and nbest 1 (got beam 1, nbest 1)"),
-    (b'{"text": "a", "beam": 4, "nbest": 2, "mbr": true}', 422, "needs beam >= 2 and nbest 1"),
-    (b'{"text": "a", "model": "fr-en"}', 404, "unknown model 'fr-en' (serving: tiny)"),
-    (json.dumps({"text": ["a"] * 21}).encode(), 413, "21 sentences: at most 20"),
-    (json.dumps({"text": "a" * 501}).encode(), 413, "501 characters: at most 500"),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (b'{"text": "a dog', 400, "not valid JSON"),
+        (b'{"text": "a \xff dog"}', 400, "not valid UTF-8 (byte 0xff at offset 12)"),
+        (b'{"text": 3}', 422, "text"),
+        (b'{"text": "a", "beam": "4"}', 422, "beam"),
+        (b'{"text": "a", "beam": 0}', 422, "beam"),
+        (b'{"text": "a", "colour": 1}', 422, "colour"),
+        (b'{"text": ["a", 2]}', 422, "text"),
+        (b'{"text": "a", "beam": 2, "nbest": 3}', 422, "nbest: 3 must be <= beam (2)"),
+        (b'{"text": "a", "beam": 1, "mbr": true}', 422, "needs beam >= 2 and nbest 1 (got beam 1, nbest 1)"),
+        (b'{"text": "a", "beam": 4, "nbest": 2, "mbr": true}', 422, "needs beam >= 2 and nbest 1"),
+        (b'{"text": "a", "model": "fr-en"}', 404, "unknown model 'fr-en' (serving: tiny)"),
+        (json.dumps({"text": ["a"] * 21}).encode(), 413, "21 sentences: at most 20"),
+        (json.dumps({"text": "a" * 501}).encode(), 413, "501 characters: at most 500"),
+    ],
+)
 def test_translate_errors(client, body, status, message):
     r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == status
@@ -112,19 +119,24 @@ def test_health_models_metrics_page_docs_attention(client, translator, run_dir):
     att = r.json()
     best = translator.translate_nbest([SENTENCES[1]])[0][0]
     assert att["text"] == best.text and att["target_pieces"] == ["<s>"] + [
-        translator.sp.id_to_piece(i) for i in best.tokens]
+        translator.sp.id_to_piece(i) for i in best.tokens
+    ]
     assert att["source_pieces"][-1] == "</s>"
     layers, heads = len(att["cross"]), len(att["cross"][0])
     assert (layers, heads) == (2, 2)
     for head in att["cross"][1]:
-        assert len(head) == len(att["target_pieces"]) and all(len(row) == len(att["source_pieces"]) for row in head)
+        assert len(head) == len(att["target_pieces"]) and all(
+            len(row) == len(att["source_pieces"]) for row in head
+        )
         assert all(abs(sum(row) - 1) < 1e-3 for row in head)
     page = client.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text and 'name="viewport"' in page.text
     assert "http" not in client.get("/static/app.js").text.replace("HTTP ", "")  # nothing fetched outside
     assert client.get("/static/style.css").status_code == 200
     assert client.get("/docs").status_code == 200
-    assert {"/translate", "/attention", "/health", "/models", "/metrics"} <= set(client.get("/openapi.json").json()["paths"])
+    assert {"/translate", "/attention", "/health", "/models", "/metrics"} <= set(
+        client.get("/openapi.json").json()["paths"]
+    )
     missing = client.get("/no/such/page")
     assert missing.status_code == 404 and missing.json()["error"]["status"] == 404
     assert client.post("/translate", json={"text": SENTENCES[0], "beam": 1}).status_code == 200
@@ -279,7 +291,12 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
     assert "warning: listening on 0.0.0.0" in capsys.readouterr().err
     assert main(["serve", str(run_dir), "--max-connections", "8", "--shutdown-grace", "5"]) == 0
     assert (calls[-1].limit_concurrency, calls[-1].timeout_graceful_shutdown) == (8, 5.0)
-    for bad in (["--timeout", "0"], ["--max-request-work", "0"], ["--max-body-bytes", "-1"], ["--allowed-hosts", ","]):
+    for bad in (
+        ["--timeout", "0"],
+        ["--max-request-work", "0"],
+        ["--max-body-bytes", "-1"],
+        ["--allowed-hosts", ","],
+    ):
         assert main(["serve", str(run_dir), *bad]) == 2
         assert f"nmt serve: error: {bad[0]} " in capsys.readouterr().err
     key = tmp_path / "key"
@@ -300,7 +317,9 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
-    server = Server(f"tiny={run_dir}", "--max-wait-ms", "10", "--shutdown-grace", "60", log=tmp_path / "serve.log")
+    server = Server(
+        f"tiny={run_dir}", "--max-wait-ms", "10", "--shutdown-grace", "60", log=tmp_path / "serve.log"
+    )
     try:
         single = {}
         for s in SENTENCES:  # one request at a time: the reference
@@ -354,15 +373,18 @@ def test_page_in_chromium(run_dir, tmp_path):
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(arg)
     # a phone-sized screen (headless windows are at least 500 px wide; emulation is not)
-    options.add_experimental_option("mobileEmulation", {"deviceMetrics": {"width": 390, "height": 844,
-                                                                          "pixelRatio": 2}})
+    options.add_experimental_option(
+        "mobileEmulation", {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 2}}
+    )
     browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
     try:
         browser.get(server.url + "/")
         WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "model").get_attribute("value"))
         browser.find_element(By.ID, "source").send_keys(sentence)
         browser.find_element(By.ID, "go").click()
-        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "heatmap").get_attribute("data-drawn"))
+        WebDriverWait(browser, 60).until(
+            lambda b: b.find_element(By.ID, "heatmap").get_attribute("data-drawn")
+        )
         translation = browser.find_element(By.ID, "translation").text
         assert translation.strip() != ""
         assert len(browser.find_elements(By.CSS_SELECTOR, "#nbestlist li")) >= 1
@@ -372,7 +394,8 @@ def test_page_in_chromium(run_dir, tmp_path):
         colours = browser.execute_script(
             "const c = document.getElementById('heatmap'); const d = c.getContext('2d')"
             ".getImageData(0, 0, c.width, c.height).data; const s = new Set();"
-            "for (let i = 0; i < d.length; i += 4) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]); return s.size;")
+            "for (let i = 0; i < d.length; i += 4) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]); return s.size;"
+        )
         assert colours > 5
         # no horizontal scrolling of the page on a phone-sized screen
         assert browser.execute_script("return window.innerWidth") == 390
@@ -398,8 +421,10 @@ def test_other_engine_serves_text_but_no_attention(run_dir, translator):
     app, models = make_app(run_dir)
     models["tiny"].batcher.translator = OtherEngine()
     with TestClient(app) as c:
-        assert c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]["text"] == \
-            translator.translate([SENTENCES[0]])[0]
+        assert (
+            c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]["text"]
+            == translator.translate([SENTENCES[0]])[0]
+        )
         for path, body in (("/translate", {"text": "a", "alignment": True}), ("/attention", {"text": "a"})):
             r = c.post(path, json=body)
             assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]

@@ -11,7 +11,9 @@ import argparse
 import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
-schemathesis = pytest.importorskip("schemathesis", reason="schemathesis not installed (pip install 'nmt[test]')")
+schemathesis = pytest.importorskip(
+    "schemathesis", reason="schemathesis not installed (pip install 'nmt[test]')"
+)
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
@@ -27,10 +29,21 @@ from serve_fixtures import SENTENCES  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          negative_data_rejection]
-LIMITS = Limits(max_chars=300, max_sentences=8, max_request_work=3000, max_body_bytes=20_000,
-                max_attention_cells=200_000, timeout=20)
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+LIMITS = Limits(
+    max_chars=300,
+    max_sentences=8,
+    max_request_work=3000,
+    max_body_bytes=20_000,
+    max_attention_cells=200_000,
+    timeout=20,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +60,16 @@ def api_schema(fuzzed_app):
 
 
 @pytest.mark.parametrize("mode", ["positive", "negative"])
-@pytest.mark.parametrize("method, path", [("POST", "/translate"), ("POST", "/attention"), ("GET", "/health"),
-                                          ("GET", "/models"), ("GET", "/metrics")])
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("POST", "/translate"),
+        ("POST", "/attention"),
+        ("GET", "/health"),
+        ("GET", "/models"),
+        ("GET", "/metrics"),
+    ],
+)
 def test_every_answer_is_documented_json_and_never_a_500(api_schema, method, path, mode):
     operation = api_schema[path][method]
     if mode == "negative" and method == "GET":
@@ -57,8 +78,13 @@ def test_every_answer_is_documented_json_and_never_a_500(api_schema, method, pat
     statuses = []
 
     @given(case=strategy)
-    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case):
         response = case.call()
         case.validate_response(response, checks=CHECKS)

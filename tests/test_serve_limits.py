@@ -147,8 +147,12 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, translator):
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": LONG, "beam": 4})
         assert r.status_code == 504
-        assert r.json() == {"error": {"status": 504, "message": "no answer within 0.5 s (--timeout); the request "
-                                                                "was cancelled"}}
+        assert r.json() == {
+            "error": {
+                "status": 504,
+                "message": "no answer within 0.5 s (--timeout); the request was cancelled",
+            }
+        }
         model.resume.set()
         steps = model.steps
         r = c.post("/translate", json={"text": SENTENCES[0], "beam": 1})
@@ -178,10 +182,20 @@ def test_a_client_that_disconnects_takes_its_queued_request_with_it(run_dir, tra
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": "/translate", "raw_path": b"/translate", "query_string": b"",
-                 "root_path": "", "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
-                 "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/translate",
+            "raw_path": b"/translate",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
+        }
         await app(scope, receive, send)
         return sent
 
@@ -221,8 +235,9 @@ def test_work_budgets_per_request_and_per_queue(run_dir, translator):
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": SENTENCES[0], "beam": 32})
         assert r.status_code == 413
-        assert r.json()["error"]["message"] == (f"{n} source pieces x beam 32 = {n * 32:,}: at most 50 per request "
-                                                f"(--max-request-work)")
+        assert r.json()["error"]["message"] == (
+            f"{n} source pieces x beam 32 = {n * 32:,}: at most 50 per request (--max-request-work)"
+        )
     app, models = make_app(run_dir, "--max-queue-work", "40")
     batcher = models["tiny"].batcher
     t, model = stepped(translator, pause_at=1)
@@ -267,8 +282,10 @@ def test_attention_is_bounded_and_rendered_off_the_event_loop(run_dir, monkeypat
     app, _ = make_app(run_dir, limits=Limits(max_attention_cells=2000))
     with TestClient(app) as c:
         r = c.post("/attention", json={"text": SENTENCES[5]})
-        assert r.status_code == 413 and "(--max-attention-cells); send a shorter sentence" in \
-            r.json()["error"]["message"]
+        assert (
+            r.status_code == 413
+            and "(--max-attention-cells); send a shorter sentence" in r.json()["error"]["message"]
+        )
     real, on_loop = json.dumps, []
 
     def dumps(obj, *args, **kwargs):
@@ -290,21 +307,35 @@ def test_attention_is_bounded_and_rendered_off_the_event_loop(run_dir, monkeypat
 
 # ----------------------------------------------------------------------------------- HTTP hygiene
 def test_body_size_nesting_content_type_host_and_paths(run_dir):
-    app, _ = make_app(run_dir, limits=Limits(max_body_bytes=1000), allowed_hosts=("localhost", "127.0.0.1", "::1"))
+    app, _ = make_app(
+        run_dir, limits=Limits(max_body_bytes=1000), allowed_hosts=("localhost", "127.0.0.1", "::1")
+    )
     with TestClient(app, base_url="http://localhost:8000", raise_server_exceptions=False) as c:
         big = json.dumps({"text": "a dog " * 300}).encode()
         r = c.post("/translate", content=big, headers={"Content-Type": "application/json"})
-        assert r.status_code == 413 and r.json()["error"]["message"] == \
-            f"request body of {len(big):,} bytes: at most 1,000 (--max-body-bytes)"
-        r = c.post("/translate", content=iter([big[:600], big[600:]]), headers={"Content-Type": "application/json"})
+        assert (
+            r.status_code == 413
+            and r.json()["error"]["message"]
+            == f"request body of {len(big):,} bytes: at most 1,000 (--max-body-bytes)"
+        )
+        r = c.post(
+            "/translate", content=iter([big[:600], big[600:]]), headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 413
         assert r.json()["error"]["message"] == "request body over 1,000 bytes (--max-body-bytes)"
-        r = c.post("/translate", content=json.dumps({"text": "a dog"}), headers={"Content-Type": "text/plain"})
-        assert r.status_code == 415 and r.json()["error"]["message"] == \
-            "Content-Type 'text/plain': send the request as application/json"
+        r = c.post(
+            "/translate", content=json.dumps({"text": "a dog"}), headers={"Content-Type": "text/plain"}
+        )
+        assert (
+            r.status_code == 415
+            and r.json()["error"]["message"]
+            == "Content-Type 'text/plain': send the request as application/json"
+        )
         for host in ("evil.example", "evil.example:8000"):
             r = c.get("/health", headers={"Host": host})
-            assert r.status_code == 400 and r.json()["error"]["message"].startswith(f"Host {host!r} is not served")
+            assert r.status_code == 400 and r.json()["error"]["message"].startswith(
+                f"Host {host!r} is not served"
+            )
         for host in ("localhost:8000", "127.0.0.1", "[::1]:8000"):
             assert c.get("/health", headers={"Host": host}).status_code == 200
         assert c.get("/models").json()["models"][0]["checkpoint"] == run_dir.name
@@ -312,7 +343,9 @@ def test_body_size_nesting_content_type_host_and_paths(run_dir):
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/translate", content=b"[" * 100_000, headers={"Content-Type": "application/json"})
         assert r.status_code == 400 and r.json()["error"]["message"] == "request body is nested too deeply"
-        r = c.post("/translate", content=b'{"text": "a \\ud800 dog"}', headers={"Content-Type": "application/json"})
+        r = c.post(
+            "/translate", content=b'{"text": "a \\ud800 dog"}', headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 422 and "lone surrogate" in r.json()["error"]["message"]
 
 
@@ -326,8 +359,12 @@ def test_a_failure_in_the_worker_is_a_counted_json_500(run_dir, capsys):
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/translate", json={"text": SENTENCES[0]})
         assert r.status_code == 500
-        assert r.json() == {"error": {"status": 500, "message": "model 'tiny' failed: RuntimeError: out of "
-                                                                "memory in the search"}}
+        assert r.json() == {
+            "error": {
+                "status": 500,
+                "message": "model 'tiny' failed: RuntimeError: out of memory in the search",
+            }
+        }
         metrics = c.get("/metrics").text
         assert 'nmt_errors_total{status="500"} 1.0' in metrics
         assert 'nmt_requests_total{endpoint="/translate",status="500"} 1.0' in metrics
@@ -345,7 +382,9 @@ def test_health_notices_a_stuck_or_dead_worker(run_dir, translator):
         assert model.paused.wait(60)
         time.sleep(0.6)  # the worker is held in one step: no progress for longer than 0.3 s
         r = c.get("/health")
-        assert r.status_code == 503 and r.json()["error"]["message"].startswith("model 'tiny': no progress for")
+        assert r.status_code == 503 and r.json()["error"]["message"].startswith(
+            "model 'tiny': no progress for"
+        )
         assert stuck.result().status_code == 504
         model.resume.set()
         c.post("/translate", json={"text": SENTENCES[1], "beam": 1})
@@ -359,7 +398,10 @@ def test_health_notices_a_stuck_or_dead_worker(run_dir, translator):
     models["tiny"].batcher.translator.translate_nbest = die
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/translate", json={"text": SENTENCES[0]})
-        assert r.status_code == 500 and "the worker thread died (SystemExit: killed)" in r.json()["error"]["message"]
+        assert (
+            r.status_code == 500
+            and "the worker thread died (SystemExit: killed)" in r.json()["error"]["message"]
+        )
         r = c.get("/health")
         assert r.status_code == 503
         assert r.json()["error"]["message"] == "model 'tiny': the worker thread died (SystemExit: killed)"
@@ -375,11 +417,14 @@ def test_a_truncated_sentence_is_reported(run_dir, translator):
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1})
         assert r.status_code == 200
-        assert r.json()["warnings"] == [f"sentence 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"]
+        assert r.json()["warnings"] == [
+            f"sentence 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"
+        ]
         assert "warnings" not in c.post("/translate", json={"text": SENTENCES[0], "beam": 1}).json()
         r = c.post("/attention", json={"text": long, "beam": 1})
         assert r.status_code == 200 and r.json()["warnings"] == [
-            f"sentence 1: {n:,} pieces, truncated to 255 (model.max_positions=256)"]
+            f"sentence 1: {n:,} pieces, truncated to 255 (model.max_positions=256)"
+        ]
         assert "warnings" not in c.post("/attention", json={"text": SENTENCES[0], "beam": 1}).json()
 
 
@@ -387,6 +432,7 @@ def test_a_truncated_sentence_is_reported(run_dir, translator):
 def long_requests(server: Server, n: int) -> list:
     """``n`` requests with different beams (so never one batch), sent from threads; returns the
     futures of their (status, body) or the error their client saw."""
+
     def send(beam: int):
         try:
             return request(server.url + "/translate", {"text": LONG, "beam": beam}, timeout=120)
@@ -399,7 +445,9 @@ def long_requests(server: Server, n: int) -> list:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # until the worker holds one and the others wait
         metrics = urllib_get(server.url + "/metrics")
-        waiting = [line for line in metrics.splitlines() if line.startswith('nmt_queue_sentences{model="tiny"}')]
+        waiting = [
+            line for line in metrics.splitlines() if line.startswith('nmt_queue_sentences{model="tiny"}')
+        ]
         if waiting and float(waiting[0].split()[-1]) >= (n - 1) * len(LONG):
             return futures
         time.sleep(0.1)

@@ -38,17 +38,29 @@ def test_clean_line_turns_control_characters_into_spaces(tmp_path):
     assert clean_line("\ufeffder hund") == "der hund" and clean_line("zw\ufeffei") == "zwei"
     assert clean_line("\u200d\u202eabc\u202c e\u0301") == "\u200d\u202eabc\u202c \u00e9"  # kept; NFC
     words = "ein hund und eine katze laufen auf der strasse".split()
-    train = [" ".join(words[i % 5:i % 5 + 4]) for i in range(60)]
+    train = [" ".join(words[i % 5 : i % 5 + 4]) for i in range(60)]
     valid_src = ["first half\rsecond half", "plain", "a\x00b", "c\u2028d"]
     valid_tgt = ["erste\rzweite", "einfach", "x", "y"]
-    for name, lines in (("train.en", train), ("train.de", train), ("valid.en", valid_src),
-                        ("valid.de", valid_tgt)):
+    for name, lines in (
+        ("train.en", train),
+        ("train.de", train),
+        ("valid.en", valid_src),
+        ("valid.de", valid_tgt),
+    ):
         (tmp_path / name).write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
     splits = {s: (tmp_path / f"{s}.en", tmp_path / f"{s}.de") for s in ("train", "valid")}
-    meta = prepare(splits, tmp_path / "data", log=lambda *a: None,
-                   options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=60))
+    meta = prepare(
+        splits,
+        tmp_path / "data",
+        log=lambda *a: None,
+        options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=60),
+    )
     assert list(read_lines(tmp_path / "data" / "valid.en.txt")) == [
-        "first half second half", "plain", "a b", "c d"]
+        "first half second half",
+        "plain",
+        "a b",
+        "c d",
+    ]
     assert list(read_lines(tmp_path / "data" / "valid.de.txt"))[0] == "erste zweite"
     assert meta["cleaning"]["valid"]["control_chars"] == 4  # sentences changed, both sides
     assert meta["cleaning"]["train"]["control_chars"] == 0
@@ -80,7 +92,9 @@ def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
     src = torch.tensor([[5, 6, 3, vocab.PAD], [7, 3, vocab.PAD, vocab.PAD]])
     assert torch.equal(model.encode(src).padding_mask, src.eq(vocab.PAD))
     batch = collate([(np.array([5, 6]), np.array([7])), (np.array([5]), np.array([8, 9, 10]))])
-    assert batch.src[1, -1] == vocab.PAD and batch.tgt_in[0, 0] == vocab.BOS and batch.tgt_out[0, 1] == vocab.EOS
+    assert (
+        batch.src[1, -1] == vocab.PAD and batch.tgt_in[0, 0] == vocab.BOS and batch.tgt_out[0, 1] == vocab.EOS
+    )
     logits = torch.randn(2, 4, 50)
     _, _, n = label_smoothed_nll_loss(logits, batch.tgt_out, epsilon=0.1)
     assert n == batch.n_tgt_tokens == 6  # the default ignore_index is nmt.vocab.PAD
@@ -90,8 +104,9 @@ def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
     # training: a prepared DATA_DIR whose meta.json records other ids
     data = tmp_path / "data"
     data.mkdir()
-    (data / "meta.json").write_text(json.dumps({"vocab_size": 50, "splits": {},
-                                                "special_ids": {"pad": 1, "unk": 0, "bos": 2, "eos": 3}}))
+    (data / "meta.json").write_text(
+        json.dumps({"vocab_size": 50, "splits": {}, "special_ids": {"pad": 1, "unk": 0, "bos": 2, "eos": 3}})
+    )
     assert nmt_main(["train", str(data), "--out", str(tmp_path / "run"), "--preset", "tiny"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nmt train: error: ") and str(data / "meta.json") in err[0]
@@ -105,8 +120,11 @@ def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
     (bad / "config.json").write_text(json.dumps(config))
     manifest = json.loads((bad / "MANIFEST.json").read_text())
     import hashlib
-    manifest["config.json"] = {"sha256": hashlib.sha256((bad / "config.json").read_bytes()).hexdigest(),
-                               "bytes": (bad / "config.json").stat().st_size}
+
+    manifest["config.json"] = {
+        "sha256": hashlib.sha256((bad / "config.json").read_bytes()).hexdigest(),
+        "bytes": (bad / "config.json").stat().st_size,
+    }
     (bad / "MANIFEST.json").write_text(json.dumps(manifest))
     (tmp_path / "in.txt").write_text("der hund\n")
     out = tmp_path / "out.txt"
@@ -160,10 +178,14 @@ def test_label_smoothing_kinds_by_hand(kind):
     batch = collate([(np.array([5, 6, 7]), np.array([8, 9])), (np.array([4]), np.array([10, 11, 12]))])
     losses = {}
     for k in ("uniform", "fairseq"):
-        fake = SimpleNamespace(device=torch.device("cpu"), amp_dtype=None, cfg=TrainConfig(label_smoothing_kind=k))
+        fake = SimpleNamespace(
+            device=torch.device("cpu"), amp_dtype=None, cfg=TrainConfig(label_smoothing_kind=k)
+        )
         with torch.no_grad():
             losses[k] = Trainer.forward_loss(fake, model, batch)[0].item()
-            direct = label_smoothed_nll_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.1, kind=k)
+            direct = label_smoothed_nll_loss(
+                model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.1, kind=k
+            )
         assert losses[k] == pytest.approx(direct[0].item(), rel=1e-6)
     assert losses["uniform"] != pytest.approx(losses["fairseq"], rel=1e-9)
 
@@ -201,8 +223,9 @@ def test_python_api_str_none_bom_and_line_numbers(checkpoint):
     one = t.translate("der hund", **kw)
     assert isinstance(one, str) and [one] == t.translate(["der hund"], **kw)
     assert t.translate("\ufeffder hund", **kw) == one
-    assert [x.text for x in t.translate_nbest("der hund", nbest=2, **kw)] == \
-        [x.text for x in t.translate_nbest(["der hund"], nbest=2, **kw)[0]]
+    assert [x.text for x in t.translate_nbest("der hund", nbest=2, **kw)] == [
+        x.text for x in t.translate_nbest(["der hund"], nbest=2, **kw)[0]
+    ]
     with pytest.raises(TypeError, match="sentence 2: expected str, got NoneType"):
         t.translate(["der hund", None], **kw)
     with pytest.raises(TypeError, match="expected a str or a list of str"):
@@ -216,8 +239,22 @@ def test_translate_threads_option(checkpoint, tmp_path):
     (tmp_path / "in.txt").write_text("der hund\n")
     before = torch.get_num_threads()
     try:
-        assert nmt_main(["translate", str(checkpoint), "-i", str(tmp_path / "in.txt"), "-o",
-                         str(tmp_path / "out.txt"), "--threads", "2", *FAST]) == 0
+        assert (
+            nmt_main(
+                [
+                    "translate",
+                    str(checkpoint),
+                    "-i",
+                    str(tmp_path / "in.txt"),
+                    "-o",
+                    str(tmp_path / "out.txt"),
+                    "--threads",
+                    "2",
+                    *FAST,
+                ]
+            )
+            == 0
+        )
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

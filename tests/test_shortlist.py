@@ -27,17 +27,43 @@ from nmt.infer.shortlist import (
 )
 from nmt.infer.translate import TranslateError, Translator, search_sources
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1000", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1000",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+]
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_data, tmp_path_factory):
     """A tiny model trained for a few seconds on the tiny corpus: input-dependent outputs."""
     run = tmp_path_factory.mktemp("shortlist") / "run"
-    assert main(["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=150",
-                 "--train.max_tokens=1024", "--train.accum_steps=1", "--train.lr_scale=0.3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(run),
+                *TINY,
+                "--train.max_steps=150",
+                "--train.max_tokens=1024",
+                "--train.accum_steps=1",
+                "--train.lr_scale=0.3",
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -70,7 +96,9 @@ def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(trai
         t.use_shortlist(all_ids_shortlist(vocab))
         listed = t.translate_nbest(lines, beam=beam, nbest=nbest)
         t.use_shortlist(None)
-        assert [[(x.tokens, x.score) for x in r] for r in listed] == [[(x.tokens, x.score) for x in r] for r in full]
+        assert [[(x.tokens, x.score) for x in r] for r in listed] == [
+            [(x.tokens, x.score) for x in r] for r in full
+        ]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8", "plain"])
@@ -117,7 +145,7 @@ def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortli
         assert set(h.tokens) <= set(rows.tolist())
         tgt_in = torch.tensor([[2] + h.tokens])  # BOS + output
         with torch.inference_mode():
-            logits = t.model(src[i:i + 1], tgt_in)[0].float()  # (T, W)
+            logits = t.model(src[i : i + 1], tgt_in)[0].float()  # (T, W)
         over_u = F.log_softmax(logits[:, rows], dim=-1)  # (T, U)
         col = {int(r): j for j, r in enumerate(rows)}
         expected = [over_u[step, col[y]].item() for step, y in enumerate(h.tokens + [3])]
@@ -138,8 +166,12 @@ def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch(
 def test_shortlist_with_a_constraint_is_an_error(trained, lines, small_shortlist):
     t = Translator.load(trained, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match="constraint"):
-        search_sources(t.model, sources_of(t, lines[:2]), shortlist=small_shortlist,
-                       constraint=lambda src: (lambda logp, *a: logp))
+        search_sources(
+            t.model,
+            sources_of(t, lines[:2]),
+            shortlist=small_shortlist,
+            constraint=lambda src: (lambda logp, *a: logp),
+        )
 
 
 # ----------------------------------------------------------------------------- building and the file
@@ -212,15 +244,18 @@ def test_shortlist_file_round_trips(tmp_path, small_shortlist):
     assert lines[0].startswith("nmt-shortlist\t1\t{") and lines[1].startswith("frequent\t")
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda ls: ["hello"] + ls[1:], ":1: not an nmt shortlist"),
-    (lambda ls: [ls[0].replace("\t1\t", "\t9\t")] + ls[1:], ":1: shortlist format version 9"),
-    (lambda ls: ls[:2] + ["5\t4 x"] + ls[3:], ":3: expected ids"),
-    (lambda ls: ls[:2] + ["5\t4 999"] + ls[3:], ":3: id 999 outside 4..119"),
-    (lambda ls: ls[:2] + ["5\t2"] + ls[3:], ":3: id 2 outside"),
-    (lambda ls: ls[:3] + [ls[2]] + ls[3:], ":4: source id"),
-    (lambda ls: ls[:2] + ["5 6\t7"] + ls[3:], ":3: expected one source id"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda ls: ["hello"] + ls[1:], ":1: not an nmt shortlist"),
+        (lambda ls: [ls[0].replace("\t1\t", "\t9\t")] + ls[1:], ":1: shortlist format version 9"),
+        (lambda ls: ls[:2] + ["5\t4 x"] + ls[3:], ":3: expected ids"),
+        (lambda ls: ls[:2] + ["5\t4 999"] + ls[3:], ":3: id 999 outside 4..119"),
+        (lambda ls: ls[:2] + ["5\t2"] + ls[3:], ":3: id 2 outside"),
+        (lambda ls: ls[:3] + [ls[2]] + ls[3:], ":4: source id"),
+        (lambda ls: ls[:2] + ["5 6\t7"] + ls[3:], ":3: expected one source id"),
+    ],
+)
 def test_a_bad_shortlist_file_is_an_error_naming_the_line(tmp_path, small_shortlist, change, message):
     lines = dumps(small_shortlist).splitlines()
     path = tmp_path / "bad.txt"
@@ -230,14 +265,30 @@ def test_a_bad_shortlist_file_is_an_error_naming_the_line(tmp_path, small_shortl
 
 
 # ----------------------------------------------------------------------------- CLI, API, CTranslate2
-def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(trained, tiny_data, lines, tmp_path, capsys):
+def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
+    trained, tiny_data, lines, tmp_path, capsys
+):
     out = tmp_path / "s.txt"
     assert main(["shortlist", str(tiny_data), "--out", str(out), "--best", "2", "--frequent", "5"]) == 0
     assert load(out) == build(tiny_data, BuildOptions(best=2, frequent=5))
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     capsys.readouterr()
-    assert main(["translate", str(trained), "-i", str(tmp_path / "in.txt"), "--shortlist", str(out), "--quiet",
-                 "--precision", "fp32"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(trained),
+                "-i",
+                str(tmp_path / "in.txt"),
+                "--shortlist",
+                str(out),
+                "--quiet",
+                "--precision",
+                "fp32",
+            ]
+        )
+        == 0
+    )
     cli = capsys.readouterr().out.splitlines()
     api = Translator.load(trained, device="cpu", precision="fp32", shortlist=out).translate(lines)
     full = Translator.load(trained, device="cpu", precision="fp32").translate(lines)
@@ -261,8 +312,9 @@ def test_vmap_lists_pieces_with_the_frequent_ones_under_the_empty_source():
     assert vmap_text(sl, vocab) == "\t▁a x\n▁b\tx y\ny\t▁a\n"
 
 
-def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(trained, tiny_data, lines, tmp_path,
-                                                                           monkeypatch, small_shortlist):
+def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
+    trained, tiny_data, lines, tmp_path, monkeypatch, small_shortlist
+):
     """Greedy search over the same union: nmt's shortlist and CTranslate2's use_vmap give the same
     outputs (the choice at each step is the argmax over the same pieces), and they differ from the
     full vocabulary's."""
@@ -272,17 +324,37 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(tra
     export = tmp_path / "ct2"
     assert main(["export", "ctranslate2", str(trained), str(export)]) == 0
     path = tmp_path / "s.txt"
-    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5",
-                 "--ctranslate2", str(export)]) == 0
+    assert (
+        main(
+            [
+                "shortlist",
+                str(tiny_data),
+                "--out",
+                str(path),
+                "--best",
+                "2",
+                "--frequent",
+                "5",
+                "--ctranslate2",
+                str(export),
+            ]
+        )
+        == 0
+    )
     assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(
-        small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8")))
+        small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8"))
+    )
     nmt = Translator.load(trained, device="cpu", precision="fp32", shortlist=path).translate(lines, beam=1)
     ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
     assert ct2.translate(lines, beam=1) == nmt
     assert Translator.load(export, engine="ctranslate2", precision="fp32").translate(lines, beam=1) != nmt
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))  # a checkpoint: exported with its map
-    assert Translator.load(trained, engine="ctranslate2", precision="fp32", shortlist=path).translate(
-        lines, beam=1) == nmt
+    assert (
+        Translator.load(trained, engine="ctranslate2", precision="fp32", shortlist=path).translate(
+            lines, beam=1
+        )
+        == nmt
+    )
     (export / "vmap.txt").unlink()
     with pytest.raises(ExportError, match="vmap.txt: missing"):
         Translator.load(export, engine="ctranslate2", shortlist=path)
@@ -309,7 +381,9 @@ def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny
         assert client.get("/models").json()["models"][0]["shortlist"] == "s.txt"
         r = client.post("/translate", json={"text": lines[0], "constraints": ["x"]})
         assert r.status_code == 400 and "shortlist" in r.json()["error"]["message"]
-    for bad, message in ((["--shortlist", f"other={path}"], "no model named 'other'"),
-                         (["--shortlist", str(tmp_path / "nope")], "no such file")):
+    for bad, message in (
+        (["--shortlist", f"other={path}"], "no model named 'other'"),
+        (["--shortlist", str(tmp_path / "nope")], "no such file"),
+    ):
         with pytest.raises(ServeError, match=message):
             build_models({"tiny": trained}, parser.parse_args([f"tiny={trained}", *bad]))

@@ -23,9 +23,21 @@ from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import ParallelDataset
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.log_every_steps=1", "--train.save_every_minutes=0",
-        "--train.valid_every_steps=0", "--train.warmup_steps=10", "--train.num_threads=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+]
 
 
 def train(data, out, *extra):
@@ -34,8 +46,15 @@ def train(data, out, *extra):
 
 def batches_per_epoch(data, max_tokens, replicas=1):
     ds = ParallelDataset.load(data, "train")
-    return len(TokenBatchSampler(src_lengths=ds.src_lengths, tgt_lengths=ds.tgt_lengths, max_tokens=max_tokens,
-                                 seed=1, num_replicas=replicas).batches(0))
+    return len(
+        TokenBatchSampler(
+            src_lengths=ds.src_lengths,
+            tgt_lengths=ds.tgt_lengths,
+            max_tokens=max_tokens,
+            seed=1,
+            num_replicas=replicas,
+        ).batches(0)
+    )
 
 
 def assert_same_tensors(a: Path, b: Path):
@@ -51,33 +70,59 @@ def test_resume_is_exact(tiny_data, tmp_path):
     common = ["--train.max_tokens=512", "--train.accum_steps=1", f"--train.save_every_steps={n}"]
     train(tiny_data, tmp_path / "straight", *common, f"--train.max_steps={2 * n}")
     train(tiny_data, tmp_path / "stopped", *common, f"--train.max_steps={n}")
-    state = json.loads((ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text())
+    state = json.loads(
+        (ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text()
+    )
     assert state["epoch"] == 0 and 0 < state["position"] < per_epoch  # really mid-epoch
-    assert main(["train", str(tiny_data), "--out", str(tmp_path / "stopped"), "--resume",
-                 f"--train.max_steps={2 * n}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(tmp_path / "stopped"),
+                "--resume",
+                f"--train.max_steps={2 * n}",
+            ]
+        )
+        == 0
+    )
     a = ckpt.list_step_checkpoints(tmp_path / "straight")[-1]
     b = ckpt.list_step_checkpoints(tmp_path / "stopped")[-1]
     assert a.name == b.name == f"step_{2 * n:08d}"
     assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
     assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")
     sa, sb = (json.loads((d / "trainer_state.json").read_text()) for d in (a, b))
-    assert (sa["epoch"], sa["position"], sa["rng"]) == (sb["epoch"], sb["position"], sb["rng"]) and sa["epoch"] == 1
+    assert (sa["epoch"], sa["position"], sa["rng"]) == (sb["epoch"], sb["position"], sb["rng"]) and sa[
+        "epoch"
+    ] == 1
 
 
 def test_linear_decay_follows_its_formula_and_resumes_exactly(tiny_data, tmp_path):
     """train.decay_fraction=0.5 of max_steps=20: eq. 3 for 10 updates, then eq. 3 times (21 - s) / 10;
     a run resumed inside the decay ends bit-identical to the straight one."""
     from nmt.train.optim import inverse_sqrt_lr
-    common = ["--train.max_tokens=512", "--train.accum_steps=1", "--train.save_every_steps=7",
-              "--train.max_steps=20", "--train.decay_fraction=0.5", "--train.keep_last=5"]
+
+    common = [
+        "--train.max_tokens=512",
+        "--train.accum_steps=1",
+        "--train.save_every_steps=7",
+        "--train.max_steps=20",
+        "--train.decay_fraction=0.5",
+        "--train.keep_last=5",
+    ]
     train(tiny_data, tmp_path / "straight", *common)
-    records = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
+    ]
     lrs = {r["step"]: r["lr"] for r in records if r["split"] == "train"}
     assert sorted(lrs) == list(range(1, 21))
     for s, lr in lrs.items():
         eq3 = inverse_sqrt_lr(s, d_model=32, warmup_steps=10)
         assert lr == pytest.approx(eq3 * (1 if s <= 10 else (21 - s) / 10), rel=1e-12), s
-    state = json.loads((tmp_path / "straight" / "checkpoints" / "step_00000014" / "trainer_state.json").read_text())
+    state = json.loads(
+        (tmp_path / "straight" / "checkpoints" / "step_00000014" / "trainer_state.json").read_text()
+    )
     assert (state["decay_start"], state["decay_end"]) == (10, 20)
     # resume from the checkpoint of update 14, inside the decay (as after a kill there)
     resumed = tmp_path / "resumed"
@@ -93,8 +138,15 @@ def test_linear_decay_follows_its_formula_and_resumes_exactly(tiny_data, tmp_pat
 
 def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):
     run = tmp_path / "run"
-    train(tiny_data, run, "--train.max_steps=50", "--train.max_tokens=1024", "--train.accum_steps=1",
-          "--train.valid_every_steps=25", "--train.lr_scale=0.1")
+    train(
+        tiny_data,
+        run,
+        "--train.max_steps=50",
+        "--train.max_tokens=1024",
+        "--train.accum_steps=1",
+        "--train.valid_every_steps=25",
+        "--train.lr_scale=0.1",
+    )
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train_losses = [r["loss"] for r in records if r["split"] == "train"]
     valid = [r for r in records if r["split"] == "valid"]
@@ -108,10 +160,21 @@ def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):
 
 def test_validation_bleu_picks_best(tiny_data, tmp_path):
     run = tmp_path / "run"
-    train(tiny_data, run, "--train.max_steps=4", "--train.valid_every_steps=2", "--train.valid_bleu=true",
-          "--train.best_metric=bleu", "--train.valid_bleu_max_sentences=10", "--train.max_tokens=512")
-    valid = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-             if json.loads(line)["split"] == "valid"]
+    train(
+        tiny_data,
+        run,
+        "--train.max_steps=4",
+        "--train.valid_every_steps=2",
+        "--train.valid_bleu=true",
+        "--train.best_metric=bleu",
+        "--train.valid_bleu_max_sentences=10",
+        "--train.max_tokens=512",
+    )
+    valid = [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["split"] == "valid"
+    ]
     assert [r["step"] for r in valid] == [2, 4] and all(0 <= r["bleu"] <= 100 for r in valid)
     assert "BLEU|" in valid[0]["bleu_signature"] or "nrefs" in valid[0]["bleu_signature"]
     best_step = json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["step"]
@@ -136,8 +199,20 @@ def test_average_is_elementwise_mean(tiny_data, tmp_path):
 def test_errors(tiny_data, tmp_path, capsys):
     assert main(["train", str(tmp_path), "--out", str(tmp_path / "r"), *TINY]) == 2
     assert "is not a prepared data directory" in capsys.readouterr().err
-    assert main(["train", str(tiny_data), "--out", str(tmp_path / "r"), *TINY, "--model.src_vocab_size=99",
-                 "--model.tgt_vocab_size=99"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(tmp_path / "r"),
+                *TINY,
+                "--model.src_vocab_size=99",
+                "--model.tgt_vocab_size=99",
+            ]
+        )
+        == 2
+    )
     assert "do not match the vocabulary" in capsys.readouterr().err
     train(tiny_data, tmp_path / "r", "--train.max_steps=1")
     assert main(["train", str(tiny_data), "--out", str(tmp_path / "r"), *TINY, "--train.max_steps=2"]) == 2
@@ -179,7 +254,8 @@ import sys, torch
 from nmt import checkpoint as ckpt
 from nmt.config import ModelConfig
 from nmt.model import Transformer
-model = Transformer(ModelConfig(src_vocab_size=20000, tgt_vocab_size=20000, n_layers=2, d_model=256, d_ff=1024))
+cfg = ModelConfig(src_vocab_size=20000, tgt_vocab_size=20000, n_layers=2, d_model=256, d_ff=1024)
+model = Transformer(cfg)
 out = sys.argv[1]
 ckpt.save(out + "/step_00000001", model=model, config={"model": model.cfg.__dict__}, spm_model=None)
 print("ready", flush=True)
@@ -210,15 +286,40 @@ def test_sigkill_while_writing_leaves_previous_checkpoint(tmp_path):
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
 def test_ddp_two_processes_match_one(tiny_data, tmp_path):
     max_tokens = next(m for m in range(384, 1024, 16) if batches_per_epoch(tiny_data, m) % 2 == 0)
-    common = [*TINY, f"--train.max_tokens={max_tokens}", "--train.max_steps=4", "--model.dropout=0",
-              "--train.save_every_steps=4", "--device", "cpu"]  # gloo, also where there are GPUs
+    common = [
+        *TINY,
+        f"--train.max_tokens={max_tokens}",
+        "--train.max_steps=4",
+        "--model.dropout=0",
+        "--train.save_every_steps=4",
+        "--device",
+        "cpu",
+    ]  # gloo, also where there are GPUs
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-                    "-m", "nmt", "train", str(tiny_data), "--out", str(tmp_path / "ddp"), *common,
-                    "--train.accum_steps=1"], env=env, timeout=240, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={port}",
+            "-m",
+            "nmt",
+            "train",
+            str(tiny_data),
+            "--out",
+            str(tmp_path / "ddp"),
+            *common,
+            "--train.accum_steps=1",
+        ],
+        env=env,
+        timeout=240,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     train(tiny_data, tmp_path / "single", *common, "--train.accum_steps=2")
     curves = []
@@ -248,8 +349,15 @@ def test_target_dropout_replaces_decoder_inputs_while_training_only(tiny_data, t
         return original(self, src, tgt_in, *args, **kwargs)
 
     monkeypatch.setattr(Transformer, "forward", spy)
-    train(tiny_data, tmp_path / "run", "--train.max_steps=4", "--train.max_tokens=512", "--train.accum_steps=1",
-          "--train.target_dropout=0.5", "--train.valid_every_steps=4")
+    train(
+        tiny_data,
+        tmp_path / "run",
+        "--train.max_steps=4",
+        "--train.max_tokens=512",
+        "--train.accum_steps=1",
+        "--train.target_dropout=0.5",
+        "--train.valid_every_steps=4",
+    )
     training = [t for is_training, t in seen if is_training]
     evaluating = [t for is_training, t in seen if not is_training]
     assert len(training) == 4 and evaluating
@@ -258,7 +366,10 @@ def test_target_dropout_replaces_decoder_inputs_while_training_only(tiny_data, t
     dropped = torch.cat([rest(t) for t in training]).eq(UNK).float().mean().item()
     assert 0.4 < dropped < 0.6
     assert torch.cat([rest(t) for t in evaluating]).eq(UNK).float().mean().item() < 0.05
-    assert main(["train", str(tiny_data), "--out", str(tmp_path / "bad"), *TINY, "--train.target_dropout=1"]) == 2
+    assert (
+        main(["train", str(tiny_data), "--out", str(tmp_path / "bad"), *TINY, "--train.target_dropout=1"])
+        == 2
+    )
 
 
 def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path, monkeypatch):
@@ -271,8 +382,10 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
 
     data = prepare_tiny(tmp_path / "bpe", bpe_dropout=0.2, bpe_dropout_copies=2)
     meta = json.loads((data / "meta.json").read_text())
-    pairs = {name: {(s.tobytes(), t.tobytes()) for s, t in ParallelDataset(data, name, meta)}
-             for name in ("train", "train.bpe1", "train.bpe2")}
+    pairs = {
+        name: {(s.tobytes(), t.tobytes()) for s, t in ParallelDataset(data, name, meta)}
+        for name in ("train", "train.bpe1", "train.bpe2")
+    }
     seen = []
     real_collate = trainer_module.collate
     monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real_collate(ex))
@@ -281,14 +394,22 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
         return all((s.tobytes(), t.tobytes()) in pairs[name] for b in batches for s, t in b)
 
     copies = [ParallelDataset(data, name, meta) for name in ("train.bpe1", "train.bpe2")]
-    sampler = TokenBatchSampler(src_lengths=[c.src_lengths for c in copies],
-                                tgt_lengths=[c.tgt_lengths for c in copies], max_tokens=512, seed=1)
+    sampler = TokenBatchSampler(
+        src_lengths=[c.src_lengths for c in copies],
+        tgt_lengths=[c.tgt_lengths for c in copies],
+        max_tokens=512,
+        seed=1,
+    )
     _per_epoch = len(sampler.batches(0))
     common = ["--train.max_tokens=512", "--train.accum_steps=1"]
     train(data, tmp_path / "epochs", *common, "--train.max_epochs=3", "--train.max_steps=100000")
     ends = np.cumsum([len(sampler.batches(e)) for e in range(3)])  # then validation's batches
-    epochs = [seen[0:ends[0]], seen[ends[0]:ends[1]], seen[ends[1]:ends[2]]]
-    assert all_in(epochs[0], "train.bpe1") and all_in(epochs[1], "train.bpe2") and all_in(epochs[2], "train.bpe1")
+    epochs = [seen[0 : ends[0]], seen[ends[0] : ends[1]], seen[ends[1] : ends[2]]]
+    assert (
+        all_in(epochs[0], "train.bpe1")
+        and all_in(epochs[1], "train.bpe2")
+        and all_in(epochs[2], "train.bpe1")
+    )
     assert not all_in(epochs[0], "train") and not all_in(epochs[1], "train.bpe1")  # really other pieces
     seen.clear()
     train(data, tmp_path / "usual", *common, "--train.max_steps=3", "--train.bpe_dropout=false")
@@ -299,13 +420,17 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
     n, end = int(ends[0]) + 3, int(ends[1]) + 3
     train(data, tmp_path / "straight", *common, f"--train.max_steps={end}", f"--train.save_every_steps={end}")
     train(data, tmp_path / "stopped", *common, f"--train.max_steps={n}", f"--train.save_every_steps={n}")
-    state = json.loads((ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text())
+    state = json.loads(
+        (ckpt.list_step_checkpoints(tmp_path / "stopped")[-1] / "trainer_state.json").read_text()
+    )
     assert (state["epoch"], state["position"]) == (1, 3)
     seen.clear()
-    assert main(["train", str(data), "--out", str(tmp_path / "stopped"), "--resume",
-                 f"--train.max_steps={end}"]) == 0
+    assert (
+        main(["train", str(data), "--out", str(tmp_path / "stopped"), "--resume", f"--train.max_steps={end}"])
+        == 0
+    )
     rest = len(sampler.batches(1)) - 3  # epoch 1's batches after the resume, then 3 of epoch 2
-    assert all_in(seen[:rest], "train.bpe2") and all_in(seen[rest:rest + 3], "train.bpe1")
+    assert all_in(seen[:rest], "train.bpe2") and all_in(seen[rest : rest + 3], "train.bpe1")
     a = ckpt.list_step_checkpoints(tmp_path / "straight")[-1]
     b = ckpt.list_step_checkpoints(tmp_path / "stopped")[-1]
     assert a.name == b.name == f"step_{end:08d}"

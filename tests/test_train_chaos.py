@@ -26,13 +26,30 @@ from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.train import trainer as trainer_module
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.warmup_steps=10",
-        "--train.num_threads=1", "--train.max_tokens=512", "--train.log_every_steps=1"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.save_every_minutes=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_tokens=512",
+    "--train.log_every_steps=1",
+]
 # validations at updates 1 and 2 (both improve: best moves from step_1 to step_2), keep_last=1 (step_1
 # is deleted at update 2): every phase of saving, replacing best and rotating happens at update 2
-RUN = [*TINY, "--train.max_steps=2", "--train.save_every_steps=1", "--train.valid_every_steps=1",
-       "--train.keep_last=1"]
+RUN = [
+    *TINY,
+    "--train.max_steps=2",
+    "--train.save_every_steps=1",
+    "--train.valid_every_steps=1",
+    "--train.keep_last=1",
+]
 
 
 def train(data, run, *extra) -> int:
@@ -120,9 +137,15 @@ def best_is_recoverable(run: Path) -> None:
     checkpoint somewhere: `best`, set aside by a replacement, or its step checkpoint."""
     newest = ckpt.list_step_checkpoints(run)[-1]
     ckpt.verify(newest)
-    best_step = state(newest).get("best_step", newest.name == "step_00000002" and 2 or 1)  # before issue 42: by score
+    best_step = state(newest).get(
+        "best_step", newest.name == "step_00000002" and 2 or 1
+    )  # before issue 42: by score
     folder = run / "checkpoints"
-    places = [folder / "best", *[p / "ckpt" for p in folder.glob(".best.old-*")], folder / f"step_{best_step:08d}"]
+    places = [
+        folder / "best",
+        *[p / "ckpt" for p in folder.glob(".best.old-*")],
+        folder / f"step_{best_step:08d}",
+    ]
     found = []
     for place in places:
         try:
@@ -135,8 +158,9 @@ def best_is_recoverable(run: Path) -> None:
 
 # ----------------------------------------------------------------------------- one owner
 @pytest.mark.parametrize("pause_at", [0, 1])
-def test_second_train_on_a_live_run_is_refused_and_touches_nothing(tiny_data, tmp_path, straight, pause_at,
-                                                                  capfd):
+def test_second_train_on_a_live_run_is_refused_and_touches_nothing(
+    tiny_data, tmp_path, straight, pause_at, capfd
+):
     """Defect 9: a second `nmt train --out RUN` while the first trains (before its first checkpoint,
     when it looked like a killed start, and after) was accepted and wrote into the live run. Now it
     is refused, changes no file, and the first ends exactly as alone."""
@@ -166,15 +190,19 @@ def test_second_train_on_a_live_run_is_refused_and_touches_nothing(tiny_data, tm
     try:
         deadline = time.time() + 120
         while not paused.exists():
-            assert time.time() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0), "the first run did not start"
+            assert time.time() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0), (
+                "the first run did not start"
+            )
             time.sleep(0.02)
         snapshot = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*")}
         capfd.readouterr()
         assert train(tiny_data, run) == 2
         assert resume(tiny_data, run, *RUN) == 2
         err = capfd.readouterr().err.strip().splitlines()
-        assert len(err) == 2 and all(line.startswith(f"nmt train: error: {run} is in use by another `nmt train` "
-                                                     f"(pid {pid} on host ") for line in err)
+        assert len(err) == 2 and all(
+            line.startswith(f"nmt train: error: {run} is in use by another `nmt train` (pid {pid} on host ")
+            for line in err
+        )
         assert f"lock file {run / 'train.lock'}" in err[0] and f"delete {run / 'train.lock'}" in err[0]
         assert {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*")} == snapshot
     finally:
@@ -192,19 +220,39 @@ def in_step_2(path) -> bool:
 PHASES = {
     # name: (what the child patches, the module attribute, when to SIGKILL)
     "validating step 2": (trainer_module.Trainer, "validate", lambda self: self.step == 2),
-    "writing step_2": (ckpt, "_save_tensors",
-                       lambda tensors, path, metadata=None: in_step_2(path) and path.name == "optimizer.safetensors"),
+    "writing step_2": (
+        ckpt,
+        "_save_tensors",
+        lambda tensors, path, metadata=None: in_step_2(path) and path.name == "optimizer.safetensors",
+    ),
     "step_2 written, not renamed": (ckpt, "replace_dir", lambda new, d: d.name == "step_00000002"),
-    "step_2 renamed, not synced": (atomic, "fsync_dir",
-                                   lambda p: p.name == "checkpoints" and (p / "step_00000002").exists()),
-    "best copy complete, not in place": (ckpt, "replace_dir", lambda new, d: d.name == "best"
-                                         and (d.parent / "step_00000002").exists()),
-    "old best set aside, new one not renamed": (os, "rename", lambda src, dst: Path(dst).name == "best"
-                                                and Path(src).name.startswith(".best.tmp-")
-                                                and (Path(dst).parent / "step_00000002").exists()),
-    "new best in place, old one not deleted": (shutil, "rmtree",
-                                               lambda p, *a, **k: Path(p).name.startswith(".best.old-")),
-    "deleting step_1": (shutil, "rmtree", lambda p, *a, **k: Path(p).name.startswith(".step_00000001.deleting")),
+    "step_2 renamed, not synced": (
+        atomic,
+        "fsync_dir",
+        lambda p: p.name == "checkpoints" and (p / "step_00000002").exists(),
+    ),
+    "best copy complete, not in place": (
+        ckpt,
+        "replace_dir",
+        lambda new, d: d.name == "best" and (d.parent / "step_00000002").exists(),
+    ),
+    "old best set aside, new one not renamed": (
+        os,
+        "rename",
+        lambda src, dst: Path(dst).name == "best"
+        and Path(src).name.startswith(".best.tmp-")
+        and (Path(dst).parent / "step_00000002").exists(),
+    ),
+    "new best in place, old one not deleted": (
+        shutil,
+        "rmtree",
+        lambda p, *a, **k: Path(p).name.startswith(".best.old-"),
+    ),
+    "deleting step_1": (
+        shutil,
+        "rmtree",
+        lambda p, *a, **k: Path(p).name.startswith(".step_00000001.deleting"),
+    ),
 }
 
 
@@ -229,7 +277,9 @@ def copying_best() -> None:
 
 
 @pytest.mark.parametrize("phase", [*PHASES, "copying step_2 to best"])
-def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(tiny_data, tmp_path, straight, phase):
+def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(
+    tiny_data, tmp_path, straight, phase
+):
     """Defect 10: killed at each phase of update 2's checkpoint, its copy to best and the deletion of
     step_1, the best model so far is always a complete checkpoint, and `--resume auto` ends as the
     uninterrupted run (a kill during the copy used to leave the old best for good)."""
@@ -261,15 +311,19 @@ def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_
     assert resume(tiny_data, run, "--train.keep_last=1") == 0
     err = capsys.readouterr().err
     assert (f"warning: {bad} is damaged ({weights}: size") in err
-    assert "set aside as corrupt-step_00000002" in err and f"resumed from {run / 'checkpoints' / 'step_00000001'}" in err
+    assert (
+        "set aside as corrupt-step_00000002" in err
+        and f"resumed from {run / 'checkpoints' / 'step_00000001'}" in err
+    )
     assert (run / "checkpoints" / "corrupt-step_00000002" / "model.safetensors").exists()  # kept to inspect
     shutil.rmtree(run / "checkpoints" / "corrupt-step_00000002")
     assert_same_as_straight(run, straight)
 
 
 # ----------------------------------------------------------------------------- a full disk
-def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(tiny_data, tmp_path, straight,
-                                                                             capfd):
+def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
+    tiny_data, tmp_path, straight, capfd
+):
     """Defect 12: a full disk while writing metrics.jsonl / train.log was an internal error without a
     checkpoint. With a real write error (RLIMIT_FSIZE: a metrics.jsonl already past the limit), the
     run stops at the update with one clear line and a checkpoint that holds the unwritten lines;
@@ -282,15 +336,19 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(ti
     (run / "metrics.jsonl").write_text(padding * (limit // len(padding) + 1))
 
     def body() -> int:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # SIGXFSZ: ignored by Python
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)
+        )  # SIGXFSZ: ignored by Python
         return train(tiny_data, run)
 
     capfd.readouterr()
     assert forked(body) == 2
     last = capfd.readouterr().err.strip().splitlines()[-1]
-    assert last == (f"nmt train: error: could not write {run / 'metrics.jsonl'}: File too large; checkpoint "
-                    f"{run / 'checkpoints' / 'step_00000001'} written (it holds the lines not written): free some "
-                    "space, then continue with --resume auto")
+    assert last == (
+        f"nmt train: error: could not write {run / 'metrics.jsonl'}: File too large; checkpoint "
+        f"{run / 'checkpoints' / 'step_00000001'} written (it holds the lines not written): free some "
+        "space, then continue with --resume auto"
+    )
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000001"]
     assert state(run / "checkpoints" / "step_00000001")["validation_pending"] is True
     assert resume(tiny_data, run) == 0
@@ -299,8 +357,9 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(ti
 
 # ----------------------------------------------------------------------------- signals
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
-def test_signal_during_validation_interrupts_it_and_resume_validates_first(tiny_data, tmp_path, straight,
-                                                                         monkeypatch, capsys, signum, status):
+def test_signal_during_validation_interrupts_it_and_resume_validates_first(
+    tiny_data, tmp_path, straight, monkeypatch, capsys, signum, status
+):
     """Defect 12: SIGTERM during a long validation waited for it to end (past a scheduler's grace
     period) and Ctrl-C wrote no checkpoint. Now the signal ends the validation at once: checkpoint
     step_2 with its validation pending, one line; the resume validates it first and ends as the
@@ -326,7 +385,10 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(tiny_
         pytest.fail("Ctrl-C escaped `nmt train` as KeyboardInterrupt")
     err = capsys.readouterr().err
     name = signal.Signals(signum).name
-    assert calls == [2] and f"validation of step 2 interrupted ({name}): checkpoint written, its validation pending" in err
+    assert (
+        calls == [2]
+        and f"validation of step 2 interrupted ({name}): checkpoint written, its validation pending" in err
+    )
     verb = "interrupted" if signum == signal.SIGINT else "preempted"
     assert f"{verb} at step 2 ({name}): checkpoint written; continue with --resume auto" in err
     assert state(run / "checkpoints" / "step_00000002")["validation_pending"] is True
@@ -354,7 +416,10 @@ def test_ctrl_c_between_updates_writes_a_checkpoint(tiny_data, tmp_path, straigh
         assert train(tiny_data, run) == 130
     except KeyboardInterrupt:  # not caught by nmt: fail this test, not the whole session
         pytest.fail("Ctrl-C escaped `nmt train` as KeyboardInterrupt")
-    assert "interrupted at step 1 (SIGINT): checkpoint written; continue with --resume auto" in capsys.readouterr().err
+    assert (
+        "interrupted at step 1 (SIGINT): checkpoint written; continue with --resume auto"
+        in capsys.readouterr().err
+    )
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000001"]
     assert state(run / "checkpoints" / "step_00000001")["validation_pending"] is True
     monkeypatch.setattr(trainer_module.Trainer, "train_step", real)

@@ -15,9 +15,21 @@ from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.config import TrainConfig, train_preset
 
-TINY = ["--preset", "tiny", "--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.d_k=16",
-        "--model.d_v=16", "--train.precision=fp32", "--train.save_every_minutes=0", "--train.valid_every_steps=0",
-        "--train.warmup_steps=10", "--train.num_threads=1", "--train.max_tokens=512"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_tokens=512",
+]
 
 
 def train(data, out, *extra):
@@ -58,9 +70,14 @@ def long_valid_data(tmp_path_factory):
     with open(splits["valid"][1], "a") as f:
         f.write(" ".join(GERMAN[w] for w in words) + "\n")
     lines = []
-    prepare(splits, folder / "data", log=lines.append,
-            options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1,
-                                   max_len=100))
+    prepare(
+        splits,
+        folder / "data",
+        log=lines.append,
+        options=PrepareOptions(
+            dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1, max_len=100
+        ),
+    )
     return folder / "data", lines
 
 
@@ -72,8 +89,10 @@ def test_prepare_warns_about_long_valid_pairs(long_valid_data):
     assert meta["cleaning"]["test"]["longer_than_max_len"] == 0 and meta["splits"]["valid"]["pairs"] == 11
     assert [line for line in lines if line.startswith("warning:")] == [
         "warning: valid: 1 pairs have a side longer than --max-len 100 pieces (kept; validation and "
-        "translation truncate them to the model's positions)"]
+        "translation truncate them to the model's positions)"
+    ]
     from nmt.data.prepare import format_report
+
     assert "longer than max len 1" in format_report(meta)
 
 
@@ -81,12 +100,24 @@ def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp
     """Defect 2: a 400-piece valid pair raised `sequence of length ... exceeds model.max_positions`
     at the first validation; now validation (loss and BLEU) truncates it, with one warning."""
     data, _ = long_valid_data
-    assert train(data, tmp_path / "run", "--train.max_steps=2", "--train.valid_every_steps=1",
-                 "--train.valid_bleu=true", "--train.valid_bleu_max_sentences=11", "--train.max_tokens=1024") == 0
+    assert (
+        train(
+            data,
+            tmp_path / "run",
+            "--train.max_steps=2",
+            "--train.valid_every_steps=1",
+            "--train.valid_bleu=true",
+            "--train.valid_bleu_max_sentences=11",
+            "--train.max_tokens=1024",
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert err.count("warning:") == 1
-    assert ("warning: 1 of 11 valid pairs have a side longer than model.max_positions=256 (with EOS/BOS); "
-            "validation truncates them") in err
+    assert (
+        "warning: 1 of 11 valid pairs have a side longer than model.max_positions=256 (with EOS/BOS); "
+        "validation truncates them"
+    ) in err
     valid = [r for r in records(tmp_path / "run") if r["split"] == "valid"]
     assert [r["step"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)
 
@@ -97,8 +128,9 @@ def test_big_has_its_own_training_preset():
     assert train_preset("base").max_steps == 100_000
     big = train_preset("big")
     assert big.max_steps == 300_000
-    assert {k: v for k, v in vars(big).items() if k != "max_steps"} == \
-        {k: v for k, v in vars(TrainConfig()).items() if k != "max_steps"}
+    assert {k: v for k, v in vars(big).items() if k != "max_steps"} == {
+        k: v for k, v in vars(TrainConfig()).items() if k != "max_steps"
+    }
 
 
 # ----------------------------------------------------------------------------- defect 12
@@ -132,8 +164,20 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_c
     ('no complete checkpoint') nor restart ('already holds a run')."""
     shutil.rmtree(run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
     extra = ["--resume"] if resume else TINY
-    assert main(["train", str(tiny_data), "--out", str(run_copy), *extra, "--train.max_steps=2",
-                 "--train.save_every_steps=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(run_copy),
+                *extra,
+                "--train.max_steps=2",
+                "--train.save_every_steps=1",
+            ]
+        )
+        == 0
+    )
     assert [p.name for p in ckpt.list_step_checkpoints(run_copy)] == ["step_00000001", "step_00000002"]
     assert [(r["split"], r["step"]) for r in records(run_copy)] == [("train", 1), ("valid", 2)]  # not twice
     assert "starting it again from step 0" in (run_copy / "train.log").read_text()
@@ -149,8 +193,11 @@ def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path
 
     run = tmp_path / "run"
     assert train(tiny_data, tmp_path / "probe", "--train.max_steps=1") == 0
-    each = sum(f.stat().st_size for f in (ckpt.list_step_checkpoints(tmp_path / "probe")[0]).iterdir()
-               if f.suffix == ".safetensors")
+    each = sum(
+        f.stat().st_size
+        for f in (ckpt.list_step_checkpoints(tmp_path / "probe")[0]).iterdir()
+        if f.suffix == ".safetensors"
+    )
     Usage.free = 4 * each  # room for 3 checkpoints, not for keep_last=10 + best + one being written
     monkeypatch.setattr(run_dir.shutil, "disk_usage", lambda path: Usage)
     assert train(tiny_data, run, "--train.max_steps=1", "--train.keep_last=10") == 2
@@ -181,8 +228,14 @@ def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
 
     saved = json.loads((run_copy / "config.json").read_text())
     state = json.loads((ckpt.list_step_checkpoints(run_copy)[-1] / "trainer_state.json").read_text())
-    t = Trainer(tiny_data, run_copy, from_dict(ModelConfig, saved["model"]),
-                from_dict(TrainConfig, saved["train"], section="train"), load_meta(tiny_data), resume=True)
+    t = Trainer(
+        tiny_data,
+        run_copy,
+        from_dict(ModelConfig, saved["model"]),
+        from_dict(TrainConfig, saved["train"], section="train"),
+        load_meta(tiny_data),
+        resume=True,
+    )
     assert state["position"] > 0
     assert t.sampler.state_dict() == {"epoch": state["epoch"], "position": state["position"]}
     t.sampler.set_epoch(5)
@@ -213,16 +266,20 @@ def test_model_options_with_resume_are_checked_not_dropped(tiny_data, run_copy, 
     assert main([*base, "--model.d_model=32"]) == 0  # the same value: nothing to change
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--train.clip_norm=-1"], "train.clip_norm=-1.0: must be >= 0"),
-    (["--train.max_time=-5"], "train.max_time=-5.0: must be >= 0"),
-    (["--train.weight_decay=nan"], "train.weight_decay=nan: must be >= 0"),
-    (["--train.precision=fp16"], "precision='fp16' needs a CUDA device"),
-    (["--device", "bogus"], "--device bogus: not a device"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--train.clip_norm=-1"], "train.clip_norm=-1.0: must be >= 0"),
+        (["--train.max_time=-5"], "train.max_time=-5.0: must be >= 0"),
+        (["--train.weight_decay=nan"], "train.weight_decay=nan: must be >= 0"),
+        (["--train.precision=fp16"], "precision='fp16' needs a CUDA device"),
+        (["--device", "bogus"], "--device bogus: not a device"),
+    ],
+)
 def test_nonsense_train_options_are_refused(tiny_data, tmp_path, capsys, argv, message):
     """Defects 16 and 18 (fp16 on CPU was a ValueError traceback)."""
     import torch
+
     if "fp16" in message and torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     assert train(tiny_data, tmp_path / "r", "--train.max_steps=1", *argv) == 2
@@ -231,11 +288,14 @@ def test_nonsense_train_options_are_refused(tiny_data, tmp_path, capsys, argv, m
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["average", "RUN", "--last", "0", "--out", "OUT"], "--last 0: must be a positive number"),
-    (["average", "RUN", "--last", "-2", "--out", "OUT"], "--last -2: must be a positive number"),
-    (["model-info", "--preset", "tiny", "--vocab-size", "0"], "0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["average", "RUN", "--last", "0", "--out", "OUT"], "--last 0: must be a positive number"),
+        (["average", "RUN", "--last", "-2", "--out", "OUT"], "--last -2: must be a positive number"),
+        (["model-info", "--preset", "tiny", "--vocab-size", "0"], "0 must be a positive integer"),
+    ],
+)
 def test_nonsense_counts_are_refused(run_copy, tmp_path, capsys, argv, message):
     argv = [str(run_copy) if a == "RUN" else str(tmp_path / "avg") if a == "OUT" else a for a in argv]
     try:
@@ -258,8 +318,12 @@ def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "nmt score: internal error: RuntimeError: something nobody expected; this is a bug in nmt: please "
-        "report it on the nmt issue tracker with the command line (rerun with --debug for the traceback)"]
-    for argv in (["--debug", "score", "hyp.txt", "--ref", "ref.txt"], ["score", "hyp.txt", "--ref", "ref.txt", "--debug"]):
+        "report it on the nmt issue tracker with the command line (rerun with --debug for the traceback)"
+    ]
+    for argv in (
+        ["--debug", "score", "hyp.txt", "--ref", "ref.txt"],
+        ["score", "hyp.txt", "--ref", "ref.txt", "--debug"],
+    ):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "Traceback (most recent call last)" in err and "RuntimeError: something nobody expected" in err
@@ -271,7 +335,9 @@ def test_finished_run_leaves_no_lock_and_a_dead_owners_lock_is_taken_over(tiny_d
     (the kernel released its lock) does not block the next start."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / "train.lock").write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "yesterday"}) + "\n")
+    (run / "train.lock").write_text(
+        json.dumps({"host": "elsewhere", "pid": 1, "started": "yesterday"}) + "\n"
+    )
     assert train(tiny_data, run, "--train.max_steps=1") == 0
     assert not (run / "train.lock").exists()
 
@@ -292,8 +358,11 @@ def test_lock_without_flock_judges_the_owner_by_its_pid(tiny_data, tmp_path, mon
     run.mkdir()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    for owner, refused in (({"host": host, "pid": os.getppid()}, True), ({"host": "node7", "pid": 12},
-                                                                          True), ({"host": host, "pid": dead.pid}, False)):
+    for owner, refused in (
+        ({"host": host, "pid": os.getppid()}, True),
+        ({"host": "node7", "pid": 12}, True),
+        ({"host": host, "pid": dead.pid}, False),
+    ):
         text = json.dumps({**owner, "started": "2026-11-26 12:00:00"}) + "\n"
         (run / "train.lock").write_text(text)
         assert train(tiny_data, run, "--train.max_steps=1") == (2 if refused else 0)
@@ -302,9 +371,11 @@ def test_lock_without_flock_judges_the_owner_by_its_pid(tiny_data, tmp_path, mon
             lock = run / "train.lock"
             assert err.strip() == (
                 f"nmt train: error: {run} is in use by another `nmt train` (pid {owner['pid']} on host "
-                f"{owner['host']} since 2026-11-26 12:00:00; lock file {lock}): wait for it to end, stop it, or "
+                f"{owner['host']} since 2026-11-26 12:00:00; lock file {lock}): wait for it to end, "
+                "stop it, or "
                 f"choose another --out; if that process no longer runs (its machine went down), the lock is "
-                f"stale: delete {lock} and start again")
+                f"stale: delete {lock} and start again"
+            )
             assert sorted(p.name for p in run.iterdir()) == ["train.lock"] and lock.read_text() == text
     assert ckpt.list_step_checkpoints(run) and not (run / "train.lock").exists()
 
@@ -339,7 +410,11 @@ def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, c
     argv = ["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]
     assert main([*argv, "--train.keep_last=10"]) == 2
     err = capsys.readouterr().err
-    assert "keep_last=10 checkpoints" in err and "MB of them held already" in err and "lower --train.keep_last" in err
+    assert (
+        "keep_last=10 checkpoints" in err
+        and "MB of them held already" in err
+        and "lower --train.keep_last" in err
+    )
     assert sorted((str(p), p.stat().st_mtime_ns) for p in run_copy.rglob("*")) == before
     assert main([*argv, "--train.keep_last=1"]) == 0  # step_1, step_2 and best hold room for 1 + best + 1
 
@@ -361,8 +436,10 @@ def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
             os._exit(code)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 2
     assert capfd.readouterr().err.strip().splitlines()[-1] == (
-        f"nmt train: error: could not write {run_copy / 'config.json'}: File too large (free some space, then "
-        "start again)")
+        f"nmt train: error: could not write {run_copy / 'config.json'}: File too large (free some "
+        "space, then "
+        "start again)"
+    )
     assert (run_copy / "config.json").read_text() == before
     assert not [p.name for p in run_copy.iterdir() if p.name.startswith(".")]
 
@@ -376,8 +453,10 @@ def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):
     path = data / "train.tgt.bin"
     size = path.stat().st_size
     path.write_bytes(path.read_bytes()[:-6])  # a copy cut short
-    expected = (f"{path}: {size - 6} bytes, but train.tgt.offsets.npy ends at piece {size // 2} ({size} bytes of "
-                "uint16): the data folder is truncated or altered; prepare it again")
+    expected = (
+        f"{path}: {size - 6} bytes, but train.tgt.offsets.npy ends at piece {size // 2} ({size} bytes of "
+        "uint16): the data folder is truncated or altered; prepare it again"
+    )
     with pytest.raises(DataError) as e:
         ParallelDataset.load(data, "train")
     assert str(e.value) == expected
@@ -395,8 +474,22 @@ def test_prepare_killed_inside_its_swap_gets_the_old_data_back(tmp_path):
 
     splits = write_corpus(tmp_path / "text", n_train=60, n_valid=5)
     out = tmp_path / "data"
-    argv = ["prepare", "files", "--src", "en", "--tgt", "de", "--out", str(out), "--train", *map(str, splits["train"]),
-            "--vocab-size", "60", "--threads", "1"]
+    argv = [
+        "prepare",
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(out),
+        "--train",
+        *map(str, splits["train"]),
+        "--vocab-size",
+        "60",
+        "--threads",
+        "1",
+    ]
     assert main(argv) == 0
     meta = (out / "meta.json").read_text()
     pid = os.fork()

@@ -19,9 +19,20 @@ FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
 
 def test_line_count_kept_with_empty_long_and_odd_lines(checkpoint, tmp_path, capsys):
     long_line = " ".join(["katze"] * 400)  # 400 pieces > max_positions=256
-    lines = ["der hund", "", "   ", long_line, "e\u0301 \u00e9 👩‍👩‍👧 \u202eabc\u202c שלום 漢字",
-             "ein baum\u2028neben dem haus", "tab\tinside\x00nul\x0bvt\x0cff\x1c\x85", "\ufeffbom",
-             "das haus\r", "\U0001F600" * 50, "", "blau"]
+    lines = [
+        "der hund",
+        "",
+        "   ",
+        long_line,
+        "e\u0301 \u00e9 👩‍👩‍👧 \u202eabc\u202c שלום 漢字",
+        "ein baum\u2028neben dem haus",
+        "tab\tinside\x00nul\x0bvt\x0cff\x1c\x85",
+        "\ufeffbom",
+        "das haus\r",
+        "\U0001f600" * 50,
+        "",
+        "blau",
+    ]
     src = tmp_path / "in.txt"
     src.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
     out = tmp_path / "out.txt"
@@ -78,12 +89,26 @@ def test_translate_ids_restores_training_mode(checkpoint):
     assert model.training and len(out) == 3 and out[1] == []
     assert all(3 not in o for o in out) and all(len(o) <= 4 for o in out)
     model.eval()
-    assert out == [t.tokens for t in (n[0] for n in t.translate_nbest(
-        ["der hund", "", "ein baum und eine katze"], beam=1, alpha=0.0, max_len_a=0, max_len_b=5))]
+    assert out == [
+        t.tokens
+        for t in (
+            n[0]
+            for n in t.translate_nbest(
+                ["der hund", "", "ein baum und eine katze"], beam=1, alpha=0.0, max_len_a=0, max_len_b=5
+            )
+        )
+    ]
 
 
-LINES = ["der hund", "", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum",
-         "das haus neben dem baum", "eine kleine katze und ein grosser hund"]
+LINES = [
+    "der hund",
+    "",
+    "ein baum und eine katze",
+    "blau rot gross",
+    "die katze springt auf den baum",
+    "das haus neben dem baum",
+    "eine kleine katze und ein grosser hund",
+]
 SEARCH = dict(beam=2, max_len_a=0, max_len_b=4)
 
 
@@ -92,12 +117,30 @@ def test_ensemble_cli_output_equals_the_api_ensemble(checkpoint, tmp_path):
     on these lines that differs from each member's own output, so the CLI really ensembles."""
     torch.manual_seed(1)
     cfg = tiny(100)
-    other = save(tmp_path / "other", model=Transformer(cfg), spm_model=checkpoint / "spm.model",
-                 config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}})
+    other = save(
+        tmp_path / "other",
+        model=Transformer(cfg),
+        spm_model=checkpoint / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
+    )
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    assert cli(checkpoint, other, "-i", src, "-o", tmp_path / "out.txt", "--precision", "fp32",
-               "--device", "cpu", *FAST) == 0
+    assert (
+        cli(
+            checkpoint,
+            other,
+            "-i",
+            src,
+            "-o",
+            tmp_path / "out.txt",
+            "--precision",
+            "fp32",
+            "--device",
+            "cpu",
+            *FAST,
+        )
+        == 0
+    )
     got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
     api = Translator.load([checkpoint, other], device="cpu", precision="fp32").translate(LINES, **SEARCH)
     assert got == api + [""]
@@ -114,13 +157,17 @@ def test_int8_cli_output_equals_the_api_int8_output(checkpoint, tmp_path):
     assert cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--precision", "int8", *FAST) == 0
     got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
     assert got == q.translate(LINES, **SEARCH) + [""]
-    assert cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--precision", "int8", "--nbest", "2",
-               *FAST) == 0
+    assert (
+        cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--precision", "int8", "--nbest", "2", *FAST)
+        == 0
+    )
     nbest = q.translate_nbest(LINES, nbest=2, **SEARCH)
     assert (tmp_path / "nb.txt").read_text(encoding="utf-8").splitlines() == [
-        f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(nbest, start=1) for t in r]
+        f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(nbest, start=1) for t in r
+    ]
     fp32 = Translator.load(checkpoint, device="cpu", precision="fp32").translate_nbest(
-        LINES, nbest=2, **SEARCH)
+        LINES, nbest=2, **SEARCH
+    )
     assert [f"{t.score:.4f}" for r in nbest for t in r] != [f"{t.score:.4f}" for r in fp32 for t in r]
 
 

@@ -22,8 +22,10 @@ class LengthTranslator:
 
     def translate(self, sentences, *, beam, alpha, batch_tokens, **max_len):
         self.calls.append((tuple(sentences), beam, alpha))
+
         def keep(ref):
-            return " ".join(ref.split()[:max(1, round(len(ref.split()) * min(alpha, 1.0)))])
+            return " ".join(ref.split()[: max(1, round(len(ref.split()) * min(alpha, 1.0)))])
+
         return [keep(ref) for ref in self.references]
 
 
@@ -69,14 +71,57 @@ def test_cli_on_a_checkpoint_and_an_ensemble(tmp_path, capsys):
     src.write_text("der hund laeuft.\ndie katze springt auf den baum.\nein rot haus.\n", encoding="utf-8")
     ref = tmp_path / "valid.ref"
     # references: the model's own beam-4 output at alpha 1.4, so that alpha scores 100
-    assert main(["translate", str(ckpt), "-i", str(src), "-o", str(ref), "--beam", "4", "--alpha", "1.4",
-                 "--quiet", "--precision", "fp32", "--max-len-a", "0", "--max-len-b", "8"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(ckpt),
+                "-i",
+                str(src),
+                "-o",
+                str(ref),
+                "--beam",
+                "4",
+                "--alpha",
+                "1.4",
+                "--quiet",
+                "--precision",
+                "fp32",
+                "--max-len-a",
+                "0",
+                "--max-len-b",
+                "8",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     out = tmp_path / "alpha.json"
     # the same checkpoint twice is an ensemble equal to the model (averaged log-probabilities)
-    assert main(["tune-alpha", str(ckpt), str(ckpt), "--src", str(src), "--ref", str(ref),
-                 "--alphas", "0,1.4", "--precision", "fp32", "--max-len-a", "0", "--max-len-b", "8",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "tune-alpha",
+                str(ckpt),
+                str(ckpt),
+                "--src",
+                str(src),
+                "--ref",
+                str(ref),
+                "--alphas",
+                "0,1.4",
+                "--precision",
+                "fp32",
+                "--max-len-a",
+                "0",
+                "--max-len-b",
+                "8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.splitlines()
     result = json.loads(out.read_text())
     assert printed[-1] == f"best alpha: {result['best_alpha']:g}"
@@ -84,8 +129,23 @@ def test_cli_on_a_checkpoint_and_an_ensemble(tmp_path, capsys):
     by_alpha = {r["alpha"]: r for r in result["rows"]}
     assert by_alpha[1.4]["bleu"] == pytest.approx(100)
     assert result["best_alpha"] == 1.4 or by_alpha[0.0]["bleu"] == pytest.approx(100)
-    assert main(["tune-alpha", str(ckpt), "--src", str(src), "--ref", str(ref), "--precision", "fp16",
-                 "--device", "cpu"]) == 2
+    assert (
+        main(
+            [
+                "tune-alpha",
+                str(ckpt),
+                "--src",
+                str(src),
+                "--ref",
+                str(ref),
+                "--precision",
+                "fp16",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 2
+    )
     assert "--precision fp16 on cpu" in capsys.readouterr().err
     # a missing reference file is a one-line error that names it
     assert main(["tune-alpha", str(ckpt), "--src", str(src), "--ref", str(tmp_path / "nope")]) == 2

@@ -24,8 +24,12 @@ def prepared(tmp_path, n_valid=6):
         for lang in ("de", "en"):
             (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     splits = {s: (tmp_path / f"{s}.de", tmp_path / f"{s}.en") for s in ("train", "valid")}
-    meta = prepare(splits, tmp_path / "data", log=lambda *a: None,
-                   options=PrepareOptions(dataset="files", src_lang="de", tgt_lang="en", vocab_size=60))
+    meta = prepare(
+        splits,
+        tmp_path / "data",
+        log=lambda *a: None,
+        options=PrepareOptions(dataset="files", src_lang="de", tgt_lang="en", vocab_size=60),
+    )
     return tmp_path / "data", meta
 
 
@@ -52,12 +56,20 @@ def test_validation_bleu_is_sacrebleu_of_the_translations_of_the_split(tmp_path,
     torch.manual_seed(0)
     cfg = tiny(meta["vocab_size"])
     model = Transformer(cfg)
-    ckpt = save(tmp_path / "checkpoint", model=model, spm_model=data / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": meta})
+    ckpt = save(
+        tmp_path / "checkpoint",
+        model=model,
+        spm_model=data / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": meta},
+    )
     sources = (data / "valid.de.txt").read_text(encoding="utf-8").splitlines()[:4]
     hyps = Translator.load(ckpt, device="cpu", precision="fp32").translate(sources, beam=beam)
-    refs = [h if i % 2 == 0 else r for i, (h, r) in
-            enumerate(zip(hyps, (data / "valid.en.txt").read_text(encoding="utf-8").splitlines()))]
+    refs = [
+        h if i % 2 == 0 else r
+        for i, (h, r) in enumerate(
+            zip(hyps, (data / "valid.en.txt").read_text(encoding="utf-8").splitlines())
+        )
+    ]
     unread = ["an unread fifth line", "a sixth"]
     (data / "valid.en.txt").write_text("\n".join(refs + unread) + "\n", encoding="utf-8")
     want = BLEU(tokenize="13a").corpus_score(hyps, [refs]).score
@@ -72,8 +84,14 @@ def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, 
     "\\r" into "\\n") split a line at its "\\r" and shifted every later reference. Read with
     `read_lines` (only "\\n" ends a line), the references scored against themselves give 100."""
     data, _ = prepared(tmp_path)
-    refs = ["the first half\rsecond half of a line", "a dog runs in the park", "two cats sit on a red car",
-            "the man sees the tree", "a child plays with a blue ball", "the woman walks on the street"]
+    refs = [
+        "the first half\rsecond half of a line",
+        "a dog runs in the park",
+        "two cats sit on a red car",
+        "the man sees the tree",
+        "a child plays with a blue ball",
+        "the woman walks on the street",
+    ]
     (data / "valid.en.txt").write_bytes(("\n".join(refs) + "\n").encode())
     assert validate.reference_lines(data, "valid", 6) == refs
 
@@ -81,6 +99,8 @@ def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, 
         def decode(self, ids):
             return refs[ids[0]]
 
-    monkeypatch.setattr(validate, "translate_ids", lambda model, sources, **kw: [[i] for i in range(len(sources))])
+    monkeypatch.setattr(
+        validate, "translate_ids", lambda model, sources, **kw: [[i] for i in range(len(sources))]
+    )
     monkeypatch.setattr(validate, "load_spm", lambda data_dir: Pieces())
     assert validate.bleu_on_split(None, data, "valid")["bleu"] == pytest.approx(100.0)

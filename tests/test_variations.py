@@ -14,7 +14,11 @@ def test_rows_scale_the_paper_to_the_base():
     rows = {r.name: r for r in table3_rows(small(8000))}  # N=3, d_model=256, h=4, d_k=64, d_ff=1024
     # A: d_k = d_v = d_model / h, so h * d_k stays 256 (the paper's constant computation)
     assert [(r.model["n_heads"], r.model["d_k"]) for n, r in rows.items() if n.startswith("A")] == [
-        (1, 256), (2, 128), (8, 32), (16, 16)]
+        (1, 256),
+        (2, 128),
+        (8, 32),
+        (16, 16),
+    ]
     assert [r.model["d_k"] for n, r in rows.items() if n.startswith("B")] == [16, 32]
     assert rows["C1"].model == {"n_layers": 1} and rows["C3"].model == {"n_layers": 4}
     assert rows["C5"].model == {"d_model": 512, "d_k": 128, "d_v": 128}
@@ -34,10 +38,27 @@ def test_rows_refuse_a_base_with_separate_depths():
 
 def test_variations_end_to_end_and_resume(tiny_data, tmp_path, capsys):
     base = tmp_path / "base.yaml"
-    base.write_text("preset: tiny\nmodel: {n_layers: 1}\ntrain: {warmup_steps: 5, max_tokens: 512, update_tokens: 512}\n")
+    base.write_text(
+        "preset: tiny\nmodel: {n_layers: 1}\ntrain: {warmup_steps: 5, max_tokens: 512, update_tokens: 512}\n"
+    )
     out = tmp_path / "t3"
-    argv = [str(x) for x in ("variations", tiny_data, "--out", out, "--rows", "F1", "--steps", 3,
-                             "--base-config", base, "--dev-sentences", 8)]
+    argv = [
+        str(x)
+        for x in (
+            "variations",
+            tiny_data,
+            "--out",
+            out,
+            "--rows",
+            "F1",
+            "--steps",
+            3,
+            "--base-config",
+            base,
+            "--dev-sentences",
+            8,
+        )
+    ]
     assert main(argv) == 0
     rows = list(csv.DictReader((out / "table3.csv").open()))
     assert [r["row"] for r in rows] == ["base", "F1"]
@@ -57,7 +78,9 @@ def test_variations_end_to_end_and_resume(tiny_data, tmp_path, capsys):
 
 
 def test_variations_user_errors(tiny_data, tmp_path, capsys):
-    assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "Z", "--steps", "2"]) == 2
+    assert (
+        main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "Z", "--steps", "2"]) == 2
+    )
     assert "nmt variations: error: --rows: unknown row 'Z'" in capsys.readouterr().err
     # --list needs no budget and trains nothing; a run without a budget is refused before any work
     assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--list", "--rows", "A1"]) == 0

@@ -116,7 +116,7 @@ def test_cached_decoding_equals_full_forward_with_window(r):
         memory = model.encode(src)
         cache, steps = None, []
         for k in range(tgt.size(1)):  # one token at a time
-            logits, cache = model.decode_step(tgt[:, k:k + 1], memory, cache)
+            logits, cache = model.decode_step(tgt[:, k : k + 1], memory, cache)
             steps.append(logits)
         torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-5)
         logits, cache = model.decode_step(tgt[:, :4], memory, None)  # a prefix, then a chunk

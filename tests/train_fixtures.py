@@ -5,8 +5,33 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-WORDS = ["house", "dog", "cat", "tree", "man", "woman", "child", "car", "street", "water", "ball", "red",
-         "blue", "green", "small", "big", "runs", "sits", "plays", "sees", "a", "the", "on", "in", "with"]
+WORDS = [
+    "house",
+    "dog",
+    "cat",
+    "tree",
+    "man",
+    "woman",
+    "child",
+    "car",
+    "street",
+    "water",
+    "ball",
+    "red",
+    "blue",
+    "green",
+    "small",
+    "big",
+    "runs",
+    "sits",
+    "plays",
+    "sees",
+    "a",
+    "the",
+    "on",
+    "in",
+    "with",
+]
 GERMAN = {w: w[::-1] + "en" for w in WORDS}  # a deterministic, learnable word mapping
 
 
@@ -32,7 +57,12 @@ def prepare_tiny(folder: Path, *, vocab_size: int = 120, **options) -> Path:
 
     splits = write_corpus(folder / "text")
     out = folder / "data"
-    prepare(splits, out, options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de",
-                                                vocab_size=vocab_size, threads=1, **options),
-            log=lambda *a: None)
+    prepare(
+        splits,
+        out,
+        options=PrepareOptions(
+            dataset="files", src_lang="en", tgt_lang="de", vocab_size=vocab_size, threads=1, **options
+        ),
+        log=lambda *a: None,
+    )
     return out

@@ -6,8 +6,28 @@ import dataclasses
 import random
 from pathlib import Path
 
-WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt",
-         "der", "die", "das", "ein", "eine", "und", "mit", "auf", "unter", "neben"]
+WORDS = [
+    "haus",
+    "katze",
+    "hund",
+    "baum",
+    "rot",
+    "blau",
+    "gross",
+    "klein",
+    "laeuft",
+    "springt",
+    "der",
+    "die",
+    "das",
+    "ein",
+    "eine",
+    "und",
+    "mit",
+    "auf",
+    "unter",
+    "neben",
+]
 
 
 def make_checkpoint(folder: Path, *, data: dict | None = None, spm_ids: tuple = (0, 1, 2, 3)) -> Path:
@@ -23,16 +43,31 @@ def make_checkpoint(folder: Path, *, data: dict | None = None, spm_ids: tuple = 
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?"])
-             for _ in range(400)]
+    lines = [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?"])
+        for _ in range(400)
+    ]
     pad, unk, bos, eos = spm_ids
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=str(folder / "spm"), vocab_size=100, model_type="bpe",
-        pad_id=pad, unk_id=unk, bos_id=bos, eos_id=eos, character_coverage=1.0, minloglevel=2)
+        sentence_iterator=iter(lines),
+        model_prefix=str(folder / "spm"),
+        vocab_size=100,
+        model_type="bpe",
+        pad_id=pad,
+        unk_id=unk,
+        bos_id=bos,
+        eos_id=eos,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     torch.manual_seed(0)
     cfg = tiny(100)
-    return save(folder / "checkpoint", model=Transformer(cfg), spm_model=folder / "spm.model",
-                config={"model": dataclasses.asdict(cfg), "train": {}, "data": data or {}})
+    return save(
+        folder / "checkpoint",
+        model=Transformer(cfg),
+        spm_model=folder / "spm.model",
+        config={"model": dataclasses.asdict(cfg), "train": {}, "data": data or {}},
+    )
 
 
 TUNE_LINES = ["der hund", "ein baum und eine katze", "blau rot gross", "die katze springt auf den baum"]
@@ -50,9 +85,28 @@ def tune_alpha_args(checkpoint: Path, tmp_path: Path, *extra: str):
     (tmp_path / "ref.txt").write_text("\n".join(TUNE_REFS) + "\n", encoding="utf-8")
     parser = argparse.ArgumentParser()
     add_tune_alpha_args(parser)
-    return parser.parse_args([str(checkpoint), "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
-                              "--alphas", "0,1", "--beam", "3", "--max-len-a", "0", "--max-len-b", "5",
-                              "--precision", "fp32", "--out", str(tmp_path / "a.json"), *extra])
+    return parser.parse_args(
+        [
+            str(checkpoint),
+            "--src",
+            str(tmp_path / "src.txt"),
+            "--ref",
+            str(tmp_path / "ref.txt"),
+            "--alphas",
+            "0,1",
+            "--beam",
+            "3",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "5",
+            "--precision",
+            "fp32",
+            "--out",
+            str(tmp_path / "a.json"),
+            *extra,
+        ]
+    )
 
 
 def cli(*argv):

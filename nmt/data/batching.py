@@ -56,14 +56,24 @@ class TokenBatchSampler:
     loop rather than `state_dict()` at an arbitrary moment.
     """
 
-    def __init__(self, *, src_lengths: Sequence[int], tgt_lengths: Sequence[int],
-                 max_tokens: int, seed: int = 0, shuffle: bool = True, num_replicas: int = 1,
-                 rank: int = 0):
+    def __init__(
+        self,
+        *,
+        src_lengths: Sequence[int],
+        tgt_lengths: Sequence[int],
+        max_tokens: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64)  # [n] or [K, n]
         self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)  # [n] or [K, n]
         if self.src_lengths.shape != self.tgt_lengths.shape or self.src_lengths.ndim not in (1, 2):
-            raise ValueError(f"source lengths of shape {self.src_lengths.shape} but target "
-                             f"lengths of shape {self.tgt_lengths.shape}")
+            raise ValueError(
+                f"source lengths of shape {self.src_lengths.shape} but target "
+                f"lengths of shape {self.tgt_lengths.shape}"
+            )
         if self.src_lengths.ndim == 1:
             self.src_lengths, self.tgt_lengths = self.src_lengths[None], self.tgt_lengths[None]
         if len(self.src_lengths) > 1:  # K copies of a large corpus: half the memory
@@ -87,7 +97,7 @@ class TokenBatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.batches(self.epoch)[self.position:]:
+        for batch in self.batches(self.epoch)[self.position :]:
             self.position += 1
             yield batch
 
@@ -99,7 +109,7 @@ class TokenBatchSampler:
         """This rank's batches of `epoch`, in order."""
         if self._cache is None or self._cache[0] != epoch:
             self._cache = (epoch, self._all_batches(epoch))
-        return self._cache[1][self.rank::self.num_replicas]
+        return self._cache[1][self.rank :: self.num_replicas]
 
     def _all_batches(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, epoch])
@@ -117,8 +127,14 @@ class TokenBatchSampler:
         return batches
 
 
-def pack(order: np.ndarray, src_sizes: np.ndarray, tgt_sizes: np.ndarray, *,
-         max_tokens: int, max_sentences: int | None = None) -> list[list[int]]:
+def pack(
+    order: np.ndarray,
+    src_sizes: np.ndarray,
+    tgt_sizes: np.ndarray,
+    *,
+    max_tokens: int,
+    max_sentences: int | None = None,
+) -> list[list[int]]:
     """Cut `order` greedily into consecutive batches with n * max(size) <= max_tokens per side
     (and at most `max_sentences` examples, if given).
 
@@ -140,8 +156,9 @@ def pack(order: np.ndarray, src_sizes: np.ndarray, tgt_sizes: np.ndarray, *,
     return batches
 
 
-def make_batches(lengths: Sequence[int], *, batch_tokens: int,
-                 max_sentences: int | None = None) -> list[list[int]]:
+def make_batches(
+    lengths: Sequence[int], *, batch_tokens: int, max_sentences: int | None = None
+) -> list[list[int]]:
     """Translation's batches (one side): indices longest first (ties in input order), cut by
     `pack` so that each batch holds at most `batch_tokens` padded tokens (n * longest) and
     `max_sentences` sentences (always at least one). `lengths` are padded-tensor lengths."""
@@ -175,16 +192,18 @@ def equalize(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
 @dataclass
 class Batch:
     """A padded batch; B sentences, S = max source length + 1, T = max target length + 1."""
-    src: torch.Tensor      # [B, S] long: ids + EOS, right-padded with PAD
-    tgt_in: torch.Tensor   # [B, T] long: BOS + ids (decoder input, shifted right)
+
+    src: torch.Tensor  # [B, S] long: ids + EOS, right-padded with PAD
+    tgt_in: torch.Tensor  # [B, T] long: BOS + ids (decoder input, shifted right)
     tgt_out: torch.Tensor  # [B, T] long: ids + EOS (what the decoder must predict)
-    n_src_tokens: int      # non-pad positions in src
-    n_tgt_tokens: int      # non-pad positions in tgt_out
+    n_src_tokens: int  # non-pad positions in src
+    n_tgt_tokens: int  # non-pad positions in tgt_out
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
         move = lambda x: x.to(device, non_blocking=non_blocking)  # noqa: E731
-        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out),
-                     self.n_src_tokens, self.n_tgt_tokens)
+        return Batch(
+            move(self.src), move(self.tgt_in), move(self.tgt_out), self.n_src_tokens, self.n_tgt_tokens
+        )
 
 
 def collate(examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> Batch:
@@ -194,16 +213,15 @@ def collate(examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> Batch:
     b = len(examples)
     s_len = max((len(s) for s, _ in examples), default=0) + 1
     t_len = max((len(t) for _, t in examples), default=0) + 1
-    src = np.full((b, s_len), pad, dtype=np.int64)      # [B, S]
-    tgt_in = np.full((b, t_len), pad, dtype=np.int64)   # [B, T]
+    src = np.full((b, s_len), pad, dtype=np.int64)  # [B, S]
+    tgt_in = np.full((b, t_len), pad, dtype=np.int64)  # [B, T]
     tgt_out = np.full((b, t_len), pad, dtype=np.int64)  # [B, T]
     n_src = n_tgt = 0
     for row, (s, t) in enumerate(examples):
         ls, lt = len(s), len(t)
         src[row, :ls], src[row, ls] = s, eos
-        tgt_in[row, 0], tgt_in[row, 1:lt + 1] = bos, t
+        tgt_in[row, 0], tgt_in[row, 1 : lt + 1] = bos, t
         tgt_out[row, :lt], tgt_out[row, lt] = t, eos
         n_src += ls + 1
         n_tgt += lt + 1
-    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out),
-                 n_src, n_tgt)
+    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), n_src, n_tgt)

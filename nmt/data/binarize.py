@@ -24,8 +24,10 @@ __all__ = ["CHUNK", "binarize", "binarize_samples", "text_chunks", "write_offset
 
 def text_chunks(files: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
     """The aligned lines of two text files (newlines removed), `CHUNK` pairs at a time."""
-    with open(files[0], encoding="utf-8", newline="\n") as fs, \
-            open(files[1], encoding="utf-8", newline="\n") as ft:
+    with (
+        open(files[0], encoding="utf-8", newline="\n") as fs,
+        open(files[1], encoding="utf-8", newline="\n") as ft,
+    ):
         while True:
             src = [line[:-1] for line in itertools.islice(fs, CHUNK)]
             tgt = [line[:-1] for line in itertools.islice(ft, CHUNK)]
@@ -41,8 +43,16 @@ def _write_ids(f, ids: list[list[int]], dtype: np.dtype) -> list[int]:
     return lens
 
 
-def binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
-             limits: tuple[int, float] | None, threads: int, warn_len: int | None = None) -> dict:
+def binarize(
+    sp,
+    files: tuple[Path, Path],
+    prefix: Path,
+    *,
+    dtype: np.dtype,
+    limits: tuple[int, float] | None,
+    threads: int,
+    warn_len: int | None = None,
+) -> dict:
     """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` (max_len,
     max_ratio) if given; count the pairs (kept) with a side longer than `warn_len`.
 
@@ -77,8 +87,12 @@ def binarize(sp, files: tuple[Path, Path], prefix: Path, *, dtype: np.dtype,
                 longer += sum(max(len(s), len(t)) > warn_len for s, t in zip(src_ids, tgt_ids))
             lengths["src"].extend(_write_ids(fs, src_ids, dtype))
             lengths["tgt"].extend(_write_ids(ft, tgt_ids, dtype))
-    counts = {"pairs": len(lengths["src"]), "dropped": dropped, "longer": longer,
-              "keep": np.frombuffer(keep, dtype=np.int8).astype(bool) if keep else None}
+    counts = {
+        "pairs": len(lengths["src"]),
+        "dropped": dropped,
+        "longer": longer,
+        "keep": np.frombuffer(keep, dtype=np.int8).astype(bool) if keep else None,
+    }
     counts.update(write_offsets(prefix, lengths))
     return counts
 
@@ -94,8 +108,18 @@ def write_offsets(prefix: Path, lengths: dict) -> dict:
     return counts
 
 
-def binarize_samples(sp, files: tuple[Path, Path], out: Path, *, keep: np.ndarray, p: float,
-                     copies: int, seed: int, max_len: int, dtype: np.dtype) -> dict:
+def binarize_samples(
+    sp,
+    files: tuple[Path, Path],
+    out: Path,
+    *,
+    keep: np.ndarray,
+    p: float,
+    copies: int,
+    seed: int,
+    max_len: int,
+    dtype: np.dtype,
+) -> dict:
     """BPE-dropout: write `train.bpe{k}` for k = 1..`copies` into `out`, each a sampled
     segmentation of the train pairs `keep` selects (the pairs and order of `train`), every merge
     skipped with probability `p`. A side whose sample is longer than `max_len` keeps its usual
@@ -113,21 +137,26 @@ def binarize_samples(sp, files: tuple[Path, Path], out: Path, *, keep: np.ndarra
         start = 0
         with open(out / f"{name}.src.bin", "wb") as fs, open(out / f"{name}.tgt.bin", "wb") as ft:
             for chunk, (src_text, tgt_text) in enumerate(text_chunks(files)):
-                chunk_keep = keep[start:start + len(src_text)]
+                chunk_keep = keep[start : start + len(src_text)]
                 start += len(src_text)
                 for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
                     text = [t for t, kept in zip(text, chunk_keep) if kept]
                     digest = hashlib.sha256(f"{seed}/{k}/{chunk}/{side}".encode()).digest()
                     # 0xFFFFFFFF would mean "unseeded" to SentencePiece
                     spm.set_random_generator_seed(int.from_bytes(digest[:4], "little") % 0xFFFFFFFF)
-                    ids = sp.encode(text, out_type=int, enable_sampling=True,
-                                    alpha=p, nbest_size=-1, num_threads=1)
-                    ids = [x if len(x) <= max_len else sp.encode(t, out_type=int)
-                           for x, t in zip(ids, text)]
+                    ids = sp.encode(
+                        text, out_type=int, enable_sampling=True, alpha=p, nbest_size=-1, num_threads=1
+                    )
+                    ids = [x if len(x) <= max_len else sp.encode(t, out_type=int) for x, t in zip(ids, text)]
                     lengths[side].extend(_write_ids(f, ids, dtype))
         counts = write_offsets(out / name, lengths)
         names.append(name)
         src_tokens.append(counts["src_tokens"])
         tgt_tokens.append(counts["tgt_tokens"])
-    return {"bpe_dropout": p, "splits": names, "pairs": int(keep.sum()),
-            "src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
+    return {
+        "bpe_dropout": p,
+        "splits": names,
+        "pairs": int(keep.sum()),
+        "src_tokens": src_tokens,
+        "tgt_tokens": tgt_tokens,
+    }

@@ -17,39 +17,80 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--src", required=True, metavar="LANG", help="source language code, e.g. en")
     p.add_argument("--tgt", required=True, metavar="LANG", help="target language code, e.g. de")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
-                   help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14 "
-                        "en-de, 32000 wmt14 en-fr, else by train size)")
-    p.add_argument("--train", nargs=2, metavar=("SRC", "TGT"),
-                   help="training files (files; wmt14, wmt17-zh-en: instead of the "
-                        "downloaded train.*)")
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14 "
+        "en-de, 32000 wmt14 en-fr, else by train size)",
+    )
+    p.add_argument(
+        "--train",
+        nargs=2,
+        metavar=("SRC", "TGT"),
+        help="training files (files; wmt14, wmt17-zh-en: instead of the downloaded train.*)",
+    )
     p.add_argument("--valid", nargs=2, metavar=("SRC", "TGT"))
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"))
-    p.add_argument("--data-dir", default=None,
-                   help="folder with local copies (multi30k/, wmt14_en_de/, wmt14_en_fr/, "
-                        "wmt17_zh_en/, libreoffice_help/); downloads go there "
-                        "too (default: $NMT_DATA_DIR, else ~/.cache/nmt/data)")
-    p.add_argument("--base-url", default=None,
-                   help="replace the download base URL (mirror; default: $NMT_BASE_URL)")
-    p.add_argument("--max-len", type=int, default=PrepareOptions.max_len,
-                   help="train only: drop pairs with a side longer than this many pieces")
-    p.add_argument("--max-ratio", type=float, default=PrepareOptions.max_ratio,
-                   help="train only: drop pairs whose piece-length ratio exceeds this")
-    p.add_argument("--character-coverage", type=float, default=None,
-                   help="SentencePiece character coverage (default: 0.9995 if zh/ja/ko, else 1)")
-    p.add_argument("--input-sentence-size", type=int,
-                   default=PrepareOptions.input_sentence_size,
-                   help="max sentences sampled to train SentencePiece")
-    p.add_argument("--bpe-dropout", type=float, default=0.0, metavar="P",
-                   help="not in the paper: also write --bpe-dropout-copies sampled segmentations "
-                        "of train, each BPE merge skipped with probability P (BPE-dropout, "
-                        "Provilkov et al. 2020; 0.1 there); training uses one per epoch")
-    p.add_argument("--bpe-dropout-copies", type=int, default=None, metavar="K",
-                   help="how many sampled segmentations (default 10 with --bpe-dropout)")
-    p.add_argument("--spm-model", default=None, metavar="FILE",
-                   help="reuse this SentencePiece model (an earlier prepare's DATA_DIR or its "
-                        "spm.model) instead of learning one: the same vocabulary id for id, for "
-                        "ensembles or fine-tuning across data sets (e.g. distilled targets)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder with local copies (multi30k/, wmt14_en_de/, wmt14_en_fr/, "
+        "wmt17_zh_en/, libreoffice_help/); downloads go there "
+        "too (default: $NMT_DATA_DIR, else ~/.cache/nmt/data)",
+    )
+    p.add_argument(
+        "--base-url", default=None, help="replace the download base URL (mirror; default: $NMT_BASE_URL)"
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=PrepareOptions.max_len,
+        help="train only: drop pairs with a side longer than this many pieces",
+    )
+    p.add_argument(
+        "--max-ratio",
+        type=float,
+        default=PrepareOptions.max_ratio,
+        help="train only: drop pairs whose piece-length ratio exceeds this",
+    )
+    p.add_argument(
+        "--character-coverage",
+        type=float,
+        default=None,
+        help="SentencePiece character coverage (default: 0.9995 if zh/ja/ko, else 1)",
+    )
+    p.add_argument(
+        "--input-sentence-size",
+        type=int,
+        default=PrepareOptions.input_sentence_size,
+        help="max sentences sampled to train SentencePiece",
+    )
+    p.add_argument(
+        "--bpe-dropout",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="not in the paper: also write --bpe-dropout-copies sampled segmentations "
+        "of train, each BPE merge skipped with probability P (BPE-dropout, "
+        "Provilkov et al. 2020; 0.1 there); training uses one per epoch",
+    )
+    p.add_argument(
+        "--bpe-dropout-copies",
+        type=int,
+        default=None,
+        metavar="K",
+        help="how many sampled segmentations (default 10 with --bpe-dropout)",
+    )
+    p.add_argument(
+        "--spm-model",
+        default=None,
+        metavar="FILE",
+        help="reuse this SentencePiece model (an earlier prepare's DATA_DIR or its "
+        "spm.model) instead of learning one: the same vocabulary id for id, for "
+        "ensembles or fine-tuning across data sets (e.g. distilled targets)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 8))
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -63,8 +104,10 @@ def run_prepare(args: argparse.Namespace) -> int:
     if copies is None:
         copies = 10 if args.bpe_dropout > 0 else 0
     if not 0.0 <= args.bpe_dropout < 1.0 or copies < 0 or bool(copies) != bool(args.bpe_dropout):
-        raise DataError(f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
-                        "0 < P < 1 and K >= 1 (or P = 0 and no copies)")
+        raise DataError(
+            f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
+            "0 < P < 1 and K >= 1 (or P = 0 and no copies)"
+        )
     if args.spm_model is not None and (args.vocab_size is not None or args.character_coverage is not None):
         raise DataError("--spm-model reuses a vocabulary: --vocab-size and --character-coverage do not apply")
     if args.vocab_size is not None and args.vocab_size < 1:
@@ -73,8 +116,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         for path in getattr(args, split) or ():
             if Path(path).exists() and not Path(path).is_file():
                 raise DataError(f"--{split} {path}: not a regular file (a text file, one sentence per line)")
-    root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR")
-                or Path.home() / ".cache" / "nmt" / "data")
+    root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR") or Path.home() / ".cache" / "nmt" / "data")
     given = {s: getattr(args, s) for s in SPLITS if getattr(args, s)}
     downloads = {}
     if args.dataset == "files":
@@ -88,25 +130,33 @@ def run_prepare(args: argparse.Namespace) -> int:
     else:
         wanted = tuple(s for s in SPLITS if s not in given)
         if args.dataset == "wmt14":
-            splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url,
-                                               splits=wanted)
+            splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url, splits=wanted)
         else:
-            splits, downloads = dl.fetch_wmt(root, dl.WMT17_ZH_EN, (src, tgt),
-                                             base_url=args.base_url, splits=wanted)
+            splits, downloads = dl.fetch_wmt(
+                root, dl.WMT17_ZH_EN, (src, tgt), base_url=args.base_url, splits=wanted
+            )
         splits.update(given)
     vocab_size = args.vocab_size
     if vocab_size is None and args.dataset == "wmt14" and "fr" in (src, tgt):
         vocab_size = WMT14_EN_FR_VOCAB
     for rel, digest in downloads.items():
-        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: "
-              f"sha256 {digest}")
+        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
     options = PrepareOptions(
-        dataset=args.dataset, src_lang=src, tgt_lang=tgt, vocab_size=vocab_size,
-        max_len=args.max_len, max_ratio=args.max_ratio,
+        dataset=args.dataset,
+        src_lang=src,
+        tgt_lang=tgt,
+        vocab_size=vocab_size,
+        max_len=args.max_len,
+        max_ratio=args.max_ratio,
         character_coverage=args.character_coverage,
-        input_sentence_size=args.input_sentence_size, seed=args.seed, threads=args.threads,
+        input_sentence_size=args.input_sentence_size,
+        seed=args.seed,
+        threads=args.threads,
         shuffle_train=args.dataset == "libreoffice",  # its lines are in page order
-        bpe_dropout=args.bpe_dropout, bpe_dropout_copies=copies, spm_model=args.spm_model)
+        bpe_dropout=args.bpe_dropout,
+        bpe_dropout_copies=copies,
+        spm_model=args.spm_model,
+    )
     splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
     meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
     print(format_report(meta))

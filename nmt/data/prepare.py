@@ -58,8 +58,21 @@ WMT14_EN_FR_VOCAB = 32000  # paper: "a 32000 word-piece vocabulary" for WMT14 en
 DATASETS = ("multi30k", "wmt14", "wmt17-zh-en", "libreoffice", "files")
 META_VERSION = 1
 
-__all__ = ["PAD", "UNK", "BOS", "EOS", "DataError", "PrepareOptions", "ParallelDataset",
-           "clean_line", "load_meta", "load_spm", "prepare", "read_lines", "read_pairs"]
+__all__ = [
+    "PAD",
+    "UNK",
+    "BOS",
+    "EOS",
+    "DataError",
+    "PrepareOptions",
+    "ParallelDataset",
+    "clean_line",
+    "load_meta",
+    "load_spm",
+    "prepare",
+    "read_lines",
+    "read_pairs",
+]
 
 
 # ------------------------------------------------------------------------------- reading text
@@ -76,7 +89,7 @@ def read_lines(path: str | Path, *, errors: str = "strict") -> Iterator[str]:
     try:
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
             yield from _decode_lines(f, str(path), errors)
     except (OSError, EOFError) as e:  # missing file, truncated or corrupt gzip
         raise DataError(f"cannot read {path}: {e}") from e
@@ -87,8 +100,9 @@ def _decode_lines(f, name: str, errors: str = "strict") -> Iterator[str]:
         try:
             line = raw.decode("utf-8", errors=errors)
         except UnicodeDecodeError as e:
-            raise DataError(f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at "
-                            f"column {e.start + 1})") from None
+            raise DataError(
+                f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+            ) from None
         if n == 1 and line.startswith("\ufeff"):
             line = line[1:]
         yield line.rstrip("\n").removesuffix("\r")
@@ -102,8 +116,9 @@ def read_pairs(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str
         if pair[0] is None or pair[1] is None:
             rest = 1 + sum(1 for _ in (src_it if pair[1] is None else tgt_it))
             n_src, n_tgt = (n + rest, n) if pair[1] is None else (n, n + rest)
-            raise DataError(f"line count mismatch: {src_path} has {n_src} lines but "
-                            f"{tgt_path} has {n_tgt} lines")
+            raise DataError(
+                f"line count mismatch: {src_path} has {n_src} lines but {tgt_path} has {n_tgt} lines"
+            )
         n += 1
         yield pair
 
@@ -129,18 +144,19 @@ def clean_line(text: str) -> str:
 @dataclass(frozen=True)
 class PrepareOptions:
     """The recipe; stored verbatim in meta.json["recipe"]."""
+
     dataset: str
     src_lang: str
     tgt_lang: str
-    vocab_size: int | None = None       # None: DEFAULT_VOCAB, or by train size for `files`
-    max_len: int = 250                  # train only: max pieces per side (without EOS/BOS)
-    max_ratio: float = 9.0              # train only: max(len)/min(len) in pieces (Moses default)
+    vocab_size: int | None = None  # None: DEFAULT_VOCAB, or by train size for `files`
+    max_len: int = 250  # train only: max pieces per side (without EOS/BOS)
+    max_ratio: float = 9.0  # train only: max(len)/min(len) in pieces (Moses default)
     character_coverage: float | None = None  # None: 0.9995 with a CJK language, else 1.0
     input_sentence_size: int = 1_000_000  # SentencePiece training sample (sentences, both sides);
     # bounds prepare's peak memory (~0.6 GiB at 1M sentences of synthetic text)
     seed: int = 0
     threads: int = 2
-    shuffle_train: bool = False         # shuffle train pairs (from `seed`) before BPE and
+    shuffle_train: bool = False  # shuffle train pairs (from `seed`) before BPE and
     # binarizing: for corpora stored in document order (libreoffice); holds train in memory
     # not in the paper: BPE-dropout (Provilkov et al., 2020). Besides the usual train encoding,
     # write `bpe_dropout_copies` encodings of the same kept pairs in which each merge is skipped
@@ -164,8 +180,15 @@ def character_coverage(langs: tuple[str, ...]) -> float:
     return 0.9995 if cjk else 1.0
 
 
-def prepare(splits: dict[str, tuple[Path, Path]], out: str | Path, *, options: PrepareOptions,
-            downloads: dict | None = None, force: bool = False, log=print) -> dict:
+def prepare(
+    splits: dict[str, tuple[Path, Path]],
+    out: str | Path,
+    *,
+    options: PrepareOptions,
+    downloads: dict | None = None,
+    force: bool = False,
+    log=print,
+) -> dict:
     """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict."""
     out = Path(out)
     done = restore_aside(out)  # a prepare killed inside its swap: the previous data comes back
@@ -205,13 +228,14 @@ def _remove_stale_temporaries(out: Path) -> None:
             continue
 
 
-def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict,
-                  log) -> dict:
+def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict, log) -> dict:
     o = options
     langs = (o.src_lang, o.tgt_lang)
     clock = time.perf_counter()
-    inputs = {s: {side: {"path": str(p), "sha256": dl.sha256_file(p)}
-                  for side, p in zip(("src", "tgt"), paths)} for s, paths in splits.items()}
+    inputs = {
+        s: {side: {"path": str(p), "sha256": dl.sha256_file(p)} for side, p in zip(("src", "tgt"), paths)}
+        for s, paths in splits.items()
+    }
     cleaning, text_files = {}, {}
     for split, (src_path, tgt_path) in splits.items():
         if split == "train":  # cleaned train text is temporary: spm input + encoder input
@@ -235,12 +259,22 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     else:
         vocab_size = o.vocab_size or default_vocab_size(o.dataset, n_train)
         coverage = o.character_coverage or character_coverage(langs)
-        spm_args = dict(model_type="bpe", vocab_size=vocab_size, character_coverage=coverage,
-                        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-                        # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
-                        normalization_rule_name="identity", remove_extra_whitespaces=False,
-                        input_sentence_size=o.input_sentence_size, shuffle_input_sentence=True,
-                        hard_vocab_limit=False, num_threads=o.threads)
+        spm_args = dict(
+            model_type="bpe",
+            vocab_size=vocab_size,
+            character_coverage=coverage,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            input_sentence_size=o.input_sentence_size,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            num_threads=o.threads,
+        )
         sp = train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
         log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
     dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
@@ -249,22 +283,40 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     split_meta = {}
     for split, files in text_files.items():
         limits = (o.max_len, o.max_ratio) if split == "train" else None
-        counts = binarize(sp, files, tmp / split, dtype=np.dtype(dtype), limits=limits,
-                          threads=o.threads, warn_len=o.max_len)
+        counts = binarize(
+            sp,
+            files,
+            tmp / split,
+            dtype=np.dtype(dtype),
+            limits=limits,
+            threads=o.threads,
+            warn_len=o.max_len,
+        )
         longer = counts.pop("longer")
         keep = counts.pop("keep")
         if split == "train":
             cleaning["train"]["dropped"].update(counts.pop("dropped"))
             cleaning["train"]["kept"] = counts["pairs"]
             if counts["pairs"] == 0:
-                raise DataError(f"no training pairs left after --max-len {o.max_len} and "
-                                f"--max-ratio {o.max_ratio}")
+                raise DataError(
+                    f"no training pairs left after --max-len {o.max_len} and --max-ratio {o.max_ratio}"
+                )
             if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
-                samples = binarize_samples(sp, files, tmp, keep=keep, p=o.bpe_dropout,
-                                           copies=o.bpe_dropout_copies, seed=o.seed,
-                                           max_len=o.max_len, dtype=np.dtype(dtype))
-                log(f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
-                    f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces")
+                samples = binarize_samples(
+                    sp,
+                    files,
+                    tmp,
+                    keep=keep,
+                    p=o.bpe_dropout,
+                    copies=o.bpe_dropout_copies,
+                    seed=o.seed,
+                    max_len=o.max_len,
+                    dtype=np.dtype(dtype),
+                )
+                log(
+                    f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
+                    f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces"
+                )
             for f in files:
                 f.unlink()
         else:
@@ -272,17 +324,26 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
             counts["text"] = [f.name for f in files]
             cleaning[split]["longer_than_max_len"] = longer
             if longer:  # kept (valid/test are never filtered); a model with fewer positions truncates them
-                log(f"warning: {split}: {longer} pairs have a side longer than --max-len {o.max_len} "
-                    "pieces (kept; validation and translation truncate them to the model's positions)")
+                log(
+                    f"warning: {split}: {longer} pairs have a side longer than --max-len {o.max_len} "
+                    "pieces (kept; validation and translation truncate them to the model's positions)"
+                )
         split_meta[split] = counts
     log(f"encoded in {time.perf_counter() - clock:.1f}s")
 
     meta = {
-        "format": "nmt-prepared-data", "version": META_VERSION,
-        "dataset": o.dataset, "src_lang": o.src_lang, "tgt_lang": o.tgt_lang,
-        "vocab_size": sp.get_piece_size(), "dtype": dtype,
+        "format": "nmt-prepared-data",
+        "version": META_VERSION,
+        "dataset": o.dataset,
+        "src_lang": o.src_lang,
+        "tgt_lang": o.tgt_lang,
+        "vocab_size": sp.get_piece_size(),
+        "dtype": dtype,
         "special_ids": SPECIAL_IDS,
-        "splits": split_meta, "cleaning": cleaning, "inputs": inputs, "downloads": downloads,
+        "splits": split_meta,
+        "cleaning": cleaning,
+        "inputs": inputs,
+        "downloads": downloads,
         "spm": {k: v for k, v in spm_args.items() if k != "num_threads"},
         "recipe": asdict(o),
     }
@@ -292,15 +353,22 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     return meta
 
 
-def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *,
-                 drop_empty: bool) -> dict:
+def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *, drop_empty: bool) -> dict:
     """Write cleaned, line-aligned text of one split to `files`; return the cleaning counts."""
-    stats = {"read": 0, "kept": 0, "stripped": 0, "control_chars": 0, "nfc_changed": 0,
-             "dropped": {"empty": 0}}
+    stats = {
+        "read": 0,
+        "kept": 0,
+        "stripped": 0,
+        "control_chars": 0,
+        "nfc_changed": 0,
+        "dropped": {"empty": 0},
+    }
     if not drop_empty:
         stats["empty_kept"] = 0
-    with open(files[0], "w", encoding="utf-8", newline="\n") as fs, \
-            open(files[1], "w", encoding="utf-8", newline="\n") as ft:
+    with (
+        open(files[0], "w", encoding="utf-8", newline="\n") as fs,
+        open(files[1], "w", encoding="utf-8", newline="\n") as ft,
+    ):
         for src, tgt in read_pairs(src_path, tgt_path):
             stats["read"] += 1
             pair = []
@@ -351,8 +419,9 @@ def train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
-        spm.SentencePieceTrainer.train(sentence_iterator=sentences(), model_writer=model,
-                                       minloglevel=2, **kwargs)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(), model_writer=model, minloglevel=2, **kwargs
+        )
     except RuntimeError as e:
         raise DataError(f"SentencePiece training failed: {e}") from e
     Path(f"{prefix}.model").write_bytes(model.getvalue())
@@ -371,8 +440,10 @@ def _reuse_spm(path: Path, prefix: Path):
 
     model_file = path / "spm.model" if path.is_dir() else path
     if not model_file.is_file():
-        raise DataError(f"--spm-model {path}: no such file (give an spm.model or the DATA_DIR of an "
-                        "earlier `nmt prepare`)")
+        raise DataError(
+            f"--spm-model {path}: no such file (give an spm.model or the DATA_DIR of an "
+            "earlier `nmt prepare`)"
+        )
     data = model_file.read_bytes()
     try:
         sp = spm.SentencePieceProcessor(model_proto=data)
@@ -380,14 +451,18 @@ def _reuse_spm(path: Path, prefix: Path):
         raise DataError(f"--spm-model {model_file}: not a SentencePiece model ({e})") from e
     ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
     if ids != {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}:
-        raise DataError(f"--spm-model {model_file}: special ids {ids}, nmt needs pad {PAD}, unk {UNK}, "
-                        f"bos {BOS}, eos {EOS} (use the spm.model of an `nmt prepare` DATA_DIR)")
+        raise DataError(
+            f"--spm-model {model_file}: special ids {ids}, nmt needs pad {PAD}, unk {UNK}, "
+            f"bos {BOS}, eos {EOS} (use the spm.model of an `nmt prepare` DATA_DIR)"
+        )
     Path(f"{prefix}.model").write_bytes(data)
     with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
         for i in range(sp.get_piece_size()):
             f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
     source_meta = model_file.parent / "meta.json"
-    record = json.loads(source_meta.read_text())["spm"] if source_meta.is_file() else {"character_coverage": None}
+    record = (
+        json.loads(source_meta.read_text())["spm"] if source_meta.is_file() else {"character_coverage": None}
+    )
     return sp, {**record, "reused_from": str(model_file), "sha256": dl.sha256_file(model_file)}
 
 
@@ -395,8 +470,9 @@ def _reuse_spm(path: Path, prefix: Path):
 def load_meta(data_dir: str | Path) -> dict:
     path = Path(data_dir) / "meta.json"
     if not path.is_file():
-        raise DataError(f"{data_dir} is not a prepared data directory (no meta.json); "
-                        f"run `nmt prepare` first")
+        raise DataError(
+            f"{data_dir} is not a prepared data directory (no meta.json); run `nmt prepare` first"
+        )
     meta = json.loads(path.read_text(encoding="utf-8"))
     try:  # the ids the data was written with must be nmt.vocab's (issue 10, defect 3)
         check_special_ids(meta.get("special_ids"), str(path))
@@ -433,17 +509,23 @@ class ParallelDataset:
         for side, offsets in self._offsets.items():
             name = self.data_dir / f"{self.split}.{side}.offsets.npy"
             if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
-                raise DataError(f"{name}: not the offsets of a prepared split (altered or damaged); "
-                                "prepare the data again")
+                raise DataError(
+                    f"{name}: not the offsets of a prepared split (altered or damaged); "
+                    "prepare the data again"
+                )
             if len(offsets) != len(self._offsets["src"]):
-                raise DataError(f"{name}: {len(offsets) - 1} pairs, but {self.split}.src.offsets.npy has "
-                                f"{len(self._offsets['src']) - 1}; prepare the data again")
+                raise DataError(
+                    f"{name}: {len(offsets) - 1} pairs, but {self.split}.src.offsets.npy has "
+                    f"{len(self._offsets['src']) - 1}; prepare the data again"
+                )
             path = self.data_dir / f"{self.split}.{side}.bin"
             size, expected = path.stat().st_size, int(offsets[-1]) * itemsize
             if size != expected:
-                raise DataError(f"{path}: {size} bytes, but {name.name} ends at piece {int(offsets[-1])} "
-                                f"({expected} bytes of {self.meta['dtype']}): the data folder is truncated or "
-                                "altered; prepare it again")
+                raise DataError(
+                    f"{path}: {size} bytes, but {name.name} ends at piece {int(offsets[-1])} "
+                    f"({expected} bytes of {self.meta['dtype']}): the data folder is truncated or "
+                    "altered; prepare it again"
+                )
 
     @classmethod
     def load(cls, data_dir: str | Path, split: str) -> "ParallelDataset":
@@ -459,8 +541,7 @@ class ParallelDataset:
             for s in ("src", "tgt"):
                 path = self.data_dir / f"{self.split}.{s}.bin"
                 empty = path.stat().st_size == 0  # np.memmap refuses empty files
-                self._maps[s] = (np.zeros(0, dtype) if empty
-                                 else np.memmap(path, dtype=dtype, mode="r"))
+                self._maps[s] = np.zeros(0, dtype) if empty else np.memmap(path, dtype=dtype, mode="r")
         return self._maps[side]
 
     def __len__(self) -> int:
@@ -470,7 +551,7 @@ class ParallelDataset:
         out = []
         for side in ("src", "tgt"):
             o = self._offsets[side]
-            out.append(np.asarray(self._ids(side)[o[i]:o[i + 1]], dtype=np.int64))
+            out.append(np.asarray(self._ids(side)[o[i] : o[i + 1]], dtype=np.int64))
         return out[0], out[1]
 
     def __getstate__(self) -> dict:
@@ -480,22 +561,30 @@ class ParallelDataset:
 # ------------------------------------------------------------------------------- command line
 def format_report(meta: dict) -> str:
     """A short table of what cleaning did per split."""
-    lines = [f"{meta['src_lang']}-{meta['tgt_lang']}: vocabulary {meta['vocab_size']} "
-             f"(BPE, shared, character coverage {meta['spm']['character_coverage']}), "
-             f"ids {meta['dtype']}",
-             f"{'split':<6} {'read':>9} {'kept':>9} {'src tok':>11} {'tgt tok':>11}  notes"]
+    lines = [
+        f"{meta['src_lang']}-{meta['tgt_lang']}: vocabulary {meta['vocab_size']} "
+        f"(BPE, shared, character coverage {meta['spm']['character_coverage']}), "
+        f"ids {meta['dtype']}",
+        f"{'split':<6} {'read':>9} {'kept':>9} {'src tok':>11} {'tgt tok':>11}  notes",
+    ]
     for split, c in meta["cleaning"].items():
         s = meta["splits"][split]
         notes = [f"dropped {k} {v}" for k, v in c["dropped"].items() if v]
-        notes += [f"{k.replace('_', ' ')} {c[k]}" for k in ("empty_kept", "stripped", "control_chars",
-                                                            "nfc_changed", "longer_than_max_len") if c.get(k)]
-        lines.append(f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
-                     f"{s['tgt_tokens']:>11}  {', '.join(notes)}")
+        notes += [
+            f"{k.replace('_', ' ')} {c[k]}"
+            for k in ("empty_kept", "stripped", "control_chars", "nfc_changed", "longer_than_max_len")
+            if c.get(k)
+        ]
+        lines.append(
+            f"{split:<6} {c['read']:>9} {c['kept']:>9} {s['src_tokens']:>11} "
+            f"{s['tgt_tokens']:>11}  {', '.join(notes)}"
+        )
     if "train_samples" in meta:
         ts = meta["train_samples"]
         n = len(ts["splits"])
-        lines.append(f"train: {n} BPE-dropout segmentations (p={ts['bpe_dropout']}), on average "
-                     f"{sum(ts['src_tokens']) / n:,.0f} source / {sum(ts['tgt_tokens']) / n:,.0f} "
-                     "target pieces")
+        lines.append(
+            f"train: {n} BPE-dropout segmentations (p={ts['bpe_dropout']}), on average "
+            f"{sum(ts['src_tokens']) / n:,.0f} source / {sum(ts['tgt_tokens']) / n:,.0f} "
+            "target pieces"
+        )
     return "\n".join(lines)
-

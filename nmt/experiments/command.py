@@ -33,21 +33,36 @@ from .variations import (
 
 
 def add_prepare_ptb_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--treebank",
-                        help="folder of wsj_*.mrg files or its .tar.gz (default: $NMT_DATA_DIR/ptb_sample/combined.tar.gz)")
+    parser.add_argument(
+        "--treebank",
+        help="folder of wsj_*.mrg files or its .tar.gz (default: $NMT_DATA_DIR/ptb_sample/combined.tar.gz)",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="output DATA_DIR")
-    parser.add_argument("--min-count", type=int, default=2, help="keep training words seen this often (default 2)")
+    parser.add_argument(
+        "--min-count", type=int, default=2, help="keep training words seen this often (default 2)"
+    )
     parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
-    parser.add_argument("--leaves", choices=LEAF_KINDS, default=None,
-                        help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
-                             "words (the word itself); see results/ptb-parse/README.md")
+    parser.add_argument(
+        "--leaves",
+        choices=LEAF_KINDS,
+        default=None,
+        help="how a word is linearised: xx (the paper's, default), pos (its POS tag) or "
+        "words (the word itself); see results/ptb-parse/README.md",
+    )
     parser.add_argument("--pos-tags", action="store_true", help="the same as --leaves pos")
-    parser.add_argument("--copy-pairs", action="store_true",
-                        help="also train on a copy of every training sentence (words + <s> -> words), which "
-                             "teaches the positional alignment a --form per-word parser needs (not the paper's)")
-    parser.add_argument("--form", choices=FORMS, default="brackets",
-                        help="brackets (the paper's bracket sequence, default) or per-word (one token per "
-                             "word: the brackets it opens, XX, how many close after it; not the paper's)")
+    parser.add_argument(
+        "--copy-pairs",
+        action="store_true",
+        help="also train on a copy of every training sentence (words + <s> -> words), which "
+        "teaches the positional alignment a --form per-word parser needs (not the paper's)",
+    )
+    parser.add_argument(
+        "--form",
+        choices=FORMS,
+        default="brackets",
+        help="brackets (the paper's bracket sequence, default) or per-word (one token per "
+        "word: the brackets it opens, XX, how many close after it; not the paper's)",
+    )
 
 
 def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
@@ -56,35 +71,61 @@ def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     treebank = args.treebank
     if treebank is None:
         if not os.environ.get("NMT_DATA_DIR"):
-            raise DataError("--treebank PATH is required (or set NMT_DATA_DIR to a folder holding ptb_sample/)")
+            raise DataError(
+                "--treebank PATH is required (or set NMT_DATA_DIR to a folder holding ptb_sample/)"
+            )
         treebank = Path(os.environ["NMT_DATA_DIR"]) / "ptb_sample" / "combined.tar.gz"
         if not treebank.exists():
             raise DataError(f"{treebank}: no such file (NMT_DATA_DIR); pass --treebank PATH")
     if args.pos_tags and args.leaves not in (None, "pos"):
         raise DataError(f"--pos-tags contradicts --leaves {args.leaves}")
     leaf = "pos" if args.pos_tags else args.leaves or "xx"
-    prepare_ptb(treebank, args.out, min_count=args.min_count, force=args.force, leaf=leaf, form=args.form,
-                copy_pairs=args.copy_pairs)
+    prepare_ptb(
+        treebank,
+        args.out,
+        min_count=args.min_count,
+        force=args.force,
+        leaf=leaf,
+        form=args.form,
+        copy_pairs=args.copy_pairs,
+    )
     print(f"wrote {args.out}")
     return 0
 
 
 def add_parse_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="checkpoint or run directory trained on `nmt prepare ptb` data")
-    parser.add_argument("-i", "--input", default="-", help="tokenised sentences, one per line (default: stdin)")
+    parser.add_argument(
+        "-i", "--input", default="-", help="tokenised sentences, one per line (default: stdin)"
+    )
     parser.add_argument("-o", "--output", default="-", help="trees, one per line (default: stdout)")
-    parser.add_argument("--gold", help="gold trees (one per line, e.g. DATA_DIR/test.gold.txt): also print F1")
+    parser.add_argument(
+        "--gold", help="gold trees (one per line, e.g. DATA_DIR/test.gold.txt): also print F1"
+    )
     parser.add_argument("--beam", type=int, default=BEAM, help="beam size (paper, 6.3: 21)")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="length penalty (paper, 6.3: 0.3)")
-    parser.add_argument("--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)")
-    parser.add_argument("--constrain", action="store_true",
-                        help="search only well-formed trees with one leaf per word (not the paper's: "
-                             "it repaired unconstrained outputs)")
-    parser.add_argument("--max-open-run", type=int, default=None,
-                        help="with --constrain: most opening brackets in a row (default: the training "
-                             "trees' maximum, from the checkpoint's data)")
-    parser.add_argument("--max-depth", type=int, default=None,
-                        help="with --constrain: greatest tree depth (default: the training trees' maximum)")
+    parser.add_argument(
+        "--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)"
+    )
+    parser.add_argument(
+        "--constrain",
+        action="store_true",
+        help="search only well-formed trees with one leaf per word (not the paper's: "
+        "it repaired unconstrained outputs)",
+    )
+    parser.add_argument(
+        "--max-open-run",
+        type=int,
+        default=None,
+        help="with --constrain: most opening brackets in a row (default: the training "
+        "trees' maximum, from the checkpoint's data)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="with --constrain: greatest tree depth (default: the training trees' maximum)",
+    )
     parser.add_argument("--device", default=None)
 
 
@@ -93,7 +134,9 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     gold = None
     if args.gold:
         try:
-            gold = [parse_brackets(line)[0] for line in Path(args.gold).read_text().splitlines() if line.strip()]
+            gold = [
+                parse_brackets(line)[0] for line in Path(args.gold).read_text().splitlines() if line.strip()
+            ]
         except (ValueError, IndexError) as e:
             raise DataError(f"{args.gold}: cannot read gold trees: {e}") from None
         if len(gold) != len(lines):
@@ -103,19 +146,33 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
-    leaves = (None if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
-              else frozenset(ptb_meta.get("leaves") or ["XX"]))  # data prepared before --pos-tags: XX
+    leaves = (
+        None
+        if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
+        else frozenset(ptb_meta.get("leaves") or ["XX"])
+    )  # data prepared before --pos-tags: XX
     sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
-    limits = {k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
-              for k in ("max_open_run", "max_depth")}
+    limits = {
+        k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
+        for k in ("max_open_run", "max_depth")
+    }
     for k, v in limits.items():
         if v is not None and v < 1:
             raise DataError(f"--{k.replace('_', '-')}: must be >= 1")
     start = time.time()
-    trees, repaired = parse_sentences(model, sp, [line.split() for line in lines], beam=args.beam,
-                                      alpha=args.alpha, max_len_b=args.max_len_b, device=args.device,
-                                      leaves=leaves, constrain=args.constrain, limits=limits,
-                                      form=ptb_meta.get("form", "brackets"))
+    trees, repaired = parse_sentences(
+        model,
+        sp,
+        [line.split() for line in lines],
+        beam=args.beam,
+        alpha=args.alpha,
+        max_len_b=args.max_len_b,
+        device=args.device,
+        leaves=leaves,
+        constrain=args.constrain,
+        limits=limits,
+        form=ptb_meta.get("form", "brackets"),
+    )
     text = "".join(f"{t}\n" for t in trees)
     if args.output == "-":
         sys.stdout.write(text)
@@ -123,12 +180,17 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         tmp = Path(args.output).with_name(f".{Path(args.output).name}.tmp")
         tmp.write_text(text)
         os.replace(tmp, args.output)
-    print(f"parsed {len(trees)} sentences in {time.time() - start:.1f} s; {repaired} outputs repaired",
-          file=sys.stderr)
+    print(
+        f"parsed {len(trees)} sentences in {time.time() - start:.1f} s; {repaired} outputs repaired",
+        file=sys.stderr,
+    )
     if gold is not None:
         s = evalb.score(gold, trees)
-        print(f"labelled bracket (EVALB COLLINS.prm): P {s.precision:.2f} R {s.recall:.2f} F1 {s.f1:.2f} "
-              f"({s.matched} matched, {s.gold} gold, {s.test} test brackets)", file=sys.stderr)
+        print(
+            f"labelled bracket (EVALB COLLINS.prm): P {s.precision:.2f} R {s.recall:.2f} F1 {s.f1:.2f} "
+            f"({s.matched} matched, {s.gold} gold, {s.test} test brackets)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -139,8 +201,11 @@ def add_variations_args(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()  # one is required unless --list
     budget.add_argument("--steps", type=int, help="updates per row (the same for every row)")
     budget.add_argument("--minutes", type=float, help="training minutes per row")
-    parser.add_argument("--base-config", default=str(DEFAULT_BASE),
-                        help="YAML with model:/train: sections (default: recipes/multi30k-en-de.yaml)")
+    parser.add_argument(
+        "--base-config",
+        default=str(DEFAULT_BASE),
+        help="YAML with model:/train: sections (default: recipes/multi30k-en-de.yaml)",
+    )
     parser.add_argument("--windows", default="2,4", help="row F's attention windows r (default: 2,4)")
     parser.add_argument("--warmup-steps", type=int, help="override the base's warm-up (short budgets)")
     parser.add_argument("--dev-sentences", type=int, default=0, help="dev BLEU on the first N (0 = all)")
@@ -158,17 +223,20 @@ def run_variations(args: argparse.Namespace, overrides: dict) -> int:
         windows = tuple(int(x) for x in args.windows.split(","))
     except ValueError:
         raise ConfigError(f"--windows={args.windows!r}: expected integers like 2,4") from None
-    model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=None, config_file=args.base_config,
-                                               overrides={})
+    model_cfg, train_cfg, meta = build_configs(
+        data_dir, preset_name=None, config_file=args.base_config, overrides={}
+    )
     if Path(args.base_config).resolve() == DEFAULT_BASE:
         model_cfg = apply_overrides(model_cfg, {"dropout": str(TABLE3_BASE_DROPOUT)}, section="model")
     if args.warmup_steps:
         train_cfg = apply_overrides(train_cfg, {"warmup_steps": str(args.warmup_steps)}, section="train")
     rows = select_rows(table3_rows(model_cfg, windows=windows), args.rows)
     if args.list:
-        print(f"base: {args.base_config}, N={model_cfg.n_layers} d_model={model_cfg.d_model} "
-              f"d_ff={model_cfg.d_ff} h={model_cfg.n_heads} P_drop={model_cfg.dropout} "
-              f"eps_ls={train_cfg.label_smoothing}")
+        print(
+            f"base: {args.base_config}, N={model_cfg.n_layers} d_model={model_cfg.d_model} "
+            f"d_ff={model_cfg.d_ff} h={model_cfg.n_heads} P_drop={model_cfg.dropout} "
+            f"eps_ls={train_cfg.label_smoothing}"
+        )
         for r in rows:
             print(f"{r.name:5s} model {r.model or '-'} train {r.train or '-'}")
         return 0
@@ -189,8 +257,9 @@ def run_variations(args: argparse.Namespace, overrides: dict) -> int:
             continue
         m, t = row_configs(model_cfg, train_cfg, row, steps=args.steps or 0, minutes=args.minutes or 0.0)
         log(f"{row.name}: training with model {row.model or '-'} train {row.train or '-'}")
-        result = run_row(data_dir, run_dir, m, t, meta, dev_sentences=args.dev_sentences, device=args.device,
-                         log=log)
+        result = run_row(
+            data_dir, run_dir, m, t, meta, dev_sentences=args.dev_sentences, device=args.device, log=log
+        )
         write_text(result_path, json.dumps(result, indent=2) + "\n")
         results.append(result)
         write_table(results, out)

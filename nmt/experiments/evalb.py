@@ -84,8 +84,10 @@ def score(gold: list[Tree], test: list[Tree]) -> BracketScore:
     for i, (g, t) in enumerate(zip(gold, test)):
         g_tags = [tag for tag, _ in g.tagged_words()]
         if len(t.tagged_words()) != len(g_tags):
-            raise ValueError(f"tree {i + 1}: {len(t.tagged_words())} words in the test tree, "
-                             f"{len(g_tags)} in the gold tree")
+            raise ValueError(
+                f"tree {i + 1}: {len(t.tagged_words())} words in the test tree, "
+                f"{len(g_tags)} in the gold tree"
+            )
         keep = [tag not in PUNCTUATION_TAGS and tag != "-NONE-" for tag in g_tags]
         gb, tb = brackets(g, keep), brackets(t, keep)
         matched += sum((gb & tb).values())

@@ -122,8 +122,9 @@ def shape_limits(linearisations: list[list[str]]) -> dict:
     return {"max_open_run": open_run, "max_depth": depth}
 
 
-def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype,
-                copy_pairs: bool = False) -> dict:
+def write_split(
+    sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype, copy_pairs: bool = False
+) -> dict:
     """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py):
     the words of ``trees`` and their linearisations ``linear``; ``copy_pairs``: then, for every
     tree, a copy pair (its words + <s> -> its words; see prepare_ptb)."""
@@ -143,8 +144,17 @@ def write_split(sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *,
     return counts
 
 
-def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, force: bool = False,
-                leaf: str = "xx", form: str = "brackets", copy_pairs: bool = False, log=print) -> dict:
+def prepare_ptb(
+    treebank: str | Path,
+    out: str | Path,
+    *,
+    min_count: int = 2,
+    force: bool = False,
+    leaf: str = "xx",
+    form: str = "brackets",
+    copy_pairs: bool = False,
+    log=print,
+) -> dict:
     """Write a DATA_DIR (meta.json, spm.model, binarized splits, tree files) atomically. ``leaf``:
     how a word is linearised (trees.LEAF_KINDS: "xx", the paper's, "pos" or "words"); ``form``:
     "brackets" (the paper's) or "per-word" (one token per word; XX leaves only); ``copy_pairs``
@@ -177,57 +187,101 @@ def prepare_ptb(treebank: str | Path, out: str | Path, *, min_count: int = 2, fo
     tmp.mkdir()
     try:
         brackets = {split: [linearise(t, leaf=leaf) for t in trees] for split, trees in splits.items()}
-        linear = brackets if form == "brackets" else {
-            split: [per_word(tokens) for tokens in seqs] for split, seqs in brackets.items()}
+        linear = (
+            brackets
+            if form == "brackets"
+            else {split: [per_word(tokens) for tokens in seqs] for split, seqs in brackets.items()}
+        )
         words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(s for tokens in linear["train"] for s in tokens
-                          if leaf != "words" or is_bracket(s))  # per-word: every token
+        symbols = Counter(
+            s for tokens in linear["train"] for s in tokens if leaf != "words" or is_bracket(s)
+        )  # per-word: every token
         kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
         for split, trees in splits.items():
             (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
-            (tmp / f"{split}.tree.txt").write_text("".join(" ".join(tokens) + "\n" for tokens in linear[split]))
+            (tmp / f"{split}.tree.txt").write_text(
+                "".join(" ".join(tokens) + "\n" for tokens in linear[split])
+            )
             (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
         vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
         ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
         vocab_file.write_text("".join(w + "\n" for w in ordered))
         vocab_size = len(ordered) + len(SPECIAL_IDS)
-        sp = train_spm([vocab_file], tmp / "spm", seed=0, model_type="word", vocab_size=vocab_size,
-                        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, normalization_rule_name="identity",
-                        split_by_whitespace=True, hard_vocab_limit=False, character_coverage=1.0)
+        sp = train_spm(
+            [vocab_file],
+            tmp / "spm",
+            seed=0,
+            model_type="word",
+            vocab_size=vocab_size,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            normalization_rule_name="identity",
+            split_by_whitespace=True,
+            hard_vocab_limit=False,
+            character_coverage=1.0,
+        )
         vocab_file.unlink()
         dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
         split_meta = {}
         for split, trees in splits.items():
-            counts = write_split(sp, trees, linear[split], tmp / split, dtype=np.dtype(dtype),
-                                 copy_pairs=copy_pairs and split == "train")
+            counts = write_split(
+                sp,
+                trees,
+                linear[split],
+                tmp / split,
+                dtype=np.dtype(dtype),
+                copy_pairs=copy_pairs and split == "train",
+            )
             counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
             split_meta[split] = counts
         n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
-        meta = {"format": "nmt-prepared-data", "version": 1, "dataset": "ptb", "src_lang": "words",
-                "tgt_lang": "tree", "vocab_size": sp.get_piece_size(), "dtype": dtype,
-                "special_ids": SPECIAL_IDS, "splits": split_meta,
-                "ptb": {"treebank": str(treebank), "split_files": {s: [r.start, r.stop - 1]
-                                                                    for s, r in SPLIT_FILES.items()},
-                        "trees": {s: len(t) for s, t in splits.items()}, "min_count": min_count,
-                        "words_kept": len(kept), "symbols": len(symbols),
-                        "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
-                        "linearisation": "Vinyals & Kaiser et al. 2014, " + {
-                            "xx": "POS tags as XX", "pos": "POS tags kept (--leaves pos)",
-                            "words": "words kept (--leaves words)"}[leaf] + (
-                            "" if form == "brackets" else ", one token per word (--form per-word)"),
-                        "leaf": leaf, "form": form, "copy_pairs": copy_pairs,
-                        **shape_limits(brackets["train"]),  # for `nmt parse --constrain`
-                        # tokens standing for a word (with --leaves words: every non-bracket token)
-                        "leaves": [] if leaf == "words" or form == "per-word"
-                        else sorted(s for s in symbols if not is_bracket(s))}}
+        meta = {
+            "format": "nmt-prepared-data",
+            "version": 1,
+            "dataset": "ptb",
+            "src_lang": "words",
+            "tgt_lang": "tree",
+            "vocab_size": sp.get_piece_size(),
+            "dtype": dtype,
+            "special_ids": SPECIAL_IDS,
+            "splits": split_meta,
+            "ptb": {
+                "treebank": str(treebank),
+                "split_files": {s: [r.start, r.stop - 1] for s, r in SPLIT_FILES.items()},
+                "trees": {s: len(t) for s, t in splits.items()},
+                "min_count": min_count,
+                "words_kept": len(kept),
+                "symbols": len(symbols),
+                "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
+                "linearisation": "Vinyals & Kaiser et al. 2014, "
+                + {
+                    "xx": "POS tags as XX",
+                    "pos": "POS tags kept (--leaves pos)",
+                    "words": "words kept (--leaves words)",
+                }[leaf]
+                + ("" if form == "brackets" else ", one token per word (--form per-word)"),
+                "leaf": leaf,
+                "form": form,
+                "copy_pairs": copy_pairs,
+                **shape_limits(brackets["train"]),  # for `nmt parse --constrain`
+                # tokens standing for a word (with --leaves words: every non-bracket token)
+                "leaves": []
+                if leaf == "words" or form == "per-word"
+                else sorted(s for s in symbols if not is_bracket(s)),
+            },
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log(f"ptb: {meta['ptb']['trees']} trees (train/valid/test by file), vocabulary {meta['vocab_size']} "
+    log(
+        f"ptb: {meta['ptb']['trees']} trees (train/valid/test by file), vocabulary {meta['vocab_size']} "
         f"({len(kept)} words seen >= {min_count} times + {len(symbols)} tree symbols + 4 special), "
-        f"train <unk> rate {meta['ptb']['train_unk_rate']:.1%}")
+        f"train <unk> rate {meta['ptb']['train_unk_rate']:.1%}"
+    )
     return meta
 
 
@@ -250,8 +304,14 @@ class TreeConstraint:
     Not the paper's (its outputs were unconstrained and repaired). Source tokens are the words'
     ids followed by EOS and padding, as `nmt parse` feeds them."""
 
-    def __init__(self, pieces: list[str], *, leaves: frozenset[str] | set[str] | None,
-                 max_open_run: int | None = None, max_depth: int | None = None):
+    def __init__(
+        self,
+        pieces: list[str],
+        *,
+        leaves: frozenset[str] | set[str] | None,
+        max_open_run: int | None = None,
+        max_depth: int | None = None,
+    ):
         tokens = [p.lstrip("\u2581") for p in pieces]
         special = torch.zeros(len(pieces), dtype=torch.bool)
         special[[PAD, BOS, EOS]] = True
@@ -264,14 +324,17 @@ class TreeConstraint:
         self.depth_step = self.is_open.long() - self.is_close.long()  # (W,) +1 open, -1 close
         ids = {t: i for i, t in enumerate(tokens)}
         # (W,) the id of the bracket closing each opening one ("(NP" -> ")NP"); -1: none in the vocabulary
-        self.closer = torch.tensor([ids.get(")" + t[1:], -1) if o else -1 for t, o in zip(tokens, self.is_open.tolist())])
+        self.closer = torch.tensor(
+            [ids.get(")" + t[1:], -1) if o else -1 for t, o in zip(tokens, self.is_open.tolist())]
+        )
         self.copy_words = leaves is None
         self.max_open_run, self.max_depth = max_open_run, max_depth
 
     def __call__(self, src_tokens: Tensor):
         device = src_tokens.device
-        is_open, is_close, is_leaf, depth_step, closer = (x.to(device) for x in (
-            self.is_open, self.is_close, self.is_leaf, self.depth_step, self.closer))
+        is_open, is_close, is_leaf, depth_step, closer = (
+            x.to(device) for x in (self.is_open, self.is_close, self.is_leaf, self.depth_step, self.closer)
+        )
         real = src_tokens.ne(PAD) & src_tokens.ne(EOS)  # (B, S) the words
         n_words = real.sum(1)  # (B,)
         words = src_tokens.masked_fill(is_open[src_tokens] | is_close[src_tokens], UNK)  # (B, S)
@@ -302,7 +365,9 @@ class TreeConstraint:
             where = (innermost * torch.arange(1, tokens.size(1) + 1, device=device)).argmax(1)  # (N,)
             close_id = closer[tokens.gather(1, where[:, None]).squeeze(1)]  # (N,) -1: any closing bracket
             rows = torch.arange(len(tokens), device=device)  # (N,)
-            allowed = (may_open[:, None] & is_open) | ((may_close & close_id.lt(0))[:, None] & is_close)  # (N, W)
+            allowed = (may_open[:, None] & is_open) | (
+                (may_close & close_id.lt(0))[:, None] & is_close
+            )  # (N, W)
             allowed[rows, close_id.clamp(min=0)] |= may_close & close_id.ge(0)
             if self.copy_words:
                 nxt = words[sent, n_leaves.clamp(max=words.size(1) - 1)]  # (N,) the next input word
@@ -337,8 +402,13 @@ class PerWordConstraint:
         self.depth_cap = max_depth or int(self.opens.sum()) + 1  # depths the table tracks: 0..cap
         self._finishable = torch.zeros(1, self.depth_cap + 1, dtype=torch.bool)  # (words left, depth)
         self._finishable[0, 0] = True
-        self._moves = sorted({(o, c) for o, c, ok in zip(self.opens.tolist(), self.closes.tolist(),
-                                                         self.is_label.tolist()) if ok})  # distinct (opens, closes)
+        self._moves = sorted(
+            {
+                (o, c)
+                for o, c, ok in zip(self.opens.tolist(), self.closes.tolist(), self.is_label.tolist())
+                if ok
+            }
+        )  # distinct (opens, closes)
 
     def finishable(self, words_left: int) -> Tensor:
         """(words_left + 1, cap + 1) bools: whether r more words, starting at depth d, can be
@@ -349,8 +419,12 @@ class PerWordConstraint:
             for d in range(self.depth_cap + 1):
                 for o, c in moves:
                     held, after = d + o, d + o - c
-                    if held >= 1 and held <= self.depth_cap and after >= (0 if r == 1 else 1) \
-                            and table[r - 1, after]:
+                    if (
+                        held >= 1
+                        and held <= self.depth_cap
+                        and after >= (0 if r == 1 else 1)
+                        and table[r - 1, after]
+                    ):
                         row[d] = True
                         break
             table = torch.cat([table, row[None]])
@@ -375,8 +449,14 @@ class PerWordConstraint:
             last = (n == m - 1)[:, None]  # (N, 1) this token labels the last word
             left = (m - n - 1).clamp(min=0)  # (N,) words left after this one
             can_finish = finishable[left[:, None], after.clamp(0, self.depth_cap)]  # (N, W)
-            ok = (is_label & (n < m)[:, None] & holding.ge(1) & holding.le(self.depth_cap) & can_finish
-                  & torch.where(last, after.eq(0), after.ge(1)))
+            ok = (
+                is_label
+                & (n < m)[:, None]
+                & holding.ge(1)
+                & holding.le(self.depth_cap)
+                & can_finish
+                & torch.where(last, after.eq(0), after.ge(1))
+            )
             ok[:, EOS] = n.eq(m)
             ok |= ~coverable[sent][:, None]  # no tree possible: unconstrained
             return logp.masked_fill(~ok, float("-inf"))
@@ -384,15 +464,25 @@ class PerWordConstraint:
         return mask
 
 
-def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, alpha: float = ALPHA,
-                    max_len_b: int = MAX_LEN_B, device=None,
-                    leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
-                    constrain: bool = False, limits: dict | None = None,
-                    form: str = "brackets") -> tuple[list[Tree], int]:
+def parse_sentences(
+    model,
+    sp,
+    sentences: list[list[str]],
+    *,
+    beam: int = BEAM,
+    alpha: float = ALPHA,
+    max_len_b: int = MAX_LEN_B,
+    device=None,
+    leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
+    constrain: bool = False,
+    limits: dict | None = None,
+    form: str = "brackets",
+) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
     many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
-    ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``: search only well-formed trees
-    (:class:`TreeConstraint`, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``);
+    ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``:
+    search only well-formed trees (:class:`TreeConstraint`, with ``limits``: meta.json's
+    ``ptb.max_open_run`` / ``max_depth``);
     ``form``: meta.json's ``ptb.form`` ("per-word": :class:`PerWordConstraint`, XX leaves)."""
     from ..infer.translate import translate_ids
 
@@ -404,8 +494,16 @@ def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, 
         constraint = PerWordConstraint(pieces, **(limits or {}))
     elif constrain:
         constraint = TreeConstraint(pieces, leaves=leaves, **(limits or {}))
-    outputs = translate_ids(model, [word_ids(sp, s) for s in sentences], beam=beam, alpha=alpha,
-                            max_len_a=1.0, max_len_b=max_len_b, device=device or "cpu", constraint=constraint)
+    outputs = translate_ids(
+        model,
+        [word_ids(sp, s) for s in sentences],
+        beam=beam,
+        alpha=alpha,
+        max_len_a=1.0,
+        max_len_b=max_len_b,
+        device=device or "cpu",
+        constraint=constraint,
+    )
     trees, repaired = [], 0
     for words, ids in zip(sentences, outputs):
         tokens = [pieces[i].lstrip("\u2581") for i in ids]
@@ -418,4 +516,3 @@ def parse_sentences(model, sp, sentences: list[list[str]], *, beam: int = BEAM, 
         trees.append(tree)
         repaired += fixed
     return trees, repaired
-

@@ -114,8 +114,7 @@ def linearise(tree: Tree, *, leaf: str = "xx") -> list[str]:
         raise ValueError(f"leaf={leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
     if tree.is_preterminal():
         return [{"xx": "XX", "pos": tree.label, "words": tree.word}[leaf]]
-    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, leaf=leaf)),
-            f"){tree.label}"]
+    return [f"({tree.label}", *(t for c in tree.children for t in linearise(c, leaf=leaf)), f"){tree.label}"]
 
 
 def per_word(tokens: list[str]) -> list[str]:
@@ -142,7 +141,7 @@ _OPEN = re.compile(r"\(([^()*]+)")
 
 
 def split_per_word(token: str) -> tuple[list[str], int] | None:
-    """"(S(NP*2" -> (["S", "NP"], 2); None for a token that is not a per-word label."""
+    """ "(S(NP*2" -> (["S", "NP"], 2); None for a token that is not a per-word label."""
     head, star, count = token.rpartition("*")
     if not star or not count.isdigit() or "".join(f"({x}" for x in _OPEN.findall(head)) != head:
         return None
@@ -167,8 +166,13 @@ def from_per_word(tokens: list[str]) -> list[str]:
     return out
 
 
-def delinearise(tokens: list[str], words: list[str], *, root: str = "S",
-                leaves: frozenset[str] | set[str] | None = frozenset({"XX"})) -> tuple[Tree, bool]:
+def delinearise(
+    tokens: list[str],
+    words: list[str],
+    *,
+    root: str = "S",
+    leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
+) -> tuple[Tree, bool]:
     """Build a tree over ``words`` from model output, repairing it when needed. Returns the tree
     and whether it was repaired. Repairs: a closing bracket with nothing open is dropped; a closing
     bracket closes the innermost open constituent whatever its label; XX beyond the number of
@@ -206,8 +210,10 @@ def delinearise(tokens: list[str], words: list[str], *, root: str = "S",
         tree = top.children[0]
     elif len(constituents) == 1:  # one tree and stray words: the words join its root
         repaired = True
-        tree = Tree(constituents[0].label,
-                    [k for c in top.children for k in (c.children if c is constituents[0] else [c])])
+        tree = Tree(
+            constituents[0].label,
+            [k for c in top.children for k in (c.children if c is constituents[0] else [c])],
+        )
     else:
         repaired = True
         tree = Tree(root, top.children)

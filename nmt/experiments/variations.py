@@ -32,8 +32,24 @@ DEFAULT_BASE = Path(__file__).resolve().parents[2] / "recipes" / "multi30k-en-de
 # Table 3's base row has P_drop 0.1 (its rows D: 0.0 and 0.2). The recipe trains at 0.2 (its
 # 30-minute runs overfit at 0.1), so the default base is the recipe with the paper's 0.1.
 TABLE3_BASE_DROPOUT = 0.1
-COLUMNS = ["row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "window", "positional",
-           "steps", "train_min", "dev_ppl", "dev_bleu", "params_M"]
+COLUMNS = [
+    "row",
+    "N",
+    "d_model",
+    "d_ff",
+    "h",
+    "d_k",
+    "d_v",
+    "P_drop",
+    "eps_ls",
+    "window",
+    "positional",
+    "steps",
+    "train_min",
+    "dev_ppl",
+    "dev_bleu",
+    "params_M",
+]
 
 
 @dataclass
@@ -48,8 +64,10 @@ class Variation:
 def table3_rows(base: ModelConfig, *, windows: tuple[int, ...] = (2, 4)) -> list[Variation]:
     """The paper's Table 3 rows scaled to ``base``, in the paper's order ('base' first)."""
     if base.n_encoder_layers is not None or base.n_decoder_layers is not None:  # rows C vary N
-        raise ConfigError(f"Table 3 varies N, the depth of both stacks: the base config sets "
-                          f"model.n_encoder_layers / n_decoder_layers ({base.depth()}); give n_layers only")
+        raise ConfigError(
+            f"Table 3 varies N, the depth of both stacks: the base config sets "
+            f"model.n_encoder_layers / n_decoder_layers ({base.depth()}); give n_layers only"
+        )
     d, h, n, dk, dff = base.d_model, base.n_heads, base.n_layers, base.d_k, base.d_ff
     rows = [Variation("base")]
     heads = [x for x in (1, h // 2, 2 * h, 4 * h) if x >= 1 and x != h and d % x == 0]
@@ -57,11 +75,18 @@ def table3_rows(base: ModelConfig, *, windows: tuple[int, ...] = (2, 4)) -> list
     rows += [Variation(f"B{i}", {"d_k": x}) for i, x in enumerate((max(1, dk // 4), max(1, dk // 2)), 1)]
     layers = sorted({max(1, round(n * f)) for f in (1 / 3, 2 / 3, 4 / 3)} - {n})
     c = [{"n_layers": x} for x in layers]
-    c += [{"d_model": int(d * f), "d_k": max(1, int(dk * f)), "d_v": max(1, int(base.d_v * f))} for f in (0.5, 2)]
+    c += [
+        {"d_model": int(d * f), "d_k": max(1, int(dk * f)), "d_v": max(1, int(base.d_v * f))}
+        for f in (0.5, 2)
+    ]
     c += [{"d_ff": int(dff * f)} for f in (0.5, 2)]
     rows += [Variation(f"C{i}", m) for i, m in enumerate(c, 1)]
-    rows += [Variation("D1", {"dropout": 0.0}), Variation("D2", {"dropout": 0.2}),
-             Variation("D3", train={"label_smoothing": 0.0}), Variation("D4", train={"label_smoothing": 0.2})]
+    rows += [
+        Variation("D1", {"dropout": 0.0}),
+        Variation("D2", {"dropout": 0.2}),
+        Variation("D3", train={"label_smoothing": 0.0}),
+        Variation("D4", train={"label_smoothing": 0.2}),
+    ]
     rows += [Variation("E", {"positional": "learned"})]
     rows += [Variation(f"F{i}", {"attention_window": r}) for i, r in enumerate(windows, 1)]
     return rows
@@ -75,26 +100,48 @@ def select_rows(rows: list[Variation], spec: str | None) -> list[Variation]:
     names = {r.name for r in rows}
     for w in wanted:
         if w not in names and w not in LETTERS and w != "base":
-            raise ConfigError(f"--rows: unknown row {w!r}; choose letters {','.join(LETTERS)} or rows "
-                              f"{','.join(sorted(names))}")
+            raise ConfigError(
+                f"--rows: unknown row {w!r}; choose letters {','.join(LETTERS)} or rows "
+                f"{','.join(sorted(names))}"
+            )
     return [r for r in rows if r.name == "base" or r.name in wanted or r.name[0] in wanted]
 
 
-def row_configs(base_model: ModelConfig, base_train: TrainConfig, row: Variation, *, steps: int,
-                minutes: float) -> tuple[ModelConfig, TrainConfig]:
+def row_configs(
+    base_model: ModelConfig, base_train: TrainConfig, row: Variation, *, steps: int, minutes: float
+) -> tuple[ModelConfig, TrainConfig]:
     model = apply_overrides(base_model, {k: str(v) for k, v in row.model.items()}, section="model")
-    budget = {"max_steps": steps or 10**9, "max_time": minutes, "max_epochs": 0,
-              # validation loss at the end only; BLEU is measured here with the paper's beam
-              "valid_every_steps": 0, "valid_bleu": False, "best_metric": "loss",
-              "save_every_steps": max(1, steps // 4) if steps else 0,
-              "save_every_minutes": minutes / 4 if minutes else 0.0, "keep_last": 2}
-    train = apply_overrides(base_train, {**{k: str(v) for k, v in row.train.items()},
-                                         **{k: str(v) for k, v in budget.items()}}, section="train")
+    budget = {
+        "max_steps": steps or 10**9,
+        "max_time": minutes,
+        "max_epochs": 0,
+        # validation loss at the end only; BLEU is measured here with the paper's beam
+        "valid_every_steps": 0,
+        "valid_bleu": False,
+        "best_metric": "loss",
+        "save_every_steps": max(1, steps // 4) if steps else 0,
+        "save_every_minutes": minutes / 4 if minutes else 0.0,
+        "keep_last": 2,
+    }
+    train = apply_overrides(
+        base_train,
+        {**{k: str(v) for k, v in row.train.items()}, **{k: str(v) for k, v in budget.items()}},
+        section="train",
+    )
     return model, train
 
 
-def run_row(data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, meta: dict, *,
-            dev_sentences: int, device: str | None, log) -> dict:
+def run_row(
+    data_dir: Path,
+    run_dir: Path,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    meta: dict,
+    *,
+    dev_sentences: int,
+    device: str | None,
+    log,
+) -> dict:
     """Train (or resume) one row, then measure dev perplexity and dev BLEU (beam 4, alpha 0.6)."""
     from .. import checkpoint as ckpt
     from ..train.trainer import Trainer
@@ -103,27 +150,52 @@ def run_row(data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: Tr
     resume = bool(ckpt.list_step_checkpoints(run_dir))
     if not resume and run_dir.exists():  # stopped before its first checkpoint: nothing to keep
         import shutil
+
         shutil.rmtree(run_dir)
-    trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=device,
-                      progress=False)
+    trainer = Trainer(
+        data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=device, progress=False
+    )
     done = (train_cfg.max_steps and trainer.step >= train_cfg.max_steps) or (
-        train_cfg.max_time and trainer.elapsed >= train_cfg.max_time * 60)
+        train_cfg.max_time and trainer.elapsed >= train_cfg.max_time * 60
+    )
     if not done:
         trainer.run()
     t0 = time.time()
     dev = trainer.validate()
-    bleu = bleu_on_split(trainer.model, data_dir, "valid", beam=4, alpha=0.6, max_sentences=dev_sentences,
-                         device=trainer.device)
-    log(f"{run_dir.name}: step {trainer.step}, dev ppl {dev['ppl']:.2f}, dev BLEU {bleu['bleu']:.2f} "
-        f"(evaluation {time.time() - t0:.0f} s)")
+    bleu = bleu_on_split(
+        trainer.model,
+        data_dir,
+        "valid",
+        beam=4,
+        alpha=0.6,
+        max_sentences=dev_sentences,
+        device=trainer.device,
+    )
+    log(
+        f"{run_dir.name}: step {trainer.step}, dev ppl {dev['ppl']:.2f}, dev BLEU {bleu['bleu']:.2f} "
+        f"(evaluation {time.time() - t0:.0f} s)"
+    )
     m = trainer.model_cfg
-    return {"row": run_dir.name, "N": m.n_layers, "d_model": m.d_model, "d_ff": m.d_ff, "h": m.n_heads,
-            "d_k": m.d_k, "d_v": m.d_v, "P_drop": m.dropout, "eps_ls": trainer.cfg.label_smoothing,
-            "window": m.attention_window or "", "positional": m.positional, "steps": trainer.step,
-            "train_min": round(trainer.elapsed / 60, 2), "dev_ppl": round(dev["ppl"], 2),
-            "dev_bleu": round(bleu["bleu"], 2),
-            "params_M": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 2),
-            "dev_sentences": dev_sentences or "all", "bleu_signature": bleu["bleu_signature"]}
+    return {
+        "row": run_dir.name,
+        "N": m.n_layers,
+        "d_model": m.d_model,
+        "d_ff": m.d_ff,
+        "h": m.n_heads,
+        "d_k": m.d_k,
+        "d_v": m.d_v,
+        "P_drop": m.dropout,
+        "eps_ls": trainer.cfg.label_smoothing,
+        "window": m.attention_window or "",
+        "positional": m.positional,
+        "steps": trainer.step,
+        "train_min": round(trainer.elapsed / 60, 2),
+        "dev_ppl": round(dev["ppl"], 2),
+        "dev_bleu": round(bleu["bleu"], 2),
+        "params_M": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 2),
+        "dev_sentences": dev_sentences or "all",
+        "bleu_signature": bleu["bleu_signature"],
+    }
 
 
 def write_table(results: list[dict], out: Path) -> None:
@@ -145,8 +217,15 @@ def write_table(results: list[dict], out: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(max(4, 0.55 * len(results)), 3.2))
     names = [r["row"] for r in results]
-    ax.bar(names, [r["dev_bleu"] for r in results], color=["#555" if n == "base" else "#4a7ab5" for n in names])
-    ax.axhline(results[0]["dev_bleu"] if results and results[0]["row"] == "base" else 0, color="#555", lw=0.8, ls="--")
+    ax.bar(
+        names, [r["dev_bleu"] for r in results], color=["#555" if n == "base" else "#4a7ab5" for n in names]
+    )
+    ax.axhline(
+        results[0]["dev_bleu"] if results and results[0]["row"] == "base" else 0,
+        color="#555",
+        lw=0.8,
+        ls="--",
+    )
     ax.set_ylabel("dev BLEU (beam 4)")
     ax.set_title("Table 3 variations")
     fig.tight_layout()
@@ -154,4 +233,3 @@ def write_table(results: list[dict], out: Path) -> None:
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
     os.replace(tmp, out / "table3.png")
-

@@ -1,16 +1,16 @@
 """The inference layer. Each module imports only modules listed before it (tests check: no cycles):
 
-    results             Translation, TranslateError, ConstraintsError (a leaf)
-    constraints         lexical constraints (Post & Vilar 2018)
-    topk, beam_rows     beam search's selection of the best extensions; its rows and their copies
-    search              beam / greedy search (section 6.1), sampling, ensembles, over the model's
-                        encode / decode_step
-    packed, quantize    fast float32 (oneDNN) and int8 linear layers for CPU inference
-    shortlist, attention   vocabulary shortlists; attention weights and alignments
-    mbr, rerank, tune   choosing among the beam's n-best; choosing the length penalty's alpha
-    text                TextTranslator: sentences to ids and back, what every engine shares
-    export_*, engine_ctranslate2   CTranslate2 / Hugging Face exports; the CTranslate2 engine
-    translate           Translator: the torch engine; Translator.load picks the engine
-    plot_attention      heatmaps of the attention weights
-    command             `nmt translate / tune-alpha / shortlist / export / plot-attention`
+results             Translation, TranslateError, ConstraintsError (a leaf)
+constraints         lexical constraints (Post & Vilar 2018)
+topk, beam_rows     beam search's selection of the best extensions; its rows and their copies
+search              beam / greedy search (section 6.1), sampling, ensembles, over the model's
+                    encode / decode_step
+packed, quantize    fast float32 (oneDNN) and int8 linear layers for CPU inference
+shortlist, attention   vocabulary shortlists; attention weights and alignments
+mbr, rerank, tune   choosing among the beam's n-best; choosing the length penalty's alpha
+text                TextTranslator: sentences to ids and back, what every engine shares
+export_*, engine_ctranslate2   CTranslate2 / Hugging Face exports; the CTranslate2 engine
+translate           Translator: the torch engine; Translator.load picks the engine
+plot_attention      heatmaps of the attention weights
+command             `nmt translate / tune-alpha / shortlist / export / plot-attention`
 """

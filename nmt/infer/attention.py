@@ -62,15 +62,20 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     tgt_in = torch.tensor([[BOS] + list(tgt)], device=device)  # (1, T)
     captured: dict[int, Tensor] = {}
     handles = []
-    modules = ([layer.self_attn for layer in model.encoder.layers]
-               + [layer.self_attn for layer in model.decoder.layers]
-               + [layer.encoder_attn for layer in model.decoder.layers])
+    modules = (
+        [layer.self_attn for layer in model.encoder.layers]
+        + [layer.self_attn for layer in model.decoder.layers]
+        + [layer.encoder_attn for layer in model.decoder.layers]
+    )
     fused = [(attn, attn.fused_qkv, attn.fused_kv) for attn in modules]
     for attn in modules:
         attn.fused_qkv = attn.fused_kv = None  # each projection on its own, so that its hook sees it
         for proj in (attn.q_proj, attn.k_proj):
-            handles.append(proj.register_forward_hook(
-                lambda mod, inputs, out: captured.__setitem__(id(mod), out.detach())))
+            handles.append(
+                proj.register_forward_hook(
+                    lambda mod, inputs, out: captured.__setitem__(id(mod), out.detach())
+                )
+            )
     was_training = model.training
     model.eval()
     try:
@@ -89,16 +94,23 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     cross_allowed = src_ok[None, :].expand(t, s)  # (T, S)
 
     def stack(attns, allowed) -> Tensor:
-        return torch.stack([_weights(captured[id(a.q_proj)], captured[id(a.k_proj)], cfg.n_heads, cfg.d_k,
-                                     allowed) for a in attns]).cpu()  # (L, H, ., .)
+        return torch.stack(
+            [
+                _weights(captured[id(a.q_proj)], captured[id(a.k_proj)], cfg.n_heads, cfg.d_k, allowed)
+                for a in attns
+            ]
+        ).cpu()  # (L, H, ., .)
 
     return AttentionMaps(
         encoder_self=stack([layer.self_attn for layer in model.encoder.layers], enc_allowed),
         decoder_self=stack([layer.self_attn for layer in model.decoder.layers], causal),
-        cross=stack([layer.encoder_attn for layer in model.decoder.layers], cross_allowed))
+        cross=stack([layer.encoder_attn for layer in model.decoder.layers], cross_allowed),
+    )
 
 
-def hard_alignment(cross: Tensor, src: list[int], tgt: list[int], *, layer: int = -1) -> list[tuple[int, int]]:
+def hard_alignment(
+    cross: Tensor, src: list[int], tgt: list[int], *, layer: int = -1
+) -> list[tuple[int, int]]:
     """fairseq's convention: the ``layer`` (default: last) encoder-decoder attention averaged over
     heads; for each output piece j of ``tgt`` (no BOS/EOS) the source piece i (EOS and padding
     excluded) with the largest weight. ``cross`` (L, H, T, S) from ``attention_maps``; returns

@@ -45,21 +45,30 @@ class Beams:
     cache: object = None  # the decoder's keys and values (None before the first step)
 
     @classmethod
-    def start(cls, memory, n_src: int, k: int, *, device: torch.device,
-              lexical: LexicalConstraints | None = None) -> "Beams":
+    def start(
+        cls, memory, n_src: int, k: int, *, device: torch.device, lexical: LexicalConstraints | None = None
+    ) -> "Beams":
         """One start hypothesis (BOS, score 0) per sentence; its other k-1 rows are placeholders
         (score -inf)."""
         rows = memory.reorder(torch.arange(n_src, device=device).repeat_interleave(k))  # rows (B*k)
         scores = torch.full((n_src, k), float("-inf"), device=device)  # (B, k)
         scores[:, 0] = 0.0
         tokens = torch.full((n_src * k, 1), BOS, dtype=torch.long, device=device)  # (B*k, 1)
-        return cls(k, list(range(n_src)), scores, tokens, torch.zeros(n_src * k, 0, device=device), rows,
-                   memory, lexical)
+        return cls(
+            k,
+            list(range(n_src)),
+            scores,
+            tokens,
+            torch.zeros(n_src * k, 0, device=device),
+            rows,
+            memory,
+            lexical,
+        )
 
     def log_probs(self, model) -> Tensor:
         """log p(next token) (B*k, W) of every row; the cache extended by one token."""
         if self.first_memory is not None:  # one row per sentence, its log-probabilities repeated k times
-            bos = self.tokens[::self.k, -1:]  # (B, 1)
+            bos = self.tokens[:: self.k, -1:]  # (B, 1)
             logits, self.cache = model.decode_step(bos, self.first_memory, None)  # (B, 1, W)
             self.first_memory = None  # the beam's rows read ``memory`` from now on
             return F.log_softmax(logits[:, -1].float(), dim=-1).repeat_interleave(self.k, dim=0)  # (B*k, W)
@@ -74,7 +83,10 @@ class Beams:
             slots = beam_slots(top.beam.gather(1, sel))  # (B, k)
             sel, scores = sel.gather(1, slots), scores.gather(1, slots)  # (B, k) each
         rows = (top.beam + torch.arange(b, device=sel.device)[:, None] * k).gather(1, sel).view(-1)  # (B*k,)
-        new_tok, new_logp = top.token.gather(1, sel).view(-1, 1), top.logp.gather(1, sel).view(-1, 1)  # (B*k, 1)
+        new_tok, new_logp = (
+            top.token.gather(1, sel).view(-1, 1),
+            top.logp.gather(1, sel).view(-1, 1),
+        )  # (B*k, 1)
         self.tokens = torch.cat([self.tokens[rows], new_tok], dim=1)  # (B*k, 2+t)
         self.pos_scores = torch.cat([self.pos_scores[rows], new_logp], dim=1)  # (B*k, 1+t)
         self.scores = scores

@@ -35,62 +35,108 @@ from .tune import DEFAULT_ALPHAS, AlphaRow, best_row, tune_alpha
 
 # ----------------------------------------------------------------------------- `nmt translate`
 def add_translate_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", nargs="+",
-                        help="checkpoint directory or run directory; several: an ensemble averaging "
-                             "their log-probabilities per step (one vocabulary)")
+    parser.add_argument(
+        "checkpoint",
+        nargs="+",
+        help="checkpoint directory or run directory; several: an ensemble averaging "
+        "their log-probabilities per step (one vocabulary)",
+    )
     parser.add_argument("-i", "--input", default="-", help="raw text, one sentence per line (default: stdin)")
     parser.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4; 1 = greedy)")
-    parser.add_argument("--alpha", type=float, default=None,
-                        help="length penalty ((5+|Y|)/6)^alpha (default: the paper's 0.6; 0 with --beam 1, "
-                             "which is then plain greedy search)")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="length penalty ((5+|Y|)/6)^alpha (default: the paper's 0.6; 0 with --beam 1, "
+        "which is then plain greedy search)",
+    )
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    parser.add_argument("--stopping", choices=STOPPING, default=None,
-                        help="beam search early termination: exact (default, the paper's: stop when no active "
-                             "hypothesis can still win) or fast (CTranslate2's: stop when the best extension "
-                             "is EOS or beam hypotheses have finished; fewer steps, may differ; the only "
-                             "rule of --engine ctranslate2)")
-    parser.add_argument("--nbest", type=int, default=1,
-                        help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'")
+    parser.add_argument(
+        "--stopping",
+        choices=STOPPING,
+        default=None,
+        help="beam search early termination: exact (default, the paper's: stop when no active "
+        "hypothesis can still win) or fast (CTranslate2's: stop when the best extension "
+        "is EOS or beam hypotheses have finished; fewer steps, may differ; the only "
+        "rule of --engine ctranslate2)",
+    )
+    parser.add_argument(
+        "--nbest", type=int, default=1, help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'"
+    )
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
-                        help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only; int8: "
-                             "dynamic int8 linear layers (CPU; the default --device then)")
-    parser.add_argument("--prefix-file", default=None,
-                        help="one target prefix per input line: each output starts with it (empty line: none)")
-    parser.add_argument("--constraints", default=None, metavar="FILE",
-                        help="terminology: one line per input line holding the target phrases its output must "
-                             "contain, separated by tabs, in any order (empty line: none); beam search with "
-                             "dynamic beam allocation (Post & Vilar 2018); torch engine, not with --sampling, "
-                             "--prefix-file or --shortlist")
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16", "auto", "int8"),
+        default="auto",
+        help="auto: bf16 autocast only where nmt.precision finds it fast; fp16: CUDA only; int8: "
+        "dynamic int8 linear layers (CPU; the default --device then)",
+    )
+    parser.add_argument(
+        "--prefix-file",
+        default=None,
+        help="one target prefix per input line: each output starts with it (empty line: none)",
+    )
+    parser.add_argument(
+        "--constraints",
+        default=None,
+        metavar="FILE",
+        help="terminology: one line per input line holding the target phrases its output must "
+        "contain, separated by tabs, in any order (empty line: none); beam search with "
+        "dynamic beam allocation (Post & Vilar 2018); torch engine, not with --sampling, "
+        "--prefix-file or --shortlist",
+    )
     add_mbr_args(parser)
     add_rerank_args(parser)
     add_sampling_args(parser)
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
-    parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
-                        help="invalid UTF-8 input: an error naming the line, or U+FFFD")
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)"
+    )
+    parser.add_argument(
+        "--errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="invalid UTF-8 input: an error naming the line, or U+FFFD",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar or precision note")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)")
-    parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
-                        help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory")
-    parser.add_argument("--shortlist", default=None, metavar="FILE",
-                        help="score only the target pieces of this vocabulary shortlist (`nmt shortlist`) that a "
-                             "batch's source makes likely, normalised over them (faster; outputs may differ); "
-                             "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt)")
-    parser.add_argument("--alignment", action="store_true",
-                        help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
-                             "layer's encoder-decoder attention averaged over heads (fairseq's convention)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads for torch (torch.set_num_threads; default 0: torch's choice)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("torch", "ctranslate2"),
+        default="torch",
+        help="ctranslate2: CHECKPOINT may also be an `nmt export ctranslate2` directory",
+    )
+    parser.add_argument(
+        "--shortlist",
+        default=None,
+        metavar="FILE",
+        help="score only the target pieces of this vocabulary shortlist (`nmt shortlist`) that a "
+        "batch's source makes likely, normalised over them (faster; outputs may differ); "
+        "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt)",
+    )
+    parser.add_argument(
+        "--alignment",
+        action="store_true",
+        help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
+        "layer's encoder-decoder attention averaged over heads (fairseq's convention)",
+    )
 
 
 def add_sampling_args(parser: argparse.ArgumentParser) -> None:
     """--sampling and its options (read by check_translate_args)."""
-    parser.add_argument("--sampling", action="store_true",
-                        help="sample one output per line instead of beam search")
+    parser.add_argument(
+        "--sampling", action="store_true", help="sample one output per line instead of beam search"
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling: softmax(logits / T)")
-    parser.add_argument("--topk", type=int, default=0, help="sampling: only the K most probable tokens (0: all)")
+    parser.add_argument(
+        "--topk", type=int, default=0, help="sampling: only the K most probable tokens (0: all)"
+    )
     parser.add_argument("--topp", type=float, default=1.0, help="sampling: only the top-p nucleus (1: all)")
     parser.add_argument("--seed", type=int, default=0, help="sampling: seed (line i always draws the same)")
 
@@ -104,13 +150,24 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     rerank = load_rerank(args, args.rerank_weight)  # options checked before anything is read
     lines, prefix, constraints = read_translate_inputs(args)
     translator = translator_from_args(args)
-    results = translate_lines(args, translator, lines, nbest=args.beam if mbr or rerank else args.nbest,
-                              prefix=prefix, sampling=sampling, constraints=constraints)
+    results = translate_lines(
+        args,
+        translator,
+        lines,
+        nbest=args.beam if mbr or rerank else args.nbest,
+        prefix=prefix,
+        sampling=sampling,
+        constraints=constraints,
+    )
     if mbr is not None:
         results = mbr_results(results, mbr)
     elif rerank is not None:  # the beam's n-best reordered; --nbest K keeps the first K
-        results = [r[:args.nbest] for r in translator.rerank(lines, results, rerank, alpha=args.alpha,
-                                                              batch_tokens=args.batch_tokens)]
+        results = [
+            r[: args.nbest]
+            for r in translator.rerank(
+                lines, results, rerank, alpha=args.alpha, batch_tokens=args.batch_tokens
+            )
+        ]
     text = "".join(line + "\n" for line in output_lines(args, translator, lines, results))
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))
@@ -124,7 +181,9 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
     """The options of `nmt translate` that can be checked before anything is read or loaded (sets
     --threads, and --alpha's default); returns the Sampling and the MBR they ask for (or None)."""
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
-        raise TranslateError(f"--beam {args.beam} --nbest {args.nbest}: need beam >= 1 and 1 <= nbest <= beam")
+        raise TranslateError(
+            f"--beam {args.beam} --nbest {args.nbest}: need beam >= 1 and 1 <= nbest <= beam"
+        )
     if args.batch_tokens < 1:
         raise TranslateError(f"--batch-tokens {args.batch_tokens}: must be positive")
     check_options(args)
@@ -136,23 +195,30 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
         if args.nbest != 1:
             raise TranslateError(f"--sampling --nbest {args.nbest}: sampling gives one output per line")
         if not (args.temperature > 0 and args.topk >= 0 and 0 < args.topp <= 1):
-            raise TranslateError(f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
-                                 "need T > 0, K >= 0 (0: all), 0 < P <= 1")
+            raise TranslateError(
+                f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
+                "need T > 0, K >= 0 (0: all), 0 < P <= 1"
+            )
         sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
     mbr = mbr_from_args(args)
     if mbr is not None and (args.sampling or args.nbest != 1):
-        raise TranslateError(f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, --nbest 1 "
-                             f"and no --sampling (got --nbest {args.nbest}{' --sampling' if args.sampling else ''})")
+        raise TranslateError(
+            f"--mbr chooses one output among the beam's n-best: needs --beam >= 2, --nbest 1 "
+            f"and no --sampling (got --nbest {args.nbest}{' --sampling' if args.sampling else ''})"
+        )
     if args.rerank and (args.sampling or mbr is not None):
         raise TranslateError("--rerank chooses among the beam's n-best: not with --sampling or --mbr")
     if args.alignment and (len(args.checkpoint) > 1 or args.engine != "torch"):
-        raise TranslateError("--alignment reads one torch model's cross-attention: not with an ensemble "
-                             "or --engine ctranslate2")
+        raise TranslateError(
+            "--alignment reads one torch model's cross-attention: not with an ensemble "
+            "or --engine ctranslate2"
+        )
     return sampling, mbr
 
 
-def read_translate_inputs(args: argparse.Namespace) -> tuple[list[str], list[str] | None,
-                                                             list[list[str]] | None]:
+def read_translate_inputs(
+    args: argparse.Namespace,
+) -> tuple[list[str], list[str] | None, list[list[str]] | None]:
     """The input lines, and the lines of --prefix-file and of --constraints (target phrases
     separated by tabs, nmt.infer.constraints) that go with them, one per input line."""
     lines = read_text_lines(args.input, errors=args.errors)
@@ -160,15 +226,21 @@ def read_translate_inputs(args: argparse.Namespace) -> tuple[list[str], list[str
     if args.prefix_file is not None:
         prefix = read_text_lines(args.prefix_file, errors=args.errors)
         if len(prefix) != len(lines):
-            raise TranslateError(f"{args.prefix_file}: {len(prefix)} prefix lines for {len(lines)} input lines")
+            raise TranslateError(
+                f"{args.prefix_file}: {len(prefix)} prefix lines for {len(lines)} input lines"
+            )
     constraints = None
     if args.constraints is not None:
         if args.sampling or prefix is not None or args.shortlist is not None or args.engine != "torch":
-            raise TranslateError("--constraints: the torch engine's beam search over the full vocabulary (not with "
-                                 "--sampling, --prefix-file, --shortlist or --engine ctranslate2)")
+            raise TranslateError(
+                "--constraints: the torch engine's beam search over the full vocabulary (not with "
+                "--sampling, --prefix-file, --shortlist or --engine ctranslate2)"
+            )
         constraints = [line.split("\t") for line in read_text_lines(args.constraints, errors=args.errors)]
         if len(constraints) != len(lines):
-            raise TranslateError(f"{args.constraints}: {len(constraints)} constraint lines for {len(lines)} input lines")
+            raise TranslateError(
+                f"{args.constraints}: {len(constraints)} constraint lines for {len(lines)} input lines"
+            )
     return lines, prefix, constraints
 
 
@@ -178,10 +250,17 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
     int8 = args.precision == "int8"
     try:
         if args.engine != "torch" and int8:
-            raise TranslateError("--precision int8 is the torch engine's; for CTranslate2 use "
-                                 "`nmt export ctranslate2 --quantization int8`")
-        translator = Translator.load(args.checkpoint, device=args.device, engine=args.engine, shortlist=args.shortlist,
-                                     precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision)
+            raise TranslateError(
+                "--precision int8 is the torch engine's; for CTranslate2 use "
+                "`nmt export ctranslate2 --quantization int8`"
+            )
+        translator = Translator.load(
+            args.checkpoint,
+            device=args.device,
+            engine=args.engine,
+            shortlist=args.shortlist,
+            precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision,
+        )
     except (CheckpointError, ExportError) as e:
         raise TranslateError(str(e)) from None
     if args.engine != "torch":
@@ -195,9 +274,16 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
     return translator
 
 
-def translate_lines(args: argparse.Namespace, translator: TextTranslator, lines: list[str], *, nbest: int,
-                    prefix: list[str] | None, sampling: Sampling | None,
-                    constraints: list[list[str]] | None) -> list[list[Translation]]:
+def translate_lines(
+    args: argparse.Namespace,
+    translator: TextTranslator,
+    lines: list[str],
+    *,
+    nbest: int,
+    prefix: list[str] | None,
+    sampling: Sampling | None,
+    constraints: list[list[str]] | None,
+) -> list[list[Translation]]:
     """``translator.translate_nbest`` of ``lines`` with the search options of ``args``; truncation
     warnings and a progress bar (not for stdin or --quiet) on stderr; a ConstraintsError names
     the --constraints file."""
@@ -208,23 +294,37 @@ def translate_lines(args: argparse.Namespace, translator: TextTranslator, lines:
     def warn(i: int, n: int) -> None:
         print(f"nmt translate: warning: {truncation_message(i, n, limit)}", file=sys.stderr)
 
-    bar = tqdm(total=sum(1 for s in lines if s.strip()), unit="sent", file=sys.stderr,
-               disable=args.quiet or args.input == "-")
+    bar = tqdm(
+        total=sum(1 for s in lines if s.strip()),
+        unit="sent",
+        file=sys.stderr,
+        disable=args.quiet or args.input == "-",
+    )
     try:
         results = translator.translate_nbest(
-            lines, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-            nbest=nbest, batch_tokens=args.batch_tokens, on_truncate=warn,
-            on_batch=bar.update, prefix=prefix, sampling=sampling,
+            lines,
+            beam=args.beam,
+            alpha=args.alpha,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            nbest=nbest,
+            batch_tokens=args.batch_tokens,
+            on_truncate=warn,
+            on_batch=bar.update,
+            prefix=prefix,
+            sampling=sampling,
             **({} if args.stopping is None else {"stopping": args.stopping}),
-            **({} if constraints is None else {"constraints": constraints}))
+            **({} if constraints is None else {"constraints": constraints}),
+        )
     except ConstraintsError as e:  # its line is the constraints file's
         raise TranslateError(f"{args.constraints}: {e}") from None
     bar.close()
     return results
 
 
-def output_lines(args: argparse.Namespace, translator: TextTranslator, lines: list[str],
-                 results: list[list[Translation]]) -> list[str]:
+def output_lines(
+    args: argparse.Namespace, translator: TextTranslator, lines: list[str], results: list[list[Translation]]
+) -> list[str]:
     """One line per output: its text, or 'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1; --alignment
     appends '<TAB>s-t ...' (nmt.infer.attention: last layer, heads averaged, 0-based piece indices)."""
     if args.nbest == 1:
@@ -233,8 +333,11 @@ def output_lines(args: argparse.Namespace, translator: TextTranslator, lines: li
         out = [f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(results, start=1) for t in r]
     if args.alignment:
         sources, _ = translator.encode(lines)
-        pairs = [format_alignment(align(translator.model, sources[i], t.tokens))
-                 for i, r in enumerate(results) for t in r]
+        pairs = [
+            format_alignment(align(translator.model, sources[i], t.tokens))
+            for i, r in enumerate(results)
+            for t in r
+        ]
         out = [f"{line}\t{a}" for line, a in zip(out, pairs)]
     return out
 
@@ -263,7 +366,9 @@ def check_options(args: argparse.Namespace) -> None:
         try:
             device = torch.device(args.device)
         except (RuntimeError, ValueError):
-            raise TranslateError(f"--device {args.device}: not a device name (cpu, cuda, cuda:1, ...)") from None
+            raise TranslateError(
+                f"--device {args.device}: not a device name (cpu, cuda, cuda:1, ...)"
+            ) from None
         try:
             torch.empty(1, device=device)
         except Exception as e:  # noqa: BLE001 (torch raises RuntimeError or AssertionError here)
@@ -276,14 +381,25 @@ def check_options(args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------- --mbr, --rerank
 def add_mbr_args(parser: argparse.ArgumentParser) -> None:
     """--mbr and its options, for `nmt translate` and `nmt tune-alpha` (read by mbr_from_args)."""
-    parser.add_argument("--mbr", action="store_true",
-                        help="write the minimum-Bayes-risk choice among the beam's --beam best "
-                             "(expected --mbr-utility against the others, weighted by the model) "
-                             "instead of the top one (nmt.infer.mbr)")
-    parser.add_argument("--mbr-utility", choices=UTILITIES, default="chrf",
-                        help="--mbr: sentence chrF (default) or sentence BLEU")
-    parser.add_argument("--mbr-temperature", type=float, default=0.5,
-                        help="--mbr: candidate weights softmax(score / T) (default 0.5)")
+    parser.add_argument(
+        "--mbr",
+        action="store_true",
+        help="write the minimum-Bayes-risk choice among the beam's --beam best "
+        "(expected --mbr-utility against the others, weighted by the model) "
+        "instead of the top one (nmt.infer.mbr)",
+    )
+    parser.add_argument(
+        "--mbr-utility",
+        choices=UTILITIES,
+        default="chrf",
+        help="--mbr: sentence chrF (default) or sentence BLEU",
+    )
+    parser.add_argument(
+        "--mbr-temperature",
+        type=float,
+        default=0.5,
+        help="--mbr: candidate weights softmax(score / T) (default 0.5)",
+    )
 
 
 def mbr_from_args(args: argparse.Namespace) -> MBR | None:
@@ -292,7 +408,9 @@ def mbr_from_args(args: argparse.Namespace) -> MBR | None:
     if not args.mbr:
         return None
     if args.beam < 2:
-        raise TranslateError(f"--mbr chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
+        raise TranslateError(
+            f"--mbr chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})"
+        )
     if not args.mbr_temperature > 0:
         raise TranslateError(f"--mbr-temperature {args.mbr_temperature}: must be > 0")
     return MBR(args.mbr_utility, args.mbr_temperature)
@@ -300,16 +418,29 @@ def mbr_from_args(args: argparse.Namespace) -> MBR | None:
 
 def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
     """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
-    parser.add_argument("--rerank", nargs="+", default=None, metavar="CHECKPOINT",
-                        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
-                             "model, model.right_to_left; several: their mean) and write the best by "
-                             "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)")
+    parser.add_argument(
+        "--rerank",
+        nargs="+",
+        default=None,
+        metavar="CHECKPOINT",
+        help="rescore the beam's --beam best with these checkpoints (usually a right-to-left "
+        "model, model.right_to_left; several: their mean) and write the best by "
+        "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)",
+    )
     if tune:
-        parser.add_argument("--rerank-weights", type=parse_weights, default=(0.5,),
-                            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)")
+        parser.add_argument(
+            "--rerank-weights",
+            type=parse_weights,
+            default=(0.5,),
+            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)",
+        )
     else:
-        parser.add_argument("--rerank-weight", type=float, default=0.5,
-                            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)")
+        parser.add_argument(
+            "--rerank-weight",
+            type=float,
+            default=0.5,
+            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)",
+        )
 
 
 def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
@@ -318,14 +449,17 @@ def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
     if not args.rerank:
         return None
     if args.beam < 2:
-        raise TranslateError(f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})")
+        raise TranslateError(
+            f"--rerank chooses among the beam's n-best: needs --beam >= 2 (got --beam {args.beam})"
+        )
     if not 0 <= weight <= 1:
         raise TranslateError(f"--rerank-weight {weight}: must be in [0, 1]")
     if getattr(args, "engine", "torch") != "torch":
         raise TranslateError("--rerank rescores the torch engine's n-best: not with --engine ctranslate2")
     try:
-        scorer = Translator.load(args.rerank, device=args.device,
-                                 precision="int8" if args.precision == "int8" else "fp32")
+        scorer = Translator.load(
+            args.rerank, device=args.device, precision="int8" if args.precision == "int8" else "fp32"
+        )
     except CheckpointError as e:
         raise TranslateError(str(e)) from None
     if args.precision != "int8":
@@ -339,7 +473,9 @@ def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6"
+        ) from None
     if not values or any(not low <= v <= high for v in values):
         bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
         raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
@@ -360,8 +496,12 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="+", help="checkpoint or run directory; several: an ensemble")
     parser.add_argument("--src", required=True, help="development source text, one sentence per line")
     parser.add_argument("--ref", required=True, help="its reference translations (detokenized)")
-    parser.add_argument("--alphas", type=parse_alphas, default=DEFAULT_ALPHAS,
-                        help="comma-separated grid (default: " + ",".join(map(str, DEFAULT_ALPHAS)) + ")")
+    parser.add_argument(
+        "--alphas",
+        type=parse_alphas,
+        default=DEFAULT_ALPHAS,
+        help="comma-separated grid (default: " + ",".join(map(str, DEFAULT_ALPHAS)) + ")",
+    )
     parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
     parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
     parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
@@ -369,10 +509,15 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
     add_rerank_args(parser, tune=True)  # a row per alpha and weight, as `nmt translate --rerank` writes them
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto", "int8"), default="auto",
-                        help="as `nmt translate` (default: auto)")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)")
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16", "auto", "int8"),
+        default="auto",
+        help="as `nmt translate` (default: auto)",
+    )
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)"
+    )
     parser.add_argument("--out", default=None, help="also write the table and the choice as JSON here")
 
 
@@ -386,28 +531,45 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     if args.out:
         check_output(args.out)
     sources, references = read_text_lines(args.src), read_text_lines(args.ref)
-    translator = Translator.load(args.checkpoint, device=args.device,
-                                 precision="int8" if args.precision == "int8" else "fp32")
+    translator = Translator.load(
+        args.checkpoint, device=args.device, precision="int8" if args.precision == "int8" else "fp32"
+    )
     if args.precision != "int8":
         set_precision(translator, args.precision)
     rerank = load_rerank(args, 0.5)
     how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
     if rerank:
         how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
-    print(f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
-          f"sacreBLEU tok:{args.tokenize}")
+    print(
+        f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
+        f"sacreBLEU tok:{args.tokenize}"
+    )
     print(f"| alpha |{' rerank weight |' if rerank else ''} BLEU | BP | chrF | hyp/ref length |")
     print(f"|---|{'---|' if rerank else ''}---|---|---|---|")
 
     def show(r: AlphaRow) -> None:
         weight = f" {r.rerank_weight:g} |" if rerank else ""
-        print(f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
-              f"{r.hyp_len}/{r.ref_len} |", flush=True)
+        print(
+            f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
+            f"{r.hyp_len}/{r.ref_len} |",
+            flush=True,
+        )
 
-    best, rows = tune_alpha(translator, sources, references, alphas=args.alphas, beam=args.beam,
-                            tokenize=args.tokenize, batch_tokens=args.batch_tokens, max_len_a=args.max_len_a,
-                            max_len_b=args.max_len_b, on_alpha=show, mbr=mbr, rerank=rerank,
-                            rerank_weights=args.rerank_weights)
+    best, rows = tune_alpha(
+        translator,
+        sources,
+        references,
+        alphas=args.alphas,
+        beam=args.beam,
+        tokenize=args.tokenize,
+        batch_tokens=args.batch_tokens,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        on_alpha=show,
+        mbr=mbr,
+        rerank=rerank,
+        rerank_weights=args.rerank_weights,
+    )
     weight = best_row(rows).rerank_weight
     if args.out:
         write_output(args.out, tune_json(args, best, rows, mbr=mbr, reranked=rerank is not None))
@@ -418,37 +580,75 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
-def tune_json(args: argparse.Namespace, best: float, rows: list[AlphaRow], *, mbr: MBR | None,
-              reranked: bool) -> str:
+def tune_json(
+    args: argparse.Namespace, best: float, rows: list[AlphaRow], *, mbr: MBR | None, reranked: bool
+) -> str:
     """`nmt tune-alpha --out`: the table, the choice and what was tuned, as JSON."""
-    return json.dumps({"best_alpha": best, "beam": args.beam, "src": args.src,
-                       "ref": args.ref, "tokenize": args.tokenize,
-                       "checkpoints": [str(c) for c in args.checkpoint],
-                       "mbr": asdict(mbr) if mbr else None,
-                       "rerank": list(args.rerank) if reranked else None,
-                       "best_rerank_weight": best_row(rows).rerank_weight,
-                       "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    return (
+        json.dumps(
+            {
+                "best_alpha": best,
+                "beam": args.beam,
+                "src": args.src,
+                "ref": args.ref,
+                "tokenize": args.tokenize,
+                "checkpoints": [str(c) for c in args.checkpoint],
+                "mbr": asdict(mbr) if mbr else None,
+                "rerank": list(args.rerank) if reranked else None,
+                "best_rerank_weight": best_row(rows).rerank_weight,
+                "rows": [asdict(r) for r in rows],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 # ----------------------------------------------------------------------------- `nmt shortlist`
 def add_shortlist_args(parser: argparse.ArgumentParser) -> None:
     d = BuildOptions()
-    parser.add_argument("data", help="prepared data directory (`nmt prepare` output; its train split is read)")
+    parser.add_argument(
+        "data", help="prepared data directory (`nmt prepare` output; its train split is read)"
+    )
     parser.add_argument("--out", required=True, help="shortlist file to write")
-    parser.add_argument("--best", type=int, default=d.best,
-                        help=f"target pieces per source piece, by IBM Model 1 p(t|s) (default {d.best})")
-    parser.add_argument("--frequent", type=int, default=d.frequent,
-                        help=f"most frequent target pieces, always scored (default {d.frequent})")
-    parser.add_argument("--threshold", type=float, default=d.threshold, help="keep p(t|s) > this only (default 0)")
-    parser.add_argument("--iterations", type=int, default=d.iterations, help=f"EM passes (default {d.iterations})")
-    parser.add_argument("--identity", action="store_true",
-                        help="also list each source piece as its own candidate (Marian's shared vocabulary rule: "
-                             "pieces copied from the source; a larger union)")
-    parser.add_argument("--max-sentences", type=int, default=d.max_sentences,
-                        help=f"read the first N training pairs (default {d.max_sentences:,})")
-    parser.add_argument("--ctranslate2", metavar="MODEL_DIR", action="append", default=[],
-                        help="also write MODEL_DIR/vmap.txt, the same shortlist as CTranslate2's vocabulary map "
-                             "(MODEL_DIR: `nmt export ctranslate2` output; translate there with use_vmap=True)")
+    parser.add_argument(
+        "--best",
+        type=int,
+        default=d.best,
+        help=f"target pieces per source piece, by IBM Model 1 p(t|s) (default {d.best})",
+    )
+    parser.add_argument(
+        "--frequent",
+        type=int,
+        default=d.frequent,
+        help=f"most frequent target pieces, always scored (default {d.frequent})",
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=d.threshold, help="keep p(t|s) > this only (default 0)"
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=d.iterations, help=f"EM passes (default {d.iterations})"
+    )
+    parser.add_argument(
+        "--identity",
+        action="store_true",
+        help="also list each source piece as its own candidate (Marian's shared vocabulary rule: "
+        "pieces copied from the source; a larger union)",
+    )
+    parser.add_argument(
+        "--max-sentences",
+        type=int,
+        default=d.max_sentences,
+        help=f"read the first N training pairs (default {d.max_sentences:,})",
+    )
+    parser.add_argument(
+        "--ctranslate2",
+        metavar="MODEL_DIR",
+        action="append",
+        default=[],
+        help="also write MODEL_DIR/vmap.txt, the same shortlist as CTranslate2's vocabulary map "
+        "(MODEL_DIR: `nmt export ctranslate2` output; translate there with use_vmap=True)",
+    )
 
 
 def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
@@ -457,9 +657,14 @@ def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         raise ShortlistError(f"{out}: cannot write (a directory, or its folder does not exist)")
-    options = BuildOptions(best=args.best, frequent=args.frequent, threshold=args.threshold,
-                           iterations=args.iterations, identity=args.identity,
-                           max_sentences=args.max_sentences)
+    options = BuildOptions(
+        best=args.best,
+        frequent=args.frequent,
+        threshold=args.threshold,
+        iterations=args.iterations,
+        identity=args.identity,
+        max_sentences=args.max_sentences,
+    )
 
     def log(message: str) -> None:
         print(f"nmt shortlist: {message}", file=sys.stderr, flush=True)
@@ -469,9 +674,13 @@ def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
     for model_dir in args.ctranslate2:
         write_vmap(shortlist, model_dir)
     sizes = [len(v) for v in shortlist.candidates.values()]
-    log(f"wrote {out}: {len(shortlist.candidates):,} source pieces, {np.mean(sizes) if sizes else 0:.1f} target "
-        f"pieces each on average, {len(shortlist.frequent)} frequent ({shortlist.info['sentences']:,} sentence "
-        f"pairs, {shortlist.info['seconds']} s)")
+    log(
+        f"wrote {out}: {len(shortlist.candidates):,} source pieces, "
+        f"{np.mean(sizes) if sizes else 0:.1f} target "
+        f"pieces each on average, {len(shortlist.frequent)} frequent "
+        f"({shortlist.info['sentences']:,} sentence "
+        f"pairs, {shortlist.info['seconds']} s)"
+    )
     for model_dir in args.ctranslate2:
         log(f"wrote {Path(model_dir) / 'vmap.txt'}")
     return 0
@@ -479,12 +688,19 @@ def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
 
 # ----------------------------------------------------------------------------- `nmt export`
 def add_export_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=("ctranslate2", "huggingface"),
-                        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer")
+    parser.add_argument(
+        "format",
+        choices=("ctranslate2", "huggingface"),
+        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer",
+    )
     parser.add_argument("checkpoint", help="checkpoint directory or run directory")
     parser.add_argument("out_dir", help="output directory (replaced atomically if it exists)")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
-                        help="ctranslate2 only: weight quantization (default: float32)")
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="ctranslate2 only: weight quantization (default: float32)",
+    )
 
 
 def run_export(args: argparse.Namespace, overrides: dict) -> int:
@@ -520,5 +736,7 @@ def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
         raise PlotAttentionError(str(e)) from None
     out = Path(args.output)
     text, figures = plot_attention(translator, args.sentence, out, beam=args.beam, max_len_b=args.max_len_b)
-    print(f"{text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}", file=sys.stderr)
+    print(
+        f"{text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}", file=sys.stderr
+    )
     return 0

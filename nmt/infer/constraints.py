@@ -62,12 +62,16 @@ def fit_problem(phrases: list[list[int]], max_len: int) -> str | None:
             return f"a constraint phrase may not hold PAD, BOS or EOS ({list(phrase)})"
     total = sum(map(len, phrases))
     if total + 1 > max_len:
-        return (f"the constraints need {total} tokens and EOS, more than the maximum output length "
-                f"{max_len} (max_len_a * |x| + max_len_b, at most the model's max_positions)")
+        return (
+            f"the constraints need {total} tokens and EOS, more than the maximum output length "
+            f"{max_len} (max_len_a * |x| + max_len_b, at most the model's max_positions)"
+        )
     return None
 
 
-def encode_constraints(sp, constraints, *, max_len: list[int], right_to_left: bool = False) -> list[list[list[int]]]:
+def encode_constraints(
+    sp, constraints, *, max_len: list[int], right_to_left: bool = False
+) -> list[list[list[int]]]:
     """Each sentence's constraint phrases (text) as target ids in the model's order, for
     beam_search: ``constraints[i]`` is a list of str (blank phrases are skipped); each phrase is
     encoded alone with the SentencePiece model ``sp``, as a word starting where it stands in the
@@ -75,8 +79,10 @@ def encode_constraints(sp, constraints, *, max_len: list[int], right_to_left: bo
     TypeError for a wrong type; ValueError naming the line (from 1) for a phrase with characters
     the vocabulary lacks, or phrases that cannot fit."""
     if not isinstance(constraints, (list, tuple)):
-        raise TypeError(f"constraints: expected a list (one list of phrases per sentence), got "
-                        f"{type(constraints).__name__}")
+        raise TypeError(
+            f"constraints: expected a list (one list of phrases per sentence), got "
+            f"{type(constraints).__name__}"
+        )
     if len(constraints) != len(max_len):
         raise ValueError(f"{len(constraints)} constraint lists for {len(max_len)} sentences")
     out = []
@@ -87,11 +93,14 @@ def encode_constraints(sp, constraints, *, max_len: list[int], right_to_left: bo
         ids = [list(x) for x in sp.encode(texts)] if texts else []
         for text, x in zip(texts, ids):
             if UNK in x:
-                raise ValueError(f"line {i + 1}: constraint {text!r} holds characters the vocabulary does not "
-                                 f"have (they would be written as <unk>)")
+                raise ValueError(
+                    f"line {i + 1}: constraint {text!r} holds characters the vocabulary does not "
+                    f"have (they would be written as <unk>)"
+                )
         if ids and max_len[i] == 0:
-            raise ValueError(f"line {i + 1}: the sentence is empty (translated to nothing): its constraints "
-                             f"cannot be met")
+            raise ValueError(
+                f"line {i + 1}: the sentence is empty (translated to nothing): its constraints cannot be met"
+            )
         problem = fit_problem(ids, max_len[i]) if ids else None
         if problem:
             raise ValueError(f"line {i + 1}: {problem}")
@@ -106,13 +115,15 @@ def row_argmax(x: Tensor, block: int = 64) -> Tensor:
     n_blocks = w // block
     if n_blocks < 2:
         return x.argmax(dim=1)
-    main = x[:, :n_blocks * block].view(n, n_blocks, block)  # (N, W // block, block)
+    main = x[:, : n_blocks * block].view(n, n_blocks, block)  # (N, W // block, block)
     block_max = main.amax(dim=2)  # (N, W // block)
     blk = block_max.argmax(dim=1)  # (N,) the first block holding the maximum
     best = blk * block + main[torch.arange(n, device=x.device), blk].argmax(dim=1)  # (N,)
     if w > n_blocks * block:  # the last W % block columns: only a larger value comes first
-        tail_max, tail_col = x[:, n_blocks * block:].max(dim=1)  # (N,) each
-        best = torch.where(tail_max > block_max.gather(1, blk[:, None]).squeeze(1), n_blocks * block + tail_col, best)
+        tail_max, tail_col = x[:, n_blocks * block :].max(dim=1)  # (N,) each
+        best = torch.where(
+            tail_max > block_max.gather(1, blk[:, None]).squeeze(1), n_blocks * block + tail_col, best
+        )
     return best
 
 
@@ -122,8 +133,9 @@ class LexicalConstraints:
     a state's transitions (for the sentence's constraint tokens; any other token leaves the met
     phrases and empties ``s``) are worked out when a beam row first holds it."""
 
-    def __init__(self, constraints: list[list[list[int]]], *, beam: int, max_len: list[int],
-                 device: torch.device):
+    def __init__(
+        self, constraints: list[list[list[int]]], *, beam: int, max_len: list[int], device: torch.device
+    ):
         if len(constraints) != len(max_len):
             raise ValueError(f"{len(constraints)} constraint lists for {len(max_len)} sentences")
         for i, phrases in enumerate(constraints):
@@ -139,7 +151,9 @@ class LexicalConstraints:
         self.ids: dict[tuple, int] = {}  # (sentence, met, s) -> state
         self.keys: list[tuple] = []  # state -> (sentence, met, s)
         self.expanded: set[int] = set()  # states whose moves are in per_token / per_state
-        self.per_token = torch.zeros(0, 4, self.m, dtype=torch.long, device=device)  # (states, 4, M) see _moves
+        self.per_token = torch.zeros(
+            0, 4, self.m, dtype=torch.long, device=device
+        )  # (states, 4, M) see _moves
         self.per_state = torch.zeros(0, 4, dtype=torch.long, device=device)  # (states, 4)
         roots = [self._state(i, (False,) * len(p), ()) for i, p in enumerate(self.phrases)]
         self.rows = torch.tensor(roots, device=device).repeat_interleave(beam)  # (N,) state of each row
@@ -162,8 +176,11 @@ class LexicalConstraints:
             suffix = s2[i:]
             for j, p in enumerate(phrases):
                 if not met[j] and p == suffix:
-                    return met[:j] + (True,) + met[j + 1:], ()
-            if any(not met[j] and len(p) > len(suffix) and p[:len(suffix)] == suffix for j, p in enumerate(phrases)):
+                    return met[:j] + (True,) + met[j + 1 :], ()
+            if any(
+                not met[j] and len(p) > len(suffix) and p[: len(suffix)] == suffix
+                for j, p in enumerate(phrases)
+            ):
                 return met, suffix
         return met, ()
 
@@ -183,9 +200,20 @@ class LexicalConstraints:
             banks.append(self._bank(sentence, met2, s2))
         pad = self.m - len(tokens)
         other_bank = self._bank(sentence, met, ())
-        return ([tokens + [PAD] * pad, nxt + [state] * pad, [total - b for b in banks] + [_FAR] * pad,
-                 banks + [0] * pad],
-                [total - self._bank(sentence, met, s), self._state(sentence, met, ()), total - other_bank, other_bank])
+        return (
+            [
+                tokens + [PAD] * pad,
+                nxt + [state] * pad,
+                [total - b for b in banks] + [_FAR] * pad,
+                banks + [0] * pad,
+            ],
+            [
+                total - self._bank(sentence, met, s),
+                self._state(sentence, met, ()),
+                total - other_bank,
+                other_bank,
+            ],
+        )
 
     def _table(self) -> dict[str, Tensor]:
         """The constraint tables of the beam rows this step (cached until the rows change); each
@@ -203,9 +231,16 @@ class LexicalConstraints:
                 self.per_state[at] = torch.tensor([m[1] for m in moves], device=self.device)  # (new, 4)
                 self.expanded.update(new)
             per_token, per_state = self.per_token[self.rows], self.per_state[self.rows]  # (N, 4, M), (N, 4)
-            self.table = dict(tok=per_token[:, 0], nxt=per_token[:, 1], nxt_need=per_token[:, 2],
-                              nxt_bank=per_token[:, 3], need=per_state[:, 0], other=per_state[:, 1],
-                              other_need=per_state[:, 2], other_bank=per_state[:, 3])
+            self.table = dict(
+                tok=per_token[:, 0],
+                nxt=per_token[:, 1],
+                nxt_need=per_token[:, 2],
+                nxt_bank=per_token[:, 3],
+                need=per_state[:, 0],
+                other=per_state[:, 1],
+                other_need=per_state[:, 2],
+                other_bank=per_state[:, 3],
+            )
         return self.table
 
     # ------------------------------------------------------------------ the search's hooks
@@ -213,9 +248,13 @@ class LexicalConstraints:
         """``logp`` (N, W) of step t (making token t+1) with EOS forbidden until every phrase is met,
         and the tokens that would leave too few steps for the phrases left forbidden."""
         tab, k = self._table(), self.beam
-        steps_left = torch.tensor([self.max_len[s] - t for s in alive], device=logp.device).repeat_interleave(k)  # (N,)
+        steps_left = torch.tensor([self.max_len[s] - t for s in alive], device=logp.device).repeat_interleave(
+            k
+        )  # (N,)
         logp[:, EOS] = logp[:, EOS].masked_fill(tab["need"].gt(0), float("-inf"))
-        tight = (tab["other_need"] + 2).gt(steps_left)  # (N,) a token outside the phrases leaves too few steps
+        tight = (tab["other_need"] + 2).gt(
+            steps_left
+        )  # (N,) a token outside the phrases leaves too few steps
         if bool(tight.any()):
             fits = (tab["nxt_need"] + 2).le(steps_left[:, None])  # (N, M) room left after this token
             kept = logp.gather(1, tab["tok"]).masked_fill(~fits, float("-inf"))  # (N, M)
@@ -224,8 +263,15 @@ class LexicalConstraints:
             logp = torch.where(tight[:, None], only, logp)
         return logp
 
-    def allocate(self, logp: Tensor, scores: Tensor, top_scores: Tensor, top_beam: Tensor, top_tok: Tensor,
-                 top_logp: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def allocate(
+        self,
+        logp: Tensor,
+        scores: Tensor,
+        top_scores: Tensor,
+        top_beam: Tensor,
+        top_tok: Tensor,
+        top_logp: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Dynamic beam allocation: from ``logp`` (N, W) (masked), the rows' summed log-probabilities
         ``scores`` (B, k) and beam_topk's n = 2k best extensions (B, n) each, the n candidates in
         round-robin bank order (see the module docstring), as (summed log-prob, row in beam, token,
@@ -234,17 +280,25 @@ class LexicalConstraints:
         b, n = top_scores.shape
         device = logp.device
         ranks = torch.arange(k, device=device)
-        cand_beam = torch.cat([top_beam, ranks.expand(b, k), ranks.repeat_interleave(m).expand(b, k * m)], dim=1)  # (B, C)
-        cand_tok = torch.cat([top_tok, row_argmax(logp).view(b, k), tab["tok"].reshape(b, k * m)], dim=1)  # (B, C)
+        cand_beam = torch.cat(
+            [top_beam, ranks.expand(b, k), ranks.repeat_interleave(m).expand(b, k * m)], dim=1
+        )  # (B, C)
+        cand_tok = torch.cat(
+            [top_tok, row_argmax(logp).view(b, k), tab["tok"].reshape(b, k * m)], dim=1
+        )  # (B, C)
         cand_row = cand_beam + torch.arange(b, device=device)[:, None] * k  # (B, C) row in N
         cand_logp = logp[cand_row, cand_tok]  # (B, C)
-        cand_score = torch.cat([top_scores, scores.gather(1, cand_beam[:, n:]) + cand_logp[:, n:]], dim=1)  # (B, C)
+        cand_score = torch.cat(
+            [top_scores, scores.gather(1, cand_beam[:, n:]) + cand_logp[:, n:]], dim=1
+        )  # (B, C)
         cand_logp = torch.cat([top_logp, cand_logp[:, n:]], dim=1)  # (B, C)
         # each candidate's new progress: its token's move in its row's table, or the others' move
         match = tab["tok"][cand_row].eq(cand_tok[:, :, None])  # (B, C, M)
         hit, j = match.any(dim=2), match.to(torch.uint8).argmax(dim=2, keepdim=True)  # (B, C), (B, C, 1)
         nxt = torch.where(hit, tab["nxt"][cand_row].gather(2, j).squeeze(2), tab["other"][cand_row])  # (B, C)
-        bank = torch.where(hit, tab["nxt_bank"][cand_row].gather(2, j).squeeze(2), tab["other_bank"][cand_row])  # (B, C)
+        bank = torch.where(
+            hit, tab["nxt_bank"][cand_row].gather(2, j).squeeze(2), tab["other_bank"][cand_row]
+        )  # (B, C)
         c = cand_tok.size(1)
         earlier = torch.ones(c, c, dtype=torch.bool, device=device).tril(-1)  # (C, C) [i, j]: j before i
         key = cand_row * logp.size(1) + cand_tok  # (B, C) one number per (row, token)
@@ -255,13 +309,19 @@ class LexicalConstraints:
         higher = cand_score[:, None, :].gt(cand_score[:, :, None])  # (B, C, C) [i, j]: j scores higher
         tie = cand_score[:, None, :].eq(cand_score[:, :, None]) & earlier
         rank = (same_bank & (higher | tie)).sum(dim=2)  # (B, C)
-        stripe = rank * (self.top_bank + 2) + (self.top_bank - bank)  # (B, C) rank-th stripe, highest bank first
+        stripe = rank * (self.top_bank + 2) + (
+            self.top_bank - bank
+        )  # (B, C) rank-th stripe, highest bank first
         stripe = stripe.masked_fill(~valid, _FAR)
         order = stripe.sort(dim=1, stable=True).indices[:, :n]  # (B, n)
         ok = valid.gather(1, order)  # (B, n)
         self.next_state = nxt.gather(1, order)  # (B, n)
-        return (cand_score.gather(1, order).masked_fill(~ok, float("-inf")), cand_beam.gather(1, order),
-                cand_tok.gather(1, order).masked_fill(~ok, PAD), cand_logp.gather(1, order))
+        return (
+            cand_score.gather(1, order).masked_fill(~ok, float("-inf")),
+            cand_beam.gather(1, order),
+            cand_tok.gather(1, order).masked_fill(~ok, PAD),
+            cand_logp.gather(1, order),
+        )
 
     def follow(self, sel: Tensor) -> None:
         """The next beam: candidates ``sel`` (B, k) of those allocate handed back."""

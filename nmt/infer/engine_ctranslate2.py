@@ -60,8 +60,9 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
     path = Path(path)
     if (path / "model.bin").exists():
         if not (path / "nmt_export.json").exists():
-            raise ExportError(f"{path}: a CTranslate2 model not exported by `nmt export ctranslate2` "
-                              "(no nmt_export.json)")
+            raise ExportError(
+                f"{path}: a CTranslate2 model not exported by `nmt export ctranslate2` (no nmt_export.json)"
+            )
         if shortlist is not None:  # its vmap.txt must be this shortlist's
             vocab = json.loads((path / "shared_vocabulary.json").read_text(encoding="utf-8"))
             vmap = path / "vmap.txt"
@@ -70,9 +71,11 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
             except ShortlistError as e:
                 raise ExportError(f"{path}: {e}") from None
             if not same:
-                raise ExportError(f"{vmap}: {'not' if vmap.is_file() else 'missing, so not'} the vocabulary map of "
-                                  f"the shortlist given: write it with `nmt shortlist DATA --out FILE "
-                                  f"--ctranslate2 {path}`")
+                raise ExportError(
+                    f"{vmap}: {'not' if vmap.is_file() else 'missing, so not'} the vocabulary map of "
+                    f"the shortlist given: write it with `nmt shortlist DATA --out FILE "
+                    f"--ctranslate2 {path}`"
+                )
         return path
     from ..checkpoint import MANIFEST, resolve
 
@@ -82,9 +85,13 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
         import sentencepiece as spm
 
         try:
-            check_model(shortlist, source="shortlist", model=str(source),
-                        vocab_size=spm.SentencePieceProcessor(model_file=str(source / "spm.model")).get_piece_size(),
-                        spm_sha256=hashlib.sha256((source / "spm.model").read_bytes()).hexdigest())
+            check_model(
+                shortlist,
+                source="shortlist",
+                model=str(source),
+                vocab_size=spm.SentencePieceProcessor(model_file=str(source / "spm.model")).get_piece_size(),
+                spm_sha256=hashlib.sha256((source / "spm.model").read_bytes()).hexdigest(),
+            )
         except ShortlistError as e:
             raise ExportError(str(e)) from None
         digest.update(dumps(shortlist).encode("utf-8"))
@@ -94,8 +101,14 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
     return out
 
 
-def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_type: str = "default",
-                     threads: int | None = None, shortlist=None) -> CTranslate2Model:
+def load_ctranslate2(
+    path: str | Path,
+    *,
+    device: str | None = None,
+    compute_type: str = "default",
+    threads: int | None = None,
+    shortlist=None,
+) -> CTranslate2Model:
     ctranslate2 = import_ctranslate2()
     import torch
 
@@ -103,8 +116,12 @@ def load_ctranslate2(path: str | Path, *, device: str | None = None, compute_typ
     meta = json.loads((directory / "nmt_export.json").read_text())
     cfg = from_dict(ModelConfig, meta["model"], section="model")
     translator = ctranslate2.Translator(
-        str(directory), device=device or "cpu", compute_type=compute_type,
-        intra_threads=threads or torch.get_num_threads(), inter_threads=1)
+        str(directory),
+        device=device or "cpu",
+        compute_type=compute_type,
+        intra_threads=threads or torch.get_num_threads(),
+        inter_threads=1,
+    )
     return CTranslate2Model(cfg, translator, directory)
 
 
@@ -121,8 +138,9 @@ class CTranslate2Translator(TextTranslator):
         self.piece_ids = {p: i for i, p in enumerate(self.vocab)}
 
     @classmethod
-    def load(cls, checkpoint: str | Path, *, device: str | None = None,
-             precision: str = "auto", shortlist=None) -> "CTranslate2Translator":
+    def load(
+        cls, checkpoint: str | Path, *, device: str | None = None, precision: str = "auto", shortlist=None
+    ) -> "CTranslate2Translator":
         """precision: fp32, bf16, int8 (CTranslate2 quantizes when loading), or auto (as exported).
         ``shortlist``: a file of `nmt shortlist` (or a Shortlist), searched as the vocabulary map."""
         import sentencepiece as spm
@@ -131,42 +149,80 @@ class CTranslate2Translator(TextTranslator):
         from .shortlist import load as load_shortlist
 
         if precision not in COMPUTE_TYPES:
-            raise ExportError(f"precision {precision!r}: the ctranslate2 engine takes {', '.join(COMPUTE_TYPES)}")
+            raise ExportError(
+                f"precision {precision!r}: the ctranslate2 engine takes {', '.join(COMPUTE_TYPES)}"
+            )
         if shortlist is not None and not isinstance(shortlist, Shortlist):
             try:
                 shortlist = load_shortlist(shortlist)
             except ShortlistError as e:
                 raise ExportError(str(e)) from None
-        model = load_ctranslate2(checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist)
+        model = load_ctranslate2(
+            checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist
+        )
         sp = spm.SentencePieceProcessor(model_file=str(model.directory / "spm.model"))
         return cls(model, sp, device=device or "cpu", shortlist=shortlist)
 
     def use_shortlist(self, shortlist) -> None:
-        raise TranslateError("the ctranslate2 engine reads its vocabulary map when it loads the model: "
-                             "Translator.load(..., engine='ctranslate2', shortlist=FILE)")
+        raise TranslateError(
+            "the ctranslate2 engine reads its vocabulary map when it loads the model: "
+            "Translator.load(..., engine='ctranslate2', shortlist=FILE)"
+        )
 
     @one_or_many
-    def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
-                        max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
-                        batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
-                        on_batch: Callable[[int], None] | None = None,
-                        min_len: int = 1, prefix: list[str] | None = None,
-                        sampling=None, stopping: str = "fast") -> list[list[Translation]]:
+    def translate_nbest(
+        self,
+        sentences: list[str] | str,
+        *,
+        beam: int = 4,
+        alpha: float | None = None,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        nbest: int = 1,
+        batch_tokens: int = 2048,
+        on_truncate: Callable[[int, int], None] | None = None,
+        on_batch: Callable[[int], None] | None = None,
+        min_len: int = 1,
+        prefix: list[str] | None = None,
+        sampling=None,
+        stopping: str = "fast",
+    ) -> list[list[Translation]]:
         if prefix is not None or sampling is not None or stopping != "fast":
-            raise TranslateError("prefix-constrained decoding, sampling and the exact stopping rule are the "
-                                 "torch engine's (--engine torch); CTranslate2 stops as --stopping fast")
+            raise TranslateError(
+                "prefix-constrained decoding, sampling and the exact stopping rule are the "
+                "torch engine's (--engine torch); CTranslate2 stops as --stopping fast"
+            )
         sources, truncated = self.encode(sentences)
         self.report_truncated(truncated, on_truncate)
-        hyps = self.search_ids(sources, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-                               nbest=nbest, min_len=min_len, batch_tokens=batch_tokens, on_batch=on_batch,
-                               use_vmap=self.shortlist is not None)
+        hyps = self.search_ids(
+            sources,
+            beam=beam,
+            alpha=alpha,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            nbest=nbest,
+            min_len=min_len,
+            batch_tokens=batch_tokens,
+            on_batch=on_batch,
+            use_vmap=self.shortlist is not None,
+        )
         return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
 
-    def search_ids(self, sources: list[list[int]], *, beam: int = 4, alpha: float | None = None,
-                   max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, min_len: int = 1,
-                   batch_tokens: int = 2048, max_sentences: int | None = None,
-                   on_batch: Callable[[int], None] | None = None,
-                   use_vmap: bool = False) -> list[list[tuple[list[int], float]]]:
+    def search_ids(
+        self,
+        sources: list[list[int]],
+        *,
+        beam: int = 4,
+        alpha: float | None = None,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        nbest: int = 1,
+        min_len: int = 1,
+        batch_tokens: int = 2048,
+        max_sentences: int | None = None,
+        on_batch: Callable[[int], None] | None = None,
+        use_vmap: bool = False,
+    ) -> list[list[tuple[list[int], float]]]:
         """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
         length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score).
         ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6).
@@ -175,19 +231,28 @@ class CTranslate2Translator(TextTranslator):
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
-        for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens,
-                                  max_sentences=max_sentences):
+        for batch in make_batches(
+            [len(sources[i]) for i in todo], batch_tokens=batch_tokens, max_sentences=max_sentences
+        ):
             rows = [sources[todo[j]] for j in batch]
             # |Y| (with EOS) <= a*|x| + b, |x| counting EOS; CTranslate2 appends the EOS itself
             max_len = [max(1, min(math.floor(max_len_a * len(r) + max_len_b), limit)) for r in rows]
             out = self.model.translator.translate_batch(
-                [[self.vocab[t] for t in r[:-1]] for r in rows], beam_size=beam,
-                length_penalty=alpha, num_hypotheses=nbest, return_scores=True,
-                max_decoding_length=max(max_len), min_decoding_length=max(0, min_len - 1), max_input_length=0,
-                use_vmap=use_vmap)
+                [[self.vocab[t] for t in r[:-1]] for r in rows],
+                beam_size=beam,
+                length_penalty=alpha,
+                num_hypotheses=nbest,
+                return_scores=True,
+                max_decoding_length=max(max_len),
+                min_decoding_length=max(0, min_len - 1),
+                max_input_length=0,
+                use_vmap=use_vmap,
+            )
             for j, n, res in zip(batch, max_len, out):
-                results[todo[j]] = [([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
-                                    for pieces, score in zip(res.hypotheses, res.scores)]
+                results[todo[j]] = [
+                    ([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
+                    for pieces, score in zip(res.hypotheses, res.scores)
+                ]
             if on_batch is not None:
                 on_batch(len(batch))
         return results

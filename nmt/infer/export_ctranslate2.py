@@ -36,15 +36,19 @@ def import_ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise ExportError("ctranslate2 is not installed: pip install 'nmt[ct2]' (ctranslate2==4.8.5)") from None
+        raise ExportError(
+            "ctranslate2 is not installed: pip install 'nmt[ct2]' (ctranslate2==4.8.5)"
+        ) from None
     return ctranslate2
 
 
 def check_head_size(cfg, target: str) -> None:
     """CTranslate2 and HF Marian derive the head size as d_model / n_heads."""
     if cfg.d_k != cfg.d_v or cfg.d_k * cfg.n_heads != cfg.d_model:
-        raise ExportError(f"{target} needs d_k = d_v = d_model / n_heads (model has d_model={cfg.d_model}, "
-                          f"n_heads={cfg.n_heads}, d_k={cfg.d_k}, d_v={cfg.d_v})")
+        raise ExportError(
+            f"{target} needs d_k = d_v = d_model / n_heads (model has d_model={cfg.d_model}, "
+            f"n_heads={cfg.n_heads}, d_k={cfg.d_k}, d_v={cfg.d_v})"
+        )
 
 
 def vocabulary(sp) -> list[str]:
@@ -57,8 +61,10 @@ def check_left_to_right(cfg, target: str) -> None:
     """ExportError for a right-to-left model (ModelConfig.right_to_left): ``target`` would write
     its outputs reversed; such a model serves to rerank (`nmt translate --rerank`)."""
     if cfg.right_to_left:
-        raise ExportError(f"a right-to-left model (model.right_to_left) would write reversed outputs in {target}; "
-                          "it serves to rerank a left-to-right model's n-best (nmt translate --rerank)")
+        raise ExportError(
+            f"a right-to-left model (model.right_to_left) would write reversed outputs in {target}; "
+            "it serves to rerank a left-to-right model's n-best (nmt translate --rerank)"
+        )
 
 
 def build_spec(model, vocab: list[str]):
@@ -75,11 +81,17 @@ def build_spec(model, vocab: list[str]):
     cfg = model.cfg
     check_head_size(cfg, "CTranslate2")
     if len(vocab) != cfg.tgt_vocab_size or len(vocab) != cfg.src_vocab_size:
-        raise ExportError(f"SentencePiece model has {len(vocab)} pieces, the model "
-                          f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported")
+        raise ExportError(
+            f"SentencePiece model has {len(vocab)} pieces, the model "
+            f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported"
+        )
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=cfg.norm_position == "pre", activation=activation)
+        (cfg.encoder_layers, cfg.decoder_layers),
+        cfg.n_heads,
+        pre_norm=cfg.norm_position == "pre",
+        activation=activation,
+    )
 
     def arr(t):
         return t.detach().float().cpu().numpy()
@@ -159,8 +171,16 @@ or directly (source pieces from `spm.model`; CTranslate2 appends EOS and starts 
 """
 
 
-def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: str | None = None,
-                 spm_model: str | Path | None = None, source: str = "", shortlist=None) -> Path:
+def export_model(
+    model,
+    vocab: list[str],
+    out_dir: str | Path,
+    *,
+    quantization: str | None = None,
+    spm_model: str | Path | None = None,
+    source: str = "",
+    shortlist=None,
+) -> Path:
     """Write the CTranslate2 directory of ``model`` (an nmt Transformer) and its ``vocab`` (pieces
     in id order) atomically: built in a temporary sibling, then renamed (an existing ``out_dir`` is
     replaced only once the new one is complete). ``shortlist`` (nmt.infer.shortlist.Shortlist):
@@ -181,11 +201,21 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
             (tmp / "vmap.txt").write_text(vmap_text(shortlist, vocab), encoding="utf-8")
         if spm_model is not None:
             shutil.copyfile(spm_model, tmp / "spm.model")
-        (tmp / "README.md").write_text(README.format(source=source, quantization=quantization or "none (float32)",
-                                                     out=out_dir), encoding="utf-8")
-        (tmp / "nmt_export.json").write_text(json.dumps(
-            {"source": source, "quantization": quantization or "float32",
-             "model": dataclasses.asdict(model.cfg)}, indent=2) + "\n")
+        (tmp / "README.md").write_text(
+            README.format(source=source, quantization=quantization or "none (float32)", out=out_dir),
+            encoding="utf-8",
+        )
+        (tmp / "nmt_export.json").write_text(
+            json.dumps(
+                {
+                    "source": source,
+                    "quantization": quantization or "float32",
+                    "model": dataclasses.asdict(model.cfg),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         from ..atomic import replace_dir
 
         replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost
@@ -195,8 +225,9 @@ def export_model(model, vocab: list[str], out_dir: str | Path, *, quantization: 
     return out_dir
 
 
-def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None,
-                       shortlist=None) -> Path:
+def export_ctranslate2(
+    checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None, shortlist=None
+) -> Path:
     """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model (and
     ``shortlist``'s vocabulary map, see export_model)."""
     import sentencepiece as spm
@@ -209,5 +240,12 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, *, quantizat
     source = resolve(checkpoint)
     model, _ = load_model(source, device="cpu")
     sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
-    return export_model(model, vocabulary(sp), out_dir, quantization=quantization,
-                        spm_model=source / "spm.model", source=str(source), shortlist=shortlist)
+    return export_model(
+        model,
+        vocabulary(sp),
+        out_dir,
+        quantization=quantization,
+        spm_model=source / "spm.model",
+        source=str(source),
+        shortlist=shortlist,
+    )

@@ -68,22 +68,42 @@ def permuted_state(model, perm: torch.Tensor) -> dict[str, torch.Tensor]:
 def marian_config(cfg):
     transformers = import_transformers()
     return transformers.MarianConfig(
-        vocab_size=cfg.tgt_vocab_size, decoder_vocab_size=cfg.tgt_vocab_size,
-        max_position_embeddings=cfg.max_positions, d_model=cfg.d_model,
-        encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
-        encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
-        encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS)
+        vocab_size=cfg.tgt_vocab_size,
+        decoder_vocab_size=cfg.tgt_vocab_size,
+        max_position_embeddings=cfg.max_positions,
+        d_model=cfg.d_model,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        encoder_attention_heads=cfg.n_heads,
+        decoder_attention_heads=cfg.n_heads,
+        encoder_ffn_dim=cfg.d_ff,
+        decoder_ffn_dim=cfg.d_ff,
+        activation_function=cfg.activation,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        bos_token_id=BOS,
+        decoder_start_token_id=BOS,
+    )
 
 
 def generation_config(cfg):
     """Greedy by default; at the length limit EOS is forced (as nmt.search does)."""
     transformers = import_transformers()
     return transformers.GenerationConfig(
-        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
-        forced_eos_token_id=EOS, max_length=min(512, cfg.max_positions), num_beams=1)
+        decoder_start_token_id=BOS,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        forced_eos_token_id=EOS,
+        max_length=min(512, cfg.max_positions),
+        num_beams=1,
+    )
 
 
 def to_marian(model):
@@ -93,8 +113,10 @@ def to_marian(model):
     check_head_size(cfg, "HF Marian")
     check_left_to_right(cfg, "HF Marian")
     if cfg.norm_position != "post" or cfg.positional != "sinusoidal":
-        raise ExportError(f"HF Marian is post-norm with sinusoidal positions (model has norm_position="
-                          f"{cfg.norm_position}, positional={cfg.positional})")
+        raise ExportError(
+            f"HF Marian is post-norm with sinusoidal positions (model has norm_position="
+            f"{cfg.norm_position}, positional={cfg.positional})"
+        )
     if not (cfg.share_embeddings and cfg.tie_output) or cfg.layer_norm_eps != 1e-5:
         raise ExportError("HF Marian export needs share_embeddings, tie_output and layer_norm_eps=1e-5")
     marian = transformers.MarianMTModel(marian_config(cfg)).eval()
@@ -102,8 +124,11 @@ def to_marian(model):
     state = permuted_state(model, halves_permutation(cfg.d_model))
     state["final_logits_bias"] = torch.zeros(1, cfg.tgt_vocab_size)
     missing, unexpected = marian.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not m.endswith(("embed_positions.weight", "embed_tokens.weight",
-                                                     "lm_head.weight"))]
+    missing = [
+        m
+        for m in missing
+        if not m.endswith(("embed_positions.weight", "embed_tokens.weight", "lm_head.weight"))
+    ]
     if missing or unexpected:
         raise ExportError(f"Marian weights do not match (missing {missing[:3]}, unexpected {unexpected[:3]})")
     marian.tie_weights()
@@ -137,18 +162,25 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
         (spm_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         data = config.get("data") or {}
         tok = transformers.MarianTokenizer(
-            source_spm=str(spm_dir / "source.spm"), target_spm=str(spm_dir / "target.spm"),
-            vocab=str(spm_dir / "vocab.json"), source_lang=data.get("src_lang"), target_lang=data.get("tgt_lang"),
-            unk_token="<unk>", eos_token="</s>", pad_token="<pad>",
-            model_max_length=model.cfg.max_positions - 1)
+            source_spm=str(spm_dir / "source.spm"),
+            target_spm=str(spm_dir / "target.spm"),
+            vocab=str(spm_dir / "vocab.json"),
+            source_lang=data.get("src_lang"),
+            target_lang=data.get("tgt_lang"),
+            unk_token="<unk>",
+            eos_token="</s>",
+            pad_token="<pad>",
+            model_max_length=model.cfg.max_positions - 1,
+        )
         tok.save_pretrained(tmp)
         shutil.rmtree(spm_dir)
         (tmp / "README.md").write_text(
             f"# Hugging Face export of an nmt checkpoint\n\nExported by `nmt export huggingface` from "
             f"`{source}`.\n\n    from transformers import pipeline\n"
-            f"    pipeline(\"translation\", model=\"{out_dir}\")(\"A dog runs.\")\n\n"
+            f'    pipeline("translation", model="{out_dir}")("A dog runs.")\n\n'
             "Greedy by default (num_beams=1); nmt's beam search and its length penalty are not HF's.\n",
-            encoding="utf-8")
+            encoding="utf-8",
+        )
         from ..atomic import replace_dir
 
         replace_dir(tmp, out_dir)  # an existing export is renamed aside first, never lost

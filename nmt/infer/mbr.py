@@ -48,7 +48,7 @@ def char_ngrams(text: str, order: int = CHRF_ORDER) -> list[Counter]:
     """Character n-gram counts of ``text`` without its whitespace, n = 1..order (sacreBLEU's
     ``extract_all_char_ngrams``)."""
     line = "".join(text.split())
-    return [Counter(line[i:i + n] for i in range(len(line) - n + 1)) for n in range(1, order + 1)]
+    return [Counter(line[i : i + n] for i in range(len(line) - n + 1)) for n in range(1, order + 1)]
 
 
 def chrf_from_ngrams(hyp: list[Counter], ref: list[Counter], beta: float = CHRF_BETA) -> float:
@@ -67,7 +67,7 @@ def chrf_from_ngrams(hyp: list[Counter], ref: list[Counter], beta: float = CHRF_
     if not effective:
         return 0.0
     avg_prec, avg_rec = avg_prec / effective, avg_rec / effective
-    factor = beta ** 2
+    factor = beta**2
     if avg_prec + avg_rec == 0:
         return 0.0
     return 100.0 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec)
@@ -102,12 +102,15 @@ def mbr_weights(scores: Sequence[float], temperature: float) -> list[float]:
     return [x / total for x in w]
 
 
-def mbr_select(texts: Sequence[str], scores: Sequence[float], *, utility: str = "chrf",
-               temperature: float = 0.5) -> int:
+def mbr_select(
+    texts: Sequence[str], scores: Sequence[float], *, utility: str = "chrf", temperature: float = 0.5
+) -> int:
     """Index of the candidate with the highest expected utility (ties: the earlier one, i.e. the
     better beam rank when ``texts`` are best first)."""
     if len(texts) != len(scores) or not texts:
-        raise ValueError(f"{len(texts)} candidates and {len(scores)} scores: need the same number, at least 1")
+        raise ValueError(
+            f"{len(texts)} candidates and {len(scores)} scores: need the same number, at least 1"
+        )
     if len(texts) == 1:
         return 0
     weights = mbr_weights(scores, temperature)
@@ -116,15 +119,21 @@ def mbr_select(texts: Sequence[str], scores: Sequence[float], *, utility: str = 
     return max(range(len(texts)), key=lambda i: (expected[i], -i))
 
 
-def mbr_pick_all(candidates: Sequence[Sequence[tuple[str, float]]], *, utility: str = "chrf",
-                 temperature: float = 0.5) -> list[int]:
+def mbr_pick_all(
+    candidates: Sequence[Sequence[tuple[str, float]]], *, utility: str = "chrf", temperature: float = 0.5
+) -> list[int]:
     """``mbr_select`` for each sentence's (text, score) candidates; an empty list picks -1."""
-    return [mbr_select([t for t, _ in cands], [s for _, s in cands], utility=utility, temperature=temperature)
-            if cands else -1 for cands in candidates]
+    return [
+        mbr_select([t for t, _ in cands], [s for _, s in cands], utility=utility, temperature=temperature)
+        if cands
+        else -1
+        for cands in candidates
+    ]
 
 
 def mbr_results(results: list[list[Translation]], mbr: MBR) -> list[list[Translation]]:
     """Each sentence's n-best reduced to its MBR choice, as a one-item list (an empty list stays)."""
-    picks = mbr_pick_all([[(t.text, t.score) for t in r] for r in results], utility=mbr.utility,
-                         temperature=mbr.temperature)
+    picks = mbr_pick_all(
+        [[(t.text, t.score) for t in r] for r in results], utility=mbr.utility, temperature=mbr.temperature
+    )
     return [[r[p]] if p >= 0 else r for r, p in zip(results, picks)]

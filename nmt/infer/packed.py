@@ -37,8 +37,11 @@ from ..fused_projections import fuse_projections, fused_weights
 def onednn_available() -> bool:
     """True where this torch build has oneDNN's packed linear ops."""
     mkldnn = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_reorder_linear_weight")
-            and hasattr(mkldnn, "_linear_pointwise"))
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(mkldnn, "_reorder_linear_weight")
+        and hasattr(mkldnn, "_linear_pointwise")
+    )
 
 
 class PackedLinear(nn.Module):
@@ -49,7 +52,9 @@ class PackedLinear(nn.Module):
         self.weight, self.bias = weight, bias  # the original parameters (shared, not copied)
         self.relu = relu  # y = max(0, x W^T + b)
         with torch.no_grad():
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().cpu())  # (out, in), blocked
+            packed = torch.ops.mkldnn._reorder_linear_weight(
+                weight.detach().float().cpu()
+            )  # (out, in), blocked
         self.register_buffer("packed", packed, persistent=False)
 
     @property
@@ -64,8 +69,12 @@ class PackedLinear(nn.Module):
     def applies(x: Tensor) -> bool:
         """Whether the packed product is used for input ``x``: float32 on the CPU outside autograd
         and outside a lower-precision autocast."""
-        return x.dtype == torch.float32 and x.device.type == "cpu" and not torch.is_grad_enabled() and not (
-            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") != torch.float32)
+        return (
+            x.dtype == torch.float32
+            and x.device.type == "cpu"
+            and not torch.is_grad_enabled()
+            and not (torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") != torch.float32)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
@@ -73,11 +82,15 @@ class PackedLinear(nn.Module):
             y = F.linear(x, self.weight, self.bias)
             return F.relu(y) if self.relu else y
         bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "relu" if self.relu else "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(
+            x, self.packed, bias, "relu" if self.relu else "none", [], ""
+        )
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-                + (", relu=True" if self.relu else ""))
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+            + (", relu=True" if self.relu else "")
+        )
 
 
 def usable(linear: nn.Linear) -> bool:

@@ -57,8 +57,9 @@ def draw(weights, rows: list[str], cols: list[str], title: str, path: Path) -> N
     tmp.replace(path)
 
 
-def plot_attention(translator, sentence: str, out: Path, *, beam: int = 4,
-                   max_len_b: int = 50) -> tuple[str, int]:
+def plot_attention(
+    translator, sentence: str, out: Path, *, beam: int = 4, max_len_b: int = 50
+) -> tuple[str, int]:
     """Translate ``sentence`` with ``translator`` (a torch-engine Translator; beam search, alpha 0.6,
     0 for beam 1) and write the PNG files and attention.json of the module docstring into ``out``
     (created if needed). Returns (the translation, the number of PNG files written)."""
@@ -67,27 +68,48 @@ def plot_attention(translator, sentence: str, out: Path, *, beam: int = 4,
     sources, _ = translator.encode([sentence])
     if not sources[0]:
         raise PlotAttentionError("the sentence is empty")
-    best = translator.translate_nbest([sentence], beam=beam, alpha=0.0 if beam == 1 else 0.6,
-                                      max_len_b=max_len_b)[0][0]
+    best = translator.translate_nbest(
+        [sentence], beam=beam, alpha=0.0 if beam == 1 else 0.6, max_len_b=max_len_b
+    )[0][0]
     maps = attention_maps(translator.model, sources[0], best.tokens)
     src = piece_labels(translator.sp, sources[0])
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)
     out.mkdir(parents=True, exist_ok=True)
     figures = 0  # the encoder and the decoder may differ in depth (model.n_encoder_layers)
     for layer in range(maps.encoder_self.size(0)):
-        draw(maps.encoder_self[layer].numpy(), src, src, f"encoder self-attention, layer {layer + 1}",
-             out / f"encoder-self-layer{layer + 1}.png")
+        draw(
+            maps.encoder_self[layer].numpy(),
+            src,
+            src,
+            f"encoder self-attention, layer {layer + 1}",
+            out / f"encoder-self-layer{layer + 1}.png",
+        )
         figures += 1
     for layer in range(maps.cross.size(0)):
-        draw(maps.decoder_self[layer].numpy(), tgt, tgt, f"decoder self-attention, layer {layer + 1}",
-             out / f"decoder-self-layer{layer + 1}.png")
-        draw(maps.cross[layer].numpy(), tgt, src,
-             f"encoder-decoder attention, layer {layer + 1} (rows: decoder inputs)",
-             out / f"cross-layer{layer + 1}.png")
+        draw(
+            maps.decoder_self[layer].numpy(),
+            tgt,
+            tgt,
+            f"decoder self-attention, layer {layer + 1}",
+            out / f"decoder-self-layer{layer + 1}.png",
+        )
+        draw(
+            maps.cross[layer].numpy(),
+            tgt,
+            src,
+            f"encoder-decoder attention, layer {layer + 1} (rows: decoder inputs)",
+            out / f"cross-layer{layer + 1}.png",
+        )
         figures += 2
-    data = {"source": sentence, "translation": best.text, "source_pieces": src, "target_pieces": tgt,
-            "encoder_self": maps.encoder_self.tolist(), "decoder_self": maps.decoder_self.tolist(),
-            "cross": maps.cross.tolist()}
+    data = {
+        "source": sentence,
+        "translation": best.text,
+        "source_pieces": src,
+        "target_pieces": tgt,
+        "encoder_self": maps.encoder_self.tolist(),
+        "decoder_self": maps.decoder_self.tolist(),
+        "cross": maps.cross.tolist(),
+    }
     tmp = out / "attention.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.replace(out / "attention.json")

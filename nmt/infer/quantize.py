@@ -64,5 +64,8 @@ def quantize_int8(model: Transformer) -> Transformer:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
         return torch.ao.quantization.quantize_dynamic(
-            model, {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8,
-            inplace=True)
+            model,
+            {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig},
+            dtype=torch.qint8,
+            inplace=True,
+        )

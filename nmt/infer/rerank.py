@@ -46,8 +46,15 @@ class Rerank:
 
 
 @torch.inference_mode()
-def score_targets(model, sources: list[list[int]], targets: list[list[int]], *, batch_tokens: int = 4096,
-                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> list[float]:
+def score_targets(
+    model,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    *,
+    batch_tokens: int = 4096,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> list[float]:
     """log p(target + EOS | source) under ``model`` (a Transformer or an Ensemble: the mean of the
     models' log-probabilities, as the ensemble's search uses them) by teacher forcing. ``sources``:
     ids ending with EOS (as Translator.encode gives them); ``targets``: ids in the model's order,
@@ -61,11 +68,15 @@ def score_targets(model, sources: list[list[int]], targets: list[list[int]], *, 
     for batch in make_batches(lengths, batch_tokens=batch_tokens):
         src_w = max(len(sources[i]) for i in batch)
         tgt_w = max(len(targets[i]) for i in batch) + 1
-        src = torch.tensor([sources[i] + [PAD] * (src_w - len(sources[i])) for i in batch], device=device)  # (B, S)
-        tgt_in = torch.tensor([[BOS] + targets[i] + [PAD] * (tgt_w - 1 - len(targets[i])) for i in batch],
-                              device=device)  # (B, T): BOS + target
-        tgt_out = torch.tensor([targets[i] + [EOS] + [PAD] * (tgt_w - 1 - len(targets[i])) for i in batch],
-                               device=device)  # (B, T): target + EOS
+        src = torch.tensor(
+            [sources[i] + [PAD] * (src_w - len(sources[i])) for i in batch], device=device
+        )  # (B, S)
+        tgt_in = torch.tensor(
+            [[BOS] + targets[i] + [PAD] * (tgt_w - 1 - len(targets[i])) for i in batch], device=device
+        )  # (B, T): BOS + target
+        tgt_out = torch.tensor(
+            [targets[i] + [EOS] + [PAD] * (tgt_w - 1 - len(targets[i])) for i in batch], device=device
+        )  # (B, T): target + EOS
         keep = tgt_out.ne(PAD)  # (B, T)
         total = torch.zeros(len(batch), device=device)  # (B,)
         for m in models:
@@ -83,9 +94,17 @@ def rescore(results: list, sources: list[list[int]], searcher, scorer, *, batch_
     ``searcher``'s model) under ``scorer``'s model (a Translator), read in that model's order:
     one list of floats per sentence. ``sources``: the searched ids (Translator.encode)."""
     pairs = [(s, j) for s, r in enumerate(results) if sources[s] for j in range(len(r))]
-    targets = [reading_order(scorer.model, reading_order(searcher.model, results[s][j].tokens)) for s, j in pairs]
-    flat = score_targets(scorer.model, [sources[s] for s, _ in pairs], targets, batch_tokens=batch_tokens,
-                         device=scorer.device, dtype=scorer.dtype)
+    targets = [
+        reading_order(scorer.model, reading_order(searcher.model, results[s][j].tokens)) for s, j in pairs
+    ]
+    flat = score_targets(
+        scorer.model,
+        [sources[s] for s, _ in pairs],
+        targets,
+        batch_tokens=batch_tokens,
+        device=scorer.device,
+        dtype=scorer.dtype,
+    )
     out = [[0.0] * len(r) for r in results]
     for (s, j), v in zip(pairs, flat):
         out[s][j] = v
@@ -106,11 +125,20 @@ def combine(results: list, theirs: list, *, weight: float, alpha: float) -> list
     return out
 
 
-def rerank_results(results: list, sources: list[list[int]], searcher, rerank: Rerank, *,
-                   alpha: float, batch_tokens: int = 4096) -> list:
+def rerank_results(
+    results: list,
+    sources: list[list[int]],
+    searcher,
+    rerank: Rerank,
+    *,
+    alpha: float,
+    batch_tokens: int = 4096,
+) -> list:
     """Each sentence's n-best (lists of nmt.infer.results.Translation from ``searcher``'s
     model, best first) reordered by the combined score of the module docstring, which becomes
     each Translation's ``score``. An empty source's one empty output stays as it is."""
     theirs = rescore(results, sources, searcher, rerank.translator, batch_tokens=batch_tokens)
-    return [r if not sources[s] else c for s, (r, c) in
-            enumerate(zip(results, combine(results, theirs, weight=rerank.weight, alpha=alpha)))]
+    return [
+        r if not sources[s] else c
+        for s, (r, c) in enumerate(zip(results, combine(results, theirs, weight=rerank.weight, alpha=alpha)))
+    ]

@@ -100,8 +100,9 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
-def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int,
-                   prefix: list[list[int]] | None) -> list[int]:
+def output_lengths(
+    model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, prefix: list[list[int]] | None
+) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring)."""
     src_len = src_tokens.ne(PAD).sum(dim=1).tolist()  # |x| per sentence
     limit = model.cfg.max_positions
@@ -113,14 +114,24 @@ def output_lengths(model, src_tokens: Tensor, *, max_len_a: float, max_len_b: in
             if set(pre) & {PAD, BOS, EOS}:
                 raise ValueError(f"sentence {i}: a prefix may not hold PAD, BOS or EOS ({pre})")
             if len(pre) + 1 > limit:
-                raise ValueError(f"sentence {i}: a prefix of {len(pre)} tokens leaves no room for EOS "
-                                 f"(model.max_positions={limit})")
+                raise ValueError(
+                    f"sentence {i}: a prefix of {len(pre)} tokens leaves no room for EOS "
+                    f"(model.max_positions={limit})"
+                )
             max_len[i] = max(max_len[i], len(pre) + 1)
     return max_len
 
 
-def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int, max_len: list[int],
-              min_len: int, prefix: list[list[int]] | None) -> Tensor:
+def mask_step(
+    logp: Tensor,
+    t: int,
+    *,
+    alive: list[int],
+    rows_per_sentence: int,
+    max_len: list[int],
+    min_len: int,
+    prefix: list[list[int]] | None,
+) -> Tensor:
     """The log-probabilities (N, W) of step t (making token t+1) with the choices the rules forbid
     set to -inf: PAD and BOS always; all but EOS at a sentence's last allowed step; EOS before
     ``min_len``; all but prefix[t] while the prefix lasts. ``alive[i]``: the sentence of rows
@@ -137,8 +148,9 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
         mask = (last_rows & ~eos_col) | (~last_rows & eos_col & block_eos)  # (N, W)
         logp = logp.masked_fill(mask, neg_inf)
     if prefix is not None and any(t < len(prefix[s]) for s in alive):
-        forced = torch.tensor([prefix[s][t] if t < len(prefix[s]) else -1 for s in alive],
-                              device=device).repeat_interleave(k)  # (N,) forced token, -1: free
+        forced = torch.tensor(
+            [prefix[s][t] if t < len(prefix[s]) else -1 for s in alive], device=device
+        ).repeat_interleave(k)  # (N,) forced token, -1: free
         col = forced.clamp(min=0)[:, None]  # (N, 1)
         only = torch.full_like(logp, neg_inf).scatter_(1, col, logp.gather(1, col))  # (N, W)
         logp = torch.where(forced.ge(0)[:, None], only, logp)
@@ -147,10 +159,21 @@ def mask_step(logp: Tensor, t: int, *, alive: list[int], rows_per_sentence: int,
 
 # ----------------------------------------------------------------------------- beam search
 @torch.inference_mode()  # no autograd bookkeeping at all: ~5% of a small step's overhead
-def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
-                max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
-                prefix: list[list[int]] | None = None, stopping: str = "exact", constraint=None,
-                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+def beam_search(
+    model,
+    src_tokens: Tensor,
+    *,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    min_len: int = 1,
+    nbest: int = 1,
+    prefix: list[list[int]] | None = None,
+    stopping: str = "exact",
+    constraint=None,
+    constraints: list[list[list[int]]] | None = None,
+) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with PAD); returns, per sentence,
     its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
     |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
@@ -167,17 +190,33 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
     memory = model.encode(src_tokens)
     constrain = None if constraint is None else constraint(src_tokens)
-    lexical = lexical_constraints(constraints, beam=k, max_len=max_len, device=device,
-                                  others=prefix is not None or constraint is not None)
-    if k == 1 and alpha == 0 and lexical is None:  # greedy: the general step's choices without its bookkeeping
-        return _greedy(model, memory, n_src, device=device, max_len=max_len, min_len=min_len, prefix=prefix,
-                       constrain=constrain)
+    lexical = lexical_constraints(
+        constraints,
+        beam=k,
+        max_len=max_len,
+        device=device,
+        others=prefix is not None or constraint is not None,
+    )
+    if (
+        k == 1 and alpha == 0 and lexical is None
+    ):  # greedy: the general step's choices without its bookkeeping
+        return _greedy(
+            model,
+            memory,
+            n_src,
+            device=device,
+            max_len=max_len,
+            min_len=min_len,
+            prefix=prefix,
+            constrain=constrain,
+        )
     beams = Beams.start(memory, n_src, k, device=device, lexical=lexical)  # BOS, score 0: one per sentence
     finished: list[list[Hypothesis]] = [[] for _ in range(n_src)]
     for t in range(max(max_len)):  # t tokens generated so far; this step makes token t+1
         logp = beams.log_probs(model)  # (B*k, W) log p(next token) of every active hypothesis
-        logp = mask_step(logp, t, alive=beams.alive, rows_per_sentence=k, max_len=max_len, min_len=min_len,
-                         prefix=prefix)  # forbidden choices -inf
+        logp = mask_step(
+            logp, t, alive=beams.alive, rows_per_sentence=k, max_len=max_len, min_len=min_len, prefix=prefix
+        )  # forbidden choices -inf
         logp = apply_constraints(logp, t, beams, max_len=max_len, constrain=constrain)  # (B*k, W)
         # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
         top = beam_topk(logp, beams.scores, min(2 * k, k * logp.size(-1)))  # (B, 2k) each
@@ -188,16 +227,32 @@ def beam_search(model, src_tokens: Tensor, *, beam: int = 4, alpha: float = 0.6,
         add_eos_extensions(finished, beams, top, is_eos, lp=length_penalty(t + 1, alpha))
         sel = next_beam(is_eos, k)  # (B, k) ranks among the 2k
         scores = top.scores.gather(1, sel)  # (B, k) the next active beam's summed log-probabilities
-        going = still_searching(finished, beams.alive, scores, is_eos, t=t, max_len=max_len, nbest=nbest, k=k,
-                                alpha=alpha, stopping=stopping)
+        going = still_searching(
+            finished,
+            beams.alive,
+            scores,
+            is_eos,
+            t=t,
+            max_len=max_len,
+            nbest=nbest,
+            k=k,
+            alpha=alpha,
+            stopping=stopping,
+        )
         if not going:
             break
         beams.advance(top, sel, scores, going)
     return [f[:nbest] for f in finished]
 
 
-def lexical_constraints(constraints: list[list[list[int]]] | None, *, beam: int, max_len: list[int],
-                        device: torch.device, others: bool) -> LexicalConstraints | None:
+def lexical_constraints(
+    constraints: list[list[list[int]]] | None,
+    *,
+    beam: int,
+    max_len: list[int],
+    device: torch.device,
+    others: bool,
+) -> LexicalConstraints | None:
     """The LexicalConstraints of beam_search's ``constraints`` (None when there are none);
     ValueError with ``others`` (a prefix or a constraint function)."""
     if constraints is None or not any(constraints):
@@ -227,8 +282,9 @@ def apply_constraints(logp: Tensor, t: int, beams: "Beams", *, max_len: list[int
     return logp
 
 
-def add_eos_extensions(finished: list[list[Hypothesis]], beams: "Beams", top: Candidates, is_eos: Tensor, *,
-                       lp: float) -> None:
+def add_eos_extensions(
+    finished: list[list[Hypothesis]], beams: "Beams", top: Candidates, is_eos: Tensor, *, lp: float
+) -> None:
     """The EOS extensions (``is_eos`` (B, 2k)) ranked among the first k candidates ``top``, unless
     impossible (-inf), become finished hypotheses of their sentences (score: summed log-probability
     / ``lp``); each sentence keeps its k best."""
@@ -253,8 +309,19 @@ def next_beam(is_eos: Tensor, k: int) -> Tensor:
     return rank.masked_fill(is_eos, n * 2).sort(dim=1).indices[:, :k]  # (B, k) stable order by rank
 
 
-def still_searching(finished: list[list[Hypothesis]], alive: list[int], scores: Tensor, is_eos: Tensor, *,
-                    t: int, max_len: list[int], nbest: int, k: int, alpha: float, stopping: str) -> list[int]:
+def still_searching(
+    finished: list[list[Hypothesis]],
+    alive: list[int],
+    scores: Tensor,
+    is_eos: Tensor,
+    *,
+    t: int,
+    max_len: list[int],
+    nbest: int,
+    k: int,
+    alpha: float,
+    stopping: str,
+) -> list[int]:
     """The positions i (ascending) of the sentences ``alive[i]`` that search on after step t (which
     made token t+1), given the next active beam's summed log-probabilities ``scores`` (B, k) and the
     step's candidates ``is_eos`` (B, 2k). A sentence stops at its max length, when it has no active
@@ -289,8 +356,9 @@ def still_searching(finished: list[list[Hypothesis]], alive: list[int], scores: 
 
 
 # ----------------------------------------------------------------------------- greedy search, sampling
-def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int,
-            prefix, constrain) -> list[list[Hypothesis]]:
+def _greedy(
+    model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int, prefix, constrain
+) -> list[list[Hypothesis]]:
     """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence
     ends with EOS, or without output where every token is forbidden. With one hypothesis and no
     length penalty, the exact rule stops exactly there (a finished hypothesis scores no lower than
@@ -302,8 +370,15 @@ def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[in
     cache = None
     for t in range(max(max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
-        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive=alive, rows_per_sentence=1,
-                         max_len=max_len, min_len=min_len, prefix=prefix)  # (B, W)
+        logp = mask_step(
+            F.log_softmax(logits[:, -1].float(), dim=-1),
+            t,
+            alive=alive,
+            rows_per_sentence=1,
+            max_len=max_len,
+            min_len=min_len,
+            prefix=prefix,
+        )  # (B, W)
         if constrain is not None:
             steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
@@ -318,8 +393,16 @@ def _greedy(model, memory, n_src: int, *, device: torch.device, max_len: list[in
     return finished
 
 
-def _extend_single(tokens: Tensor, pos_scores: Tensor, memory, cache, alive: list[int], new_tok: Tensor,
-                   new_logp: Tensor, ended: list[bool]):
+def _extend_single(
+    tokens: Tensor,
+    pos_scores: Tensor,
+    memory,
+    cache,
+    alive: list[int],
+    new_tok: Tensor,
+    new_logp: Tensor,
+    ended: list[bool],
+):
     """One hypothesis per sentence (greedy, sampling): append the chosen tokens ``new_tok`` (B, 1)
     and their log-probabilities ``new_logp`` (B, 1); rows with ``ended`` stop, and become a
     finished (sentence, Hypothesis) unless their last choice was impossible (-inf: every token
@@ -344,13 +427,15 @@ def _extend_single(tokens: Tensor, pos_scores: Tensor, memory, cache, alive: lis
     return done, (tokens, pos_scores, memory, cache, alive)
 
 
-def greedy_search(model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_b: int = 50,
-                  min_len: int = 1) -> list[Hypothesis]:
+def greedy_search(
+    model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1
+) -> list[Hypothesis]:
     """Greedy search: beam_search with beam=1, alpha=0 (argmax each step until EOS). With beam=1
     and alpha>0, beam_search keeps extending past a finished hypothesis while a longer output could
     still score higher."""
-    hyps = beam_search(model, src_tokens, beam=1, alpha=0.0, max_len_a=max_len_a,
-                       max_len_b=max_len_b, min_len=min_len)
+    hyps = beam_search(
+        model, src_tokens, beam=1, alpha=0.0, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len
+    )
     return [h[0] for h in hyps]
 
 
@@ -376,9 +461,19 @@ def filter_probs(probs: Tensor, *, topk: int = 0, topp: float = 1.0) -> Tensor:
 
 
 @torch.inference_mode()
-def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature: float = 1.0,
-           topk: int = 0, topp: float = 1.0, max_len_a: float = 1.0, max_len_b: int = 50,
-           min_len: int = 1, prefix: list[list[int]] | None = None) -> list[Hypothesis]:
+def sample(
+    model,
+    src_tokens: Tensor,
+    *,
+    rngs: list[random.Random],
+    temperature: float = 1.0,
+    topk: int = 0,
+    topp: float = 1.0,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    min_len: int = 1,
+    prefix: list[list[int]] | None = None,
+) -> list[Hypothesis]:
     """One sampled output per sentence of ``src_tokens`` (B, S), each token drawn from
     softmax(logits / T) restricted to the ``topk`` most probable tokens and to the smallest set whose
     probability reaches ``topp`` (T=1, no restriction: the full distribution, as Edunov et al. 2018
@@ -387,8 +482,10 @@ def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature:
     cumulative distribution. Length limits, PAD/BOS and ``prefix`` as in beam_search; ``score`` is
     the model's log-probability (T=1) of the output."""
     if temperature <= 0 or topk < 0 or not 0 < topp <= 1:
-        raise ValueError(f"temperature={temperature}, topk={topk}, topp={topp}: need T > 0, "
-                         "topk >= 0 (0: all), 0 < topp <= 1")
+        raise ValueError(
+            f"temperature={temperature}, topk={topk}, topp={topp}: need T > 0, "
+            "topk >= 0 (0: all), 0 < topp <= 1"
+        )
     n_src, device = src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
     memory = model.encode(src_tokens)
@@ -399,16 +496,24 @@ def sample(model, src_tokens: Tensor, *, rngs: list[random.Random], temperature:
     cache = None
     for t in range(max(max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
-        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive=alive, rows_per_sentence=1,
-                         max_len=max_len, min_len=min_len, prefix=prefix)
+        logp = mask_step(
+            F.log_softmax(logits[:, -1].float(), dim=-1),
+            t,
+            alive=alive,
+            rows_per_sentence=1,
+            max_len=max_len,
+            min_len=min_len,
+            prefix=prefix,
+        )
         probs = F.softmax(logp / temperature, dim=-1)  # (B, W) = softmax(logits / T) where allowed
         probs = filter_probs(probs, topk=topk, topp=topp)
         cdf = probs.cumsum(dim=-1)  # (B, W)
         u = torch.tensor([1.0 - rngs[s].random() for s in alive], device=device)  # (B,) in (0, 1]
         new_tok = (cdf < (u * cdf[:, -1])[:, None]).sum(dim=-1).clamp(max=cdf.size(-1) - 1)  # (B,)
         new_logp = logp.gather(1, new_tok[:, None])  # (B, 1)
-        done, state = _extend_single(tokens, pos_scores, memory, cache, alive, new_tok[:, None], new_logp,
-                                     new_tok.eq(EOS).tolist())
+        done, state = _extend_single(
+            tokens, pos_scores, memory, cache, alive, new_tok[:, None], new_logp, new_tok.eq(EOS).tolist()
+        )
         for s, hyp in done:
             out[s] = hyp
         if state is None:
@@ -448,15 +553,19 @@ class Ensemble:
             raise ValueError(f"ensemble models have different target vocabulary sizes {sorted(sizes)}")
         directions = {right_to_left(m) for m in models}
         if len(directions) > 1:
-            raise ValueError("an ensemble's models must write the target in one direction: some are "
-                             "right-to-left (model.right_to_left); rescore with them instead (--rerank)")
+            raise ValueError(
+                "an ensemble's models must write the target in one direction: some are "
+                "right-to-left (model.right_to_left); rescore with them instead (--rerank)"
+            )
         self.models = models
         self.cfg = Ensemble.Cfg(min(m.cfg.max_positions for m in models), sizes.pop(), directions.pop())
 
     def encode(self, src_tokens: Tensor) -> "Ensemble.State":
         return Ensemble.State([m.encode(src_tokens) for m in self.models])
 
-    def decode_step(self, tgt_tokens: Tensor, memory: "Ensemble.State", cache: "Ensemble.State | None" = None):
+    def decode_step(
+        self, tgt_tokens: Tensor, memory: "Ensemble.State", cache: "Ensemble.State | None" = None
+    ):
         """-> mean over models of log_softmax(logits) (N, T, W), the models' new caches."""
         logps, caches = [], []
         for i, m in enumerate(self.models):
@@ -486,4 +595,4 @@ class RecomputePrefix:
     def decode_step(self, tgt_tokens: Tensor, memory, cache: "RecomputePrefix.Cache | None"):
         prefix = tgt_tokens if cache is None else torch.cat([cache.prefix, tgt_tokens], dim=1)  # (B, t)
         logits, _ = self.model.decode_step(prefix, memory, None)  # (B, t, W)
-        return logits[:, -tgt_tokens.size(1):], RecomputePrefix.Cache(prefix)
+        return logits[:, -tgt_tokens.size(1) :], RecomputePrefix.Cache(prefix)

@@ -82,7 +82,7 @@ class Shortlist:
             width = max((len(v) for v in self.candidates.values()), default=0)
             table = torch.full((self.vocab_size, max(width, 1)), -1, dtype=torch.long)  # (W, K)
             for s, ts in self.candidates.items():
-                table[s, :len(ts)] = torch.tensor(ts, dtype=torch.long)
+                table[s, : len(ts)] = torch.tensor(ts, dtype=torch.long)
             base = torch.zeros(self.vocab_size, dtype=torch.bool)  # (W,)
             base[list(SPECIAL) + list(self.frequent)] = True
             self._tables[key] = (table.to(device), base.to(device))
@@ -160,8 +160,12 @@ def restricted_projection(decoder, rows: Tensor) -> nn.Module:
 
         weight, bias = proj._weight_bias()  # (W, D) qint8 per channel, (W,) float or None
         sub = torch.quantize_per_channel(
-            weight.dequantize().index_select(0, rows), weight.q_per_channel_scales().index_select(0, rows),
-            weight.q_per_channel_zero_points().index_select(0, rows), 0, torch.qint8)  # same int8 values
+            weight.dequantize().index_select(0, rows),
+            weight.q_per_channel_scales().index_select(0, rows),
+            weight.q_per_channel_zero_points().index_select(0, rows),
+            0,
+            torch.qint8,
+        )  # same int8 values
         layer = DynamicLinear(weight.size(1), rows.numel(), bias_=bias is not None, dtype=torch.qint8)
         layer.set_weight_bias(sub, None if bias is None else bias.index_select(0, rows))
         return layer
@@ -214,12 +218,20 @@ def _read_side(data_dir: Path, split: str, side: str, dtype: np.dtype) -> tuple[
     return np.asarray(ids, dtype=np.int64), offsets.astype(np.int64)
 
 
-def _pairs(src: np.ndarray, src_off: np.ndarray, tgt: np.ndarray, tgt_off: np.ndarray, lo: int, hi: int,
-           null: int, vocab: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _pairs(
+    src: np.ndarray,
+    src_off: np.ndarray,
+    tgt: np.ndarray,
+    tgt_off: np.ndarray,
+    lo: int,
+    hi: int,
+    null: int,
+    vocab: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Every (source piece or NULL, target position) pair of sentences lo..hi-1: the pair keys
     s * W + t (P,), the chunk-local target position of each pair (P,), the chunk's target count."""
-    ls = np.diff(src_off[lo:hi + 1]) + 1  # (n,) source pieces + NULL
-    lt = np.diff(tgt_off[lo:hi + 1])  # (n,)
+    ls = np.diff(src_off[lo : hi + 1]) + 1  # (n,) source pieces + NULL
+    lt = np.diff(tgt_off[lo : hi + 1])  # (n,)
     count = ls * lt  # (n,) pairs per sentence
     total = int(count.sum())
     start = np.cumsum(count) - count  # (n,)
@@ -234,8 +246,17 @@ def _pairs(src: np.ndarray, src_off: np.ndarray, tgt: np.ndarray, tgt_off: np.nd
     return s * vocab + t, t_pos, int(tgt_off[hi] - tgt_off[lo])
 
 
-def ibm1(src: np.ndarray, src_off: np.ndarray, tgt: np.ndarray, tgt_off: np.ndarray, *, vocab: int,
-         iterations: int, chunk: int, log=None) -> tuple[np.ndarray, np.ndarray]:
+def ibm1(
+    src: np.ndarray,
+    src_off: np.ndarray,
+    tgt: np.ndarray,
+    tgt_off: np.ndarray,
+    *,
+    vocab: int,
+    iterations: int,
+    chunk: int,
+    log=None,
+) -> tuple[np.ndarray, np.ndarray]:
     """IBM Model 1 p(t | s) by EM over the sentence pairs (source side with a NULL word, id
     ``vocab``), from uniform: returns the co-occurring pairs' keys s * W + t (ascending) and
     p(t | s) for each. One pass: every target piece's expected alignment to each source piece of
@@ -268,11 +289,17 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
     from ..data.prepare import DataError, load_meta
 
     data_dir = Path(data_dir)
-    for name, value in (("best", options.best), ("frequent", options.frequent), ("iterations", options.iterations),
-                        ("max_sentences", options.max_sentences)):
+    for name, value in (
+        ("best", options.best),
+        ("frequent", options.frequent),
+        ("iterations", options.iterations),
+        ("max_sentences", options.max_sentences),
+    ):
         if value < 0 or (name in ("iterations", "max_sentences") and value < 1):
-            raise ShortlistError(f"--{name.replace('_', '-')} {value}: must be "
-                                 f"{'>= 1' if name in ('iterations', 'max_sentences') else '>= 0'}")
+            raise ShortlistError(
+                f"--{name.replace('_', '-')} {value}: must be "
+                f"{'>= 1' if name in ('iterations', 'max_sentences') else '>= 0'}"
+            )
     try:
         meta = load_meta(data_dir)
     except DataError as e:
@@ -284,11 +311,12 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
     src, src_off = _read_side(data_dir, "train", "src", dtype)
     tgt, tgt_off = _read_side(data_dir, "train", "tgt", dtype)
     n = min(len(src_off) - 1, options.max_sentences)
-    src_off, tgt_off = src_off[:n + 1], tgt_off[:n + 1]
-    src, tgt = src[:src_off[-1]], tgt[:tgt_off[-1]]
+    src_off, tgt_off = src_off[: n + 1], tgt_off[: n + 1]
+    src, tgt = src[: src_off[-1]], tgt[: tgt_off[-1]]
     start = time.perf_counter()
-    keys, prob = ibm1(src, src_off, tgt, tgt_off, vocab=vocab, iterations=options.iterations,
-                      chunk=options.chunk, log=log)
+    keys, prob = ibm1(
+        src, src_off, tgt, tgt_off, vocab=vocab, iterations=options.iterations, chunk=options.chunk, log=log
+    )
     source, target = keys // vocab, keys % vocab  # (K,) each
     ok = (source < vocab) & (target >= len(SPECIAL)) & (prob > options.threshold)  # no NULL, no specials
     ok &= ~np.isin(source, SPECIAL)
@@ -306,13 +334,23 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
             candidates.setdefault(s, set()).add(s)
     freq = np.bincount(tgt, minlength=vocab)  # (W,)
     freq[list(SPECIAL)] = -1
-    top = np.argsort(-freq, kind="stable")[:options.frequent]
+    top = np.argsort(-freq, kind="stable")[: options.frequent]
     frequent = sorted(int(t) for t in top if freq[t] > 0)
     spm = data_dir / "spm.model"
-    info = {"statistic": "ibm1", "data": str(data_dir), "sentences": n, "seconds": round(time.perf_counter() - start, 1),
-            **{k: v for k, v in dataclasses.asdict(options).items() if k != "chunk"}}
-    return Shortlist(vocab, frequent, {s: sorted(ts) for s, ts in sorted(candidates.items())},
-                     spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "", info=info)
+    info = {
+        "statistic": "ibm1",
+        "data": str(data_dir),
+        "sentences": n,
+        "seconds": round(time.perf_counter() - start, 1),
+        **{k: v for k, v in dataclasses.asdict(options).items() if k != "chunk"},
+    }
+    return Shortlist(
+        vocab,
+        frequent,
+        {s: sorted(ts) for s, ts in sorted(candidates.items())},
+        spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "",
+        info=info,
+    )
 
 
 # ----------------------------------------------------------------------------- the file
@@ -333,8 +371,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def dumps(shortlist: Shortlist) -> str:
     head = {"vocab_size": shortlist.vocab_size, "spm_sha256": shortlist.spm_sha256, **shortlist.info}
-    lines = [f"{MAGIC}\t{VERSION}\t{json.dumps(head, sort_keys=True)}",
-             "frequent\t" + " ".join(map(str, shortlist.frequent))]
+    lines = [
+        f"{MAGIC}\t{VERSION}\t{json.dumps(head, sort_keys=True)}",
+        "frequent\t" + " ".join(map(str, shortlist.frequent)),
+    ]
     lines += [f"{s}\t{' '.join(map(str, ts))}" for s, ts in sorted(shortlist.candidates.items()) if ts]
     return "\n".join(lines) + "\n"
 
@@ -356,8 +396,10 @@ def _ids(text: str, where: str, vocab: int, *, special_ok: bool) -> list[int]:
         raise ShortlistError(f"{where}: expected ids separated by spaces, got {text[:60]!r}") from None
     bad = [i for i in ids if not (0 if special_ok else len(SPECIAL)) <= i < vocab]
     if bad:
-        raise ShortlistError(f"{where}: id {bad[0]} outside {len(SPECIAL)}..{vocab - 1}"
-                             f"{'' if special_ok else ' (special ids are always scored, never listed)'}")
+        raise ShortlistError(
+            f"{where}: id {bad[0]} outside {len(SPECIAL)}..{vocab - 1}"
+            f"{'' if special_ok else ' (special ids are always scored, never listed)'}"
+        )
     return sorted(set(ids))
 
 
@@ -367,13 +409,17 @@ def load(path: str | Path) -> Shortlist:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise ShortlistError(f"{path}: no such file (build one with `nmt shortlist DATA --out {path}`)") from None
+        raise ShortlistError(
+            f"{path}: no such file (build one with `nmt shortlist DATA --out {path}`)"
+        ) from None
     except UnicodeDecodeError as e:
         raise ShortlistError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     head = lines[0].split("\t", 2) if lines else []
     if len(head) != 3 or head[0] != MAGIC:
-        raise ShortlistError(f"{path}:1: not an nmt shortlist (expected '{MAGIC}<TAB>{VERSION}<TAB>{{...}}'; "
-                             "build one with `nmt shortlist`)")
+        raise ShortlistError(
+            f"{path}:1: not an nmt shortlist (expected '{MAGIC}<TAB>{VERSION}<TAB>{{...}}'; "
+            "build one with `nmt shortlist`)"
+        )
     if head[1] != str(VERSION):
         raise ShortlistError(f"{path}:1: shortlist format version {head[1]}, this nmt reads {VERSION}")
     try:
@@ -404,12 +450,16 @@ def check_model(shortlist: Shortlist, *, vocab_size: int, spm_sha256: str, sourc
     """ShortlistError unless ``shortlist`` (read from ``source``) belongs to the model at ``model``:
     the same vocabulary size and (when recorded) the same SentencePiece model."""
     if shortlist.vocab_size != vocab_size:
-        raise ShortlistError(f"{source}: built for a vocabulary of {shortlist.vocab_size} pieces, the model "
-                             f"{model} has {vocab_size}")
+        raise ShortlistError(
+            f"{source}: built for a vocabulary of {shortlist.vocab_size} pieces, the model "
+            f"{model} has {vocab_size}"
+        )
     if shortlist.spm_sha256 and spm_sha256 and shortlist.spm_sha256 != spm_sha256:
-        raise ShortlistError(f"{source}: built for another SentencePiece model than {model}'s (sha256 "
-                             f"{shortlist.spm_sha256[:12]}... against {spm_sha256[:12]}...): ids would not match; "
-                             "build it from the data the model was trained on")
+        raise ShortlistError(
+            f"{source}: built for another SentencePiece model than {model}'s (sha256 "
+            f"{shortlist.spm_sha256[:12]}... against {spm_sha256[:12]}...): ids would not match; "
+            "build it from the data the model was trained on"
+        )
 
 
 def for_translator(shortlist: "str | Path | Shortlist", sp, cfg) -> Shortlist:
@@ -419,8 +469,10 @@ def for_translator(shortlist: "str | Path | Shortlist", sp, cfg) -> Shortlist:
         shortlist = load(shortlist)
     sha = hashlib.sha256(sp.serialized_model_proto()).hexdigest()
     if cfg.src_vocab_size != cfg.tgt_vocab_size:
-        raise ShortlistError(f"{source}: shortlists need one shared vocabulary (the model has "
-                             f"{cfg.src_vocab_size} source and {cfg.tgt_vocab_size} target pieces)")
+        raise ShortlistError(
+            f"{source}: shortlists need one shared vocabulary (the model has "
+            f"{cfg.src_vocab_size} source and {cfg.tgt_vocab_size} target pieces)"
+        )
     check_model(shortlist, vocab_size=cfg.tgt_vocab_size, spm_sha256=sha, source=source, model="being loaded")
     return shortlist
 
@@ -432,8 +484,11 @@ def vmap_text(shortlist: Shortlist, vocab: list[str]) -> str:
     if len(vocab) != shortlist.vocab_size:
         raise ShortlistError(f"vocabulary of {len(vocab)} pieces, the shortlist's has {shortlist.vocab_size}")
     lines = ["\t" + " ".join(vocab[t] for t in shortlist.frequent)]
-    lines += [f"{vocab[s]}\t{' '.join(vocab[t] for t in ts)}" for s, ts in sorted(shortlist.candidates.items())
-              if ts and s not in SPECIAL]
+    lines += [
+        f"{vocab[s]}\t{' '.join(vocab[t] for t in ts)}"
+        for s, ts in sorted(shortlist.candidates.items())
+        if ts and s not in SPECIAL
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -443,12 +498,19 @@ def write_vmap(shortlist: Shortlist, model_dir: str | Path) -> Path:
     model_dir = Path(model_dir)
     vocab_file = model_dir / "shared_vocabulary.json"
     if not (model_dir / "model.bin").is_file() or not vocab_file.is_file():
-        raise ShortlistError(f"{model_dir}: not a CTranslate2 model directory with a shared vocabulary "
-                             "(model.bin, shared_vocabulary.json; see `nmt export ctranslate2`)")
+        raise ShortlistError(
+            f"{model_dir}: not a CTranslate2 model directory with a shared vocabulary "
+            "(model.bin, shared_vocabulary.json; see `nmt export ctranslate2`)"
+        )
     vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
     spm = model_dir / "spm.model"
-    check_model(shortlist, vocab_size=len(vocab), source="shortlist", model=str(model_dir),
-                spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "")
+    check_model(
+        shortlist,
+        vocab_size=len(vocab),
+        source="shortlist",
+        model=str(model_dir),
+        spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "",
+    )
     out = model_dir / "vmap.txt"
     _write_atomic(out, vmap_text(shortlist, vocab))
     return out

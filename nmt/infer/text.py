@@ -45,12 +45,14 @@ def check_sentences(sentences) -> None:
 def one_or_many(method):
     """Let a Translator method that takes a list of sentences take one str as well (it then
     returns that sentence's result); a list must hold only str (TypeError naming the item)."""
+
     @functools.wraps(method)
     def wrapper(self, sentences, *args, **kwargs):
         if isinstance(sentences, str):
             return method(self, [sentences], *args, **kwargs)[0]
         check_sentences(sentences)
         return method(self, sentences, *args, **kwargs)
+
     return wrapper
 
 
@@ -85,8 +87,9 @@ class TextTranslator:
         text = self.sp.decode(reading_order(self.model, tokens)) if tokens else ""
         return text.replace("\r", " ").replace("\n", " ")
 
-    def report_truncated(self, truncated: list[tuple[int, int]],
-                         on_truncate: Callable[[int, int], None] | None) -> None:
+    def report_truncated(
+        self, truncated: list[tuple[int, int]], on_truncate: Callable[[int, int], None] | None
+    ) -> None:
         """``on_truncate(index, n_pieces)`` for each sentence ``encode`` cut (default: a warning)."""
         for i, n in truncated:
             if on_truncate is not None:
@@ -95,11 +98,22 @@ class TextTranslator:
                 warnings.warn(truncation_message(i, n, self.model.cfg.max_positions))
 
     @one_or_many
-    def translate(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
-                  prefix: list[str] | None = None, sampling=None,
-                  stopping: str | None = None, mbr: MBR | None = None,
-                  rerank: Rerank | None = None, constraints: list[list[str]] | None = None) -> list[str]:
+    def translate(
+        self,
+        sentences: list[str] | str,
+        *,
+        beam: int = 4,
+        alpha: float | None = None,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_tokens: int = 2048,
+        prefix: list[str] | None = None,
+        sampling=None,
+        stopping: str | None = None,
+        mbr: MBR | None = None,
+        rerank: Rerank | None = None,
+        constraints: list[list[str]] | None = None,
+    ) -> list[str]:
         """The best translation of each sentence; one str in, one str out. ``alpha`` None:
         default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
         None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
@@ -114,25 +128,49 @@ class TextTranslator:
         if mbr is not None and rerank is not None:
             raise TranslateError("choose one of mbr and rerank")
         results = self.translate_nbest(
-            sentences, beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b,
-            nbest=1 if mbr is None and rerank is None else beam, batch_tokens=batch_tokens, prefix=prefix,
-            sampling=sampling, **({} if stopping is None else {"stopping": stopping}),
-            **({} if constraints is None else {"constraints": constraints}))
+            sentences,
+            beam=beam,
+            alpha=alpha,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            nbest=1 if mbr is None and rerank is None else beam,
+            batch_tokens=batch_tokens,
+            prefix=prefix,
+            sampling=sampling,
+            **({} if stopping is None else {"stopping": stopping}),
+            **({} if constraints is None else {"constraints": constraints}),
+        )
         if mbr is not None:
             results = mbr_results(results, mbr)
         elif rerank is not None:
-            results = self.rerank(sentences, results, rerank, alpha=default_alpha(beam) if alpha is None else alpha,
-                                  batch_tokens=batch_tokens)
+            results = self.rerank(
+                sentences,
+                results,
+                rerank,
+                alpha=default_alpha(beam) if alpha is None else alpha,
+                batch_tokens=batch_tokens,
+            )
         return [t[0].text for t in results]
 
-    def rerank(self, sentences: list[str], results: list[list[Translation]], rerank: Rerank, *,
-               alpha: float, batch_tokens: int = 2048) -> list[list[Translation]]:
+    def rerank(
+        self,
+        sentences: list[str],
+        results: list[list[Translation]],
+        rerank: Rerank,
+        *,
+        alpha: float,
+        batch_tokens: int = 2048,
+    ) -> list[list[Translation]]:
         """``results`` (this translator's n-best of ``sentences``) reordered by the combined score
         of nmt.infer.rerank; TranslateError when the rescoring model's vocabulary differs."""
         if self.engine != "torch" or rerank.translator.engine != "torch":
-            raise TranslateError("rerank: the torch engine's n-best, rescored by torch models (not CTranslate2)")
+            raise TranslateError(
+                "rerank: the torch engine's n-best, rescored by torch models (not CTranslate2)"
+            )
         if pieces(rerank.translator.sp) != pieces(self.sp):
-            raise TranslateError("rerank: the rescoring model's vocabulary differs from the searching model's "
-                                 "(they must share one SentencePiece model, id for id)")
+            raise TranslateError(
+                "rerank: the rescoring model's vocabulary differs from the searching model's "
+                "(they must share one SentencePiece model, id for id)"
+            )
         sources, _ = self.encode(sentences)
         return rerank_results(results, sources, self, rerank, alpha=alpha, batch_tokens=batch_tokens)

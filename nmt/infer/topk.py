@@ -51,7 +51,9 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> C
     n_blocks = w // block
     device = logp.device
 
-    def plus_score(x: Tensor, rows: Tensor | None = None) -> Tensor:  # x (B*k, ...) or (B, n, ...) + its row's score
+    def plus_score(
+        x: Tensor, rows: Tensor | None = None
+    ) -> Tensor:  # x (B*k, ...) or (B, n, ...) + its row's score
         if scores is None:
             return x
         return x + (scores.view(bk, 1) if rows is None else scores.gather(1, rows)[:, :, None])
@@ -60,20 +62,27 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> C
         top_scores, pos = plus_score(logp).view(b, k * w).topk(n, dim=1)  # (B, n)
         top_logp = top_scores if scores is None else logp.view(b, k * w).gather(1, pos)
         return Candidates(top_scores, pos // w, pos % w, top_logp)
-    main = logp[:, :n_blocks * block].view(bk, n_blocks, block)  # (B*k, W // block, block)
+    main = logp[:, : n_blocks * block].view(bk, n_blocks, block)  # (B*k, W // block, block)
     block_best = plus_score(main.amax(dim=-1)).view(b, k * n_blocks)  # (B, k * W // block)
     pair = block_best.topk(n, dim=1).indices  # (B, n) the n best (row, block) pairs
     beam_row, blk = pair // n_blocks, pair % n_blocks  # (B, n) each
     rows = beam_row + torch.arange(b, device=device)[:, None] * k  # (B, n) row in B*k
     cand = plus_score(main[rows, blk], beam_row).view(b, n * block)  # (B, n*block) summed log-probs
     cand_row = beam_row[:, :, None].expand(b, n, block).reshape(b, n * block)  # (B, n*block)
-    cand_tok = (blk[:, :, None] * block + torch.arange(block, device=device)).view(b, n * block)  # (B, n*block)
+    cand_tok = (blk[:, :, None] * block + torch.arange(block, device=device)).view(
+        b, n * block
+    )  # (B, n*block)
     tail = w - n_blocks * block
     if tail:  # every row's last W % block columns are candidates too
-        cand = torch.cat([cand, plus_score(logp[:, n_blocks * block:]).view(b, k * tail)], dim=1)  # (B, n*block + k*tail)
-        cand_row = torch.cat([cand_row, torch.arange(k, device=device).repeat_interleave(tail).expand(b, -1)], dim=1)
-        cand_tok = torch.cat([cand_tok, torch.arange(n_blocks * block, w, device=device).repeat(k).expand(b, -1)],
-                             dim=1)
+        cand = torch.cat(
+            [cand, plus_score(logp[:, n_blocks * block :]).view(b, k * tail)], dim=1
+        )  # (B, n*block + k*tail)
+        cand_row = torch.cat(
+            [cand_row, torch.arange(k, device=device).repeat_interleave(tail).expand(b, -1)], dim=1
+        )
+        cand_tok = torch.cat(
+            [cand_tok, torch.arange(n_blocks * block, w, device=device).repeat(k).expand(b, -1)], dim=1
+        )
     top_scores, pos = cand.topk(n, dim=1)  # (B, n)
     top_beam, top_tok = cand_row.gather(1, pos), cand_tok.gather(1, pos)  # (B, n) each
     if scores is None:  # the values are the entries themselves

@@ -5,7 +5,7 @@
     t.translate(["Hello world."], beam=4)                 # -> ["Hallo Welt."]
     t.translate_nbest(["Hello world."], beam=4, nbest=2)  # -> [[Translation(text, score, tokens), ...]]
     t.translate(["Hello world."], beam=8, mbr=MBR())       # MBR among the beam's 8-best (nmt.infer.mbr)
-    t.translate(["Hello world."], constraints=[["Welt"]])  # outputs holding the phrases (nmt.infer.constraints)
+    t.translate(["Hello world."], constraints=[["Welt"]])  # holding the phrases (nmt.infer.constraints)
 
 Sentences are cleaned and encoded as nmt.infer.text describes (EOS added, too-long ones
 truncated with a warning, empty ones translate to an empty string without calling the model),
@@ -64,15 +64,28 @@ class Sampling:
 
 
 # ----------------------------------------------------------------------------- ids in, ids out
-def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: float | None = None,
-                   max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1, nbest: int = 1,
-                   batch_tokens: int = 2048, max_sentences: int | None = None,
-                   device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                   on_batch: Callable[[int], None] | None = None,
-                   prefix: list[list[int]] | None = None,
-                   sampling: Sampling | None = None, stopping: str = "exact",
-                   constraint=None, shortlist=None,
-                   constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+def search_sources(
+    model,
+    sources: list[list[int]],
+    *,
+    beam: int = 4,
+    alpha: float | None = None,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    min_len: int = 1,
+    nbest: int = 1,
+    batch_tokens: int = 2048,
+    max_sentences: int | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    on_batch: Callable[[int], None] | None = None,
+    prefix: list[list[int]] | None = None,
+    sampling: Sampling | None = None,
+    stopping: str = "exact",
+    constraint=None,
+    shortlist=None,
+    constraints: list[list[list[int]]] | None = None,
+) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
@@ -80,13 +93,15 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
     each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
     contain (nmt.infer.constraints; search only, not with a shortlist)."""
     device = torch.device(device)
-    check_search_options(sampling=sampling, constraint=constraint, shortlist=shortlist,
-                         constraints=constraints)
+    check_search_options(
+        sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints
+    )
     alpha = default_alpha(beam) if alpha is None else alpha
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
-    for batch in make_batches([len(sources[i]) for i in todo], batch_tokens=batch_tokens,
-                              max_sentences=max_sentences):
+    for batch in make_batches(
+        [len(sources[i]) for i in todo], batch_tokens=batch_tokens, max_sentences=max_sentences
+    ):
         rows = [sources[todo[j]] for j in batch]
         width = max(map(len, rows))
         src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)  # (B, S)
@@ -97,16 +112,37 @@ def search_sources(model, sources: list[list[int]], *, beam: int = 4, alpha: flo
             searched, pre = restriction.model, restriction.to_positions(pre)
         with torch.inference_mode(), autocast(device, dtype):
             if sampling is None:
-                hyps = beam_search(searched, src, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                                   max_len_b=max_len_b, min_len=min_len, nbest=nbest, prefix=pre,
-                                   stopping=stopping, constraint=constraint,
-                                   constraints=None if constraints is None else [constraints[todo[j]] for j in batch])
+                hyps = beam_search(
+                    searched,
+                    src,
+                    beam=beam,
+                    alpha=alpha,
+                    max_len_a=max_len_a,
+                    max_len_b=max_len_b,
+                    min_len=min_len,
+                    nbest=nbest,
+                    prefix=pre,
+                    stopping=stopping,
+                    constraint=constraint,
+                    constraints=None if constraints is None else [constraints[todo[j]] for j in batch],
+                )
             else:
                 rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
-                hyps = [[h] for h in sample(
-                    searched, src, rngs=rngs, temperature=sampling.temperature, topk=sampling.topk,
-                    topp=sampling.topp, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
-                    prefix=pre)]
+                hyps = [
+                    [h]
+                    for h in sample(
+                        searched,
+                        src,
+                        rngs=rngs,
+                        temperature=sampling.temperature,
+                        topk=sampling.topk,
+                        topp=sampling.topp,
+                        max_len_a=max_len_a,
+                        max_len_b=max_len_b,
+                        min_len=min_len,
+                        prefix=pre,
+                    )
+                ]
         if shortlist is not None:
             hyps = restriction.to_ids(hyps)
         for j, h in zip(batch, hyps):
@@ -123,14 +159,24 @@ def check_search_options(*, sampling, constraint, shortlist, constraints) -> Non
     if constraint is not None and shortlist is not None:
         raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
     if constraints is not None and (sampling is not None or shortlist is not None):
-        raise ValueError("constraints: only for beam/greedy search over the full vocabulary, not sampling "
-                         "or a shortlist")
+        raise ValueError(
+            "constraints: only for beam/greedy search over the full vocabulary, not sampling or a shortlist"
+        )
 
 
-def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha: float | None = None,
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = 2048,
-                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                  constraint=None) -> list[list[int]]:
+def translate_ids(
+    model,
+    src_id_lists: list[list[int]],
+    *,
+    beam: int = 4,
+    alpha: float | None = None,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    batch_tokens: int = 2048,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    constraint=None,
+) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source given as pieces without EOS (as stored by
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
     gives []. alpha None: default_alpha(beam) (beam 1 is greedy). ``constraint``: beam_search's.
@@ -139,9 +185,18 @@ def translate_ids(model, src_id_lists: list[list[int]], *, beam: int = 4, alpha:
     was_training = model.training
     model.eval()
     try:
-        hyps = search_sources(model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                              max_len_b=max_len_b, batch_tokens=batch_tokens, device=device, dtype=dtype,
-                              constraint=constraint)
+        hyps = search_sources(
+            model,
+            sources,
+            beam=beam,
+            alpha=alpha,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            constraint=constraint,
+        )
     finally:
         model.train(was_training)
     return [h[0].tokens if h else [] for h in hyps]  # none: a constraint left nothing to finish
@@ -156,8 +211,10 @@ def check_checkpoint_ids(directory: Path, config: dict, sp) -> None:
     data = config.get("data") if isinstance(config, dict) else None
     recorded = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
     try:
-        check_special_ids(data.get("special_ids") if isinstance(data, dict) else None,
-                          f"{directory / 'config.json'} (data.special_ids)")
+        check_special_ids(
+            data.get("special_ids") if isinstance(data, dict) else None,
+            f"{directory / 'config.json'} (data.special_ids)",
+        )
         check_special_ids(recorded, str(directory / "spm.model"))
     except ValueError as e:
         raise CheckpointError(str(e)) from None
@@ -172,8 +229,9 @@ def pick_device(device: str | None, precision: str) -> torch.device:
     return device
 
 
-def load_models(paths: list, *, device: torch.device, precision: str,
-                dtype: torch.dtype | None) -> tuple[list, object]:
+def load_models(
+    paths: list, *, device: torch.device, precision: str, dtype: torch.dtype | None
+) -> tuple[list, object]:
     """Each checkpoint's model ready for inference (int8: quantized; float32 on the CPU: linear
     layers with packed weights) and the SentencePiece model they share, id for id (TranslateError
     naming the spm.model that differs from the first checkpoint's)."""
@@ -192,8 +250,10 @@ def load_models(paths: list, *, device: torch.device, precision: str,
         if sp is None:
             sp = this
         elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
-            raise TranslateError(f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
-                                 f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}")
+            raise TranslateError(
+                f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
+                f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}"
+            )
     return models, sp
 
 
@@ -204,8 +264,15 @@ class Translator(TextTranslator):
 
     engine = "torch"  # where the search runs (nmt.infer.engine_ctranslate2's: "ctranslate2")
 
-    def __init__(self, model, sp, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                 shortlist=None):
+    def __init__(
+        self,
+        model,
+        sp,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        shortlist=None,
+    ):
         for m in model.models if isinstance(model, Ensemble) else [model]:
             m.eval()
         self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
@@ -224,8 +291,15 @@ class Translator(TextTranslator):
             raise TranslateError(str(e)) from None
 
     @classmethod
-    def load(cls, checkpoint: str | Path | list[str | Path], *, device: str | None = None,
-             precision: str = "auto", engine: str = "torch", shortlist=None) -> TextTranslator:
+    def load(
+        cls,
+        checkpoint: str | Path | list[str | Path],
+        *,
+        device: str | None = None,
+        precision: str = "auto",
+        engine: str = "torch",
+        shortlist=None,
+    ) -> TextTranslator:
         """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
         is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
         ``precision="int8"``: linear layers in int8 on CPU (nmt.infer.quantize; the default device
@@ -240,9 +314,13 @@ class Translator(TextTranslator):
         if engine == "ctranslate2":
             if isinstance(checkpoint, (list, tuple)):
                 if len(checkpoint) != 1:
-                    raise TranslateError("engine ctranslate2: one checkpoint (ensembles need the torch engine)")
+                    raise TranslateError(
+                        "engine ctranslate2: one checkpoint (ensembles need the torch engine)"
+                    )
                 checkpoint = checkpoint[0]
-            return CTranslate2Translator.load(checkpoint, device=device, precision=precision, shortlist=shortlist)
+            return CTranslate2Translator.load(
+                checkpoint, device=device, precision=precision, shortlist=shortlist
+            )
         from ..allocator import keep_freed_memory
 
         paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
@@ -258,12 +336,23 @@ class Translator(TextTranslator):
         return cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
 
     @one_or_many
-    def translate_nbest(self, sentences: list[str] | str, *, beam: int = 4, alpha: float | None = None,
-                        max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
-                        batch_tokens: int = 2048, on_truncate: Callable[[int, int], None] | None = None,
-                        on_batch: Callable[[int], None] | None = None, prefix: list[str] | None = None,
-                        sampling: Sampling | None = None, stopping: str = "exact",
-                        constraints: list[list[str]] | None = None) -> list[list[Translation]]:
+    def translate_nbest(
+        self,
+        sentences: list[str] | str,
+        *,
+        beam: int = 4,
+        alpha: float | None = None,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        nbest: int = 1,
+        batch_tokens: int = 2048,
+        on_truncate: Callable[[int, int], None] | None = None,
+        on_batch: Callable[[int], None] | None = None,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
+        stopping: str = "exact",
+        constraints: list[list[str]] | None = None,
+    ) -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
         is called for each sentence cut to the model's positions (default: a warning counting
         sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
@@ -276,39 +365,74 @@ class Translator(TextTranslator):
         constraint_ids = None
         if constraints is not None:
             if prefix is not None or sampling is not None or self.shortlist is not None:
-                raise TranslateError("constraints: beam search over the full vocabulary only (not with a prefix, "
-                                     "sampling or a shortlist)")
-            constraint_ids = self.constraint_ids(sources, constraints, max_len_a=max_len_a, max_len_b=max_len_b)
+                raise TranslateError(
+                    "constraints: beam search over the full vocabulary only (not with a prefix, "
+                    "sampling or a shortlist)"
+                )
+            constraint_ids = self.constraint_ids(
+                sources, constraints, max_len_a=max_len_a, max_len_b=max_len_b
+            )
         prefix_ids = None
         if prefix is not None:
             if right_to_left(self.model):
-                raise TranslateError("a right-to-left model writes the end of the output first: "
-                                     "prefix-constrained decoding needs a left-to-right model")
+                raise TranslateError(
+                    "a right-to-left model writes the end of the output first: "
+                    "prefix-constrained decoding needs a left-to-right model"
+                )
             if len(prefix) != len(sentences):
                 raise TranslateError(f"{len(prefix)} prefixes for {len(sentences)} sentences")
             cleaned = [clean_line(p) for p in prefix]
             prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.sp.encode(cleaned))]
             for i, ids in enumerate(prefix_ids):
                 if len(ids) + 1 > self.model.cfg.max_positions:
-                    raise TranslateError(f"prefix {i + 1}: {len(ids)} pieces leave no room for EOS "
-                                         f"(model.max_positions={self.model.cfg.max_positions})")
+                    raise TranslateError(
+                        f"prefix {i + 1}: {len(ids)} pieces leave no room for EOS "
+                        f"(model.max_positions={self.model.cfg.max_positions})"
+                    )
         self.report_truncated(truncated, on_truncate)
-        hyps = search_sources(self.model, sources, beam=beam, alpha=alpha, max_len_a=max_len_a,
-                              max_len_b=max_len_b, nbest=nbest, batch_tokens=batch_tokens,
-                              device=self.device, dtype=self.dtype, on_batch=on_batch,
-                              prefix=prefix_ids, sampling=sampling, stopping=stopping, shortlist=self.shortlist,
-                              constraints=constraint_ids)
+        hyps = search_sources(
+            self.model,
+            sources,
+            beam=beam,
+            alpha=alpha,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            nbest=nbest,
+            batch_tokens=batch_tokens,
+            device=self.device,
+            dtype=self.dtype,
+            on_batch=on_batch,
+            prefix=prefix_ids,
+            sampling=sampling,
+            stopping=stopping,
+            shortlist=self.shortlist,
+            constraints=constraint_ids,
+        )
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 
-    def constraint_ids(self, sources: list[list[int]], constraints: list[list[str]], *, max_len_a: float = 1.0,
-                       max_len_b: int = 50) -> list[list[list[int]]]:
+    def constraint_ids(
+        self,
+        sources: list[list[int]],
+        constraints: list[list[str]],
+        *,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+    ) -> list[list[list[int]]]:
         """The phrases ``constraints[i]`` (text) of each source (ids from ``encode``) as target ids
         (nmt.infer.constraints.encode_constraints), each sentence's checked against its maximum
         output length: ConstraintsError naming the sentence (from 1), TypeError for wrong types."""
-        max_len = [output_lengths(self.model, torch.tensor([s]), max_len_a=max_len_a, max_len_b=max_len_b,
-                                  prefix=None)[0] if s else 0 for s in sources]
+        max_len = [
+            output_lengths(
+                self.model, torch.tensor([s]), max_len_a=max_len_a, max_len_b=max_len_b, prefix=None
+            )[0]
+            if s
+            else 0
+            for s in sources
+        ]
         try:
-            return encode_constraints(self.sp, constraints, max_len=max_len, right_to_left=right_to_left(self.model))
+            return encode_constraints(
+                self.sp, constraints, max_len=max_len, right_to_left=right_to_left(self.model)
+            )
         except ValueError as e:
             raise ConstraintsError(str(e)) from None
 

@@ -35,10 +35,22 @@ class AlphaRow:
     rerank_weight: float | None = None  # with rerank: the rescoring models' weight (nmt.infer.rerank)
 
 
-def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=DEFAULT_ALPHAS,
-               beam: int = 4, tokenize: str = "13a", batch_tokens: int = 2048, max_len_a: float = 1.0,
-               max_len_b: int = 50, on_alpha=None, mbr=None, rerank=None,
-               rerank_weights=(0.5,)) -> tuple[float, list[AlphaRow]]:
+def tune_alpha(
+    translator,
+    sources: list[str],
+    references: list[str],
+    *,
+    alphas=DEFAULT_ALPHAS,
+    beam: int = 4,
+    tokenize: str = "13a",
+    batch_tokens: int = 2048,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    on_alpha=None,
+    mbr=None,
+    rerank=None,
+    rerank_weights=(0.5,),
+) -> tuple[float, list[AlphaRow]]:
     """Translate ``sources`` with each alpha and score against ``references`` (sacreBLEU, the
     ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha in the given order);
     ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs.
@@ -65,11 +77,28 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
         encoded, _ = translator.encode(sources)
     for alpha in alphas:
         if rerank is None:
-            add(translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
-                                     max_len_a=max_len_a, max_len_b=max_len_b, mbr=mbr), alpha)
+            add(
+                translator.translate(
+                    sources,
+                    beam=beam,
+                    alpha=alpha,
+                    batch_tokens=batch_tokens,
+                    max_len_a=max_len_a,
+                    max_len_b=max_len_b,
+                    mbr=mbr,
+                ),
+                alpha,
+            )
             continue
-        nbest = translator.translate_nbest(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens,
-                                           max_len_a=max_len_a, max_len_b=max_len_b, nbest=beam)
+        nbest = translator.translate_nbest(
+            sources,
+            beam=beam,
+            alpha=alpha,
+            batch_tokens=batch_tokens,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            nbest=beam,
+        )
         theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=batch_tokens)
         for weight in rerank_weights:
             add([r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)], alpha, float(weight))
@@ -78,4 +107,6 @@ def tune_alpha(translator, sources: list[str], references: list[str], *, alphas=
 
 def best_row(rows: list[AlphaRow]) -> AlphaRow:
     """The row of highest BLEU; ties keep the alpha nearest the paper's 0.6, then the lower weight."""
-    return max(rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA), -(r.rerank_weight or 0.0)))
+    return max(
+        rows, key=lambda r: (round(r.bleu, 10), -abs(r.alpha - PAPER_ALPHA), -(r.rerank_weight or 0.0))
+    )

@@ -1,7 +1,8 @@
 """The HTTP API of `nmt serve` (FastAPI; OpenAPI page at /docs).
 
     POST /translate  {"model": "en-de", "text": "..." | ["...", ...], "beam": 4, "alpha": 0.6,
-                      "nbest": 1, "alignment": false, "mbr": false, "constraints": ["phrase", ...] | [[...], ...]}
+                      "nbest": 1, "alignment": false, "mbr": false,
+                      "constraints": ["phrase", ...] | [[...], ...]}
                      -> {"model", "translations": [{"text", "score", "nbest": [{"text", "score"}],
                          "alignment"?: [[s, t], ...]}, ...], "warnings"?: [...]} in input order
     POST /attention  {"model", "text": "...", "beam", "alpha"} -> the best translation, its source
@@ -52,15 +53,22 @@ class TranslateRequest(BaseModel):
     model: str | None = Field(None, description="model name (default: the first one served)")
     text: str | list[str] = Field(description="one sentence or a list of sentences")
     beam: int = Field(4, ge=1, le=32, description="beam size (paper: 4; 1 = greedy)")
-    alpha: float | None = Field(None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)")
+    alpha: float | None = Field(
+        None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)"
+    )
     nbest: int = Field(1, ge=1, description="translations per sentence (<= beam)")
     alignment: bool = Field(False, description="source-target piece alignment (last layer, heads averaged)")
-    mbr: bool = Field(False, description="minimum-Bayes-risk choice among the beam's n-best (sentence chrF, "
-                                         "T 0.5; nmt.infer.mbr) instead of the top one; beam >= 2, nbest 1")
+    mbr: bool = Field(
+        False,
+        description="minimum-Bayes-risk choice among the beam's n-best (sentence chrF, "
+        "T 0.5; nmt.infer.mbr) instead of the top one; beam >= 2, nbest 1",
+    )
     constraints: list[str] | list[list[str]] | None = Field(
-        None, description="terminology: target phrases each translation must contain, in any order (hard lexical "
-                          "constraints, nmt.infer.constraints): a list of phrases for one text, a list of them per "
-                          "sentence for a list; torch engine")
+        None,
+        description="terminology: target phrases each translation must contain, in any order (hard lexical "
+        "constraints, nmt.infer.constraints): a list of phrases for one text, a list of them per "
+        "sentence for a list; torch engine",
+    )
 
 
 class AttentionRequest(BaseModel):
@@ -90,8 +98,9 @@ class SentenceTranslation(BaseModel):
     text: str
     score: float
     nbest: list[Hypothesis]
-    alignment: list[list[int]] | None = Field(None, description="[source piece, output piece] pairs "
-                                                                  "(when asked)")
+    alignment: list[list[int]] | None = Field(
+        None, description="[source piece, output piece] pairs (when asked)"
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -159,27 +168,47 @@ def torch_model(m: "ServedModel") -> bool:
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status, headers=headers)
+    return JSONResponse(
+        {"error": {"status": status, "message": message}}, status_code=status, headers=headers
+    )
 
 
 class Metrics:
     def __init__(self, models: dict[str, ServedModel]):
         self.registry = CollectorRegistry()
-        self.requests = Counter("nmt_requests", "HTTP requests by endpoint and status (499: the client went "
-                                "away first)", ["endpoint", "status"], registry=self.registry)
-        self.errors = Counter("nmt_errors", "HTTP error responses (status >= 400) by status",
-                              ["status"], registry=self.registry)
-        self.latency = Histogram("nmt_request_latency_seconds", "request latency", ["endpoint"],
-                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30),
-                                 registry=self.registry)
+        self.requests = Counter(
+            "nmt_requests",
+            "HTTP requests by endpoint and status (499: the client went away first)",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "nmt_errors", "HTTP error responses (status >= 400) by status", ["status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "nmt_request_latency_seconds",
+            "request latency",
+            ["endpoint"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
         self.sentences = Counter("nmt_sentences", "sentences translated", ["model"], registry=self.registry)
-        self.batch_sentences = Histogram("nmt_batch_sentences", "sentences per batch", ["model"],
-                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
-                                         registry=self.registry)
-        self.queue = Gauge("nmt_queue_sentences", "sentences waiting in the queue", ["model"],
-                           registry=self.registry)
-        self.queue_work = Gauge("nmt_queue_work", "work waiting in the queue (source pieces x beam)", ["model"],
-                                registry=self.registry)
+        self.batch_sentences = Histogram(
+            "nmt_batch_sentences",
+            "sentences per batch",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=self.registry,
+        )
+        self.queue = Gauge(
+            "nmt_queue_sentences", "sentences waiting in the queue", ["model"], registry=self.registry
+        )
+        self.queue_work = Gauge(
+            "nmt_queue_work",
+            "work waiting in the queue (source pieces x beam)",
+            ["model"],
+            registry=self.registry,
+        )
         for name, m in models.items():
             self.queue.labels(model=name).set_function(lambda b=m.batcher: b.queue_length)
             self.queue_work.labels(model=name).set_function(lambda b=m.batcher: b.queue_work)
@@ -228,11 +257,16 @@ class Guard:
             host = headers.get("host")
             length = headers.get("content-length", "")
             if self.allowed is not None and host is not None and host_name(host) not in self.allowed:
-                raise ApiError(400, f"Host {host!r} is not served here (allowed: {', '.join(sorted(self.allowed))}; "
-                                    f"--allowed-hosts)")
+                raise ApiError(
+                    400,
+                    f"Host {host!r} is not served here (allowed: {', '.join(sorted(self.allowed))}; "
+                    f"--allowed-hosts)",
+                )
             if length.isdigit() and int(length) > self.max_body:
-                raise ApiError(413, f"request body of {int(length):,} bytes: at most {self.max_body:,} "
-                                    f"(--max-body-bytes)")
+                raise ApiError(
+                    413,
+                    f"request body of {int(length):,} bytes: at most {self.max_body:,} (--max-body-bytes)",
+                )
             await self.app(scope, receive_limited, send_counted)
         except ClientDisconnect:  # gone while sending the body: nobody to answer (counted as 499)
             pass
@@ -242,7 +276,10 @@ class Guard:
             if isinstance(e, ApiError):
                 response = error_response(e.status, e.message, e.headers)
             else:
-                print(f"nmt serve: internal error on {scope.get('method')} {scope.get('path')}:", file=sys.stderr)
+                print(
+                    f"nmt serve: internal error on {scope.get('method')} {scope.get('path')}:",
+                    file=sys.stderr,
+                )
                 traceback.print_exc()
                 response = error_response(500, f"internal error: {type(e).__name__}")
             await response(scope, receive, send_counted)
@@ -264,7 +301,9 @@ async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ApiError(400, f"request body is not valid UTF-8 (byte 0x{body[e.start]:02x} at offset {e.start})")
+        raise ApiError(
+            400, f"request body is not valid UTF-8 (byte 0x{body[e.start]:02x} at offset {e.start})"
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -274,7 +313,9 @@ async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
     try:
         return schema.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()
+        )
         raise ApiError(422, problems)
     except RecursionError:
         raise ApiError(400, "request body is nested too deeply") from None
@@ -285,14 +326,19 @@ def check_text(sentences: list[str]) -> None:
         try:
             s.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise ApiError(422, f"text: sentence {i + 1}: a lone surrogate {s[e.start]!r} at character {e.start} "
-                                f"is not Unicode text") from None
+            raise ApiError(
+                422,
+                f"text: sentence {i + 1}: a lone surrogate {s[e.start]!r} at character {e.start} "
+                f"is not Unicode text",
+            ) from None
 
 
 def truncation_warnings(measured: Measured) -> list[str]:
     limit = measured.max_positions
-    return [f"sentence {i + 1}: {n:,} pieces, truncated to {limit - 1:,} (model.max_positions={limit})"
-            for i, n in measured.truncated]
+    return [
+        f"sentence {i + 1}: {n:,} pieces, truncated to {limit - 1:,} (model.max_positions={limit})"
+        for i, n in measured.truncated
+    ]
 
 
 async def client_gone(request: Request) -> None:
@@ -301,8 +347,14 @@ async def client_gone(request: Request) -> None:
         pass
 
 
-def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, limits: Limits | None = None,
-               queue_retry_after: int = 1, allowed_hosts: tuple[str, ...] | None = None) -> FastAPI:
+def create_app(
+    models: dict[str, ServedModel],
+    *,
+    api_key: str | None = None,
+    limits: Limits | None = None,
+    queue_retry_after: int = 1,
+    allowed_hosts: tuple[str, ...] | None = None,
+) -> FastAPI:
     """The app for ``models`` (name -> ServedModel, first = default); starts and stops their
     batchers with its lifespan. ``allowed_hosts``: the Host header values served (None: any)."""
     if not models:
@@ -320,9 +372,13 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         for m in models.values():  # uvicorn has answered or given up every request by now
             await asyncio.to_thread(m.batcher.stop)
 
-    app = FastAPI(title="nmt", description="Transformer translation (Vaswani et al., 2017)", lifespan=lifespan)
+    app = FastAPI(
+        title="nmt", description="Transformer translation (Vaswani et al., 2017)", lifespan=lifespan
+    )
     app.state.models = models
-    app.add_middleware(Guard, metrics=metrics, max_body_bytes=limits.max_body_bytes, allowed_hosts=allowed_hosts)
+    app.add_middleware(
+        Guard, metrics=metrics, max_body_bytes=limits.max_body_bytes, allowed_hosts=allowed_hosts
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
@@ -340,8 +396,11 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         if given is None and auth.lower().startswith("bearer "):
             given = auth[7:].strip()
         if given is None or not hmac.compare_digest(given.encode(), api_key.encode()):
-            raise ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
-                           {"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
+                {"WWW-Authenticate": "Bearer"},
+            )
 
     def pick(name: str | None) -> ServedModel:
         if name is None:
@@ -353,12 +412,16 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
     def check_work(measured: Measured, beam: int) -> int:
         tokens = sum(measured.tokens)
         if tokens * beam > limits.max_request_work:
-            raise ApiError(413, f"{tokens:,} source pieces x beam {beam} = {tokens * beam:,}: at most "
-                                f"{limits.max_request_work:,} per request (--max-request-work)")
+            raise ApiError(
+                413,
+                f"{tokens:,} source pieces x beam {beam} = {tokens * beam:,}: at most "
+                f"{limits.max_request_work:,} per request (--max-request-work)",
+            )
         return tokens
 
-    async def wait(request: Request, m: ServedModel, sentences: list[str], options: SearchOptions,
-                   n_tokens: int, **kw) -> Any:
+    async def wait(
+        request: Request, m: ServedModel, sentences: list[str], options: SearchOptions, n_tokens: int, **kw
+    ) -> Any:
         """The worker's answer, or 503 (queue full), 504 (timeout), 499 (client gone), 500."""
         retry = {"Retry-After": str(queue_retry_after)}
         try:
@@ -375,10 +438,14 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         if future.cancelled():
             if gone.done() and not gone.cancelled():
                 raise ApiError(499, "the client closed the connection")
-            raise ApiError(504, f"no answer within {limits.timeout:g} s (--timeout); the request was cancelled")
+            raise ApiError(
+                504, f"no answer within {limits.timeout:g} s (--timeout); the request was cancelled"
+            )
         e = future.exception()
         if isinstance(e, Cancelled):  # the worker saw the deadline first
-            raise ApiError(504, f"no answer within {limits.timeout:g} s (--timeout); the request was cancelled")
+            raise ApiError(
+                504, f"no answer within {limits.timeout:g} s (--timeout); the request was cancelled"
+            )
         if isinstance(e, QueueFull):
             raise ApiError(503, f"{e}; retry later", retry)
         if e is not None:
@@ -387,9 +454,16 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
             raise ApiError(500, f"model {m.name!r} failed: {type(e).__name__}: {e}")
         return future.result()
 
-    @app.post("/translate", responses={200: {"model": TranslateResponse}, **POST_ERRORS},
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": TranslateRequest.model_json_schema()}}}})
+    @app.post(
+        "/translate",
+        responses={200: {"model": TranslateResponse}, **POST_ERRORS},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+            }
+        },
+    )
     async def translate(request: Request) -> Response:
         """Translate one sentence or a list; results in input order."""
         check_key(request)
@@ -399,8 +473,11 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         if req.nbest > req.beam:
             raise ApiError(422, f"nbest: {req.nbest} must be <= beam ({req.beam})")
         if req.mbr and (req.beam < 2 or req.nbest != 1):
-            raise ApiError(422, f"mbr chooses one translation among the beam's n-best: needs beam >= 2 and "
-                                f"nbest 1 (got beam {req.beam}, nbest {req.nbest})")
+            raise ApiError(
+                422,
+                f"mbr chooses one translation among the beam's n-best: needs beam >= 2 and "
+                f"nbest 1 (got beam {req.beam}, nbest {req.nbest})",
+            )
         if len(sentences) > limits.max_sentences:
             raise ApiError(413, f"{len(sentences)} sentences: at most {limits.max_sentences} per request")
         chars = sum(map(len, sentences))
@@ -418,12 +495,19 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
             if getattr(translator, "engine", None) != "torch":
                 raise ApiError(400, f"model {m.name!r}: constraints need the torch engine")
             if getattr(translator, "shortlist", None) is not None:
-                raise ApiError(400, f"model {m.name!r}: served with a vocabulary shortlist (--shortlist); "
-                                    "constraints need the full vocabulary")
+                raise ApiError(
+                    400,
+                    f"model {m.name!r}: served with a vocabulary shortlist (--shortlist); "
+                    "constraints need the full vocabulary",
+                )
             if len(constraints) != len(sentences) or not all(
-                    isinstance(c, list) and all(isinstance(p, str) for p in c) for c in constraints):
-                raise ApiError(422, "constraints: a list of phrases for one text, one list of phrases per sentence "
-                                    "for a list of texts")
+                isinstance(c, list) and all(isinstance(p, str) for p in c) for c in constraints
+            ):
+                raise ApiError(
+                    422,
+                    "constraints: a list of phrases for one text, one list of phrases per sentence "
+                    "for a list of texts",
+                )
             try:
                 translator.constraint_ids(translator.encode(sentences)[0], constraints)
             except TranslateError as e:
@@ -432,13 +516,22 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         measured = m.batcher.measure(sentences)
         tokens = check_work(measured, req.beam)
         alpha = default_alpha(req.beam) if req.alpha is None else req.alpha
-        results = await wait(request, m, sentences, SearchOptions(req.beam, alpha, req.nbest, req.mbr, constraints),
-                             tokens, alignment=req.alignment)
+        results = await wait(
+            request,
+            m,
+            sentences,
+            SearchOptions(req.beam, alpha, req.nbest, req.mbr, constraints),
+            tokens,
+            alignment=req.alignment,
+        )
         metrics.sentences.labels(model=m.name).inc(len(sentences))
         out = []
         for nbest in results:
-            entry = {"text": nbest[0].text, "score": nbest[0].score,
-                     "nbest": [{"text": t.text, "score": t.score} for t in nbest]}
+            entry = {
+                "text": nbest[0].text,
+                "score": nbest[0].score,
+                "nbest": [{"text": t.text, "score": t.score} for t in nbest],
+            }
             if req.alignment:
                 entry["alignment"] = [list(p) for p in nbest[0].alignment]
             out.append(entry)
@@ -447,9 +540,16 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
             body["warnings"] = truncation_warnings(measured)
         return JSONResponse(body)
 
-    @app.post("/attention", responses={200: {"model": AttentionResponse}, **POST_ERRORS},
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": AttentionRequest.model_json_schema()}}}})
+    @app.post(
+        "/attention",
+        responses={200: {"model": AttentionResponse}, **POST_ERRORS},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": AttentionRequest.model_json_schema()}},
+            }
+        },
+    )
     async def attention(request: Request) -> Response:
         """The best translation of one sentence and its encoder-decoder attention per layer and
         head: cross[layer][head][t][s], row t = decoder input t (<s> + output pieces)."""
@@ -467,15 +567,24 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         layers, heads = len(model.decoder.layers), model.cfg.n_heads
         cells = layers * heads * tokens * (tokens + 51)  # the output is at most |x| + 50 pieces (+ <s>)
         if cells > limits.max_attention_cells:
-            raise ApiError(413, f"{tokens:,} source pieces: the attention maps could hold {cells:,} numbers, at most "
-                                f"{limits.max_attention_cells:,} (--max-attention-cells); send a shorter sentence")
+            raise ApiError(
+                413,
+                f"{tokens:,} source pieces: the attention maps could hold {cells:,} numbers, at most "
+                f"{limits.max_attention_cells:,} (--max-attention-cells); send a shorter sentence",
+            )
         alpha = default_alpha(req.beam) if req.alpha is None else req.alpha
-        maps, best = await wait(request, m, [req.text], SearchOptions(req.beam, alpha, 1), tokens, kind="attention")
+        maps, best = await wait(
+            request, m, [req.text], SearchOptions(req.beam, alpha, 1), tokens, kind="attention"
+        )
         sp = m.batcher.translator.sp
         src = m.batcher.translator.encode([req.text])[0][0]
-        head = {"model": m.name, "text": best.text, "score": best.score,
-                "source_pieces": [sp.id_to_piece(i) for i in src],
-                "target_pieces": ["<s>"] + [sp.id_to_piece(i) for i in best.tokens]}
+        head = {
+            "model": m.name,
+            "text": best.text,
+            "score": best.score,
+            "source_pieces": [sp.id_to_piece(i) for i in src],
+            "target_pieces": ["<s>"] + [sp.id_to_piece(i) for i in best.tokens],
+        }
         if measured.truncated:
             head["warnings"] = truncation_warnings(measured)
 
@@ -489,8 +598,11 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
     async def health() -> Response:
         """Readiness and liveness: 200 when every model's worker thread runs and, when it has
         work, has made progress within --timeout seconds; else 503 naming the problem."""
-        problems = [f"model {name!r}: {p}" for name, m in models.items()
-                    if (p := m.batcher.health(stall_s=limits.timeout)) is not None]
+        problems = [
+            f"model {name!r}: {p}"
+            for name, m in models.items()
+            if (p := m.batcher.health(stall_s=limits.timeout)) is not None
+        ]
         if problems:
             return error_response(503, "; ".join(problems))
         return JSONResponse({"status": "ok", "models": list(models), "auth": api_key is not None})
@@ -501,8 +613,10 @@ def create_app(models: dict[str, ServedModel], *, api_key: str | None = None, li
         check_key(request)
         return JSONResponse({"models": [m.info for m in models.values()]})
 
-    @app.get("/metrics", responses={200: {"content": {CONTENT_TYPE_LATEST.partition(";")[0]: {}}},
-                                    **documented(400)})
+    @app.get(
+        "/metrics",
+        responses={200: {"content": {CONTENT_TYPE_LATEST.partition(";")[0]: {}}}, **documented(400)},
+    )
     async def prometheus() -> Response:
         """Prometheus text format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

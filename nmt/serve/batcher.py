@@ -74,6 +74,7 @@ class SearchOptions:
 class Measured:
     """Source tokens of each sentence (pieces + EOS after truncation; 0 for an empty one) and
     (index, n_pieces) of each sentence cut to the model's positions (``max_positions``)."""
+
     tokens: list[int]
     truncated: list[tuple[int, int]]
     max_positions: int | None
@@ -103,6 +104,7 @@ class Job:
 @dataclass(eq=False)
 class Running:
     """The batch on the worker: its jobs and when it last started or resumed."""
+
     jobs: list[Job]
     preemptible: bool
     resumed: float = field(default_factory=time.monotonic)
@@ -136,9 +138,18 @@ class Batcher:
     """The queue and worker of one model (``translator``: an nmt.infer.translate.Translator or an
     object with the same ``translate_nbest`` / ``encode``)."""
 
-    def __init__(self, translator: Any, *, max_batch_tokens: int = 4096, max_wait_ms: float = 50.0,
-                 max_queue: int = 1024, max_queue_work: int = 1 << 20, slice_ms: float = 50.0,
-                 batching: bool = True, on_batch: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        translator: Any,
+        *,
+        max_batch_tokens: int = 4096,
+        max_wait_ms: float = 50.0,
+        max_queue: int = 1024,
+        max_queue_work: int = 1 << 20,
+        slice_ms: float = 50.0,
+        batching: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ):
         self.translator = translator
         self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000.0
         self.max_queue, self.max_queue_work, self.slice = max_queue, max_queue_work, slice_ms / 1000.0
@@ -176,9 +187,16 @@ class Batcher:
     def count_tokens(self, sentences: list[str]) -> int:
         return sum(self.measure(sentences).tokens)
 
-    def submit(self, sentences: list[str], options: SearchOptions, *, alignment: bool = False,
-               kind: str = "translate", n_tokens: int | None = None,
-               timeout: float | None = None) -> asyncio.Future:
+    def submit(
+        self,
+        sentences: list[str],
+        options: SearchOptions,
+        *,
+        alignment: bool = False,
+        kind: str = "translate",
+        n_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future:
         """Queue a request from the event loop; the future gets a list (one entry per sentence) of
         lists of Translation (n-best), with ``alignment`` set on the first of each when asked, or
         for ``kind="attention"`` an (AttentionMaps or None, Translation) pair. Cancelling the
@@ -196,10 +214,14 @@ class Batcher:
             if self._died is not None:
                 raise QueueFull(f"the worker is not running ({self._died})")
             if self._queue and self._queued_sentences + len(sentences) > self.max_queue:
-                raise QueueFull(f"{self._queued_sentences} sentences are waiting (--max-queue {self.max_queue})")
+                raise QueueFull(
+                    f"{self._queued_sentences} sentences are waiting (--max-queue {self.max_queue})"
+                )
             if self._queue and self._queued_work + job.work > self.max_queue_work:
-                raise QueueFull(f"{self._queued_work:,} pieces x beam are waiting and this request is "
-                                f"{job.work:,} (--max-queue-work {self.max_queue_work:,})")
+                raise QueueFull(
+                    f"{self._queued_work:,} pieces x beam are waiting and this request is "
+                    f"{job.work:,} (--max-queue-work {self.max_queue_work:,})"
+                )
             self._queue.append(job)
             self._queued_sentences += len(sentences)
             self._queued_work += job.work
@@ -226,8 +248,10 @@ class Batcher:
             busy = bool(self._queue or self._running)
         idle = time.monotonic() - since
         if busy and idle > stall_s:
-            return (f"no progress for {idle:.0f} s with {len(self._queue)} requests waiting "
-                    f"and {sum(len(r.jobs) for r in self._running)} running")
+            return (
+                f"no progress for {idle:.0f} s with {len(self._queue)} requests waiting "
+                f"and {sum(len(r.jobs) for r in self._running)} running"
+            )
         return None
 
     # --------------------------------------------------------------------------- worker side
@@ -278,9 +302,12 @@ class Batcher:
             tokens = first.n_tokens
             for job in candidates[1:]:
                 small, large = sorted((max(job.work, 1), max(first.work, 1)))
-                if (job.kind == "translate" and job.options == first.options
-                        and tokens + job.n_tokens <= self.max_batch_tokens
-                        and (large <= MERGE_FLOOR or large <= MERGE_RATIO * small)):
+                if (
+                    job.kind == "translate"
+                    and job.options == first.options
+                    and tokens + job.n_tokens <= self.max_batch_tokens
+                    and (large <= MERGE_FLOOR or large <= MERGE_RATIO * small)
+                ):
                     tokens += job.n_tokens
                     jobs.append(job)
         self._remove(jobs)
@@ -300,9 +327,13 @@ class Batcher:
                 self._cond.wait()
             if self.batching:
                 deadline = max(self._queue[0].arrived, free) + self.max_wait
-                while (not self._stopping and self._queue and len(self._queue) < expected
-                       and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens
-                       and (remaining := deadline - time.monotonic()) > 0):
+                while (
+                    not self._stopping
+                    and self._queue
+                    and len(self._queue) < expected
+                    and sum(j.n_tokens for j in self._queue) < self.max_batch_tokens
+                    and (remaining := deadline - time.monotonic()) > 0
+                ):
                     self._cond.wait(remaining)
             jobs = self._pick()
             if jobs and jobs[0].kind == "translate" and self.batching:
@@ -394,19 +425,26 @@ class Batcher:
             self.on_batch(len(sentences))
         constraints = None
         if any(job.options.constraints for job in jobs):  # the requests' phrases, in the batch's order
-            constraints = [list(c) for job in jobs for c in job.options.constraints or [()] * len(job.sentences)]
+            constraints = [
+                list(c) for job in jobs for c in job.options.constraints or [()] * len(job.sentences)
+            ]
         results = translator.translate_nbest(
-            sentences, beam=opts.beam, alpha=opts.alpha, nbest=opts.beam if opts.mbr else opts.nbest,
-            batch_tokens=max(self.max_batch_tokens, 1), on_truncate=lambda i, n: None,
+            sentences,
+            beam=opts.beam,
+            alpha=opts.alpha,
+            nbest=opts.beam if opts.mbr else opts.nbest,
+            batch_tokens=max(self.max_batch_tokens, 1),
+            on_truncate=lambda i, n: None,
             on_batch=lambda n: self._check_point(running),
-            **({} if constraints is None else {"constraints": constraints}))
+            **({} if constraints is None else {"constraints": constraints}),
+        )
         if opts.mbr:
             from ..infer.mbr import MBR, mbr_results
 
             results = mbr_results(results, MBR())  # one translation per sentence
         start = 0
         for job in jobs:
-            mine = results[start: start + len(job.sentences)]
+            mine = results[start : start + len(job.sentences)]
             start += len(job.sentences)
             if job.alignment and not job.gone(time.monotonic()):
                 self._add_alignments(job.sentences, mine)
@@ -424,8 +462,9 @@ class Batcher:
         from ..infer.attention import attention_maps
 
         opts = job.options
-        best = self._translator(running).translate_nbest(job.sentences, beam=opts.beam, alpha=opts.alpha,
-                                                         on_truncate=lambda i, n: None)[0][0]
+        best = self._translator(running).translate_nbest(
+            job.sentences, beam=opts.beam, alpha=opts.alpha, on_truncate=lambda i, n: None
+        )[0][0]
         sources, _ = self.translator.encode(job.sentences)
         if not sources[0]:
             return None, best

@@ -17,46 +17,94 @@ class ServeError(Exception):
 
 
 def add_serve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("models", nargs="+", metavar="[NAME=]CHECKPOINT",
-                        help="checkpoint or run directories, optionally named (en-de=runs/a de-en=runs/b); "
-                             "the default name is the directory's")
+    parser.add_argument(
+        "models",
+        nargs="+",
+        metavar="[NAME=]CHECKPOINT",
+        help="checkpoint or run directories, optionally named (en-de=runs/a de-en=runs/b); "
+        "the default name is the directory's",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch")
-    parser.add_argument("--max-batch-tokens", type=int, default=4096,
-                        help="source tokens a worker takes at once (and padded tokens per search batch)")
-    parser.add_argument("--max-wait-ms", type=float, default=50.0,
-                        help="the longest a worker waits for the requests it expects (as many as its previous "
-                             "batch answered) before translating; a lone client never waits")
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=4096,
+        help="source tokens a worker takes at once (and padded tokens per search batch)",
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=50.0,
+        help="the longest a worker waits for the requests it expects (as many as its previous "
+        "batch answered) before translating; a lone client never waits",
+    )
     parser.add_argument("--no-batching", action="store_true", help="translate each request alone")
     parser.add_argument("--max-queue", type=int, default=1024, help="sentences waiting per model before 503")
-    parser.add_argument("--max-queue-work", type=int, default=1 << 20,
-                        help="work (source pieces x beam) waiting per model before 503")
-    parser.add_argument("--max-request-work", type=int, default=65536,
-                        help="work (source pieces, EOS included, x beam) per request before 413")
+    parser.add_argument(
+        "--max-queue-work",
+        type=int,
+        default=1 << 20,
+        help="work (source pieces x beam) waiting per model before 503",
+    )
+    parser.add_argument(
+        "--max-request-work",
+        type=int,
+        default=65536,
+        help="work (source pieces, EOS included, x beam) per request before 413",
+    )
     parser.add_argument("--max-sentences", type=int, default=256, help="sentences per request before 413")
     parser.add_argument("--max-chars", type=int, default=20000, help="characters per request before 413")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body size before 413")
-    parser.add_argument("--max-attention-cells", type=int, default=2_000_000,
-                        help="numbers one /attention answer may hold (layers x heads x target x source) before 413")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds a request may wait and run before 504 (its work is then cancelled); "
-                             "also how long /health allows a busy worker without progress")
-    parser.add_argument("--slice-ms", type=float, default=50.0,
-                        help="how long a search runs before it lets smaller waiting requests run (fair scheduling)")
-    parser.add_argument("--max-connections", type=int, default=256,
-                        help="open connections before uvicorn answers 503 (uvicorn's limit_concurrency)")
-    parser.add_argument("--shutdown-grace", type=float, default=20.0,
-                        help="seconds SIGTERM waits for requests in flight before giving up on them (a second "
-                             "SIGTERM or SIGINT stops at once)")
-    parser.add_argument("--allowed-hosts", default=None,
-                        help="comma-separated Host header names served (default: localhost,127.0.0.1,::1 "
-                             "when --host is a loopback address, else any)")
+    parser.add_argument(
+        "--max-attention-cells",
+        type=int,
+        default=2_000_000,
+        help="numbers one /attention answer may hold (layers x heads x target x source) before 413",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds a request may wait and run before 504 (its work is then cancelled); "
+        "also how long /health allows a busy worker without progress",
+    )
+    parser.add_argument(
+        "--slice-ms",
+        type=float,
+        default=50.0,
+        help="how long a search runs before it lets smaller waiting requests run (fair scheduling)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="open connections before uvicorn answers 503 (uvicorn's limit_concurrency)",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=20.0,
+        help="seconds SIGTERM waits for requests in flight before giving up on them (a second "
+        "SIGTERM or SIGINT stops at once)",
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host header names served (default: localhost,127.0.0.1,::1 "
+        "when --host is a loopback address, else any)",
+    )
     parser.add_argument("--api-key-file", help="file whose first line is the API key clients must send")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--shortlist", action="append", default=[], metavar="[NAME=]FILE",
-                        help="a vocabulary shortlist (`nmt shortlist`) the model NAME (without NAME: the only "
-                             "model) searches with (nmt.infer.shortlist); its requests may not carry constraints")
+    parser.add_argument(
+        "--shortlist",
+        action="append",
+        default=[],
+        metavar="[NAME=]FILE",
+        help="a vocabulary shortlist (`nmt shortlist`) the model NAME (without NAME: the only "
+        "model) searches with (nmt.infer.shortlist); its requests may not carry constraints",
+    )
 
 
 def parse_model_args(specs: list[str]) -> dict[str, Path]:
@@ -124,8 +172,10 @@ def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | N
         kwargs["shortlist"] = shortlist
     if engine != "torch":
         if "engine" not in inspect.signature(Translator.load).parameters:
-            raise ServeError(f"--engine {engine}: this nmt has no {engine} engine "
-                             f"(Translator.load takes no engine argument); use --engine torch")
+            raise ServeError(
+                f"--engine {engine}: this nmt has no {engine} engine "
+                f"(Translator.load takes no engine argument); use --engine torch"
+            )
         kwargs["engine"] = engine
     try:
         return Translator.load(path, **kwargs)
@@ -138,15 +188,22 @@ def model_info(name: str, path: Path, translator) -> dict:
 
     config = read_config(resolve(path))
     data = config.get("data") or {}
-    info = {"name": name, "checkpoint": Path(path).resolve().name, "src_lang": data.get("src_lang"),
-            "tgt_lang": data.get("tgt_lang"), "config": {"model": config.get("model", {})}}
+    info = {
+        "name": name,
+        "checkpoint": Path(path).resolve().name,
+        "src_lang": data.get("src_lang"),
+        "tgt_lang": data.get("tgt_lang"),
+        "config": {"model": config.get("model", {})},
+    }
     model = getattr(translator, "model", None)
     if model is not None and hasattr(model, "parameters"):
         from ..parameter_counts import parameter_counts
 
         info["parameters"] = parameter_counts(model)["total"]
     sp = getattr(translator, "sp", None)
-    info["vocabulary_size"] = sp.get_piece_size() if sp is not None else config.get("model", {}).get("src_vocab_size")
+    info["vocabulary_size"] = (
+        sp.get_piece_size() if sp is not None else config.get("model", {}).get("src_vocab_size")
+    )
     return info
 
 
@@ -157,10 +214,18 @@ def build_models(paths: dict[str, Path], args: argparse.Namespace) -> dict:
     models = {}
     shortlists = parse_shortlist_args(args.shortlist, list(paths))
     for name, path in paths.items():
-        translator = load_translator(path, engine=args.engine, device=args.device, shortlist=shortlists.get(name))
-        batcher = Batcher(translator, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-                          max_queue=args.max_queue, max_queue_work=args.max_queue_work, slice_ms=args.slice_ms,
-                          batching=not args.no_batching)
+        translator = load_translator(
+            path, engine=args.engine, device=args.device, shortlist=shortlists.get(name)
+        )
+        batcher = Batcher(
+            translator,
+            max_batch_tokens=args.max_batch_tokens,
+            max_wait_ms=args.max_wait_ms,
+            max_queue=args.max_queue,
+            max_queue_work=args.max_queue_work,
+            slice_ms=args.slice_ms,
+            batching=not args.no_batching,
+        )
         models[name] = ServedModel(name, batcher, model_info(name, path, translator))
         models[name].info["shortlist"] = shortlists[name].name if name in shortlists else None
     return models
@@ -178,8 +243,17 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...] | None:
 def limits(args: argparse.Namespace):
     from .app import Limits
 
-    for flag in ("max_batch_tokens", "max_queue", "max_queue_work", "max_request_work", "max_sentences",
-                 "max_chars", "max_body_bytes", "max_attention_cells", "max_connections"):
+    for flag in (
+        "max_batch_tokens",
+        "max_queue",
+        "max_queue_work",
+        "max_request_work",
+        "max_sentences",
+        "max_chars",
+        "max_body_bytes",
+        "max_attention_cells",
+        "max_connections",
+    ):
         if getattr(args, flag) < 1:
             raise ServeError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be positive")
     for flag in ("timeout", "shutdown_grace", "slice_ms"):
@@ -187,9 +261,14 @@ def limits(args: argparse.Namespace):
             raise ServeError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be > 0")
     if args.max_wait_ms < 0:
         raise ServeError(f"--max-wait-ms {args.max_wait_ms}: must be >= 0")
-    return Limits(max_chars=args.max_chars, max_sentences=args.max_sentences, max_request_work=args.max_request_work,
-                  max_body_bytes=args.max_body_bytes, max_attention_cells=args.max_attention_cells,
-                  timeout=args.timeout)
+    return Limits(
+        max_chars=args.max_chars,
+        max_sentences=args.max_sentences,
+        max_request_work=args.max_request_work,
+        max_body_bytes=args.max_body_bytes,
+        max_attention_cells=args.max_attention_cells,
+        timeout=args.timeout,
+    )
 
 
 def run_serve(args: argparse.Namespace, overrides: dict) -> int:
@@ -198,14 +277,17 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
 
         from .app import create_app
     except ImportError as e:
-        raise ServeError(f"{e.name} is not installed: pip install \"nmt[serve]\"") from None
+        raise ServeError(f'{e.name} is not installed: pip install "nmt[serve]"') from None
     bounds = limits(args)
     hosts = allowed_hosts(args)
     paths = parse_model_args(args.models)
     api_key = read_api_key(args.api_key_file) if args.api_key_file else None
     if not is_loopback(args.host) and api_key is None:
-        print(f"nmt serve: warning: listening on {args.host}, reachable from other machines, with NO "
-              f"authentication: anyone who can connect can use it (set --api-key-file)", file=sys.stderr)
+        print(
+            f"nmt serve: warning: listening on {args.host}, reachable from other machines, with NO "
+            f"authentication: anyone who can connect can use it (set --api-key-file)",
+            file=sys.stderr,
+        )
     models = build_models(paths, args)
     app = create_app(models, api_key=api_key, limits=bounds, allowed_hosts=hosts)
     names = ", ".join(f"{n}={p}" for n, p in paths.items())
@@ -223,10 +305,19 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
     # for --shutdown-grace seconds, then cancels them (their queued work is dropped); the app's
     # lifespan then stops the batchers. uvicorn re-raises the signal to the handler installed
     # before it: a no-op here, so a stopped server exits with status 0 (1 if forced).
-    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                   timeout_graceful_shutdown=args.shutdown_grace,
-                                   limit_concurrency=args.max_connections))
-    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_graceful_shutdown=args.shutdown_grace,
+            limit_concurrency=args.max_connections,
+        )
+    )
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         server.run()
     finally:
@@ -235,7 +326,10 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
         for m in models.values():  # a forced exit skips the lifespan's stop
             m.batcher.stop(timeout=5)
     if server.force_exit:
-        print("nmt serve: stopped at once (second signal): requests in flight were not answered", file=sys.stderr)
+        print(
+            "nmt serve: stopped at once (second signal): requests in flight were not answered",
+            file=sys.stderr,
+        )
         return 1
     print("nmt serve: stopped (in-flight requests answered)", file=sys.stderr)
     return 0

@@ -37,17 +37,21 @@ def check_out(run_dir: Path, out: Path, *, force: bool) -> None:
     run; an existing ``out`` is replaced only with ``force`` (and only if it is a checkpoint)."""
     run, target = run_dir.resolve(), out.resolve()
     if target == run or target in run.parents:
-        raise AverageError(f"--out {out}: is the run directory {run_dir} or one of its parents; "
-                           "choose a new directory")
+        raise AverageError(
+            f"--out {out}: is the run directory {run_dir} or one of its parents; choose a new directory"
+        )
     if run / "checkpoints" in target.parents or target == run / "checkpoints":
-        raise AverageError(f"--out {out}: inside {run_dir}/checkpoints, which holds the run's own "
-                           "checkpoints; choose another directory")
+        raise AverageError(
+            f"--out {out}: inside {run_dir}/checkpoints, which holds the run's own "
+            "checkpoints; choose another directory"
+        )
     if out.exists() or out.is_symlink():
         if not force:
             raise AverageError(f"--out {out}: already exists; pass --force to replace it")
         if not out.is_dir() or (any(out.iterdir()) and not (out / ckpt.MANIFEST).exists()):
-            raise AverageError(f"--out {out}: exists and is not a checkpoint directory; "
-                               "--force replaces only a checkpoint")
+            raise AverageError(
+                f"--out {out}: exists and is not a checkpoint directory; --force replaces only a checkpoint"
+            )
 
 
 def average_run(run_dir: str | Path, *, last: int, out: str | Path, force: bool = False) -> list[Path]:

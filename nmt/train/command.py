@@ -29,14 +29,17 @@ from .finetune import InitFrom, check_vocabulary, init_model_config, open_init
 from .trainer import Trainer, TrainError
 
 
-def build_configs(data_dir: Path, *, preset_name: str | None, config_file: str | None,
-                  overrides: dict) -> tuple[ModelConfig, TrainConfig, dict]:
+def build_configs(
+    data_dir: Path, *, preset_name: str | None, config_file: str | None, overrides: dict
+) -> tuple[ModelConfig, TrainConfig, dict]:
     meta = load_meta(data_dir)  # raises a clear error when DATA_DIR is not prepared
     vocab = int(meta["vocab_size"])
     raw = load_raw(config_file) if config_file else {}
     misspelled = sorted(set(raw) - {"preset", "model", "train"})
     if misspelled:
-        raise ConfigError(f"{config_file}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
+        raise ConfigError(
+            f"{config_file}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:"
+        )
     name = preset_name or raw.get("preset") or "base"
     model_cfg = preset(name, vocab)
     train_cfg = train_preset(name)
@@ -50,33 +53,51 @@ def build_configs(data_dir: Path, *, preset_name: str | None, config_file: str |
     model_cfg = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
     train_cfg = apply_overrides(train_cfg, overrides.get("train", {}), section="train")
     if model_cfg.src_vocab_size != vocab or model_cfg.tgt_vocab_size != vocab:
-        raise ConfigError(f"model.src_vocab_size/tgt_vocab_size = {model_cfg.src_vocab_size}/"
-                          f"{model_cfg.tgt_vocab_size} do not match the vocabulary of {data_dir} "
-                          f"({vocab} pieces, meta.json)")
+        raise ConfigError(
+            f"model.src_vocab_size/tgt_vocab_size = {model_cfg.src_vocab_size}/"
+            f"{model_cfg.tgt_vocab_size} do not match the vocabulary of {data_dir} "
+            f"({vocab} pieces, meta.json)"
+        )
     return model_cfg, train_cfg, meta
 
 
 def add_train_args(parser) -> None:
     parser.add_argument("data_dir", help="a directory written by `nmt prepare`")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, metrics.jsonl)")
-    parser.add_argument("--preset", choices=["base", "big", "small", "tiny"],
-                        help="model and training defaults (default: base, or the config file's preset:)")
+    parser.add_argument(
+        "--preset",
+        choices=["base", "big", "small", "tiny"],
+        help="model and training defaults (default: base, or the config file's preset:)",
+    )
     parser.add_argument("--config", help="YAML/JSON with model: and train: sections (and optional preset:)")
-    parser.add_argument("--resume", nargs="?", const="strict", choices=["strict", "auto"], default=None,
-                        help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
-                             "has one, else start fresh (for preemptible jobs: re-run the same command)")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="strict",
+        choices=["strict", "auto"],
+        default=None,
+        help="continue RUN_DIR from its last checkpoint; `--resume auto`: continue if RUN_DIR "
+        "has one, else start fresh (for preemptible jobs: re-run the same command)",
+    )
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    parser.add_argument("--init", metavar="CHECKPOINT",
-                        help="fine-tune: start from this checkpoint's weights (or a run directory's best); "
-                             "its model configuration is kept (only the dropouts may change), the optimizer, "
-                             "schedule and step counter start anew; DATA must have its vocabulary "
-                             "(nmt prepare ... --spm-model CHECKPOINT)")
-    parser.add_argument("--init-optimizer", action="store_true",
-                        help="with --init: also keep the checkpoint's Adam state (a step checkpoint's)")
+    parser.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        help="fine-tune: start from this checkpoint's weights (or a run directory's best); "
+        "its model configuration is kept (only the dropouts may change), the optimizer, "
+        "schedule and step counter start anew; DATA must have its vocabulary "
+        "(nmt prepare ... --spm-model CHECKPOINT)",
+    )
+    parser.add_argument(
+        "--init-optimizer",
+        action="store_true",
+        help="with --init: also keep the checkpoint's Adam state (a step checkpoint's)",
+    )
 
 
-def init_configs(data_dir: Path, init: InitFrom, *, preset_name: str | None, config_file: str | None,
-                 overrides: dict) -> tuple[ModelConfig, TrainConfig, dict]:
+def init_configs(
+    data_dir: Path, init: InitFrom, *, preset_name: str | None, config_file: str | None, overrides: dict
+) -> tuple[ModelConfig, TrainConfig, dict]:
     """A fine-tuning run's configuration: the model of the checkpoint (only its dropouts may change),
     the training of --preset / --config if given, else the checkpoint's own, then --train.*."""
     unknown = sorted(set(overrides) - {"model", "train"})
@@ -105,11 +126,15 @@ def run_train(args, overrides: dict) -> int:
     # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
     resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
     if resume and not auto and not (run_dir / "config.json").exists():
-        raise TrainError(f"--resume: {run_dir} has no complete checkpoint to resume from (no run there; "
-                         "--resume auto starts one)")
+        raise TrainError(
+            f"--resume: {run_dir} has no complete checkpoint to resume from (no run there; "
+            "--resume auto starts one)"
+        )
     if resume and not auto and (args.preset or args.config):
-        raise ConfigError(f"--resume continues {run_dir} with its saved configuration ({run_dir}/config.json); "
-                          f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)")
+        raise ConfigError(
+            f"--resume continues {run_dir} with its saved configuration ({run_dir}/config.json); "
+            f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)"
+        )
     if resume and (run_dir / "config.json").exists():
         unknown = sorted(set(overrides) - {"model", "train"})
         if unknown:
@@ -121,46 +146,72 @@ def run_train(args, overrides: dict) -> int:
             raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
         started = saved.get("init") or {}
         if init is not None and started.get("sha256") != init.sha256:
-            raise ConfigError(f"--init {args.init}: the run being resumed started from "
-                              f"{started.get('path', 'no checkpoint (a run from scratch)')} "
-                              f"({run_dir}/config.json); resume it without --init, or choose another --out")
+            raise ConfigError(
+                f"--init {args.init}: the run being resumed started from "
+                f"{started.get('path', 'no checkpoint (a run from scratch)')} "
+                f"({run_dir}/config.json); resume it without --init, or choose another --out"
+            )
         if init is not None:  # a fine-tuning run re-run by its scheduler: the checkpoint's model
             asked = init_model_config(init, overrides.get("model", {}))
         elif auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
-            asked = build_configs(data_dir, preset_name=args.preset, config_file=args.config,
-                                  overrides=overrides)[0]
+            asked = build_configs(
+                data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
+            )[0]
         else:
             asked = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
         changed = [k for k, v in to_dict(asked).items() if v != getattr(model_cfg, k)]
         if changed:
-            raise ConfigError(f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
-                              f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
-                              "the model of a run cannot change")
-        train_cfg = apply_overrides(from_dict(TrainConfig, saved["train"], section="train"),
-                                    overrides.get("train", {}), section="train")
+            raise ConfigError(
+                f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
+                f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
+                "the model of a run cannot change"
+            )
+        train_cfg = apply_overrides(
+            from_dict(TrainConfig, saved["train"], section="train"),
+            overrides.get("train", {}),
+            section="train",
+        )
 
         meta = load_meta(data_dir)
         if int(meta["vocab_size"]) != model_cfg.tgt_vocab_size:
-            raise ConfigError(f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
-                              f"({model_cfg.tgt_vocab_size})")
+            raise ConfigError(
+                f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
+                f"({model_cfg.tgt_vocab_size})"
+            )
     elif init is not None:
-        model_cfg, train_cfg, meta = init_configs(data_dir, init, preset_name=args.preset,
-                                                  config_file=args.config, overrides=overrides)
+        model_cfg, train_cfg, meta = init_configs(
+            data_dir, init, preset_name=args.preset, config_file=args.config, overrides=overrides
+        )
     else:
-        model_cfg, train_cfg, meta = build_configs(data_dir, preset_name=args.preset,
-                                                   config_file=args.config, overrides=overrides)
+        model_cfg, train_cfg, meta = build_configs(
+            data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
+        )
     try:
-        trainer = Trainer(data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, fall_back=auto,
-                          device=args.device, init=None if resume else init)
+        trainer = Trainer(
+            data_dir,
+            run_dir,
+            model_cfg,
+            train_cfg,
+            meta,
+            resume=resume,
+            fall_back=auto,
+            device=args.device,
+            init=None if resume else init,
+        )
         trainer.run()
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None
     except KeyboardInterrupt:  # Ctrl-C before the loop, or a second one: the first one checkpoints
-        print("nmt train: interrupted (Ctrl-C) and stopped at once; the checkpoints written are intact "
-              "(continue with --resume auto)", file=sys.stderr)
+        print(
+            "nmt train: interrupted (Ctrl-C) and stopped at once; the checkpoints written are intact "
+            "(continue with --resume auto)",
+            file=sys.stderr,
+        )
         return 130
     if dist.is_initialized():
-        trainer.coll.barrier(what="the barrier at the end of training")  # no rank tears down while another works
+        trainer.coll.barrier(
+            what="the barrier at the end of training"
+        )  # no rank tears down while another works
         dist.destroy_process_group()
         if trainer.world > 1:
             # The job is complete (checkpoints written, logs closed). Under load, gloo's background
@@ -175,8 +226,12 @@ def run_train(args, overrides: dict) -> int:
 # ----------------------------------------------------------------------------- nmt average
 def add_average_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run directory with checkpoints/step_*")
-    parser.add_argument("--last", type=int, default=5, help="how many of the last checkpoints (paper: 5 base, 20 big)")
-    parser.add_argument("--out", required=True, help="where to write the averaged checkpoint (a new directory)")
+    parser.add_argument(
+        "--last", type=int, default=5, help="how many of the last checkpoints (paper: 5 base, 20 big)"
+    )
+    parser.add_argument(
+        "--out", required=True, help="where to write the averaged checkpoint (a new directory)"
+    )
     parser.add_argument("--force", action="store_true", help="replace --out if it is an existing checkpoint")
 
 

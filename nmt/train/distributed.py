@@ -55,9 +55,12 @@ class Topology:
     @classmethod
     def from_env(cls) -> "Topology":
         env = os.environ
-        return cls(world=int(env.get("WORLD_SIZE", "1")), rank=int(env.get("RANK", "0")),
-                   local_rank=int(env.get("LOCAL_RANK", "0")),
-                   launched="WORLD_SIZE" in env and "MASTER_ADDR" in env)
+        return cls(
+            world=int(env.get("WORLD_SIZE", "1")),
+            rank=int(env.get("RANK", "0")),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            launched="WORLD_SIZE" in env and "MASTER_ADDR" in env,
+        )
 
 
 def resolve_device(device: str | None, local_rank: int) -> torch.device:
@@ -95,9 +98,19 @@ class Decision:
     decay: bool = False  # the learning-rate decay (train.decay_fraction) starts after this update
 
 
-def local_decision(*, step: int, elapsed: float, since_save: float, max_steps: int, max_time: float,
-                   save_every_steps: int, save_every_minutes: float, valid_every_steps: int,
-                   decay_fraction: float = 0.0, decay_end: int = 0) -> list[int]:
+def local_decision(
+    *,
+    step: int,
+    elapsed: float,
+    since_save: float,
+    max_steps: int,
+    max_time: float,
+    save_every_steps: int,
+    save_every_minutes: float,
+    valid_every_steps: int,
+    decay_fraction: float = 0.0,
+    decay_end: int = 0,
+) -> list[int]:
     """Rank 0's view after update ``step``: [stop code, save, validate, start the decay] (times in
     seconds, limits in the config's units: max_time and save_every_minutes in minutes).
 
@@ -110,12 +123,18 @@ def local_decision(*, step: int, elapsed: float, since_save: float, max_steps: i
         stop = STOP_REASONS.index("decay_end")
     elif max_time and elapsed >= max_time * 60:
         stop = STOP_REASONS.index("max_time")
-    save = bool((save_every_steps and step % save_every_steps == 0)
-                or (save_every_minutes and since_save >= save_every_minutes * 60))
+    save = bool(
+        (save_every_steps and step % save_every_steps == 0)
+        or (save_every_minutes and since_save >= save_every_minutes * 60)
+    )
     validate = bool(valid_every_steps and step % valid_every_steps == 0)
     keep = 1.0 - decay_fraction
-    decay = bool(decay_fraction and not decay_end and not stop and (
-        (max_steps and step >= keep * max_steps) or (max_time and elapsed >= keep * max_time * 60)))
+    decay = bool(
+        decay_fraction
+        and not decay_end
+        and not stop
+        and ((max_steps and step >= keep * max_steps) or (max_time and elapsed >= keep * max_time * 60))
+    )
     return [stop, int(save), int(validate), int(decay)]
 
 
@@ -126,8 +145,7 @@ class Collectives:
     values without communicating.
     """
 
-    def __init__(self, *, device: torch.device, rank: int, world: int, active: bool,
-                 timeout_minutes: float):
+    def __init__(self, *, device: torch.device, rank: int, world: int, active: bool, timeout_minutes: float):
         self.device, self.rank, self.world, self.active = device, rank, world, active
         self.timeout_minutes = timeout_minutes
         self.step = 0  # the update in progress, for error messages
@@ -139,8 +157,10 @@ class Collectives:
             yield
         except RuntimeError as e:  # gloo and nccl raise RuntimeError (DistBackendError) subclasses
             text = str(e)
-            if not self.active or not (isinstance(e, dist.DistError) or any(
-                    mark in text.lower() for mark in ("gloo", "nccl", "timed out", "connection", "peer"))):
+            if not self.active or not (
+                isinstance(e, dist.DistError)
+                or any(mark in text.lower() for mark in ("gloo", "nccl", "timed out", "connection", "peer"))
+            ):
                 raise  # not a communication failure (e.g. out of memory in backward): as it is
             lines = text.strip().splitlines()
             raise DistributedError(

@@ -33,13 +33,17 @@ class InitError(ConfigError):
 @dataclass(frozen=True)
 class InitFrom:
     """The checkpoint a run starts from, as its config.json records it."""
+
     directory: Path
     sha256: str  # of model.safetensors
     keep_optimizer: bool = False
 
     def record(self) -> dict:
-        return {"path": str(self.directory.resolve()), "sha256": self.sha256,
-                "keep_optimizer": self.keep_optimizer}
+        return {
+            "path": str(self.directory.resolve()),
+            "sha256": self.sha256,
+            "keep_optimizer": self.keep_optimizer,
+        }
 
 
 def open_init(path: str | Path, *, keep_optimizer: bool = False) -> InitFrom:
@@ -47,12 +51,16 @@ def open_init(path: str | Path, *, keep_optimizer: bool = False) -> InitFrom:
     directory = ckpt.resolve(path)
     ckpt.verify(directory)
     if keep_optimizer and not (directory / "optimizer.safetensors").exists():
-        raise InitError(f"--init-optimizer: {directory} holds no optimizer state (an averaged checkpoint "
-                        "has none); start from a step checkpoint, or leave the option out")
+        raise InitError(
+            f"--init-optimizer: {directory} holds no optimizer state (an averaged checkpoint "
+            "has none); start from a step checkpoint, or leave the option out"
+        )
     return InitFrom(directory, ckpt.sha256_file(directory / "model.safetensors"), keep_optimizer)
 
 
-def init_model_config(init: InitFrom, overrides: dict[str, str], *, config_model: dict | None = None) -> ModelConfig:
+def init_model_config(
+    init: InitFrom, overrides: dict[str, str], *, config_model: dict | None = None
+) -> ModelConfig:
     """The checkpoint's model configuration with the dropouts of ``overrides`` (--model.*) and of a
     --config file's ``model:`` section applied; any other field that differs is refused."""
     saved = ckpt.model_config(init.directory)
@@ -61,10 +69,14 @@ def init_model_config(init: InitFrom, overrides: dict[str, str], *, config_model
         for field, value in to_dict(asked).items():
             if field not in CHANGEABLE and value != getattr(saved, field):
                 name = f"--model.{field}" if source == "--model." else f"{source} {field}"
-                raise InitError(f"{name}={value!r}: fine-tuning keeps the model of {init.directory} "
-                                f"({field}={getattr(saved, field)!r}); only {', '.join(CHANGEABLE)} may change "
-                                "(a different value would change the shape or the meaning of its weights)")
-        saved = apply_overrides(saved, {k: str(v) for k, v in values.items() if k in CHANGEABLE}, section="model")
+                raise InitError(
+                    f"{name}={value!r}: fine-tuning keeps the model of {init.directory} "
+                    f"({field}={getattr(saved, field)!r}); only {', '.join(CHANGEABLE)} may change "
+                    "(a different value would change the shape or the meaning of its weights)"
+                )
+        saved = apply_overrides(
+            saved, {k: str(v) for k, v in values.items() if k in CHANGEABLE}, section="model"
+        )
     return saved
 
 
@@ -72,10 +84,16 @@ def check_vocabulary(data_dir: str | Path, init: InitFrom) -> None:
     """The data's SentencePiece model must be the checkpoint's, piece for piece and id for id."""
     data_sp, model_sp = Path(data_dir) / "spm.model", init.directory / "spm.model"
     a, b = ckpt.load_spm(data_dir), ckpt.load_spm(init.directory)
-    hint = (f"; prepare the data with the checkpoint's vocabulary: nmt prepare ... --spm-model {init.directory}")
+    hint = (
+        f"; prepare the data with the checkpoint's vocabulary: nmt prepare ... --spm-model {init.directory}"
+    )
     if a.get_piece_size() != b.get_piece_size():
-        raise InitError(f"{data_sp}: {a.get_piece_size()} pieces, but {model_sp} has {b.get_piece_size()}{hint}")
+        raise InitError(
+            f"{data_sp}: {a.get_piece_size()} pieces, but {model_sp} has {b.get_piece_size()}{hint}"
+        )
     for i in range(a.get_piece_size()):
         if a.id_to_piece(i) != b.id_to_piece(i):
-            raise InitError(f"{data_sp}: id {i} is {a.id_to_piece(i)!r}, but in {model_sp} it is "
-                            f"{b.id_to_piece(i)!r}{hint}")
+            raise InitError(
+                f"{data_sp}: id {i} is {a.id_to_piece(i)!r}, but in {model_sp} it is "
+                f"{b.id_to_piece(i)!r}{hint}"
+            )

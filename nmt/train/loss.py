@@ -27,9 +27,14 @@ from ..vocab import PAD
 SMOOTHING_KINDS = ("uniform", "fairseq")
 
 
-def label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
-                            kind: Literal["uniform", "fairseq"] = "uniform",
-                            ignore_index: int = PAD) -> tuple[Tensor, Tensor, int]:
+def label_smoothed_nll_loss(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    epsilon: float,
+    kind: Literal["uniform", "fairseq"] = "uniform",
+    ignore_index: int = PAD,
+) -> tuple[Tensor, Tensor, int]:
     """Sum over non-pad tokens of the smoothed loss and of the plain NLL.
 
     kind="uniform" (Szegedy et al.; eps/W on every token, see the module docstring):
@@ -69,8 +74,12 @@ class _FusedSmoothedCE(torch.autograd.Function):
         # loses nothing more. Other dtypes keep it in float32 (fp16's GradScaler scale must come
         # before rounding, or the small entries -eps/W fall into fp16's subnormals).
         rounded = logits.dtype == torch.bfloat16
-        grad = torch.empty(n, w, dtype=logits.dtype if rounded else torch.float32, device=logits.device)  # (N, W)
-        work = torch.empty(min(block, n), w, dtype=torch.float32, device=logits.device) if rounded else None  # (C, W)
+        grad = torch.empty(
+            n, w, dtype=logits.dtype if rounded else torch.float32, device=logits.device
+        )  # (N, W)
+        work = (
+            torch.empty(min(block, n), w, dtype=torch.float32, device=logits.device) if rounded else None
+        )  # (C, W)
         loss = logits.new_zeros((), dtype=torch.float32)
         nll_sum = logits.new_zeros((), dtype=torch.float32)
         if kind == "uniform":  # q = eps/W everywhere, plus 1 - eps on the gold token
@@ -78,9 +87,9 @@ class _FusedSmoothedCE(torch.autograd.Function):
         else:  # fairseq: eps/(W-1) on the others, exactly 1 - eps on the gold token
             q_other, q_gold = epsilon / max(w - 1, 1), 1.0 - epsilon
         for start in range(0, n, block):
-            x = logits[start:start + block].float()  # (C, W)
-            y = target[start:start + block, None]  # (C, 1)
-            g = work[:x.size(0)] if rounded else grad[start:start + block]  # (C, W), written in place
+            x = logits[start : start + block].float()  # (C, W)
+            y = target[start : start + block, None]  # (C, 1)
+            g = work[: x.size(0)] if rounded else grad[start : start + block]  # (C, W), written in place
             m = x.amax(dim=-1, keepdim=True)  # (C, 1)
             torch.sub(x, m, out=g)
             g.exp_()
@@ -96,7 +105,7 @@ class _FusedSmoothedCE(torch.autograd.Function):
             g.div_(s).sub_(q_other)  # p - q_other
             g.scatter_add_(1, y, g.new_full(y.shape, q_other - q_gold))  # gold: p - q_gold
             if rounded:
-                grad[start:start + block].copy_(g)  # rounded to bf16
+                grad[start : start + block].copy_(g)  # rounded to bf16
         ctx.save_for_backward(grad)
         ctx.dtype = logits.dtype
         ctx.mark_non_differentiable(nll_sum)
@@ -108,9 +117,14 @@ class _FusedSmoothedCE(torch.autograd.Function):
         return grad.mul_(grad_loss).to(ctx.dtype), None, None, None, None
 
 
-def fused_label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: float,
-                                  kind: Literal["uniform", "fairseq"] = "uniform",
-                                  block: int = 128) -> tuple[Tensor, Tensor, int]:
+def fused_label_smoothed_nll_loss(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    epsilon: float,
+    kind: Literal["uniform", "fairseq"] = "uniform",
+    block: int = 128,
+) -> tuple[Tensor, Tensor, int]:
     """The same sums as :func:`label_smoothed_nll_loss` for logits (N, W) of N real (non-pad)
     target tokens (N,), as training uses it: the smoothed loss carries the gradient, the NLL sum is
     returned without one. About 3x faster on CPU than the composite version (see
@@ -118,10 +132,13 @@ def fused_label_smoothed_nll_loss(logits: Tensor, target: Tensor, *, epsilon: fl
     if kind not in SMOOTHING_KINDS:
         raise ValueError(f"kind={kind!r}: choose from {SMOOTHING_KINDS}")
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
-        raise ValueError(f"logits (N, W) and target (N,) expected, got {tuple(logits.shape)} and {tuple(target.shape)}")
+        raise ValueError(
+            f"logits (N, W) and target (N,) expected, got {tuple(logits.shape)} and {tuple(target.shape)}"
+        )
     if not (torch.is_grad_enabled() and logits.requires_grad):  # validation: no gradient to build
-        loss, nll, _ = label_smoothed_nll_loss(logits[None], target[None], epsilon=epsilon, kind=kind,
-                                               ignore_index=-1)
+        loss, nll, _ = label_smoothed_nll_loss(
+            logits[None], target[None], epsilon=epsilon, kind=kind, ignore_index=-1
+        )
         return loss, nll, int(target.numel())
     loss, nll = _FusedSmoothedCE.apply(logits, target.long(), float(epsilon), kind, block)
     return loss, nll, int(target.numel())

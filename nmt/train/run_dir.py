@@ -63,8 +63,16 @@ class RunLock:
             f.close()
         f.seek(0)
         f.truncate()
-        f.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }
+            )
+            + "\n"
+        )
         f.flush()
         os.fsync(f.fileno())
         return cls(path, f)
@@ -106,11 +114,16 @@ def _may_run(owner: dict) -> bool:
 
 
 def _in_use(run_dir: Path, path: Path, owner: dict) -> str:
-    who = (f"pid {owner['pid']} on host {owner.get('host', '?')} since {owner.get('started', '?')}"
-           if "pid" in owner else "a process that has not yet written its name")
-    return (f"{run_dir} is in use by another `nmt train` ({who}; lock file {path}): wait for it to end, "
-            f"stop it, or choose another --out; if that process no longer runs (its machine went down), "
-            f"the lock is stale: delete {path} and start again")
+    who = (
+        f"pid {owner['pid']} on host {owner.get('host', '?')} since {owner.get('started', '?')}"
+        if "pid" in owner
+        else "a process that has not yet written its name"
+    )
+    return (
+        f"{run_dir} is in use by another `nmt train` ({who}; lock file {path}): wait for it to end, "
+        f"stop it, or choose another --out; if that process no longer runs (its machine went down), "
+        f"the lock is stale: delete {path} and start again"
+    )
 
 
 # ----------------------------------------------------------------------------- room for checkpoints
@@ -119,14 +132,21 @@ def check_free_space(run_dir: Path, *, checkpoint_bytes: int, keep_last: int) ->
     (a resumed run) count as room: they are replaced, not added to."""
     need = checkpoint_bytes * (keep_last + 2)
     folder = run_dir / "checkpoints"
-    held = sum(f.stat().st_size for d in [*ckpt.list_step_checkpoints(run_dir), folder / "best"]
-               if d.is_dir() for f in d.iterdir() if f.is_file())
+    held = sum(
+        f.stat().st_size
+        for d in [*ckpt.list_step_checkpoints(run_dir), folder / "best"]
+        if d.is_dir()
+        for f in d.iterdir()
+        if f.is_file()
+    )
     free = shutil.disk_usage(run_dir).free
     if free + held < need:
-        raise RunDirError(f"{run_dir}: only {free / 1e6:.0f} MB free; keep_last={keep_last} checkpoints of "
-                          f"about {checkpoint_bytes / 1e6:.0f} MB, best and one being written need about "
-                          f"{need / 1e6:.0f} MB{f' ({held / 1e6:.0f} MB of them held already)' if held else ''} "
-                          "(lower --train.keep_last or free some space)")
+        raise RunDirError(
+            f"{run_dir}: only {free / 1e6:.0f} MB free; keep_last={keep_last} checkpoints of "
+            f"about {checkpoint_bytes / 1e6:.0f} MB, best and one being written need about "
+            f"{need / 1e6:.0f} MB{f' ({held / 1e6:.0f} MB of them held already)' if held else ''} "
+            "(lower --train.keep_last or free some space)"
+        )
 
 
 # ----------------------------------------------------------------------------- mending after a crash
@@ -148,8 +168,9 @@ def trim_metrics(path: Path, step: int) -> None:
         try:
             write_text(path, "".join(kept))
         except OSError as e:
-            raise RunDirError(f"{path}: cannot rewrite it ({e.strerror or e}): free some space, then "
-                              "start again") from None
+            raise RunDirError(
+                f"{path}: cannot rewrite it ({e.strerror or e}): free some space, then start again"
+            ) from None
 
 
 def write_unwritten(run_dir: Path, unwritten: dict[str, list[str]]) -> None:
@@ -162,8 +183,10 @@ def write_unwritten(run_dir: Path, unwritten: dict[str, list[str]]) -> None:
             text = path.read_text() if path.exists() else ""
             there = set(text.splitlines(keepends=True))
             with open(path, "a") as f:
-                f.write(("\n" if text and not text.endswith("\n") else "")
-                        + "".join(line for line in lines if line not in there))
+                f.write(
+                    ("\n" if text and not text.endswith("\n") else "")
+                    + "".join(line for line in lines if line not in there)
+                )
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(path)) from None
 
@@ -204,5 +227,7 @@ def mend_best(run_dir: Path, best_step: int | None) -> str | None:
     except ckpt.CheckpointError:
         return None  # nothing better to copy: keep what best holds
     ckpt.copy_checkpoint(source, folder / "best")
-    return (f"{folder / 'best'} held {f'step {held}' if held is not None else 'no checkpoint'}, the run's "
-            f"best is step {best_step} (a copy cut short by a kill): copied {source.name} to best again")
+    return (
+        f"{folder / 'best'} held {f'step {held}' if held is not None else 'no checkpoint'}, the run's "
+        f"best is step {best_step} (a copy cut short by a kill): copied {source.name} to best again"
+    )

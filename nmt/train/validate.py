@@ -16,8 +16,11 @@ from ..metrics import corpus_scores
 
 def too_long(dataset: ParallelDataset, max_positions: int) -> int:
     """How many pairs have a side that does not fit ``max_positions`` with its EOS / BOS."""
-    return int(np.count_nonzero((dataset.src_lengths + 1 > max_positions)
-                                | (dataset.tgt_lengths + 1 > max_positions)))
+    return int(
+        np.count_nonzero(
+            (dataset.src_lengths + 1 > max_positions) | (dataset.tgt_lengths + 1 > max_positions)
+        )
+    )
 
 
 def truncate(pair: tuple[np.ndarray, np.ndarray], max_positions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -38,9 +41,18 @@ def reference_lines(data_dir: str | Path, split: str, n: int) -> list[str]:
     return refs
 
 
-def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alpha: float | None = None,
-                  max_sentences: int = 0, device: str | torch.device = "cpu",
-                  amp_dtype: torch.dtype | None = None, batch_tokens: int = 2048) -> dict:
+def bleu_on_split(
+    model,
+    data_dir: str | Path,
+    split: str,
+    *,
+    beam: int = 1,
+    alpha: float | None = None,
+    max_sentences: int = 0,
+    device: str | torch.device = "cpu",
+    amp_dtype: torch.dtype | None = None,
+    batch_tokens: int = 2048,
+) -> dict:
     """sacreBLEU of the model on a prepared split: translates the split's source ids,
     detokenizes, scores against ``{split}.{tgt_lang}.txt``. ``alpha`` defaults to 0 for beam 1
     (greedy) and the paper's 0.6 otherwise; ``max_sentences`` > 0: the first N."""
@@ -48,9 +60,15 @@ def bleu_on_split(model, data_dir: str | Path, split: str, *, beam: int = 1, alp
     tgt_lang = data.meta.get("tgt_lang", "")
     n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
     refs = reference_lines(data_dir, split, n)
-    ids = translate_ids(model, [data[i][0].tolist() for i in range(n)], beam=beam,
-                        alpha=default_alpha(beam) if alpha is None else alpha,
-                        batch_tokens=batch_tokens, device=device, dtype=amp_dtype)
+    ids = translate_ids(
+        model,
+        [data[i][0].tolist() for i in range(n)],
+        beam=beam,
+        alpha=default_alpha(beam) if alpha is None else alpha,
+        batch_tokens=batch_tokens,
+        device=device,
+        dtype=amp_dtype,
+    )
     sp = load_spm(data_dir)
     hyps = [sp.decode(reading_order(model, h)) if h else "" for h in ids]
     s = corpus_scores(hyps, [refs], tokenize="zh" if tgt_lang == "zh" else "13a")
