@@ -43,10 +43,10 @@ prepare() {
   if [ $# -ge 1 ]; then  # the weights alone, as a checkpoint nmt loads (verified by its manifest)
     "$PY" - "$1" "$CARRY/model" <<'EOF' || exit 1
 import sys
-from nmt.checkpoint import load_model, resolve, save
+from nmt.checkpoint import load_model, resolve_checkpoint, save
 model, config = load_model(sys.argv[1])
-save(sys.argv[2], model=model, config=config, spm_model=resolve(sys.argv[1]) / "spm.model")
-print(f"prepare: {resolve(sys.argv[1])} -> {sys.argv[2]} (weights, config, spm.model)")
+save(sys.argv[2], model=model, config=config, spm_model=resolve_checkpoint(sys.argv[1]) / "spm.model")
+print(f"prepare: {resolve_checkpoint(sys.argv[1])} -> {sys.argv[2]} (weights, config, spm.model)")
 EOF
   fi
   du -sh "$CARRY"

@@ -144,9 +144,9 @@ def main() -> None:
 
     import sentencepiece as spm
 
-    from nmt.checkpoint import resolve
+    from nmt.checkpoint import resolve_checkpoint
 
-    sp = spm.SentencePieceProcessor(model_file=str(resolve(Path(args.checkpoint)) / "spm.model"))
+    sp = spm.SentencePieceProcessor(model_file=str(resolve_checkpoint(Path(args.checkpoint)) / "spm.model"))
     heavy = long_sentences(sentences, sp, pieces=args.heavy_pieces, n=args.heavy_sentences)
     heavy_pieces = [len(sp.encode(s)) + 1 for s in heavy]
     work = sum(heavy_pieces) * args.heavy_beam

@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nmt.checkpoint import resolve, save  # noqa: E402
+from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
 from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
@@ -178,7 +178,7 @@ def main() -> int:
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     refs = [clean_line(s) for s in read_lines(args.ref_file)][: len(lines)] if args.ref_file else None
     tmp = Path(tempfile.mkdtemp(prefix="nmt-bench-"))
-    ckpt = resolve(args.checkpoint) if args.checkpoint else random_checkpoint(args, lines, tmp)
+    ckpt = resolve_checkpoint(args.checkpoint) if args.checkpoint else random_checkpoint(args, lines, tmp)
     base = Translator.load(ckpt, device="cpu", precision="fp32")
     cfg = base.model.cfg
     if args.checkpoint:

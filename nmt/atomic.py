@@ -49,7 +49,7 @@ def replace_dir(new: Path, directory: Path) -> None:
     ``.NAME.old-*/ckpt``) and deleted only once the new one is in place and that rename is on disk
     (the parent directory fsync'ed): the old one is never lost. An error between the two renames
     puts it back; after a kill between them `restore_aside` (and `checkpoint.clean_stale`) puts
-    it back, and `checkpoint.resolve` finds it aside meanwhile."""
+    it back, and `checkpoint.resolve_checkpoint` finds it aside meanwhile."""
     if directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
         os.rename(directory, old / ASIDE)

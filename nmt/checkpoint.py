@@ -391,7 +391,7 @@ def load_model(
 ) -> tuple[Transformer, dict]:
     """Load a checkpoint directory for inference: (model in eval mode, config.json contents).
     The configuration is validated and sized before the model is allocated."""
-    directory = resolve(directory)
+    directory = resolve_checkpoint(directory)
     if check:
         verify(directory)
     config = read_config(directory)
@@ -402,7 +402,7 @@ def load_model(
     return model.to(device).eval(), config
 
 
-def resolve(path: str | Path) -> Path:
+def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory, or a run directory (its ``best``, else its latest checkpoint)."""
     path = Path(path)
     if (path / MANIFEST).exists() or (path / "model.safetensors").exists():

@@ -49,7 +49,7 @@ def auto_dtype(device: torch.device | str) -> tuple[torch.dtype | None, str]:
     return None, f"no fast reduced precision known for {device.type}"
 
 
-def resolve(precision: str, device: torch.device | str) -> tuple[torch.dtype | None, str]:
+def resolve_precision(precision: str, device: torch.device | str) -> tuple[torch.dtype | None, str]:
     """Map ``fp32|bf16|fp16|auto`` to an autocast dtype (None = float32) and a description."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r}: choose from {PRECISIONS}")

@@ -257,7 +257,7 @@ def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monke
     monkeypatch.setattr(os, "rename", rename)
     main(["train", str(tiny_data), "--out", str(run), "--resume", "--train.max_steps=2"])
     monkeypatch.setattr(os, "rename", real_rename)
-    best = ckpt.resolve(run)
+    best = ckpt.resolve_checkpoint(run)
     assert json.loads((best / "trainer_state.json").read_text())["step"] == 1  # the previous best
     ckpt.verify(best)
 
@@ -269,7 +269,7 @@ def test_best_set_aside_by_a_kill_is_restored(run, tmp_path):
     folder = work / "checkpoints"
     (folder / ".best.old-abc").mkdir()
     os.rename(folder / "best", folder / ".best.old-abc" / "ckpt")
-    assert ckpt.resolve(work) == folder / ".best.old-abc" / "ckpt"
+    assert ckpt.resolve_checkpoint(work) == folder / ".best.old-abc" / "ckpt"
     removed = ckpt.clean_stale(folder)
     assert (folder / "best" / ckpt.MANIFEST).exists() and not (folder / ".best.old-abc").exists()
     assert removed[0] == ".best.old-abc (restored as best)"
@@ -284,7 +284,7 @@ def test_dead_code_is_gone(tmp_path):
     (tmp_path / "checkpoint_avg").mkdir()
     (tmp_path / "checkpoint_avg" / ckpt.MANIFEST).write_text("{}")
     with pytest.raises(ckpt.CheckpointError, match="not a checkpoint directory"):
-        ckpt.resolve(tmp_path)
+        ckpt.resolve_checkpoint(tmp_path)
     assert list(inspect.signature(Trainer.validate_and_keep_best).parameters) == ["self"]
 
 

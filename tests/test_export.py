@@ -62,7 +62,7 @@ def test_lines(tiny_data):
 
 def random_checkpoint(tmp_path, src_ckpt, **changes):
     """A random-weight tiny model with ``changes`` (e.g. pre-norm), saved with the spm of src_ckpt."""
-    from nmt.checkpoint import resolve
+    from nmt.checkpoint import resolve_checkpoint
 
     _, config = load_model(src_ckpt)
     cfg = dataclasses.replace(tiny(config["model"]["tgt_vocab_size"]), **changes)
@@ -76,7 +76,7 @@ def random_checkpoint(tmp_path, src_ckpt, **changes):
     return save(
         tmp_path / "ckpt",
         model=model,
-        spm_model=resolve(src_ckpt) / "spm.model",
+        spm_model=resolve_checkpoint(src_ckpt) / "spm.model",
         config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
     )
 

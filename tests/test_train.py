@@ -154,7 +154,7 @@ def test_tiny_end_to_end_loss_goes_down(tiny_data, tmp_path):
     assert sum(train_losses[-5:]) / 5 < 0.7 * sum(train_losses[:5]) / 5
     assert valid[1]["loss"] < valid[0]["loss"]
     model, config = ckpt.load_model(run)  # the run directory resolves to its best checkpoint
-    assert config["model"]["d_model"] == 32 and (ckpt.resolve(run) / "spm.model").exists()
+    assert config["model"]["d_model"] == 32 and (ckpt.resolve_checkpoint(run) / "spm.model").exists()
     assert main(["plot", str(run)]) == 0 and (run / "loss.png").stat().st_size > 1000
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..atomic import write_text
-from ..checkpoint import load_model, read_config, resolve
+from ..checkpoint import load_model, read_config, resolve_checkpoint
 from ..config import ConfigError, apply_overrides
 from ..data.download import DataError
 from ..infer.translate import read_text_lines
@@ -144,7 +144,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     import sentencepiece as spm
 
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
-    directory = resolve(args.checkpoint)
+    directory = resolve_checkpoint(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
     leaves = (
         None

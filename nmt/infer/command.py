@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import CheckpointError
-from ..precision import resolve as resolve_precision
+from ..precision import resolve_precision
 from .attention import align, format_alignment
 from .export_ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
 from .export_huggingface import export_huggingface

@@ -77,9 +77,9 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
                     f"--ctranslate2 {path}`"
                 )
         return path
-    from ..checkpoint import MANIFEST, resolve
+    from ..checkpoint import MANIFEST, resolve_checkpoint
 
-    source = resolve(path)
+    source = resolve_checkpoint(path)
     digest = hashlib.sha256((source / MANIFEST).read_bytes())
     if shortlist is not None:
         import sentencepiece as spm

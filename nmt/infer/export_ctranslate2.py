@@ -232,12 +232,12 @@ def export_ctranslate2(
     ``shortlist``'s vocabulary map, see export_model)."""
     import sentencepiece as spm
 
-    from ..checkpoint import load_model, resolve
+    from ..checkpoint import load_model, resolve_checkpoint
 
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
     import_ctranslate2()
-    source = resolve(checkpoint)
+    source = resolve_checkpoint(checkpoint)
     model, _ = load_model(source, device="cpu")
     sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
     return export_model(

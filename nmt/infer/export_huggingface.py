@@ -139,9 +139,9 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
     """Write ``out_dir`` (MarianMTModel safetensors + config, MarianTokenizer files, README.md)
     atomically: built in a temporary sibling, then renamed."""
     transformers = import_transformers()
-    from ..checkpoint import load_model, resolve
+    from ..checkpoint import load_model, resolve_checkpoint
 
-    source = resolve(checkpoint)
+    source = resolve_checkpoint(checkpoint)
     model, config = load_model(source, device="cpu")
     marian = to_marian(model)
     out_dir = Path(out_dir)

@@ -28,8 +28,7 @@ import torch
 
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
-from ..precision import autocast
-from ..precision import resolve as resolve_precision
+from ..precision import autocast, resolve_precision
 from ..vocab import PAD, check_special_ids
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
@@ -235,13 +234,13 @@ def load_models(
     """Each checkpoint's model ready for inference (int8: quantized; float32 on the CPU: linear
     layers with packed weights) and the SentencePiece model they share, id for id (TranslateError
     naming the spm.model that differs from the first checkpoint's)."""
-    from ..checkpoint import load_model, load_spm, resolve
+    from ..checkpoint import load_model, load_spm, resolve_checkpoint
 
     models, sp = [], None
     for path in paths:
         model, config = load_model(path, device=device)
-        this = load_spm(resolve(path))
-        check_checkpoint_ids(resolve(path), config, this)
+        this = load_spm(resolve_checkpoint(path))
+        check_checkpoint_ids(resolve_checkpoint(path), config, this)
         if precision == "int8":
             model = quantize_int8(model)
         elif device.type == "cpu" and dtype is None:  # float32 on the CPU: oneDNN, packed weights
@@ -251,8 +250,8 @@ def load_models(
             sp = this
         elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
             raise TranslateError(
-                f"{resolve(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
-                f"its pieces differ from those of {resolve(paths[0]) / 'spm.model'}"
+                f"{resolve_checkpoint(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
+                f"its pieces differ from those of {resolve_checkpoint(paths[0]) / 'spm.model'}"
             )
     return models, sp
 

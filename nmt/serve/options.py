@@ -184,9 +184,9 @@ def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | N
 
 
 def model_info(name: str, path: Path, translator) -> dict:
-    from ..checkpoint import read_config, resolve
+    from ..checkpoint import read_config, resolve_checkpoint
 
-    config = read_config(resolve(path))
+    config = read_config(resolve_checkpoint(path))
     data = config.get("data") or {}
     info = {
         "name": name,

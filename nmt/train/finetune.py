@@ -48,7 +48,7 @@ class InitFrom:
 
 def open_init(path: str | Path, *, keep_optimizer: bool = False) -> InitFrom:
     """The checkpoint (or a run directory's ``best``) to start from, verified against its manifest."""
-    directory = ckpt.resolve(path)
+    directory = ckpt.resolve_checkpoint(path)
     ckpt.verify(directory)
     if keep_optimizer and not (directory / "optimizer.safetensors").exists():
         raise InitError(

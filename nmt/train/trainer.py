@@ -33,8 +33,7 @@ from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
 from ..data.batching import Batch, TokenBatchSampler, collate
 from ..data.prepare import ParallelDataset
 from ..model import Transformer
-from ..precision import autocast
-from ..precision import resolve as resolve_precision
+from ..precision import autocast, resolve_precision
 from ..vocab import PAD, UNK
 from . import distributed
 from . import validate as validation
