@@ -142,11 +142,10 @@ def main() -> None:
     sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()]
     short = [s for s in sentences if len(s.split()) <= 15][:200]
 
-    import sentencepiece as spm
-
     from nmt.checkpoint import resolve_checkpoint
+    from nmt.vocab import load_spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(resolve_checkpoint(Path(args.checkpoint)) / "spm.model"))
+    sp = load_spm(resolve_checkpoint(Path(args.checkpoint)))
     heavy = long_sentences(sentences, sp, pieces=args.heavy_pieces, n=args.heavy_sentences)
     heavy_pieces = [len(sp.encode(s)) + 1 for s in heavy]
     work = sum(heavy_pieces) * args.heavy_beam

@@ -375,17 +375,6 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], *, sour
         )
 
 
-def load_spm(directory: str | Path):
-    """The checkpoint's SentencePiece processor; an unreadable model is a CheckpointError."""
-    import sentencepiece as spm
-
-    path = Path(directory) / "spm.model"
-    try:
-        return spm.SentencePieceProcessor(model_file=str(path))
-    except (OSError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: not a readable SentencePiece model ({e})") from None
-
-
 def load_model(
     directory: str | Path, *, device: str | torch.device = "cpu", check: bool = True
 ) -> tuple[Transformer, dict]:

@@ -15,6 +15,7 @@ from nmt.data import command as data_command
 from nmt.data import prepare as data
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import DataError, ParallelDataset
+from nmt.vocab import load_spm
 
 WORDS_EN = "a man dog runs the street in red blue small big child plays ball with on".split()
 WORDS_DE = "ein mann hund läuft die straße in rot blau klein groß kind spielt ball mit auf".split()
@@ -169,7 +170,7 @@ def test_nfc_and_strip(tmp_path):
     decomposed = "  Cafe\u0301 au lai\u0302t \t"  # NFD, padded with whitespace
     src[0], tgt[0] = decomposed, "Kaffee  mit   Milch "
     out = prepare_files(tmp_path, (src, tgt), valid=([decomposed], ["  Gru\u0308n "]))
-    sp, train, _valid = data.load_spm(out), *(ParallelDataset.load(out, s) for s in ("train", "valid"))
+    sp, train, _valid = load_spm(out), *(ParallelDataset.load(out, s) for s in ("train", "valid"))
     assert sp.decode(train[0][0].tolist()) == "Café au laît"
     assert sp.decode(train[0][1].tolist()) == "Kaffee  mit   Milch"  # inner spaces kept
     assert (out / "valid.en.txt").read_text(encoding="utf-8") == "Café au laît\n"
@@ -214,7 +215,7 @@ def test_valid_and_test_untouched(tmp_path):
         test=(vtgt, vsrc),
         extra=["--max-len", "10", "--max-ratio", "2"],
     )
-    sp = data.load_spm(out)
+    sp = load_spm(out)
     for split, (s, t) in (("valid", (vsrc, vtgt)), ("test", (vtgt, vsrc))):
         ds = ParallelDataset.load(out, split)
         assert len(ds) == 5
@@ -241,7 +242,7 @@ def test_format_special_ids_determinism(tmp_path):
         "valid.tgt.bin",
     ):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    sp = data.load_spm(a)
+    sp = load_spm(a)
     assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
     assert (data.PAD, data.UNK, data.BOS, data.EOS) == (0, 1, 2, 3)
     meta = data.load_meta(a)
@@ -290,7 +291,7 @@ def test_chinese_character_coverage(tmp_path):
     data_command.run_prepare(parse(argv))
     meta = data.load_meta(tmp_path / "out")
     assert meta["spm"]["character_coverage"] == 0.9995
-    ds, sp = ParallelDataset.load(tmp_path / "out", "train"), data.load_spm(tmp_path / "out")
+    ds, sp = ParallelDataset.load(tmp_path / "out", "train"), load_spm(tmp_path / "out")
     decoded = [sp.decode(ds[i][0].tolist()) for i in range(50)]
     assert sum(d == z for d, z in zip(decoded, zh)) >= 45  # rare characters may map to unk
 
@@ -313,7 +314,7 @@ def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
         "valid": 1014,
         "test": 1000,
     }
-    sp = data.load_spm(out)
+    sp = load_spm(out)
     rng = np.random.default_rng(0)
     for split in ("train", "valid", "test"):
         ds = ParallelDataset.load(out, split)
@@ -394,7 +395,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     assert samples["splits"] == ["train.bpe1", "train.bpe2", "train.bpe3"]
     assert samples["bpe_dropout"] == 0.3 and samples["pairs"] == len(train) == 300 - 5
     near_index = 30 - 5  # five pairs before it dropped
-    sp = data.load_spm(a)
+    sp = load_spm(a)
     assert sp.decode(train[near_index][0].tolist()) == near and len(train[near_index][0]) <= 30
     copies = [ParallelDataset(a, name, meta) for name in samples["splits"]]
     for k, copy in enumerate(copies):
@@ -465,7 +466,7 @@ def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
     assert meta["vocab_size"] == data.load_meta(first)["vocab_size"]
     assert meta["spm"]["reused_from"] == str(first / "spm.model")
     ids = [ParallelDataset.load(second, "valid")[i][0].tolist() for i in range(5)]
-    sp = data.load_spm(first)
+    sp = load_spm(first)
     assert ids == [sp.encode(s) for s in src[:5]]  # the first vocabulary's ids
 
 
@@ -505,3 +506,15 @@ def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
     with pytest.raises(DataError, match=message):
         data_command.run_prepare(parse(argv))
     assert not (tmp_path / "b").exists()
+
+
+def test_the_one_spm_loader_names_a_missing_or_unreadable_spm_model(tmp_path):
+    """`nmt.vocab.load_spm` loads the spm.model of a DATA_DIR or a checkpoint; a missing or garbage
+    file is a ValueError naming it (each layer raises it as its own error: CheckpointError, ...)."""
+    with pytest.raises(ValueError, match="not a readable SentencePiece model") as e:
+        load_spm(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'spm.model'}: ")
+    (tmp_path / "spm.model").write_bytes(b"\x00 not a model")
+    with pytest.raises(ValueError, match="not a readable SentencePiece model") as e:
+        load_spm(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'spm.model'}: ")

@@ -11,6 +11,7 @@ from nmt.data import command as data_command
 from nmt.data import download as dl
 from nmt.data import prepare as data
 from nmt.data.prepare import DataError, PrepareOptions
+from nmt.vocab import load_spm
 
 ZH = [
     "选择「插入 - 命名区域」，然后单击“确定”。",
@@ -51,7 +52,7 @@ def test_chinese_text_round_trips_through_prepare(tmp_path):
     out = tmp_path / "out"
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == zh
     assert (out / "valid.en.txt").read_text(encoding="utf-8").splitlines() == en
-    sp = data.load_spm(out)
+    sp = load_spm(out)
     ds = data.ParallelDataset.load(out, "valid")
     assert [sp.decode(ds[i][1].tolist()) for i in range(len(ds))] == zh
     assert sp.decode(ds[0][0].tolist()) == en[0]
@@ -70,7 +71,7 @@ def test_shuffle_train_is_seeded_and_keeps_pairs(tmp_path):
         )
         data.prepare({"train": (a, b)}, tmp_path / name, options=options, log=lambda *x: None)
         ds = data.ParallelDataset.load(tmp_path / name, "train")
-        sp = data.load_spm(tmp_path / name)
+        sp = load_spm(tmp_path / name)
         return [(sp.decode(ds[i][0].tolist()), sp.decode(ds[i][1].tolist())) for i in range(len(ds))]
 
     plain = run("plain")
@@ -152,7 +153,7 @@ def test_libreoffice_real_en_zh(shared_data_dir, tmp_path):
     valid_zh = list(data.read_lines(folder / "valid.zh.gz"))
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == valid_zh
     # train is shuffled: the first 20 pairs are not the first 20 lines of the (page-ordered) file
-    sp = data.load_spm(out)
+    sp = load_spm(out)
     ds = data.ParallelDataset.load(out, "train")
     first = [sp.decode(ds[i][1].tolist()) for i in range(20)]
     original = list(data.read_lines(folder / "train.en.gz"))

@@ -68,7 +68,6 @@ __all__ = [
     "ParallelDataset",
     "clean_line",
     "load_meta",
-    "load_spm",
     "prepare",
     "read_lines",
     "read_pairs",
@@ -479,13 +478,6 @@ def load_meta(data_dir: str | Path) -> dict:
     except ValueError as e:
         raise DataError(str(e)) from None
     return meta
-
-
-def load_spm(data_dir: str | Path):
-    """The shared SentencePiece processor of a prepared directory."""
-    import sentencepiece as spm
-
-    return spm.SentencePieceProcessor(model_file=str(Path(data_dir) / "spm.model"))
 
 
 class ParallelDataset:

@@ -18,6 +18,7 @@ from ..config import ConfigError, apply_overrides
 from ..data.download import DataError
 from ..infer.translate import read_text_lines
 from ..train.command import build_configs
+from ..vocab import load_spm
 from . import evalb
 from .parsing import ALPHA, BEAM, FORMS, MAX_LEN_B, parse_sentences, prepare_ptb
 from .trees import LEAF_KINDS, parse_brackets
@@ -141,8 +142,6 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
             raise DataError(f"{args.gold}: cannot read gold trees: {e}") from None
         if len(gold) != len(lines):
             raise DataError(f"{args.gold}: {len(gold)} trees for {len(lines)} input sentences")
-    import sentencepiece as spm
-
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve_checkpoint(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
@@ -151,7 +150,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
         else frozenset(ptb_meta.get("leaves") or ["XX"])
     )  # data prepared before --pos-tags: XX
-    sp = spm.SentencePieceProcessor(model_file=str(directory / "spm.model"))
+    sp = load_spm(directory)
     limits = {
         k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
         for k in ("max_open_run", "max_depth")

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ..config import ModelConfig, from_dict
 from ..data.batching import make_batches
-from ..vocab import UNK
+from ..vocab import UNK, load_spm
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from .results import TranslateError, Translation
 from .search import default_alpha
@@ -82,14 +82,12 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
     source = resolve_checkpoint(path)
     digest = hashlib.sha256((source / MANIFEST).read_bytes())
     if shortlist is not None:
-        import sentencepiece as spm
-
         try:
             check_model(
                 shortlist,
                 source="shortlist",
                 model=str(source),
-                vocab_size=spm.SentencePieceProcessor(model_file=str(source / "spm.model")).get_piece_size(),
+                vocab_size=load_spm(source).get_piece_size(),
                 spm_sha256=hashlib.sha256((source / "spm.model").read_bytes()).hexdigest(),
             )
         except ShortlistError as e:
@@ -143,8 +141,6 @@ class CTranslate2Translator(TextTranslator):
     ) -> "CTranslate2Translator":
         """precision: fp32, bf16, int8 (CTranslate2 quantizes when loading), or auto (as exported).
         ``shortlist``: a file of `nmt shortlist` (or a Shortlist), searched as the vocabulary map."""
-        import sentencepiece as spm
-
         from .shortlist import Shortlist, ShortlistError
         from .shortlist import load as load_shortlist
 
@@ -160,7 +156,7 @@ class CTranslate2Translator(TextTranslator):
         model = load_ctranslate2(
             checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist
         )
-        sp = spm.SentencePieceProcessor(model_file=str(model.directory / "spm.model"))
+        sp = load_spm(model.directory)
         return cls(model, sp, device=device or "cpu", shortlist=shortlist)
 
     def use_shortlist(self, shortlist) -> None:

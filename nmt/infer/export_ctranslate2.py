@@ -230,16 +230,15 @@ def export_ctranslate2(
 ) -> Path:
     """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model (and
     ``shortlist``'s vocabulary map, see export_model)."""
-    import sentencepiece as spm
-
     from ..checkpoint import load_model, resolve_checkpoint
+    from ..vocab import load_spm
 
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
     import_ctranslate2()
     source = resolve_checkpoint(checkpoint)
     model, _ = load_model(source, device="cpu")
-    sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
+    sp = load_spm(source)
     return export_model(
         model,
         vocabulary(sp),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from ..vocab import BOS, EOS, PAD, UNK
+from ..vocab import BOS, EOS, PAD, UNK, load_spm
 from .export_ctranslate2 import ExportError, check_head_size, check_left_to_right
 
 
@@ -148,9 +148,7 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
-        import sentencepiece as spm
-
-        sp = spm.SentencePieceProcessor(model_file=str(source / "spm.model"))
+        sp = load_spm(source)
         if sp.get_piece_size() != model.cfg.tgt_vocab_size or sp.piece_to_id("<unk>") != UNK:
             raise ExportError(f"{source / 'spm.model'}: does not match the model's vocabulary")
         marian.save_pretrained(tmp)

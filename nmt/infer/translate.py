@@ -29,7 +29,7 @@ import torch
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve_precision
-from ..vocab import PAD, check_special_ids
+from ..vocab import PAD, check_special_ids, load_spm
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
 from .packed import pack_linears
@@ -234,12 +234,15 @@ def load_models(
     """Each checkpoint's model ready for inference (int8: quantized; float32 on the CPU: linear
     layers with packed weights) and the SentencePiece model they share, id for id (TranslateError
     naming the spm.model that differs from the first checkpoint's)."""
-    from ..checkpoint import load_model, load_spm, resolve_checkpoint
+    from ..checkpoint import CheckpointError, load_model, resolve_checkpoint
 
     models, sp = [], None
     for path in paths:
         model, config = load_model(path, device=device)
-        this = load_spm(resolve_checkpoint(path))
+        try:
+            this = load_spm(resolve_checkpoint(path))
+        except ValueError as e:  # unreadable spm.model
+            raise CheckpointError(str(e)) from None
         check_checkpoint_ids(resolve_checkpoint(path), config, this)
         if precision == "int8":
             model = quantize_int8(model)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from ..config import ConfigError, ModelConfig, apply_overrides, to_dict
+from ..vocab import load_spm
 
 # the model fields a fine-tuning run may change: regularisation only, never a weight's shape or meaning
 CHANGEABLE = ("dropout", "attention_dropout", "activation_dropout")
@@ -83,7 +84,10 @@ def init_model_config(
 def check_vocabulary(data_dir: str | Path, init: InitFrom) -> None:
     """The data's SentencePiece model must be the checkpoint's, piece for piece and id for id."""
     data_sp, model_sp = Path(data_dir) / "spm.model", init.directory / "spm.model"
-    a, b = ckpt.load_spm(data_dir), ckpt.load_spm(init.directory)
+    try:
+        a, b = load_spm(data_dir), load_spm(init.directory)
+    except ValueError as e:  # unreadable spm.model
+        raise ckpt.CheckpointError(str(e)) from None
     hint = (
         f"; prepare the data with the checkpoint's vocabulary: nmt prepare ... --spm-model {init.directory}"
     )

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.prepare import ParallelDataset, load_spm, read_lines
+from ..data.prepare import ParallelDataset, read_lines
 from ..infer.search import reading_order
 from ..infer.translate import default_alpha, translate_ids
 from ..metrics import corpus_scores
+from ..vocab import load_spm
 
 
 def too_long(dataset: ParallelDataset, max_positions: int) -> int:
