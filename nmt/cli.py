@@ -58,17 +58,6 @@ def cmd_model_info(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
-def read_score_lines(path: str) -> list[str]:
-    """A plain or .gz UTF-8 file ("-" = stdin) as lines; errors name the file and line."""
-    from .data.prepare import DataError, read_lines
-    from .metrics import ScoreError
-
-    try:
-        return list(read_lines(path))
-    except DataError as e:  # unreadable file or invalid UTF-8, named by the message
-        raise ScoreError(str(e)) from None
-
-
 def add_score_args(parser: argparse.ArgumentParser) -> None:
     from sacrebleu.metrics import BLEU
 
@@ -98,12 +87,13 @@ def add_score_args(parser: argparse.ArgumentParser) -> None:
 def run_score(args: argparse.Namespace, overrides: dict) -> int:
     import sacrebleu
 
+    from .data.prepare import read_lines  # a DataError names the unreadable file or line
     from .metrics import PAPER_BLEU_LABEL, ScoreError, corpus_scores, paper_bleu
 
     if overrides:
         raise ScoreError(f"--{next(iter(overrides))}.*: score takes no configuration overrides")
-    hyps = read_score_lines(args.hyp)
-    refs = [read_score_lines(r) for r in args.ref]
+    hyps = list(read_lines(args.hyp))
+    refs = [list(read_lines(r)) for r in args.ref]
     for path, r in zip(args.ref, refs):
         if len(r) != len(hyps):
             raise ScoreError(
