@@ -15,11 +15,13 @@ blocked weight layout (nmt.infer.packed), and a fused projection may also be pac
 ``fused_kv`` (None in a model as built), which attention then uses for an input ``x`` where
 ``fused.applies(x)`` is True (the switch, the fused module's own), and else the separate
 projections. nmt.infer.packed fuses with oneDNN-packed weights (float32 CPU inference),
-nmt.infer.quantize with int8 ones.
+nmt.infer.quantize with int8 ones. ``unfused(model)`` switches them off for a block (code that
+hooks the separate projections, as nmt.infer.attention does, or an A/B of the two paths).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import torch
@@ -60,3 +62,18 @@ def fuse_projections(model: nn.Module, make: Callable[[list[nn.Module]], nn.Modu
         if fused is not None:
             setattr(attn, slot, fused)
     return model
+
+
+@contextlib.contextmanager
+def unfused(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the block, every attention of ``model`` computes with its separate projections
+    (q_proj, k_proj, v_proj: forward hooks on them see every call); on exit each attention gets
+    back the fused projections it had (the same modules). Yields ``model``."""
+    saved = [(attn, attn.fused_qkv, attn.fused_kv) for attn, _, _ in projections_to_fuse(model)]
+    for attn, _, _ in saved:
+        attn.fused_qkv = attn.fused_kv = None
+    try:
+        yield model
+    finally:
+        for attn, qkv, kv in saved:
+            attn.fused_qkv, attn.fused_kv = qkv, kv

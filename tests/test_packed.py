@@ -14,7 +14,7 @@ from torch import nn
 from nmt.attention import MultiheadAttention
 from nmt.checkpoint import save
 from nmt.config import tiny
-from nmt.fused_projections import fuse_projections, fused_weights
+from nmt.fused_projections import fuse_projections, fused_weights, unfused
 from nmt.infer.packed import PackedLinear, onednn_available, pack_linears
 from nmt.infer.translate import Translator
 from nmt.model import Transformer
@@ -139,6 +139,27 @@ def test_fuse_projections_is_the_one_hook_and_applies_switches_it(use):
         for m in untouched.modules()
         if isinstance(m, MultiheadAttention)
     )
+
+
+def test_unfused_switches_the_fused_projections_off_for_a_block_and_restores_them():
+    """nmt.fused_projections.unfused(model): inside the block every attention computes with its
+    separate projections (no fused module is called: the plain model's bits); on exit, also when the
+    block raises, each attention has its own fused modules back."""
+    plain, _ = models()
+    fused = fuse_projections(copy.deepcopy(plain), lambda layers: CountingFusion(layers, True))
+    attns = [m for m in fused.modules() if isinstance(m, MultiheadAttention)]
+    before = [(a.fused_qkv, a.fused_kv) for a in attns]
+    src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
+    tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
+    with torch.no_grad(), unfused(fused) as same:
+        assert same is fused and all(a.fused_qkv is None and a.fused_kv is None for a in attns)
+        assert torch.equal(fused(src, tgt), plain(src, tgt))
+    after = [(a.fused_qkv, a.fused_kv) for a in attns]
+    assert all(x is y and u is v for (x, u), (y, v) in zip(after, before))
+    assert [(qkv or kv).calls for qkv, kv in after] == [0] * len(attns)
+    with pytest.raises(RuntimeError, match="inside"), unfused(fused):
+        raise RuntimeError("inside")
+    assert all(a.fused_qkv is x and a.fused_kv is u for a, (x, u) in zip(attns, before))
 
 
 def test_packed_linear_is_batch_invariant():

@@ -11,9 +11,10 @@ predicts EOS).
 
 The weights are not taken from the model's forward (which calls fused scaled_dot_product_attention
 and never forms them): a teacher-forced ``encode`` + ``decode_step`` runs with forward hooks on
-each attention module's ``q_proj`` and ``k_proj``, and the weights are recomputed here as
-softmax(Q K^T / sqrt(d_k)) with the same masks as the model (source padding; causal in the
-decoder). The model code is not changed.
+each attention module's ``q_proj`` and ``k_proj`` (fused projections switched off for that run by
+``nmt.fused_projections.unfused``), and the weights are recomputed here as softmax(Q K^T /
+sqrt(d_k)) with the same masks as the model (source padding; causal in the decoder). The model code
+is not changed.
 
 Alignment (``nmt translate --alignment``, the server's ``"alignment": true``) follows fairseq's
 convention (``--print-alignment``, ``utils.extract_hard_alignment``): the encoder-decoder attention
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..fused_projections import unfused
 from ..vocab import BOS, EOS, PAD
 from .search import right_to_left
 
@@ -67,9 +69,7 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
         + [layer.self_attn for layer in model.decoder.layers]
         + [layer.encoder_attn for layer in model.decoder.layers]
     )
-    fused = [(attn, attn.fused_qkv, attn.fused_kv) for attn in modules]
     for attn in modules:
-        attn.fused_qkv = attn.fused_kv = None  # each projection on its own, so that its hook sees it
         for proj in (attn.q_proj, attn.k_proj):
             handles.append(
                 proj.register_forward_hook(
@@ -79,13 +79,12 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     was_training = model.training
     model.eval()
     try:
-        memory = model.encode(src_t)
-        model.decode_step(tgt_in, memory, None)
+        with unfused(model):  # each projection on its own, so that its hook sees it
+            memory = model.encode(src_t)
+            model.decode_step(tgt_in, memory, None)
     finally:
         for h in handles:
             h.remove()
-        for attn, qkv, kv in fused:
-            attn.fused_qkv, attn.fused_kv = qkv, kv
         model.train(was_training)
     s, t = src_t.size(1), tgt_in.size(1)
     src_ok = src_t[0].ne(PAD)  # (S,)
