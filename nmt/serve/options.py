@@ -1,4 +1,5 @@
-"""`nmt serve [NAME=]CHECKPOINT ...`: arguments, model loading and the uvicorn server.
+"""`nmt serve [NAME=]CHECKPOINT ...`: arguments, their checks, model loading; then the server
+(nmt/serve/server.py).
 
 Imports FastAPI/uvicorn only when run, so `nmt` works without the `serve` extra."""
 
@@ -7,7 +8,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import ipaddress
-import signal
 import sys
 from pathlib import Path
 
@@ -208,8 +208,8 @@ def model_info(name: str, path: Path, translator) -> dict:
 
 
 def build_models(paths: dict[str, Path], args: argparse.Namespace) -> dict:
-    from .app import ServedModel
     from .batcher import Batcher
+    from .state import ServedModel
 
     models = {}
     shortlists = parse_shortlist_args(args.shortlist, list(paths))
@@ -241,7 +241,7 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 
 def limits(args: argparse.Namespace):
-    from .app import Limits
+    from .state import Limits
 
     for flag in (
         "max_batch_tokens",
@@ -271,65 +271,40 @@ def limits(args: argparse.Namespace):
     )
 
 
+def warn_if_open(host: str, api_key: str | None) -> None:
+    """Warns on stderr when the server is reachable from other machines without an API key."""
+    if not is_loopback(host) and api_key is None:
+        print(
+            f"nmt serve: warning: listening on {host}, reachable from other machines, with NO "
+            f"authentication: anyone who can connect can use it (set --api-key-file)",
+            file=sys.stderr,
+        )
+
+
 def run_serve(args: argparse.Namespace, overrides: dict) -> int:
+    """`nmt serve`: checks the options, loads the models and serves them until a signal (exit
+    status 0, or 1 when a second signal stopped it at once)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (looked for first, so the message names it as it always has)
 
         from .app import create_app
+        from .server import serve
     except ImportError as e:
         raise ServeError(f'{e.name} is not installed: pip install "nmt[serve]"') from None
     bounds = limits(args)
     hosts = allowed_hosts(args)
     paths = parse_model_args(args.models)
     api_key = read_api_key(args.api_key_file) if args.api_key_file else None
-    if not is_loopback(args.host) and api_key is None:
-        print(
-            f"nmt serve: warning: listening on {args.host}, reachable from other machines, with NO "
-            f"authentication: anyone who can connect can use it (set --api-key-file)",
-            file=sys.stderr,
-        )
+    warn_if_open(args.host, api_key)
     models = build_models(paths, args)
     app = create_app(models, api_key=api_key, limits=bounds, allowed_hosts=hosts)
     names = ", ".join(f"{n}={p}" for n, p in paths.items())
     print(f"nmt serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
-
-    class Server(uvicorn.Server):
-        """uvicorn's server, except that a second SIGTERM (not only SIGINT) stops at once."""
-
-        def handle_exit(self, sig, frame) -> None:
-            if self.should_exit:
-                self.force_exit = True
-            super().handle_exit(sig, frame)
-
-    # uvicorn answers SIGTERM/SIGINT by refusing new connections and finishing in-flight requests
-    # for --shutdown-grace seconds, then cancels them (their queued work is dropped); the app's
-    # lifespan then stops the batchers. uvicorn re-raises the signal to the handler installed
-    # before it: a no-op here, so a stopped server exits with status 0 (1 if forced).
-    server = Server(
-        uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            timeout_graceful_shutdown=args.shutdown_grace,
-            limit_concurrency=args.max_connections,
-        )
+    return serve(
+        app,
+        [m.batcher for m in models.values()],
+        host=args.host,
+        port=args.port,
+        shutdown_grace=args.shutdown_grace,
+        max_connections=args.max_connections,
     )
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        server.run()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for m in models.values():  # a forced exit skips the lifespan's stop
-            m.batcher.stop(timeout=5)
-    if server.force_exit:
-        print(
-            "nmt serve: stopped at once (second signal): requests in flight were not answered",
-            file=sys.stderr,
-        )
-        return 1
-    print("nmt serve: stopped (in-flight requests answered)", file=sys.stderr)
-    return 0

@@ -1,0 +1,110 @@
+"""The JSON bodies of the HTTP API as pydantic models: the requests (validated strictly: unknown
+fields and wrong types are a 422) and the answers (for the OpenAPI page at /docs and for
+tests/test_serve_fuzz.py, which checks every answer against them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+# -------------------------------------------------------------------------------------- requests
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    model: str | None = Field(None, description="model name (default: the first one served)")
+    text: str | list[str] = Field(description="one sentence or a list of sentences")
+    beam: int = Field(4, ge=1, le=32, description="beam size (paper: 4; 1 = greedy)")
+    alpha: float | None = Field(
+        None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)"
+    )
+    nbest: int = Field(1, ge=1, description="translations per sentence (<= beam)")
+    alignment: bool = Field(False, description="source-target piece alignment (last layer, heads averaged)")
+    mbr: bool = Field(
+        False,
+        description="minimum-Bayes-risk choice among the beam's n-best (sentence chrF, "
+        "T 0.5; nmt.infer.mbr) instead of the top one; beam >= 2, nbest 1",
+    )
+    constraints: list[str] | list[list[str]] | None = Field(
+        None,
+        description="terminology: target phrases each translation must contain, in any order (hard lexical "
+        "constraints, nmt.infer.constraints): a list of phrases for one text, a list of them per "
+        "sentence for a list; torch engine",
+    )
+
+
+class AttentionRequest(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    model: str | None = None
+    text: str
+    beam: int = Field(4, ge=1, le=32)
+    alpha: float | None = Field(None, ge=0.0, le=5.0)
+
+
+def request_body(schema: type[BaseModel]) -> dict:
+    """OpenAPI ``openapi_extra`` of a route that reads ``schema`` from its JSON body itself (so
+    that a bad body is the API's own 400/415/422, not FastAPI's)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema.model_json_schema()}},
+        }
+    }
+
+
+# ------------------------------------------------------------------------------------- responses
+class ErrorDetail(BaseModel):
+    status: int
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float
+
+
+class SentenceTranslation(BaseModel):
+    text: str
+    score: float
+    nbest: list[Hypothesis]
+    alignment: list[list[int]] | None = Field(
+        None, description="[source piece, output piece] pairs (when asked)"
+    )
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[SentenceTranslation]
+    warnings: list[str] | None = Field(None, description="sentences cut to the model's positions (when any)")
+
+
+class AttentionResponse(BaseModel):
+    model: str
+    text: str
+    score: float
+    source_pieces: list[str]
+    target_pieces: list[str]
+    cross: list[list[list[list[float]]]] = Field(description="[layer][head][target t][source s]")
+    warnings: list[str] | None = None
+
+
+class HealthResponse(BaseModel):
+    status: str
+    models: list[str]
+    auth: bool
+
+
+class ModelsResponse(BaseModel):
+    models: list[dict[str, Any]]
+
+
+def documented(*statuses: int) -> dict:
+    """OpenAPI ``responses`` for these error statuses (all with the JSON error body)."""
+    return {s: {"model": ErrorBody} for s in statuses}
+
+
+POST_ERRORS = documented(400, 401, 404, 413, 415, 422, 500, 503, 504)

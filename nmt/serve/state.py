@@ -1,0 +1,70 @@
+"""What the routes of `nmt serve` share: the models served, the request limits, the API key and the
+metrics, in one ``ServeState`` that the app keeps as ``app.state.serve``."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from .batcher import Batcher
+from .errors import ApiError
+from .prometheus import Metrics
+
+
+@dataclass
+class Limits:
+    max_chars: int = 20000  # per request, all sentences together
+    max_sentences: int = 256  # per request
+    max_request_work: int = 65536  # source pieces (+ EOS) x beam per request
+    max_body_bytes: int = 1 << 20  # request body
+    max_attention_cells: int = 2_000_000  # layers x heads x target x source numbers in one /attention answer
+    timeout: float = 60.0  # seconds from queueing to answer, else 504
+
+
+@dataclass
+class ServedModel:
+    name: str
+    batcher: Batcher
+    info: dict  # GET /models entry
+
+
+@dataclass
+class ServeState:
+    """The models (name -> ServedModel; the first is the default), the limits, the API key clients
+    must send (None: none), the metrics, and the Retry-After seconds of a 503."""
+
+    models: dict[str, ServedModel]
+    limits: Limits
+    metrics: Metrics
+    api_key: str | None = None
+    queue_retry_after: int = 1
+
+    def model(self, name: str | None) -> ServedModel:
+        """The model a request names (None: the default), or 404."""
+        if name is None:
+            return next(iter(self.models.values()))
+        if name not in self.models:
+            raise ApiError(404, f"unknown model {name!r} (serving: {', '.join(self.models)})")
+        return self.models[name]
+
+    def check_key(self, request: Request) -> None:
+        """401 unless the request carries the API key (Authorization: Bearer, or X-API-Key)."""
+        if self.api_key is None:
+            return
+        given = request.headers.get("x-api-key")
+        auth = request.headers.get("authorization", "")
+        if given is None and auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        if given is None or not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            raise ApiError(
+                401,
+                "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
+                {"WWW-Authenticate": "Bearer"},
+            )
+
+
+def serve_state(request: Request) -> ServeState:
+    """The state of the app that received ``request``."""
+    return request.app.state.serve

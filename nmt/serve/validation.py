@@ -1,0 +1,161 @@
+"""Reading and checking a request before it is queued: the JSON body (415, 400, 422), the text, the
+per-request limits (413), what the model's engine can do (400) and the terminology constraints."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+
+from ..infer.results import TranslateError
+from ..infer.search import default_alpha
+from .batcher import Measured
+from .errors import ApiError
+from .schemas import AttentionRequest, TranslateRequest
+from .state import Limits, ServedModel
+
+
+async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
+    """The body as ``schema``: 415 unless it is application/json, 400 for bytes that are not UTF-8
+    or JSON (or nested too deeply), 422 naming each field that does not fit the schema."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(415, f"Content-Type {media or 'missing'!r}: send the request as application/json")
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(
+            400, f"request body is not valid UTF-8 (byte 0x{body[e.start]:02x} at offset {e.start})"
+        )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ApiError(400, f"request body is not valid JSON: {e}")
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply") from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()
+        )
+        raise ApiError(422, problems)
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply") from None
+
+
+def check_text(sentences: list[str]) -> None:
+    """422 for a sentence that is not Unicode text (a lone surrogate from a JSON escape)."""
+    for i, s in enumerate(sentences):
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ApiError(
+                422,
+                f"text: sentence {i + 1}: a lone surrogate {s[e.start]!r} at character {e.start} "
+                f"is not Unicode text",
+            ) from None
+
+
+def torch_model(m: ServedModel) -> bool:
+    """Attention and alignment need nmt's own model (not the ctranslate2 engine's)."""
+    import torch
+
+    return isinstance(getattr(m.batcher.translator, "model", None), torch.nn.Module)
+
+
+def search_alpha(beam: int, alpha: float | None) -> float:
+    """The length penalty a request asked for, else the default for its beam."""
+    return default_alpha(beam) if alpha is None else alpha
+
+
+def check_translate(req: TranslateRequest, sentences: list[str], m: ServedModel, limits: Limits) -> None:
+    """A /translate request's search options (422), size (413), text (422) and alignment (400)."""
+    if req.nbest > req.beam:
+        raise ApiError(422, f"nbest: {req.nbest} must be <= beam ({req.beam})")
+    if req.mbr and (req.beam < 2 or req.nbest != 1):
+        raise ApiError(
+            422,
+            f"mbr chooses one translation among the beam's n-best: needs beam >= 2 and "
+            f"nbest 1 (got beam {req.beam}, nbest {req.nbest})",
+        )
+    if len(sentences) > limits.max_sentences:
+        raise ApiError(413, f"{len(sentences)} sentences: at most {limits.max_sentences} per request")
+    chars = sum(map(len, sentences))
+    if chars > limits.max_chars:
+        raise ApiError(413, f"{chars} characters: at most {limits.max_chars} per request")
+    check_text(sentences)
+    if req.alignment and not torch_model(m):
+        raise ApiError(400, f"model {m.name!r}: alignment needs the torch engine")
+
+
+def checked_constraints(
+    req: TranslateRequest, sentences: list[str], m: ServedModel
+) -> tuple[tuple[str, ...], ...] | None:
+    """One tuple of phrases per sentence (None: no constraints), checked before the request is
+    queued: the torch engine with the full vocabulary (400), one list per sentence and phrases the
+    model can spell (422)."""
+    if req.constraints is None:
+        return None
+    constraints = [req.constraints] if isinstance(req.text, str) else req.constraints
+    translator = m.batcher.translator
+    if getattr(translator, "engine", None) != "torch":
+        raise ApiError(400, f"model {m.name!r}: constraints need the torch engine")
+    if getattr(translator, "shortlist", None) is not None:
+        raise ApiError(
+            400,
+            f"model {m.name!r}: served with a vocabulary shortlist (--shortlist); "
+            "constraints need the full vocabulary",
+        )
+    if len(constraints) != len(sentences) or not all(
+        isinstance(c, list) and all(isinstance(p, str) for p in c) for c in constraints
+    ):
+        raise ApiError(
+            422,
+            "constraints: a list of phrases for one text, one list of phrases per sentence "
+            "for a list of texts",
+        )
+    try:
+        translator.constraint_ids(translator.encode(sentences)[0], constraints)
+    except TranslateError as e:
+        raise ApiError(422, f"constraints: {e}")
+    return tuple(tuple(c) for c in constraints)
+
+
+def check_attention(req: AttentionRequest, m: ServedModel, limits: Limits) -> None:
+    """An /attention request's size (413), text (422) and engine (400)."""
+    if len(req.text) > limits.max_chars:
+        raise ApiError(413, f"{len(req.text)} characters: at most {limits.max_chars} per request")
+    check_text([req.text])
+    if not torch_model(m):
+        raise ApiError(400, f"model {m.name!r}: attention needs the torch engine")
+
+
+def check_work(measured: Measured, beam: int, *, max_request_work: int) -> int:
+    """The request's source tokens (pieces + EOS), or 413 when they times ``beam`` are over
+    ``max_request_work``."""
+    tokens = sum(measured.tokens)
+    if tokens * beam > max_request_work:
+        raise ApiError(
+            413,
+            f"{tokens:,} source pieces x beam {beam} = {tokens * beam:,}: at most "
+            f"{max_request_work:,} per request (--max-request-work)",
+        )
+    return tokens
+
+
+def check_attention_cells(m: ServedModel, tokens: int, *, max_cells: int) -> None:
+    """413 when the attention maps of a source of ``tokens`` pieces could hold more than
+    ``max_cells`` numbers: layers x heads x target x source, the output being at most |x| + 50
+    pieces (+ <s>)."""
+    model = m.batcher.translator.model
+    layers, heads = len(model.decoder.layers), model.cfg.n_heads
+    cells = layers * heads * tokens * (tokens + 51)
+    if cells > max_cells:
+        raise ApiError(
+            413,
+            f"{tokens:,} source pieces: the attention maps could hold {cells:,} numbers, at most "
+            f"{max_cells:,} (--max-attention-cells); send a shorter sentence",
+        )
