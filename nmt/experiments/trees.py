@@ -181,6 +181,25 @@ def delinearise(
     node; unknown tokens are dropped. ``leaves``: the tokens that stand for a word (XX, or the
     POS tags of a ``leaf="pos"`` linearisation); None: every token that is not a bracket (a
     ``leaf="words"`` linearisation; the leaf is labelled XX, and the input word is kept)."""
+    top, n_leaves, repaired = _read_output(tokens, words, leaves=leaves)
+    tree, joined = _one_tree(top, root=root)
+    repaired |= joined
+    if n_leaves < len(words):
+        repaired = True
+        tree.children.extend(Tree("XX", word=w) for w in words[n_leaves:])
+    pruned = _prune(tree)
+    if pruned is None or len(pruned.children) != len(tree.children):
+        repaired = True
+    return pruned if pruned is not None else Tree(root, [Tree("XX", word=w) for w in words]), repaired
+
+
+def _read_output(
+    tokens: list[str], words: list[str], *, leaves: frozenset[str] | set[str] | None
+) -> tuple[Tree, int, bool]:
+    """The tokens read left to right onto a stack of open constituents: a virtual top node holding
+    what was read, how many words it placed, and whether a token had to be dropped (a closing
+    bracket with nothing open, a leaf beyond the words, an unknown token), a closing bracket's
+    label differed from the one it closed, or brackets were left open."""
     repaired = False
     stack: list[Tree] = [Tree("", [])]  # a virtual top
     n_leaves = 0
@@ -204,30 +223,26 @@ def delinearise(
         else:
             repaired = True
     repaired |= len(stack) > 1
-    top = stack[0]
+    return stack[0], n_leaves, repaired
+
+
+def _one_tree(top: Tree, *, root: str) -> tuple[Tree, bool]:
+    """The one tree under the virtual ``top`` node, and whether it had to be made: stray words
+    next to one tree join its root; several trees, or words alone, are wrapped in a ``root`` node."""
     constituents = [c for c in top.children if not c.is_preterminal()]
     if len(top.children) == 1 and constituents:
-        tree = top.children[0]
-    elif len(constituents) == 1:  # one tree and stray words: the words join its root
-        repaired = True
-        tree = Tree(
+        return top.children[0], False
+    if len(constituents) == 1:  # one tree and stray words: the words join its root
+        return Tree(
             constituents[0].label,
             [k for c in top.children for k in (c.children if c is constituents[0] else [c])],
-        )
-    else:
-        repaired = True
-        tree = Tree(root, top.children)
-    if n_leaves < len(words):
-        repaired = True
-        tree.children.extend(Tree("XX", word=w) for w in words[n_leaves:])
+        ), True
+    return Tree(root, top.children), True
 
-    def prune(node: Tree) -> Tree | None:  # constituents without words cannot be scored
-        if node.is_preterminal():
-            return node
-        kids = [k for k in (prune(c) for c in node.children) if k is not None]
-        return Tree(node.label, kids) if kids else None
 
-    pruned = prune(tree)
-    if pruned is None or len(pruned.children) != len(tree.children):
-        repaired = True
-    return pruned if pruned is not None else Tree(root, [Tree("XX", word=w) for w in words]), repaired
+def _prune(node: Tree) -> Tree | None:
+    """``node`` without its constituents that hold no word (they cannot be scored); None if none is left."""
+    if node.is_preterminal():
+        return node
+    kids = [k for k in (_prune(c) for c in node.children) if k is not None]
+    return Tree(node.label, kids) if kids else None
