@@ -85,6 +85,14 @@ class ModelConfig:
         return f"N={enc}" if enc == dec else f"N={enc}/{dec}"
 
     def validate(self) -> "ModelConfig":
+        """ConfigError naming the first field that is out of range or contradicts another."""
+        self._check_sizes()
+        self._check_dropouts()
+        self._check_choices()
+        self._check_combinations()
+        return self
+
+    def _check_sizes(self) -> None:
         for name in (
             "src_vocab_size",
             "tgt_vocab_size",
@@ -106,9 +114,13 @@ class ModelConfig:
                 value,
                 "must be a positive integer, or none for n_layers",
             )
+
+    def _check_dropouts(self) -> None:
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, name)
             _check(0.0 <= value < 1.0, f"model.{name}", value, "must be in [0, 1)")
+
+    def _check_choices(self) -> None:
         _check(
             self.positional in ("sinusoidal", "learned"),
             "model.positional",
@@ -127,6 +139,9 @@ class ModelConfig:
             self.activation,
             "must be 'relu' (the paper) or 'gelu'",
         )
+
+    def _check_combinations(self) -> None:
+        """The fields that depend on others, and the options beyond the paper."""
         _check(
             self.positional != "sinusoidal" or self.d_model % 2 == 0,
             "model.d_model",
@@ -156,7 +171,6 @@ class ModelConfig:
             self.right_to_left,
             "must be true or false",
         )
-        return self
 
 
 @dataclass
@@ -208,6 +222,14 @@ class TrainConfig:
     collective_timeout: float = 30.0  # minutes a multi-process collective may wait before the job fails
 
     def validate(self) -> "TrainConfig":
+        """ConfigError naming the first field that is out of range or contradicts another."""
+        self._check_counts()
+        self._check_optimizer()
+        self._check_stopping()
+        self._check_options()
+        return self
+
+    def _check_counts(self) -> None:
         for name in ("max_tokens", "update_tokens", "warmup_steps", "log_every_steps", "keep_last"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"train.{name}", value, "must be a positive integer")
@@ -221,6 +243,9 @@ class TrainConfig:
             "patience",
         ):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "must be >= 0")
+
+    def _check_optimizer(self) -> None:
+        """The loss and Adam (sections 5.3, 5.4)."""
         _check(
             0.0 <= self.label_smoothing < 1.0,
             "train.label_smoothing",
@@ -241,6 +266,9 @@ class TrainConfig:
         )
         _check(self.adam_eps > 0, "train.adam_eps", self.adam_eps, "must be positive")
         _check(self.lr_scale > 0, "train.lr_scale", self.lr_scale, "must be positive")
+
+    def _check_stopping(self) -> None:
+        """When the run ends, its precision and what "best" means."""
         _check(
             self.max_steps or self.max_epochs or self.max_time,
             "train.max_steps",
@@ -259,6 +287,9 @@ class TrainConfig:
             self.best_metric,
             "best_metric=bleu needs valid_bleu=true",
         )
+
+    def _check_options(self) -> None:
+        """The options beyond the paper, and the limits that may be 0 (off)."""
         _check(
             0.0 <= self.target_dropout < 1.0, "train.target_dropout", self.target_dropout, "must be in [0, 1)"
         )
@@ -287,7 +318,6 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "must be >= 0")
-        return self
 
 
 def train_preset(name: str) -> TrainConfig:
