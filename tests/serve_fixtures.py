@@ -4,7 +4,9 @@ and a `nmt serve` subprocess for the tests.
 Run as a script (``python tests/serve_fixtures.py serve ...``) it is `nmt` whose model sleeps
 $NMT_TEST_STEP_DELAY seconds before every decoding step and writes "nmt-test: encode N" to stderr
 for every search batch of N sentences it encodes: a server whose searches are slow for certain,
-and whose log shows which requests were searched, for the shutdown tests."""
+and whose log shows which requests were searched, for the shutdown tests. While the file
+$NMT_TEST_HOLD names exists, a decoding step waits until the server has received a signal: a
+search that is certainly in flight when SIGTERM comes."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -81,12 +84,13 @@ def request(url: str, body: dict | None = None, *, timeout: float = 60) -> tuple
 class Server:
     """`python -m nmt serve ...` on 127.0.0.1 and a free port, waited for until /health answers."""
 
-    def __init__(self, *args: str, log: Path, step_delay: float = 0.0):
+    def __init__(self, *args: str, log: Path, step_delay: float = 0.0, hold: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", NMT_TEST_STEP_DELAY=str(step_delay))
+        env["NMT_TEST_HOLD"] = str(hold or "")
         self.log = log
-        nmt = [str(Path(__file__).resolve())] if step_delay else ["-m", "nmt"]
+        nmt = [str(Path(__file__).resolve())] if step_delay or hold else ["-m", "nmt"]
         self.proc = subprocess.Popen(
             [sys.executable, *nmt, "serve", *args, "--port", str(self.port)],
             stdout=subprocess.PIPE,
@@ -120,9 +124,16 @@ class Server:
 if __name__ == "__main__":
     from nmt.cli import main
     from nmt.model import Transformer
+    from nmt.serve import server
 
     delay = float(os.environ.get("NMT_TEST_STEP_DELAY") or 0)
+    hold = os.environ.get("NMT_TEST_HOLD")
     real_encode, real_step = Transformer.encode, Transformer.decode_step
+    real_exit, signalled = server.Server.handle_exit, threading.Event()
+
+    def noted_exit(self, sig, frame) -> None:
+        signalled.set()
+        real_exit(self, sig, frame)
 
     def logged_encode(self, src_tokens, *args, **kwargs):
         print(f"nmt-test: encode {src_tokens.size(0)}", file=sys.stderr, flush=True)
@@ -130,7 +141,10 @@ if __name__ == "__main__":
 
     def slow_step(self, *args, **kwargs):
         time.sleep(delay)
+        if hold and os.path.exists(hold):
+            signalled.wait()
         return real_step(self, *args, **kwargs)
 
     Transformer.encode, Transformer.decode_step = logged_encode, slow_step
+    server.Server.handle_exit = noted_exit
     sys.exit(main(sys.argv[1:]))

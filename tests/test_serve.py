@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import pytest
 
@@ -195,9 +196,9 @@ def test_batching_never_changes_a_translation(translator):
 
     async def all_at_once():
         futures = [batcher.submit([s], SearchOptions(4, 0.6, 2)) for s in sentences]
+        batcher.start()  # all are queued before the worker looks: it cannot take the first alone
         return await asyncio.gather(*futures)
 
-    batcher.start()
     try:
         batched = asyncio.run(all_at_once())
     finally:
@@ -211,16 +212,25 @@ def test_batching_never_changes_a_translation(translator):
 
 class EchoTranslator:
     """Translates instantly (echoes), records the sentences of every batch: the waiting rule of
-    the worker is tested without a model."""
+    the worker is tested without a model. ``inside``: called on the worker in every batch."""
 
     def __init__(self):
         self.batches: list[list[str]] = []
+        self.inside: Callable[[], None] | None = None
 
     def translate_nbest(self, sentences, **kwargs):
         from nmt.infer.search import Hypothesis
 
         self.batches.append(list(sentences))
+        if self.inside is not None:
+            self.inside()
         return [[Hypothesis([], 0.0)] for _ in sentences]
+
+
+# Nothing below depends on how fast threads run: max_wait_ms is far longer than any test (a worker
+# that waits when it should not shows as a timeout), and the batcher's lock (its Condition) is held
+# by the test where a thread switch on a loaded machine could change what the worker finds queued.
+NO_END = 600_000  # max_wait_ms: 10 minutes
 
 
 def test_worker_waits_only_for_the_requests_it_expects():
@@ -228,45 +238,66 @@ def test_worker_waits_only_for_the_requests_it_expects():
     waits (at most max_wait_ms) for N, so clients that come back one by one stay one batch; a
     group still waiting when a batch ends merges with the group that batch answered."""
     fake = EchoTranslator()
-    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=2000)
+    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=NO_END)
     opts = SearchOptions(1, 0.0, 1)
+    in_batch, go = threading.Event(), threading.Event()
+
+    def hold():  # the worker stays in its batch until the test holds the lock
+        in_batch.set()
+        assert go.wait(60)
 
     async def scenario():
-        start = time.monotonic()
-        for i in range(3):  # one client, three requests: no wait (2 s) each time
-            await batcher.submit([f"alone {i}"], opts)
-        lone = time.monotonic() - start
-        # 6 clients at once: taken as they are waiting (nothing expected yet beyond them)
-        await asyncio.gather(*[batcher.submit([f"a{i}"], opts) for i in range(6)])
+        # one client, three requests, each sent once the previous one is answered but before the
+        # worker looks for its next batch (the lock held meanwhile): it still never waits
+        fake.inside = hold
+        future = batcher.submit(["alone 0"], opts)
+        for i in range(1, 4):
+            assert await asyncio.to_thread(in_batch.wait, 60), "a lone client was held back (max_wait)"
+            in_batch.clear()
+            with batcher._cond:
+                go.set()
+                await asyncio.wait_for(future, 60)
+                go.clear()
+                if i < 3:
+                    future = batcher.submit([f"alone {i}"], opts)
+        fake.inside = None
+        # 6 clients at once, all queued before the worker looks: taken as they are waiting
+        # (nothing expected beyond them)
+        with batcher._cond:
+            group = [batcher.submit([f"a{i}"], opts) for i in range(6)]
+        await asyncio.wait_for(asyncio.gather(*group), 60)
         n_before = len(fake.batches)
-        # the 6 come back 30 ms apart: the worker waits for all 6 (well under max_wait)
+        # the 6 come back 30 ms apart: the worker waits for all 6 (max_wait never ends it here)
         futures = []
         for i in range(6):
             futures.append(batcher.submit([f"b{i}"], opts))
             await asyncio.sleep(0.03)
-        await asyncio.gather(*futures)
-        return lone, n_before
+        await asyncio.wait_for(asyncio.gather(*futures), 60)
+        return n_before
 
     batcher.start()
     try:
-        lone, n_before = asyncio.run(scenario())
+        n_before = asyncio.run(scenario())
     finally:
         batcher.stop()
-    assert lone < 1.0, f"a lone client waited {lone:.2f} s for 3 requests (max_wait 2 s)"
     assert fake.batches[:3] == [["alone 0"], ["alone 1"], ["alone 2"]]
     assert sorted(s for b in fake.batches[3:n_before] for s in b) == [f"a{i}" for i in range(6)]
     assert fake.batches[n_before:] == [[f"b{i}" for i in range(6)]]
 
 
 def test_worker_wait_is_bounded_by_max_wait():
+    """After a batch of 4, one request comes back: the worker waits max_wait for the other 3 (not
+    less: it cannot take the request before its deadline), then takes it alone."""
     fake = EchoTranslator()
-    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=100)
+    batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=500)
     opts = SearchOptions(1, 0.0, 1)
 
     async def scenario():
-        await asyncio.gather(*[batcher.submit([f"a{i}"], opts) for i in range(4)])
+        with batcher._cond:  # the 4 are one batch: 4 expected next
+            group = [batcher.submit([f"a{i}"], opts) for i in range(4)]
+        await asyncio.gather(*group)
         start = time.monotonic()
-        await batcher.submit(["only one comes back"], opts)  # 4 expected, 1 comes: wait <= 100 ms
+        await asyncio.wait_for(batcher.submit(["only one comes back"], opts), 60)
         return time.monotonic() - start
 
     batcher.start()
@@ -274,7 +305,8 @@ def test_worker_wait_is_bounded_by_max_wait():
         waited = asyncio.run(scenario())
     finally:
         batcher.stop()
-    assert 0.09 <= waited < 1.0
+    assert fake.batches[:-1] == [[f"a{i}" for i in range(4)]]
+    assert 0.5 <= waited < 10.0  # at least max_wait by construction; 20x it only for a stalled machine
     assert fake.batches[-1] == ["only one comes back"]
 
 
@@ -317,9 +349,9 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
-    server = Server(
-        f"tiny={run_dir}", "--max-wait-ms", "10", "--shutdown-grace", "60", log=tmp_path / "serve.log"
-    )
+    hold = tmp_path / "hold"  # while it exists, a search waits at its first step for the signal
+    options = ("--max-wait-ms", "10", "--shutdown-grace", "60")
+    server = Server(f"tiny={run_dir}", *options, log=tmp_path / "serve.log", hold=hold)
     try:
         single = {}
         for s in SENTENCES:  # one request at a time: the reference
@@ -343,10 +375,16 @@ def test_real_server_32_clients_and_sigterm_drain(run_dir, tmp_path):
         metrics = urllib.request.urlopen(server.url + "/metrics").read().decode()
         batches = [line for line in metrics.splitlines() if line.startswith("nmt_batch_sentences_count")]
         assert batches and float(batches[0].split()[-1]) < 320 + len(SENTENCES)  # requests were batched
-        # SIGTERM while a long request is in flight: it is answered, then the server exits
+        # SIGTERM while a long request is in flight (for certain: its search waits at its first
+        # step until the signal has come): it is answered, then the server exits
+        searched = server.log.read_text().count("nmt-test: encode")
+        hold.touch()
         with ThreadPoolExecutor(1) as pool:
             long = pool.submit(request, server.url + "/translate", {"text": SENTENCES * 15, "beam": 8})
-            time.sleep(0.5)
+            deadline = time.monotonic() + 60
+            while server.log.read_text().count("nmt-test: encode") == searched:  # not searched yet
+                assert time.monotonic() < deadline, "the long request was never searched"
+                time.sleep(0.01)
             server.proc.send_signal(signal.SIGTERM)
             status, body = long.result(timeout=60)
         assert status == 200 and len(body["translations"]) == len(SENTENCES) * 15

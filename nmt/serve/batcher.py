@@ -7,8 +7,9 @@ positions) times its beam: the unit of the request and queue budgets (``--max-re
 
 Batching. Requests (a list of sentences and search options) are queued. The worker takes the first
 waiting request, then waits for the requests it expects: those that were waiting when its previous
-batch ended plus as many as that batch answered (their clients are the likely senders of the next
-ones), at most ``max_wait_ms`` after the first one arrived or the worker became free (the later),
+batch ended (sent its first answer) plus as many as that batch answered (their clients are the
+likely senders of the next ones; a client's next request, however soon it comes, is counted once),
+at most ``max_wait_ms`` after the first one arrived or the worker became free (the later),
 and only while fewer than ``max_batch_tokens`` source tokens are waiting. Then it takes the
 requests with the same search options (beam, alpha, nbest, mbr) whose source tokens fit in
 ``max_batch_tokens`` and whose work is within ``MERGE_RATIO`` of the first's (or both under
@@ -160,6 +161,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._stopping = False
         self._answered = 0  # requests the worker's previous batch answered
+        self._answered_at = float("inf")  # when that batch sent its first answer
         self._running: list[Running] = []  # the batch on the worker, and one run inside it
         self._progress = time.monotonic()  # the worker's last step, batch or wait
         self._thread: threading.Thread | None = None
@@ -315,7 +317,8 @@ class Batcher:
 
     def _take(self) -> list[Job] | None:
         with self._cond:
-            expected = self._answered + len(self._queue)  # see the module docstring
+            # see the module docstring: what the previous batch answered, and what was waiting then
+            expected = self._answered + sum(j.arrived < self._answered_at for j in self._queue)
             free = time.monotonic()  # the worker is free from now on
             while True:
                 if self._stopping:
@@ -338,6 +341,7 @@ class Batcher:
             jobs = self._pick()
             if jobs and jobs[0].kind == "translate" and self.batching:
                 self._answered = len(jobs)
+            self._answered_at = float("inf")  # until this batch answers
             self._progress = time.monotonic()
             return jobs
 
@@ -361,19 +365,19 @@ class Batcher:
         self._running.append(running)
         try:
             if jobs[0].kind == "attention":
-                self._finish(jobs[0], self._attention(jobs[0], running))
+                self._answer(running, jobs[0], self._attention(jobs[0], running))
             else:
                 self._translate(jobs, running)
         except Cancelled as e:
             for job in jobs:
-                self._finish(job, e)
+                self._answer(running, job, e)
         except Exception as e:  # noqa: BLE001  (sent back to the waiting requests as a 500)
             for job in jobs:
-                self._finish(job, e)
+                self._answer(running, job, e)
         except BaseException as e:  # the worker ends (see _run): its requests are answered first
             self._died = f"{type(e).__name__}: {e}"
             for job in jobs:
-                self._finish(job, RuntimeError(f"the worker thread died ({type(e).__name__}: {e})"))
+                self._answer(running, job, RuntimeError(f"the worker thread died ({type(e).__name__}: {e})"))
             raise
         finally:
             self._running.remove(running)
@@ -401,6 +405,13 @@ class Batcher:
         t = copy.copy(self.translator)
         t.model = Preemptible(model, lambda: self._check_point(running))
         return t
+
+    def _answer(self, running: Running, job: Job, value: Any) -> None:
+        """Send a batch's result (or error) for ``job``; the first answer of a batch taken from the
+        queue is when that batch ended (see _take)."""
+        if running.preemptible:  # not a batch run between the steps of another one
+            self._answered_at = min(self._answered_at, time.monotonic())
+        self._finish(job, value)
 
     @staticmethod
     def _finish(job: Job, value: Any) -> None:
@@ -448,7 +459,7 @@ class Batcher:
             start += len(job.sentences)
             if job.alignment and not job.gone(time.monotonic()):
                 self._add_alignments(job.sentences, mine)
-            self._finish(job, mine)
+            self._answer(running, job, mine)
 
     def _add_alignments(self, sentences: list[str], results: list) -> None:
         """The alignment of each sentence's best translation (the only one the API returns)."""
