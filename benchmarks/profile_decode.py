@@ -34,11 +34,12 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=32, help="sentences per batch")
     p.add_argument("--precision", default="fp32", help="fp32 or int8")
     p.add_argument("--stopping", default="exact", help="exact (the paper's) or fast (CTranslate2's)")
+    p.add_argument("--shortlist", help="a file of `nmt shortlist`: search each batch over its union")
     p.add_argument("--rows", type=int, default=25)
     p.add_argument("--sort", default="cumulative", help="cProfile order: cumulative or tottime")
     args = p.parse_args()
 
-    t = Translator.load(args.checkpoint, device="cpu", precision=args.precision)
+    t = Translator.load(args.checkpoint, device="cpu", precision=args.precision, shortlist=args.shortlist)
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     sources, _ = t.encode(lines)
     kw = dict(
@@ -48,6 +49,7 @@ def main() -> int:
         max_sentences=args.batch,
         dtype=t.dtype,
         stopping=args.stopping,
+        shortlist=t.shortlist,
     )
     search_sources(t.model, sources[:4], **kw)  # warm-up
     start = time.perf_counter()
