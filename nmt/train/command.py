@@ -123,7 +123,7 @@ def run_train(args, overrides: dict) -> int:
     init = open_init(args.init, keep_optimizer=args.init_optimizer) if args.init else None
     auto = args.resume == "auto"
     # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
-    # begins again: see Trainer._prepare_run_dir); --resume (strict) needs a run
+    # begins again: see checkpointing.start_or_resume); --resume (strict) needs a run
     resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
     if resume and not auto and not (run_dir / "config.json").exists():
         raise TrainError(
@@ -136,48 +136,7 @@ def run_train(args, overrides: dict) -> int:
             f"--{'preset' if args.preset else 'config'} cannot change it (--train.* can)"
         )
     if resume and (run_dir / "config.json").exists():
-        unknown = sorted(set(overrides) - {"model", "train"})
-        if unknown:
-            raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-        saved = ckpt.read_json(run_dir / "config.json")
-        try:
-            model_cfg = from_dict(ModelConfig, saved["model"], section="model")
-        except (KeyError, TypeError, ConfigError) as e:
-            raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
-        started = saved.get("init") or {}
-        if init is not None and started.get("sha256") != init.sha256:
-            raise ConfigError(
-                f"--init {args.init}: the run being resumed started from "
-                f"{started.get('path', 'no checkpoint (a run from scratch)')} "
-                f"({run_dir}/config.json); resume it without --init, or choose another --out"
-            )
-        if init is not None:  # a fine-tuning run re-run by its scheduler: the checkpoint's model
-            asked = init_model_config(init, overrides.get("model", {}))
-        elif auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
-            asked = build_configs(
-                data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
-            )[0]
-        else:
-            asked = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
-        changed = [k for k, v in to_dict(asked).items() if v != getattr(model_cfg, k)]
-        if changed:
-            raise ConfigError(
-                f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
-                f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
-                "the model of a run cannot change"
-            )
-        train_cfg = apply_overrides(
-            from_dict(TrainConfig, saved["train"], section="train"),
-            overrides.get("train", {}),
-            section="train",
-        )
-
-        meta = load_meta(data_dir)
-        if int(meta["vocab_size"]) != model_cfg.tgt_vocab_size:
-            raise ConfigError(
-                f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
-                f"({model_cfg.tgt_vocab_size})"
-            )
+        model_cfg, train_cfg, meta = resume_configs(data_dir, run_dir, args, overrides, init=init, auto=auto)
     elif init is not None:
         model_cfg, train_cfg, meta = init_configs(
             data_dir, init, preset_name=args.preset, config_file=args.config, overrides=overrides
@@ -208,10 +167,65 @@ def run_train(args, overrides: dict) -> int:
             file=sys.stderr,
         )
         return 130
+    return exit_status(trainer)
+
+
+def resume_configs(
+    data_dir: Path, run_dir: Path, args, overrides: dict, *, init: InitFrom | None, auto: bool
+) -> tuple[ModelConfig, TrainConfig, dict]:
+    """A resumed run's configuration: its config.json, --train.* applied. Its model cannot change:
+    --model.*, the --preset / --config of a scheduler re-running the first command (--resume auto)
+    and the model of --init are checked against it."""
+    unknown = sorted(set(overrides) - {"model", "train"})
+    if unknown:
+        raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
+    saved = ckpt.read_json(run_dir / "config.json")
+    try:
+        model_cfg = from_dict(ModelConfig, saved["model"], section="model")
+    except (KeyError, TypeError, ConfigError) as e:
+        raise TrainError(f"{run_dir}/config.json: not a run configuration ({e})") from None
+    started = saved.get("init") or {}
+    if init is not None and started.get("sha256") != init.sha256:
+        raise ConfigError(
+            f"--init {args.init}: the run being resumed started from "
+            f"{started.get('path', 'no checkpoint (a run from scratch)')} "
+            f"({run_dir}/config.json); resume it without --init, or choose another --out"
+        )
+    if init is not None:  # a fine-tuning run re-run by its scheduler: the checkpoint's model
+        asked = init_model_config(init, overrides.get("model", {}))
+    elif auto and (args.preset or args.config):  # the scheduler re-runs the first command: it must match
+        asked = build_configs(
+            data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
+        )[0]
+    else:
+        asked = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
+    changed = [k for k, v in to_dict(asked).items() if v != getattr(model_cfg, k)]
+    if changed:
+        raise ConfigError(
+            f"--model.{changed[0]}={getattr(asked, changed[0])!r}: the run being resumed has "
+            f"model.{changed[0]}={getattr(model_cfg, changed[0])!r} ({run_dir}/config.json); "
+            "the model of a run cannot change"
+        )
+    train_cfg = apply_overrides(
+        from_dict(TrainConfig, saved["train"], section="train"),
+        overrides.get("train", {}),
+        section="train",
+    )
+    meta = load_meta(data_dir)
+    if int(meta["vocab_size"]) != model_cfg.tgt_vocab_size:
+        raise ConfigError(
+            f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
+            f"({model_cfg.tgt_vocab_size})"
+        )
+    return model_cfg, train_cfg, meta
+
+
+def exit_status(trainer: Trainer) -> int:
+    """Leave the job's process group (no rank tears down while another works); 130 when Ctrl-C stopped
+    the run (its checkpoint is written, as a shell expects), else 0."""
+    status = 130 if trainer.stopped_by == "SIGINT" else 0
     if dist.is_initialized():
-        trainer.coll.barrier(
-            what="the barrier at the end of training"
-        )  # no rank tears down while another works
+        trainer.coll.barrier(what="the barrier at the end of training")
         dist.destroy_process_group()
         if trainer.world > 1:
             # The job is complete (checkpoints written, logs closed). Under load, gloo's background
@@ -219,8 +233,8 @@ def run_train(args, overrides: dict) -> int:
             # torchrun reports as a failed job; leave without running C++ static destructors.
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(130 if trainer.stopped_by == "SIGINT" else 0)
-    return 130 if trainer.stopped_by == "SIGINT" else 0  # Ctrl-C: checkpoint written, as a shell expects
+            os._exit(status)
+    return status
 
 
 # ----------------------------------------------------------------------------- nmt average

@@ -1,6 +1,7 @@
 """The run directory of `nmt train --out RUN`: one owner at a time (a lock file naming its host and
-pid), room for its checkpoints, and what a crash leaves to mend (metrics written after the last
-checkpoint, a copy to ``best`` that a kill cut short).
+pid), room for its checkpoints, its config.json written whole, the step checkpoints past keep_last
+deleted, and what a crash leaves to mend (metrics written after the last checkpoint, a copy to
+``best`` that a kill cut short).
 
 The lock is ``RUN/train.lock``, held with ``flock`` for the life of the run: the kernel (or the NFS
 lock manager) releases it when its owner dies, however it dies, so a killed run never blocks the next
@@ -147,6 +148,22 @@ def check_free_space(run_dir: Path, *, checkpoint_bytes: int, keep_last: int) ->
             f"{need / 1e6:.0f} MB{f' ({held / 1e6:.0f} MB of them held already)' if held else ''} "
             "(lower --train.keep_last or free some space)"
         )
+
+
+def write_config(path: Path, config: dict) -> None:
+    """Write the run's ``config.json`` whole or not at all."""
+    try:
+        write_text(path, json.dumps(config, indent=2) + "\n")
+    except OSError as e:
+        raise RunDirError(
+            f"could not write {path}: {e.strerror or e} (free some space, then start again)"
+        ) from None
+
+
+def rotate_checkpoints(run_dir: Path, *, keep_last: int) -> None:
+    """Delete the step checkpoints older than the newest ``keep_last``."""
+    for old in ckpt.list_step_checkpoints(run_dir)[:-keep_last]:
+        ckpt.remove_checkpoint(old)
 
 
 # ----------------------------------------------------------------------------- mending after a crash
