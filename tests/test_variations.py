@@ -90,3 +90,45 @@ def test_variations_user_errors(tiny_data, tmp_path, capsys):
     assert "multi30k-en-de.yaml" in listed and "P_drop=0.1 " in listed
     assert main(["variations", str(tiny_data), "--out", str(tmp_path / "x"), "--rows", "A1"]) == 2
     assert "give the budget per row, --steps S or --minutes M" in capsys.readouterr().err
+
+
+def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
+    """A row's run directory is released when the row ends: after training, after evaluating a row
+    trained earlier (no training: `Trainer.run`, which releases, is not called), and when the
+    evaluation fails. A row that kept its lock left RUN_ROOT/ROW/train.lock behind and, in the same
+    process, refused the next `nmt train` on that directory."""
+    import dataclasses
+
+    from nmt import checkpoint as ckpt
+    from nmt.config import tiny, train_preset
+    from nmt.data.prepare import load_meta
+    from nmt.experiments.variations import run_row
+    from nmt.train import validate
+    from nmt.train.trainer import Trainer
+
+    meta = load_meta(tiny_data)
+    model_cfg = dataclasses.replace(tiny(meta["vocab_size"]), n_layers=1, d_model=32, d_ff=64, n_heads=2)
+    train_cfg = dataclasses.replace(
+        train_preset("tiny"), precision="fp32", max_steps=2, max_tokens=512, update_tokens=512
+    )
+    run = tmp_path / "base"
+
+    def row() -> dict:
+        return run_row(
+            tiny_data, run, model_cfg, train_cfg, meta, dev_sentences=4, device="cpu", log=lambda m: None
+        )
+
+    assert row()["steps"] == 2 and not (run / "train.lock").exists()  # trained: Trainer.run released it
+    assert row()["steps"] == 2  # trained earlier: evaluated only
+    assert not (run / "train.lock").exists()
+
+    def failing_bleu(*args, **kwargs):
+        raise RuntimeError("evaluation failed")
+
+    monkeypatch.setattr(validate, "bleu_on_split", failing_bleu)
+    with pytest.raises(RuntimeError, match="evaluation failed"):
+        row()
+    assert not (run / "train.lock").exists()
+    # the directory is free for the next owner in this process (flock: a lock held here would refuse it)
+    Trainer(tiny_data, run, model_cfg, train_cfg, meta, resume=True, device="cpu", progress=False).release()
+    assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002"]

@@ -142,7 +142,8 @@ def run_row(
     device: str | None,
     log,
 ) -> dict:
-    """Train (or resume) one row, then measure dev perplexity and dev BLEU (beam 4, alpha 0.6)."""
+    """Train (or resume) one row, then measure dev perplexity and dev BLEU (beam 4, alpha 0.6). The
+    row's run directory is released when the row ends, also on an error."""
     from .. import checkpoint as ckpt
     from ..train.trainer import Trainer
     from ..train.validate import bleu_on_split
@@ -155,29 +156,37 @@ def run_row(
     trainer = Trainer(
         data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=device, progress=False
     )
-    done = (train_cfg.max_steps and trainer.step >= train_cfg.max_steps) or (
-        train_cfg.max_time and trainer.elapsed >= train_cfg.max_time * 60
-    )
-    if not done:
-        trainer.run()
-    t0 = time.time()
-    dev = trainer.validate()
-    bleu = bleu_on_split(
-        trainer.model,
-        data_dir,
-        "valid",
-        beam=4,
-        alpha=0.6,
-        max_sentences=dev_sentences,
-        device=trainer.device,
-    )
+    try:
+        done = (train_cfg.max_steps and trainer.step >= train_cfg.max_steps) or (
+            train_cfg.max_time and trainer.elapsed >= train_cfg.max_time * 60
+        )
+        if not done:
+            trainer.run()
+        t0 = time.time()
+        dev = trainer.validate()
+        bleu = bleu_on_split(
+            trainer.model,
+            data_dir,
+            "valid",
+            beam=4,
+            alpha=0.6,
+            max_sentences=dev_sentences,
+            device=trainer.device,
+        )
+    finally:
+        trainer.release()  # Trainer.run released it; a row trained earlier is only evaluated
     log(
         f"{run_dir.name}: step {trainer.step}, dev ppl {dev['ppl']:.2f}, dev BLEU {bleu['bleu']:.2f} "
         f"(evaluation {time.time() - t0:.0f} s)"
     )
+    return row_result(trainer, dev=dev, bleu=bleu, dev_sentences=dev_sentences)
+
+
+def row_result(trainer, *, dev: dict, bleu: dict, dev_sentences: int) -> dict:
+    """The row of Table 3 (``COLUMNS``, and how its BLEU was measured) of a trained ``trainer``."""
     m = trainer.model_cfg
     return {
-        "row": run_dir.name,
+        "row": trainer.run_dir.name,
         "N": m.n_layers,
         "d_model": m.d_model,
         "d_ff": m.d_ff,
