@@ -195,6 +195,23 @@ def test_ctranslate2_engine_keeps_the_translate_contract(trained, tmp_path, caps
     assert "line 4: 300 pieces, truncated to 255" in capsys.readouterr().err
 
 
+def test_ctranslate2_engine_names_a_missing_or_corrupt_spm_model(trained, tmp_path, capsys):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    pytest.importorskip("fastapi", reason="fastapi not installed (pip install 'nmt[serve]')")
+    out = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(trained), str(out)]) == 0
+    src = tmp_path / "in.txt"
+    src.write_text("a dog runs\n", encoding="utf-8")
+    (out / "spm.model").write_bytes(b"not a SentencePiece model")
+    assert main(["translate", str(out), "--engine", "ctranslate2", "-i", str(src), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmt translate: error: {out / 'spm.model'}: not a readable SentencePiece model")
+    (out / "spm.model").unlink()
+    assert main(["serve", str(out), "--engine", "ctranslate2"]) == 2
+    err = capsys.readouterr().err
+    assert f"nmt serve: error: {out / 'spm.model'}: not a readable SentencePiece model" in err
+
+
 def test_huggingface_export_is_exact(trained, test_lines, tmp_path):
     pytest.importorskip("transformers", reason="transformers not installed (pip install 'nmt[hf]')")
     from transformers import MarianMTModel, pipeline

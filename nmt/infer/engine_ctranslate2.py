@@ -52,6 +52,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NMT_CACHE_DIR") or Path.home() / ".cache" / "nmt") / "ctranslate2"
 
 
+def load_checkpoint_spm(directory: Path):
+    """The SentencePiece model of a checkpoint or CTranslate2 export ``directory``; CheckpointError
+    naming the spm.model when it is missing or unreadable (as nmt.infer.translate.load_models)."""
+    from ..checkpoint import CheckpointError
+
+    try:
+        return load_spm(directory)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+
+
 def exported_dir(path: str | Path, shortlist=None) -> Path:
     """``path`` if it is a CTranslate2 export, else the cached export of the nmt checkpoint there
     (one per ``shortlist``, an nmt.infer.shortlist.Shortlist, with its vocabulary map)."""
@@ -82,12 +93,13 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
     source = resolve_checkpoint(path)
     digest = hashlib.sha256((source / MANIFEST).read_bytes())
     if shortlist is not None:
+        sp = load_checkpoint_spm(source)
         try:
             check_model(
                 shortlist,
                 source="shortlist",
                 model=str(source),
-                vocab_size=load_spm(source).get_piece_size(),
+                vocab_size=sp.get_piece_size(),
                 spm_sha256=hashlib.sha256((source / "spm.model").read_bytes()).hexdigest(),
             )
         except ShortlistError as e:
@@ -156,7 +168,7 @@ class CTranslate2Translator(TextTranslator):
         model = load_ctranslate2(
             checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist
         )
-        sp = load_spm(model.directory)
+        sp = load_checkpoint_spm(model.directory)
         return cls(model, sp, device=device or "cpu", shortlist=shortlist)
 
     def use_shortlist(self, shortlist) -> None:
