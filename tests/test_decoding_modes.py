@@ -202,7 +202,7 @@ def test_int8_quantizes_every_linear_and_stays_close():
     p_float = F.softmax(model(source, tgt), dim=-1)
     p_int8 = F.softmax(q(source, tgt), dim=-1)
     assert (p_float - p_int8).abs().max() < 0.02
-    # self-attention's q/k/v (cross-attention's k/v) run as one stacked int8 product: the same
+    # self-attention's q/k/v (cross-attention's k/v) run as one fused int8 product: the same
     # logits as the three (two) int8 layers on their own
     attns = [m for m in q.modules() if isinstance(m, MultiheadAttention)]
     assert all((m.fused_qkv is None) != (m.fused_kv is None) for m in attns)

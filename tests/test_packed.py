@@ -37,19 +37,19 @@ def models(tie: bool = True):
 def test_packed_model_computes_the_plain_model(tie):
     plain, packed = models(tie)
     attns = {name: m for name, m in packed.named_modules() if isinstance(m, MultiheadAttention)}
-    stacked = {id(a.fused_qkv or a.fused_kv) for a in attns.values()}
-    linears = [m for m in packed.modules() if isinstance(m, PackedLinear) and id(m) not in stacked]
+    fused_ids = {id(a.fused_qkv or a.fused_kv) for a in attns.values()}
+    linears = [m for m in packed.modules() if isinstance(m, PackedLinear) and id(m) not in fused_ids]
     n_plain = sum(isinstance(m, nn.Linear) for m in plain.modules())
     assert not any(type(m) is nn.Linear for m in packed.modules())
     assert len(linears) == n_plain + (1 if tie else 0)  # + the tied output projection
-    # self-attention gets one stacked q/k/v product, cross-attention one stacked k/v product
+    # self-attention gets one fused q/k/v product, cross-attention one fused k/v product
     for name, a in attns.items():
         cross = name.endswith("encoder_attn")
         assert (a.fused_kv is not None, a.fused_qkv is None) == (cross, cross), name
-        stack = a.fused_kv if cross else a.fused_qkv
+        fused_proj = a.fused_kv if cross else a.fused_qkv
         parts = [a.k_proj, a.v_proj] if cross else [a.q_proj, a.k_proj, a.v_proj]
-        assert torch.equal(stack.weight, torch.cat([m.weight.detach() for m in parts]))
-    # the stacked copies are not saved (the tied projection names the embedding matrix once more)
+        assert torch.equal(fused_proj.weight, torch.cat([m.weight.detach() for m in parts]))
+    # the fused copies are not saved (the tied projection names the embedding matrix once more)
     out = {"decoder.output_projection.weight"}
     assert set(packed.state_dict()) - out == set(plain.state_dict()) - out
     if tie:  # the output projection reads the embedding matrix itself, not a copy
@@ -61,7 +61,7 @@ def test_packed_model_computes_the_plain_model(tie):
     assert fused and all(m.fc1.relu and m.activation(torch.tensor(-1.0)) == -1.0 for m in fused)
     src = torch.tensor([[5, 9, 14, 7, EOS], [8, 6, EOS, PAD, PAD]])  # (B, S)
     tgt = torch.tensor([[BOS, 11, 12, 13], [BOS, 20, 21, PAD]])  # (B, T)
-    calls = {"q_proj": 0, "stacked": 0}
+    calls = {"q_proj": 0, "fused": 0}
     hooks = [
         m.register_forward_hook(lambda *_: calls.__setitem__("q_proj", calls["q_proj"] + 1))
         for a in attns.values()
@@ -69,13 +69,13 @@ def test_packed_model_computes_the_plain_model(tie):
         for m in [a.q_proj]
     ]
     hooks += [
-        m.register_forward_hook(lambda *_: calls.__setitem__("stacked", calls["stacked"] + 1))
+        m.register_forward_hook(lambda *_: calls.__setitem__("fused", calls["fused"] + 1))
         for a in attns.values()
         for m in [a.fused_qkv or a.fused_kv]
     ]
     with torch.inference_mode():
         torch.testing.assert_close(packed(src, tgt), plain(src, tgt), atol=1e-4, rtol=1e-4)
-    assert calls == {"q_proj": 0, "stacked": len(attns)}  # inference uses the stacked products only
+    assert calls == {"q_proj": 0, "fused": len(attns)}  # inference uses the fused products only
     for h in hooks:
         h.remove()
     with torch.inference_mode():

@@ -254,6 +254,7 @@ def test_worker_waits_only_for_the_requests_it_expects():
         for i in range(1, 4):
             assert await asyncio.to_thread(in_batch.wait, 60), "a lone client was held back (max_wait)"
             in_batch.clear()
+            # safe across awaits: a re-entrant lock, and the worker answers unlocked (if it locked: deadlock)
             with batcher._cond:
                 go.set()
                 await asyncio.wait_for(future, 60)

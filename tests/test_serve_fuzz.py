@@ -102,7 +102,7 @@ def test_every_answer_is_documented_json_and_never_a_500(api_schema, method, pat
 def test_the_server_is_healthy_after_the_fuzzing(fuzzed_app):
     """Runs after the fuzz tests (file order): nothing is left in the queue; the app, started
     again, answers /health and translates."""
-    batcher = next(iter(fuzzed_app.state.models.values())).batcher
+    batcher = next(iter(fuzzed_app.state.serve.models.values())).batcher
     assert batcher.queue_length == 0 and batcher.queue_work == 0
     with TestClient(fuzzed_app) as client:
         assert client.get("/health").json()["status"] == "ok"

@@ -62,12 +62,12 @@ def create_app(
     batchers with its lifespan. ``allowed_hosts``: the Host header values served (None: any)."""
     if not models:
         raise ValueError("no model to serve")
-    metrics = Metrics({name: m.batcher for name, m in models.items()})
+    metrics = Metrics()
+    metrics.watch({name: m.batcher for name, m in models.items()})  # sets each batcher's on_batch
     state = ServeState(models, limits or Limits(), metrics, api_key, queue_retry_after)
     app = FastAPI(
         title="nmt", description="Transformer translation (Vaswani et al., 2017)", lifespan=run_batchers
     )
-    app.state.models = models
     app.state.serve = state
     app.add_middleware(
         Guard, metrics=metrics, max_body_bytes=state.limits.max_body_bytes, allowed_hosts=allowed_hosts

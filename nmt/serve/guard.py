@@ -80,10 +80,10 @@ class Guard:
                 raise
             await failure_response(e, scope)(scope, receive, exchange.send)
         finally:
+            status = exchange.status or 499  # nothing sent: the client went away (or the task was cancelled)
             self.metrics.count_response(
                 endpoint=getattr(scope.get("route"), "path", "other"),
-                status=exchange.status
-                or 499,  # nothing sent: the client went away (or the task was cancelled)
+                status=status,
                 seconds=time.perf_counter() - start,
             )
 

@@ -9,10 +9,10 @@ from .batcher import Batcher
 
 
 class Metrics:
-    """One app's metrics, in a registry of its own (two apps in one process count apart); they
-    watch ``batchers`` (model name -> its batcher): queue gauges and the sentences of each batch."""
+    """One app's metrics, in a registry of its own (two apps in one process count apart); ``watch``
+    adds each model's queue gauges and the sentences of each of its batches."""
 
-    def __init__(self, batchers: dict[str, Batcher]):
+    def __init__(self):
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "nmt_requests",
@@ -47,6 +47,10 @@ class Metrics:
             ["model"],
             registry=self.registry,
         )
+
+    def watch(self, batchers: dict[str, Batcher]) -> None:
+        """Read each batcher's queue (model name -> its batcher) when scraped, and set its
+        ``on_batch`` to count the sentences of each batch it searches."""
         for name, batcher in batchers.items():
             self.queue.labels(model=name).set_function(lambda b=batcher: b.queue_length)
             self.queue_work.labels(model=name).set_function(lambda b=batcher: b.queue_work)

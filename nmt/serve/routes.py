@@ -31,11 +31,13 @@ from .state import ServedModel, ServeState, serve_state
 from .validation import (
     check_attention,
     check_attention_cells,
+    check_key,
     check_translate,
     check_work,
     checked_constraints,
     read_json,
     search_alpha,
+    served_model,
 )
 
 router = APIRouter()
@@ -138,9 +140,9 @@ def translation_body(name: str, results: list, measured: Measured, *, alignment:
 async def translate(request: Request) -> Response:
     """Translate one sentence or a list; results in input order."""
     state = serve_state(request)
-    state.check_key(request)
+    check_key(state, request)
     req = await read_json(request, TranslateRequest)
-    m = state.model(req.model)
+    m = served_model(state, req.model)
     sentences = [req.text] if isinstance(req.text, str) else req.text
     check_translate(req, sentences, m, state.limits)
     if not sentences:
@@ -188,9 +190,9 @@ async def attention(request: Request) -> Response:
     """The best translation of one sentence and its encoder-decoder attention per layer and
     head: cross[layer][head][t][s], row t = decoder input t (<s> + output pieces)."""
     state = serve_state(request)
-    state.check_key(request)
+    check_key(state, request)
     req = await read_json(request, AttentionRequest)
-    m = state.model(req.model)
+    m = served_model(state, req.model)
     check_attention(req, m, state.limits)
     measured = m.batcher.measure([req.text])
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
@@ -221,7 +223,7 @@ async def health(request: Request) -> Response:
 async def list_models(request: Request) -> Response:
     """Each model's languages, parameters, vocabulary and checkpoint configuration."""
     state = serve_state(request)
-    state.check_key(request)
+    check_key(state, request)
     return JSONResponse({"models": [m.info for m in state.models.values()]})
 
 

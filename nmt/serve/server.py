@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import uvicorn
-from fastapi import FastAPI
 
 from .batcher import Batcher
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 class Server(uvicorn.Server):

@@ -3,13 +3,11 @@ metrics, in one ``ServeState`` that the app keeps as ``app.state.serve``."""
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 
 from fastapi import Request
 
 from .batcher import Batcher
-from .errors import ApiError
 from .prometheus import Metrics
 
 
@@ -40,29 +38,6 @@ class ServeState:
     metrics: Metrics
     api_key: str | None = None
     queue_retry_after: int = 1
-
-    def model(self, name: str | None) -> ServedModel:
-        """The model a request names (None: the default), or 404."""
-        if name is None:
-            return next(iter(self.models.values()))
-        if name not in self.models:
-            raise ApiError(404, f"unknown model {name!r} (serving: {', '.join(self.models)})")
-        return self.models[name]
-
-    def check_key(self, request: Request) -> None:
-        """401 unless the request carries the API key (Authorization: Bearer, or X-API-Key)."""
-        if self.api_key is None:
-            return
-        given = request.headers.get("x-api-key")
-        auth = request.headers.get("authorization", "")
-        if given is None and auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        if given is None or not hmac.compare_digest(given.encode(), self.api_key.encode()):
-            raise ApiError(
-                401,
-                "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
-                {"WWW-Authenticate": "Bearer"},
-            )
 
 
 def serve_state(request: Request) -> ServeState:

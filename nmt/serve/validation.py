@@ -1,8 +1,10 @@
-"""Reading and checking a request before it is queued: the JSON body (415, 400, 422), the text, the
-per-request limits (413), what the model's engine can do (400) and the terminology constraints."""
+"""Reading and checking a request before it is queued: the API key (401), the model it names (404),
+the JSON body (415, 400, 422), the text, the per-request limits (413), what the model's engine can
+do (400) and the terminology constraints."""
 
 from __future__ import annotations
 
+import hmac
 import json
 
 from fastapi import Request
@@ -13,7 +15,32 @@ from ..infer.search import default_alpha
 from .batcher import Measured
 from .errors import ApiError
 from .schemas import AttentionRequest, TranslateRequest
-from .state import Limits, ServedModel
+from .state import Limits, ServedModel, ServeState
+
+
+def check_key(state: ServeState, request: Request) -> None:
+    """401 unless the request carries the API key (Authorization: Bearer, or X-API-Key)."""
+    if state.api_key is None:
+        return
+    given = request.headers.get("x-api-key")
+    auth = request.headers.get("authorization", "")
+    if given is None and auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    if given is None or not hmac.compare_digest(given.encode(), state.api_key.encode()):
+        raise ApiError(
+            401,
+            "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
+            {"WWW-Authenticate": "Bearer"},
+        )
+
+
+def served_model(state: ServeState, name: str | None) -> ServedModel:
+    """The model a request names (None: the default), or 404."""
+    if name is None:
+        return next(iter(state.models.values()))
+    if name not in state.models:
+        raise ApiError(404, f"unknown model {name!r} (serving: {', '.join(state.models)})")
+    return state.models[name]
 
 
 async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
