@@ -228,13 +228,51 @@ def _remove_stale_temporaries(out: Path) -> None:
 
 
 def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict, log) -> dict:
-    o = options
-    langs = (o.src_lang, o.tgt_lang)
+    """The pipeline of the module docstring, written into the empty folder ``tmp``: clean every
+    split, learn (or reuse) the vocabulary on the cleaned train text, encode, write meta.json."""
     clock = time.perf_counter()
     inputs = {
         s: {side: {"path": str(p), "sha256": dl.sha256_file(p)} for side, p in zip(("src", "tgt"), paths)}
         for s, paths in splits.items()
     }
+    cleaning, text_files = _clean_splits(tmp, splits, options=options, log=log)
+    log(f"cleaned in {time.perf_counter() - clock:.1f}s")
+    n_train = cleaning["train"]["kept"]
+    if n_train == 0:
+        raise DataError("no training pairs left after cleaning")
+    vocab = _vocabulary(tmp, text_files["train"], n_train=n_train, options=options, log=log)
+    clock = time.perf_counter()
+    encoded = _encode_splits(tmp, text_files, cleaning, vocab=vocab, options=options, log=log)
+    log(f"encoded in {time.perf_counter() - clock:.1f}s")
+    meta = {
+        "format": "nmt-prepared-data",
+        "version": META_VERSION,
+        "dataset": options.dataset,
+        "src_lang": options.src_lang,
+        "tgt_lang": options.tgt_lang,
+        "vocab_size": vocab.sp.get_piece_size(),
+        "dtype": vocab.dtype,
+        "special_ids": SPECIAL_IDS,
+        "splits": encoded.splits,
+        "cleaning": cleaning,
+        "inputs": inputs,
+        "downloads": downloads,
+        "spm": {k: v for k, v in vocab.record.items() if k != "num_threads"},
+        "recipe": asdict(options),
+    }
+    if encoded.samples is not None:
+        meta["train_samples"] = encoded.samples
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    return meta
+
+
+def _clean_splits(
+    tmp: Path, splits: dict, *, options: PrepareOptions, log
+) -> tuple[dict[str, dict], dict[str, tuple[Path, Path]]]:
+    """Step 2 for every split: the cleaning counts and the cleaned text files of each split (train:
+    temporary, the input of SentencePiece and of the encoder, shuffled if asked; valid and test:
+    the references kept in the prepared directory)."""
+    o = options
     cleaning, text_files = {}, {}
     for split, (src_path, tgt_path) in splits.items():
         if split == "train":  # cleaned train text is temporary: spm input + encoder input
@@ -246,110 +284,162 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
             _shuffle_pairs(files, seed=o.seed)
         text_files[split] = files
         log(f"{split}: read {cleaning[split]['read']} pairs from {src_path}, {tgt_path}")
+    return cleaning, text_files
 
-    log(f"cleaned in {time.perf_counter() - clock:.1f}s")
+
+@dataclass(frozen=True)
+class _Vocabulary:
+    """The shared SentencePiece model of a prepared directory and how it was made."""
+
+    sp: object  # sentencepiece.SentencePieceProcessor
+    record: dict  # the SentencePiece options (or where it was reused from): meta.json["spm"]
+
+    @property
+    def dtype(self) -> str:
+        """The id type of the .bin files: uint16 if every id fits, else int32."""
+        return "uint16" if self.sp.get_piece_size() <= 1 << 16 else "int32"
+
+
+def _vocabulary(
+    tmp: Path, train_files: tuple[Path, Path], *, n_train: int, options: PrepareOptions, log
+) -> _Vocabulary:
+    """Step 3: the --spm-model reused, or one BPE model learned on the cleaned train text (both
+    sides), written to tmp/spm.model and tmp/spm.vocab."""
+    o = options
     clock = time.perf_counter()
-    n_train = cleaning["train"]["kept"]
-    if n_train == 0:
-        raise DataError("no training pairs left after cleaning")
     if o.spm_model is not None:
-        sp, spm_args = _reuse_spm(Path(o.spm_model), tmp / "spm")
+        sp, record = _reuse_spm(Path(o.spm_model), tmp / "spm")
         log(f"vocabulary of {sp.get_piece_size()} reused from {o.spm_model}")
-    else:
-        vocab_size = o.vocab_size or default_vocab_size(o.dataset, n_train)
-        coverage = o.character_coverage or character_coverage(langs)
-        spm_args = dict(
-            model_type="bpe",
-            vocab_size=vocab_size,
-            character_coverage=coverage,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            input_sentence_size=o.input_sentence_size,
-            shuffle_input_sentence=True,
-            hard_vocab_limit=False,
-            num_threads=o.threads,
-        )
-        sp = train_spm(list(text_files["train"]), tmp / "spm", seed=o.seed, **spm_args)
-        log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
-    dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
-    clock = time.perf_counter()
+        return _Vocabulary(sp, record)
+    record = dict(
+        model_type="bpe",
+        vocab_size=o.vocab_size or default_vocab_size(o.dataset, n_train),
+        character_coverage=o.character_coverage or character_coverage((o.src_lang, o.tgt_lang)),
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        # we normalize (NFC) ourselves, so decode(encode(x)) == x for covered text
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        input_sentence_size=o.input_sentence_size,
+        shuffle_input_sentence=True,
+        hard_vocab_limit=False,
+        num_threads=o.threads,
+    )
+    sp = train_spm(list(train_files), tmp / "spm", seed=o.seed, **record)
+    log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
+    return _Vocabulary(sp, record)
 
-    split_meta = {}
+
+@dataclass(frozen=True)
+class _Encoded:
+    """What step 4 wrote: meta.json's "splits" (counts per split) and "train_samples" (the
+    BPE-dropout segmentations; None without --bpe-dropout)."""
+
+    splits: dict[str, dict]
+    samples: dict | None
+
+
+def _encode_splits(
+    tmp: Path,
+    text_files: dict[str, tuple[Path, Path]],
+    cleaning: dict[str, dict],
+    *,
+    vocab: _Vocabulary,
+    options: PrepareOptions,
+    log,
+) -> _Encoded:
+    """Step 4 for every split, in the order they were given; updates ``cleaning`` with what the
+    length filter dropped (train) and the pairs longer than --max-len (valid, test)."""
+    split_meta, samples = {}, None
     for split, files in text_files.items():
-        limits = (o.max_len, o.max_ratio) if split == "train" else None
-        counts = binarize(
-            sp,
-            files,
-            tmp / split,
-            dtype=np.dtype(dtype),
-            limits=limits,
-            threads=o.threads,
-            warn_len=o.max_len,
-        )
-        longer = counts.pop("longer")
-        keep = counts.pop("keep")
         if split == "train":
-            cleaning["train"]["dropped"].update(counts.pop("dropped"))
-            cleaning["train"]["kept"] = counts["pairs"]
-            if counts["pairs"] == 0:
-                raise DataError(
-                    f"no training pairs left after --max-len {o.max_len} and --max-ratio {o.max_ratio}"
-                )
-            if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
-                samples = binarize_samples(
-                    sp,
-                    files,
-                    tmp,
-                    keep=keep,
-                    p=o.bpe_dropout,
-                    copies=o.bpe_dropout_copies,
-                    seed=o.seed,
-                    max_len=o.max_len,
-                    dtype=np.dtype(dtype),
-                )
-                log(
-                    f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
-                    f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces"
-                )
-            for f in files:
-                f.unlink()
+            split_meta[split], samples = _encode_train(
+                tmp, files, cleaning["train"], vocab=vocab, options=options, log=log
+            )
         else:
-            counts.pop("dropped")
-            counts["text"] = [f.name for f in files]
-            cleaning[split]["longer_than_max_len"] = longer
-            if longer:  # kept (valid/test are never filtered); a model with fewer positions truncates them
-                log(
-                    f"warning: {split}: {longer} pairs have a side longer than --max-len {o.max_len} "
-                    "pieces (kept; validation and translation truncate them to the model's positions)"
-                )
-        split_meta[split] = counts
-    log(f"encoded in {time.perf_counter() - clock:.1f}s")
+            split_meta[split] = _encode_reference(
+                tmp, split, files, cleaning[split], vocab=vocab, options=options, log=log
+            )
+    return _Encoded(split_meta, samples)
 
-    meta = {
-        "format": "nmt-prepared-data",
-        "version": META_VERSION,
-        "dataset": o.dataset,
-        "src_lang": o.src_lang,
-        "tgt_lang": o.tgt_lang,
-        "vocab_size": sp.get_piece_size(),
-        "dtype": dtype,
-        "special_ids": SPECIAL_IDS,
-        "splits": split_meta,
-        "cleaning": cleaning,
-        "inputs": inputs,
-        "downloads": downloads,
-        "spm": {k: v for k, v in spm_args.items() if k != "num_threads"},
-        "recipe": asdict(o),
-    }
+
+def _encode_train(
+    tmp: Path, files: tuple[Path, Path], cleaning: dict, *, vocab: _Vocabulary, options: PrepareOptions, log
+) -> tuple[dict, dict | None]:
+    """The train split's ids, without the pairs beyond --max-len / --max-ratio (counted in
+    ``cleaning``), and its BPE-dropout segmentations if asked; the cleaned text is removed."""
+    o = options
+    counts = _binarize(vocab, files, tmp / "train", limits=(o.max_len, o.max_ratio), options=o)
+    counts.pop("longer")
+    keep = counts.pop("keep")
+    cleaning["dropped"].update(counts.pop("dropped"))
+    cleaning["kept"] = counts["pairs"]
+    if counts["pairs"] == 0:
+        raise DataError(f"no training pairs left after --max-len {o.max_len} and --max-ratio {o.max_ratio}")
+    samples = None
     if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
-        meta["train_samples"] = samples
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-    return meta
+        samples = binarize_samples(
+            vocab.sp,
+            files,
+            tmp,
+            keep=keep,
+            p=o.bpe_dropout,
+            copies=o.bpe_dropout_copies,
+            seed=o.seed,
+            max_len=o.max_len,
+            dtype=np.dtype(vocab.dtype),
+        )
+        log(
+            f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
+            f"{np.mean(samples['tgt_tokens']) / counts['tgt_tokens']:.2f}x the target pieces"
+        )
+    for f in files:
+        f.unlink()
+    return counts, samples
+
+
+def _encode_reference(
+    tmp: Path,
+    split: str,
+    files: tuple[Path, Path],
+    cleaning: dict,
+    *,
+    vocab: _Vocabulary,
+    options: PrepareOptions,
+    log,
+) -> dict:
+    """A valid or test split's ids, every pair kept (its cleaned text stays beside them, the
+    references of BLEU); pairs longer than --max-len are counted in ``cleaning`` and warned of."""
+    o = options
+    counts = _binarize(vocab, files, tmp / split, limits=None, options=o)
+    longer = counts.pop("longer")
+    counts.pop("keep")
+    counts.pop("dropped")
+    counts["text"] = [f.name for f in files]
+    cleaning["longer_than_max_len"] = longer
+    if longer:  # kept (valid/test are never filtered); a model with fewer positions truncates them
+        log(
+            f"warning: {split}: {longer} pairs have a side longer than --max-len {o.max_len} "
+            "pieces (kept; validation and translation truncate them to the model's positions)"
+        )
+    return counts
+
+
+def _binarize(
+    vocab: _Vocabulary, files: tuple[Path, Path], prefix: Path, *, limits, options: PrepareOptions
+) -> dict:
+    """nmt.data.binarize.binarize with this preparation's vocabulary, id type and threads."""
+    return binarize(
+        vocab.sp,
+        files,
+        prefix,
+        dtype=np.dtype(vocab.dtype),
+        limits=limits,
+        threads=options.threads,
+        warn_len=options.max_len,
+    )
 
 
 def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *, drop_empty: bool) -> dict:
