@@ -97,9 +97,24 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    src, tgt = args.src, args.tgt
-    if src == tgt:
-        raise DataError(f"--src and --tgt are the same language ({src})")
+    """`nmt prepare`: the options checked, the corpus fetched or located, prepared, reported."""
+    copies = check_prepare_args(args)
+    splits, downloads = locate_corpus(args)
+    for rel, digest in downloads.items():
+        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
+    options = prepare_options(args, bpe_dropout_copies=copies)
+    splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
+    meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
+    print(format_report(meta))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def check_prepare_args(args: argparse.Namespace) -> int:
+    """DataError for options that contradict each other or name no file; returns the number of
+    BPE-dropout copies (--bpe-dropout-copies, by default 10 with --bpe-dropout, else 0)."""
+    if args.src == args.tgt:
+        raise DataError(f"--src and --tgt are the same language ({args.src})")
     copies = args.bpe_dropout_copies
     if copies is None:
         copies = 10 if args.bpe_dropout > 0 else 0
@@ -116,35 +131,44 @@ def run_prepare(args: argparse.Namespace) -> int:
         for path in getattr(args, split) or ():
             if Path(path).exists() and not Path(path).is_file():
                 raise DataError(f"--{split} {path}: not a regular file (a text file, one sentence per line)")
+    return copies
+
+
+def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
+    """The (src, tgt) files of each split: the given --train/--valid/--test, and for a named data
+    set its files under --data-dir (downloaded and verified where needed); and the sha256 of each
+    downloaded or verified file (meta.json["downloads"])."""
+    src, tgt = args.src, args.tgt
     root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR") or Path.home() / ".cache" / "nmt" / "data")
     given = {s: getattr(args, s) for s in SPLITS if getattr(args, s)}
-    downloads = {}
     if args.dataset == "files":
         if "train" not in given:
             raise DataError("`files` needs --train SRC TGT (and usually --valid, --test)")
-        splits = given
-    elif args.dataset == "multi30k":
-        splits, downloads = dl.fetch_multi30k(root, (src, tgt), base_url=args.base_url)
-    elif args.dataset == "libreoffice":  # local only; `downloads` records the verified digests
-        splits, downloads = dl.locate_libreoffice(root, (src, tgt))
+        return given, {}
+    if args.dataset == "multi30k":
+        return dl.fetch_multi30k(root, (src, tgt), base_url=args.base_url)
+    if args.dataset == "libreoffice":  # local only; `downloads` records the verified digests
+        return dl.locate_libreoffice(root, (src, tgt))
+    wanted = tuple(s for s in SPLITS if s not in given)
+    if args.dataset == "wmt14":
+        splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url, splits=wanted)
     else:
-        wanted = tuple(s for s in SPLITS if s not in given)
-        if args.dataset == "wmt14":
-            splits, downloads = dl.fetch_wmt14(root, (src, tgt), base_url=args.base_url, splits=wanted)
-        else:
-            splits, downloads = dl.fetch_wmt(
-                root, dl.WMT17_ZH_EN, (src, tgt), base_url=args.base_url, splits=wanted
-            )
-        splits.update(given)
+        splits, downloads = dl.fetch_wmt(
+            root, dl.WMT17_ZH_EN, (src, tgt), base_url=args.base_url, splits=wanted
+        )
+    splits.update(given)
+    return splits, downloads
+
+
+def prepare_options(args: argparse.Namespace, *, bpe_dropout_copies: int) -> PrepareOptions:
+    """The recipe of `nmt prepare`'s options (the vocabulary size of WMT14 en-fr is the paper's)."""
     vocab_size = args.vocab_size
-    if vocab_size is None and args.dataset == "wmt14" and "fr" in (src, tgt):
+    if vocab_size is None and args.dataset == "wmt14" and "fr" in (args.src, args.tgt):
         vocab_size = WMT14_EN_FR_VOCAB
-    for rel, digest in downloads.items():
-        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
-    options = PrepareOptions(
+    return PrepareOptions(
         dataset=args.dataset,
-        src_lang=src,
-        tgt_lang=tgt,
+        src_lang=args.src,
+        tgt_lang=args.tgt,
         vocab_size=vocab_size,
         max_len=args.max_len,
         max_ratio=args.max_ratio,
@@ -154,11 +178,6 @@ def run_prepare(args: argparse.Namespace) -> int:
         threads=args.threads,
         shuffle_train=args.dataset == "libreoffice",  # its lines are in page order
         bpe_dropout=args.bpe_dropout,
-        bpe_dropout_copies=copies,
+        bpe_dropout_copies=bpe_dropout_copies,
         spm_model=args.spm_model,
     )
-    splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
-    meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
-    print(format_report(meta))
-    print(f"wrote {args.out}")
-    return 0
