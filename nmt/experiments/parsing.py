@@ -41,6 +41,7 @@ import os
 import shutil
 import tarfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,80 @@ def write_split(
     return counts
 
 
+@dataclass(frozen=True)
+class PtbRecipe:
+    """How `nmt prepare ptb` writes the trees (its options, recorded in meta.json["ptb"]):
+    ``leaf`` (trees.LEAF_KINDS), ``form`` (FORMS), ``copy_pairs`` and the vocabulary's ``min_count``."""
+
+    min_count: int = 2
+    leaf: str = "xx"
+    form: str = "brackets"
+    copy_pairs: bool = False
+
+    def check(self) -> None:
+        """DataError for a leaf kind or form that does not exist, or a per-word form without XX."""
+        if self.leaf not in LEAF_KINDS:
+            raise DataError(f"leaves {self.leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
+        if self.form not in FORMS:
+            raise DataError(f"form {self.form!r}: must be one of {', '.join(FORMS)}")
+        if self.form == "per-word" and self.leaf != "xx":
+            raise DataError(f"--form per-word writes XX for each word: not with --leaves {self.leaf}")
+
+    def description(self) -> str:
+        """meta.json's "linearisation"."""
+        leaf = {
+            "xx": "POS tags as XX",
+            "pos": "POS tags kept (--leaves pos)",
+            "words": "words kept (--leaves words)",
+        }[self.leaf]
+        form = "" if self.form == "brackets" else ", one token per word (--form per-word)"
+        return f"Vinyals & Kaiser et al. 2014, {leaf}{form}"
+
+
+@dataclass(frozen=True)
+class WordVocabulary:
+    """The shared word-level vocabulary (module docstring): every linearisation symbol of the
+    training targets (``symbols``, with their counts) and the training words (``words``, counted)
+    seen at least ``min_count`` times that are not symbols (``kept``)."""
+
+    words: Counter
+    symbols: Counter
+    kept: list[str]
+
+    @classmethod
+    def count(cls, trees: list[Tree], targets: list[list[str]], recipe: PtbRecipe) -> "WordVocabulary":
+        """From the training ``trees`` and their linearisations ``targets``; with --leaves words
+        only the brackets are symbols (a per-word form: every token)."""
+        words = Counter(w for t in trees for w in t.words())
+        symbols = Counter(s for tokens in targets for s in tokens if recipe.leaf != "words" or is_bracket(s))
+        kept = sorted(w for w, c in words.items() if c >= recipe.min_count and w not in symbols)
+        return cls(words, symbols, kept)
+
+    def ordered(self) -> list[str]:
+        """Each kept word and symbol once: the symbols, then the words, most frequent first."""
+        return sorted(self.symbols, key=lambda s: -self.symbols[s]) + sorted(
+            self.kept, key=lambda w: -self.words[w]
+        )
+
+    def train_unk_rate(self) -> float:
+        """The share of training words that become <unk>."""
+        kept = set(self.kept)
+        n_unk = sum(c for w, c in self.words.items() if w not in kept and w not in self.symbols)
+        return round(n_unk / max(1, sum(self.words.values())), 4)
+
+
+def split_by_file(files: dict[str, list[Tree]], treebank: str | Path) -> dict[str, list[Tree]]:
+    """The trees of train, valid and test (SPLIT_FILES); DataError when train has none."""
+    splits: dict[str, list[Tree]] = {"train": [], "valid": [], "test": []}
+    for name, trees in files.items():
+        split = file_split(name)
+        if split:
+            splits[split].extend(trees)
+    if not splits["train"]:
+        raise DataError(f"{treebank}: no training trees (files wsj_0001-0179)")
+    return splits
+
+
 def prepare_ptb(
     treebank: str | Path,
     out: str | Path,
@@ -162,127 +237,137 @@ def prepare_ptb(
     -> its words). A copy is learned by attending to source position i at output position i (the
     embeddings are tied), which is the alignment a per-word parser needs and does not find from
     3.7K trees alone (results/ptb-parse/README.md); `nmt parse` never adds the <s>."""
-    from ..data.prepare import train_spm
-
-    if leaf not in LEAF_KINDS:
-        raise DataError(f"leaves {leaf!r}: must be one of {', '.join(LEAF_KINDS)}")
-    if form not in FORMS:
-        raise DataError(f"form {form!r}: must be one of {', '.join(FORMS)}")
-    if form == "per-word" and leaf != "xx":
-        raise DataError(f"--form per-word writes XX for each word: not with --leaves {leaf}")
+    recipe = PtbRecipe(min_count=min_count, leaf=leaf, form=form, copy_pairs=copy_pairs)
+    recipe.check()
     out = Path(out)
     if out.exists() and not (force or (out.is_dir() and not any(out.iterdir()))):
         raise DataError(f"{out} already exists; pass --force to replace it")
-    files = read_treebank(treebank)
-    splits: dict[str, list[Tree]] = {"train": [], "valid": [], "test": []}
-    for name, trees in files.items():
-        split = file_split(name)
-        if split:
-            splits[split].extend(trees)
-    if not splits["train"]:
-        raise DataError(f"{treebank}: no training trees (files wsj_0001-0179)")
+    splits = split_by_file(read_treebank(treebank), treebank)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        brackets = {split: [linearise(t, leaf=leaf) for t in trees] for split, trees in splits.items()}
-        linear = (
-            brackets
-            if form == "brackets"
-            else {split: [per_word(tokens) for tokens in seqs] for split, seqs in brackets.items()}
-        )
-        words = Counter(w for t in splits["train"] for w in t.words())
-        symbols = Counter(
-            s for tokens in linear["train"] for s in tokens if leaf != "words" or is_bracket(s)
-        )  # per-word: every token
-        kept = sorted(w for w, c in words.items() if c >= min_count and w not in symbols)
-        for split, trees in splits.items():
-            (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
-            (tmp / f"{split}.tree.txt").write_text(
-                "".join(" ".join(tokens) + "\n" for tokens in linear[split])
-            )
-            (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
-        vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
-        ordered = sorted(symbols, key=lambda s: -symbols[s]) + sorted(kept, key=lambda w: -words[w])
-        vocab_file.write_text("".join(w + "\n" for w in ordered))
-        vocab_size = len(ordered) + len(SPECIAL_IDS)
-        sp = train_spm(
-            [vocab_file],
-            tmp / "spm",
-            seed=0,
-            model_type="word",
-            vocab_size=vocab_size,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            normalization_rule_name="identity",
-            split_by_whitespace=True,
-            hard_vocab_limit=False,
-            character_coverage=1.0,
-        )
-        vocab_file.unlink()
-        dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
-        split_meta = {}
-        for split, trees in splits.items():
-            counts = write_split(
-                sp,
-                trees,
-                linear[split],
-                tmp / split,
-                dtype=np.dtype(dtype),
-                copy_pairs=copy_pairs and split == "train",
-            )
-            counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
-            split_meta[split] = counts
-        n_unk = sum(c for w, c in words.items() if w not in set(kept) and w not in symbols)
-        meta = {
-            "format": "nmt-prepared-data",
-            "version": 1,
-            "dataset": "ptb",
-            "src_lang": "words",
-            "tgt_lang": "tree",
-            "vocab_size": sp.get_piece_size(),
-            "dtype": dtype,
-            "special_ids": SPECIAL_IDS,
-            "splits": split_meta,
-            "ptb": {
-                "treebank": str(treebank),
-                "split_files": {s: [r.start, r.stop - 1] for s, r in SPLIT_FILES.items()},
-                "trees": {s: len(t) for s, t in splits.items()},
-                "min_count": min_count,
-                "words_kept": len(kept),
-                "symbols": len(symbols),
-                "train_unk_rate": round(n_unk / max(1, sum(words.values())), 4),
-                "linearisation": "Vinyals & Kaiser et al. 2014, "
-                + {
-                    "xx": "POS tags as XX",
-                    "pos": "POS tags kept (--leaves pos)",
-                    "words": "words kept (--leaves words)",
-                }[leaf]
-                + ("" if form == "brackets" else ", one token per word (--form per-word)"),
-                "leaf": leaf,
-                "form": form,
-                "copy_pairs": copy_pairs,
-                **shape_limits(brackets["train"]),  # for `nmt parse --constrain`
-                # tokens standing for a word (with --leaves words: every non-bracket token)
-                "leaves": []
-                if leaf == "words" or form == "per-word"
-                else sorted(s for s in symbols if not is_bracket(s)),
-            },
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        meta = write_ptb_data(tmp, splits, treebank=treebank, recipe=recipe)
         replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    ptb = meta["ptb"]
     log(
-        f"ptb: {meta['ptb']['trees']} trees (train/valid/test by file), vocabulary {meta['vocab_size']} "
-        f"({len(kept)} words seen >= {min_count} times + {len(symbols)} tree symbols + 4 special), "
-        f"train <unk> rate {meta['ptb']['train_unk_rate']:.1%}"
+        f"ptb: {ptb['trees']} trees (train/valid/test by file), vocabulary {meta['vocab_size']} "
+        f"({ptb['words_kept']} words seen >= {min_count} times + {ptb['symbols']} tree symbols + 4 special), "
+        f"train <unk> rate {ptb['train_unk_rate']:.1%}"
     )
     return meta
+
+
+def write_ptb_data(
+    tmp: Path, splits: dict[str, list[Tree]], *, treebank: str | Path, recipe: PtbRecipe
+) -> dict:
+    """Fill the empty folder ``tmp``: the trees linearised, the text files, the word vocabulary,
+    the binarized splits and meta.json (returned)."""
+    brackets = {split: [linearise(t, leaf=recipe.leaf) for t in trees] for split, trees in splits.items()}
+    linear = (
+        brackets
+        if recipe.form == "brackets"
+        else {split: [per_word(tokens) for tokens in seqs] for split, seqs in brackets.items()}
+    )
+    vocab = WordVocabulary.count(splits["train"], linear["train"], recipe)
+    write_tree_texts(tmp, splits, linear)
+    sp = train_word_spm(vocab.ordered(), tmp)
+    dtype = "uint16" if sp.get_piece_size() <= 1 << 16 else "int32"
+    split_meta = {}
+    for split, trees in splits.items():
+        counts = write_split(
+            sp,
+            trees,
+            linear[split],
+            tmp / split,
+            dtype=np.dtype(dtype),
+            copy_pairs=recipe.copy_pairs and split == "train",
+        )
+        counts["text"] = [f"{split}.words.txt", f"{split}.tree.txt"]
+        split_meta[split] = counts
+    meta = {
+        "format": "nmt-prepared-data",
+        "version": 1,
+        "dataset": "ptb",
+        "src_lang": "words",
+        "tgt_lang": "tree",
+        "vocab_size": sp.get_piece_size(),
+        "dtype": dtype,
+        "special_ids": SPECIAL_IDS,
+        "splits": split_meta,
+        "ptb": ptb_record(treebank, splits, vocab, recipe, train_brackets=brackets["train"]),
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def write_tree_texts(tmp: Path, splits: dict[str, list[Tree]], linear: dict[str, list[list[str]]]) -> None:
+    """{split}.words.txt (the sentences), {split}.tree.txt (their linearisations) and
+    {split}.gold.txt (the cleaned trees), one per line."""
+    for split, trees in splits.items():
+        (tmp / f"{split}.words.txt").write_text("".join(" ".join(t.words()) + "\n" for t in trees))
+        (tmp / f"{split}.tree.txt").write_text("".join(" ".join(tokens) + "\n" for tokens in linear[split]))
+        (tmp / f"{split}.gold.txt").write_text("".join(str(t) + "\n" for t in trees))
+
+
+def train_word_spm(ordered: list[str], tmp: Path):
+    """A SentencePiece *word* model holding exactly ``ordered`` (and the special ids), written to
+    tmp/spm.model and tmp/spm.vocab."""
+    from ..data.prepare import train_spm
+
+    vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
+    vocab_file.write_text("".join(w + "\n" for w in ordered))
+    sp = train_spm(
+        [vocab_file],
+        tmp / "spm",
+        seed=0,
+        model_type="word",
+        vocab_size=len(ordered) + len(SPECIAL_IDS),
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        normalization_rule_name="identity",
+        split_by_whitespace=True,
+        hard_vocab_limit=False,
+        character_coverage=1.0,
+    )
+    vocab_file.unlink()
+    return sp
+
+
+def ptb_record(
+    treebank: str | Path,
+    splits: dict[str, list[Tree]],
+    vocab: WordVocabulary,
+    recipe: PtbRecipe,
+    *,
+    train_brackets: list[list[str]],
+) -> dict:
+    """meta.json["ptb"]: where the trees came from, the vocabulary, the recipe, and what `nmt
+    parse` needs (the training trees' shape limits, the tokens that stand for a word)."""
+    return {
+        "treebank": str(treebank),
+        "split_files": {s: [r.start, r.stop - 1] for s, r in SPLIT_FILES.items()},
+        "trees": {s: len(t) for s, t in splits.items()},
+        "min_count": recipe.min_count,
+        "words_kept": len(vocab.kept),
+        "symbols": len(vocab.symbols),
+        "train_unk_rate": vocab.train_unk_rate(),
+        "linearisation": recipe.description(),
+        "leaf": recipe.leaf,
+        "form": recipe.form,
+        "copy_pairs": recipe.copy_pairs,
+        **shape_limits(train_brackets),  # for `nmt parse --constrain`
+        # tokens standing for a word (with --leaves words: every non-bracket token)
+        "leaves": []
+        if recipe.leaf == "words" or recipe.form == "per-word"
+        else sorted(s for s in vocab.symbols if not is_bracket(s)),
+    }
 
 
 class TreeConstraint:
