@@ -21,7 +21,7 @@ from ..train.command import build_configs
 from ..vocab import load_spm
 from . import evalb
 from .parsing import ALPHA, BEAM, FORMS, MAX_LEN_B, parse_sentences, prepare_ptb
-from .trees import LEAF_KINDS, parse_brackets
+from .trees import LEAF_KINDS, Tree, parse_brackets
 from .variations import (
     DEFAULT_BASE,
     TABLE3_BASE_DROPOUT,
@@ -131,33 +131,15 @@ def add_parse_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_parse(args: argparse.Namespace, overrides: dict) -> int:
+    """`nmt parse`: the sentences (and --gold trees) read, the checkpoint loaded, the trees searched
+    and written, how many needed repair (and the labelled bracket scores) on stderr."""
     lines = read_text_lines(args.input)
-    gold = None
-    if args.gold:
-        try:
-            gold = [
-                parse_brackets(line)[0] for line in Path(args.gold).read_text().splitlines() if line.strip()
-            ]
-        except (ValueError, IndexError) as e:
-            raise DataError(f"{args.gold}: cannot read gold trees: {e}") from None
-        if len(gold) != len(lines):
-            raise DataError(f"{args.gold}: {len(gold)} trees for {len(lines)} input sentences")
+    gold = read_gold_trees(args.gold, n_sentences=len(lines)) if args.gold else None
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve_checkpoint(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
-    leaves = (
-        None
-        if ptb_meta.get("leaf") == "words"  # every non-bracket token stands for a word
-        else frozenset(ptb_meta.get("leaves") or ["XX"])
-    )  # data prepared before --pos-tags: XX
     sp = load_spm(directory)
-    limits = {
-        k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
-        for k in ("max_open_run", "max_depth")
-    }
-    for k, v in limits.items():
-        if v is not None and v < 1:
-            raise DataError(f"--{k.replace('_', '-')}: must be >= 1")
+    limits = constraint_limits(args, ptb_meta)
     start = time.time()
     trees, repaired = parse_sentences(
         model,
@@ -167,18 +149,12 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         alpha=args.alpha,
         max_len_b=args.max_len_b,
         device=args.device,
-        leaves=leaves,
+        leaves=word_leaves(ptb_meta),
         constrain=args.constrain,
         limits=limits,
         form=ptb_meta.get("form", "brackets"),
     )
-    text = "".join(f"{t}\n" for t in trees)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        tmp = Path(args.output).with_name(f".{Path(args.output).name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, args.output)
+    write_trees(args.output, trees)
     print(
         f"parsed {len(trees)} sentences in {time.time() - start:.1f} s; {repaired} outputs repaired",
         file=sys.stderr,
@@ -191,6 +167,48 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def read_gold_trees(path: str, *, n_sentences: int) -> list[Tree]:
+    """--gold: one tree per non-empty line, as many as input sentences (DataError otherwise)."""
+    try:
+        gold = [parse_brackets(line)[0] for line in Path(path).read_text().splitlines() if line.strip()]
+    except (ValueError, IndexError) as e:
+        raise DataError(f"{path}: cannot read gold trees: {e}") from None
+    if len(gold) != n_sentences:
+        raise DataError(f"{path}: {len(gold)} trees for {n_sentences} input sentences")
+    return gold
+
+
+def word_leaves(ptb_meta: dict) -> frozenset[str] | None:
+    """The tokens that stand for a word in the checkpoint's linearisation (meta.json "ptb"): None
+    for --leaves words (every non-bracket token); XX for data prepared before --pos-tags."""
+    if ptb_meta.get("leaf") == "words":
+        return None
+    return frozenset(ptb_meta.get("leaves") or ["XX"])
+
+
+def constraint_limits(args: argparse.Namespace, ptb_meta: dict) -> dict:
+    """--max-open-run and --max-depth, by default the training trees' (meta.json "ptb")."""
+    limits = {
+        k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)
+        for k in ("max_open_run", "max_depth")
+    }
+    for k, v in limits.items():
+        if v is not None and v < 1:
+            raise DataError(f"--{k.replace('_', '-')}: must be >= 1")
+    return limits
+
+
+def write_trees(path: str, trees: list[Tree]) -> None:
+    """One tree per line to ``path`` (through a temporary file, renamed) or stdout ("-")."""
+    text = "".join(f"{t}\n" for t in trees)
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 def add_variations_args(parser: argparse.ArgumentParser) -> None:
