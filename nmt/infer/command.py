@@ -523,13 +523,7 @@ def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
 
 def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
-    if args.beam < 1:
-        raise TranslateError(f"--beam {args.beam}: must be >= 1")
-    mbr = mbr_from_args(args)
-    if mbr is not None and args.rerank:
-        raise TranslateError("--mbr and --rerank: choose one")
-    if args.out:
-        check_output(args.out)
+    mbr = check_tune_alpha_args(args)
     sources, references = read_text_lines(args.src), read_text_lines(args.ref)
     translator = Translator.load(
         args.checkpoint, device=args.device, precision="int8" if args.precision == "int8" else "fp32"
@@ -537,24 +531,8 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     if args.precision != "int8":
         set_precision(translator, args.precision)
     rerank = load_rerank(args, 0.5)
-    how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
-    if rerank:
-        how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
-    print(
-        f"length penalty on {args.src} ({len(sources)} sentences), beam {args.beam}{how}, "
-        f"sacreBLEU tok:{args.tokenize}"
-    )
-    print(f"| alpha |{' rerank weight |' if rerank else ''} BLEU | BP | chrF | hyp/ref length |")
-    print(f"|---|{'---|' if rerank else ''}---|---|---|---|")
-
-    def show(r: AlphaRow) -> None:
-        weight = f" {r.rerank_weight:g} |" if rerank else ""
-        print(
-            f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
-            f"{r.hyp_len}/{r.ref_len} |",
-            flush=True,
-        )
-
+    reranked = rerank is not None
+    print_tune_header(args, len(sources), mbr=mbr, reranked=reranked)
     best, rows = tune_alpha(
         translator,
         sources,
@@ -565,19 +543,55 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
         batch_tokens=args.batch_tokens,
         max_len_a=args.max_len_a,
         max_len_b=args.max_len_b,
-        on_alpha=show,
+        on_alpha=lambda row: print_tune_row(row, reranked=reranked),
         mbr=mbr,
         rerank=rerank,
         rerank_weights=args.rerank_weights,
     )
     weight = best_row(rows).rerank_weight
     if args.out:
-        write_output(args.out, tune_json(args, best, rows, mbr=mbr, reranked=rerank is not None))
-    if rerank:
+        write_output(args.out, tune_json(args, best, rows, mbr=mbr, reranked=reranked))
+    if reranked:
         print(f"best rerank weight: {weight:g}")
     print(f"best alpha: {best:g}")
     sys.stdout.flush()
     return 0
+
+
+def check_tune_alpha_args(args: argparse.Namespace) -> MBR | None:
+    """The options of `nmt tune-alpha` that can be checked before anything is read or loaded;
+    returns the MBR they ask for (or None)."""
+    if args.beam < 1:
+        raise TranslateError(f"--beam {args.beam}: must be >= 1")
+    mbr = mbr_from_args(args)
+    if mbr is not None and args.rerank:
+        raise TranslateError("--mbr and --rerank: choose one")
+    if args.out:
+        check_output(args.out)
+    return mbr
+
+
+def print_tune_header(args: argparse.Namespace, n_sentences: int, *, mbr: MBR | None, reranked: bool) -> None:
+    """What is tuned on which data, then the head of the markdown table."""
+    how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
+    if reranked:
+        how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
+    print(
+        f"length penalty on {args.src} ({n_sentences} sentences), beam {args.beam}{how}, "
+        f"sacreBLEU tok:{args.tokenize}"
+    )
+    print(f"| alpha |{' rerank weight |' if reranked else ''} BLEU | BP | chrF | hyp/ref length |")
+    print(f"|---|{'---|' if reranked else ''}---|---|---|---|")
+
+
+def print_tune_row(r: AlphaRow, *, reranked: bool) -> None:
+    """One row of the table, printed as soon as its alpha (and rerank weight) is scored."""
+    weight = f" {r.rerank_weight:g} |" if reranked else ""
+    print(
+        f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
+        f"{r.hyp_len}/{r.ref_len} |",
+        flush=True,
+    )
 
 
 def tune_json(

@@ -15,6 +15,7 @@ With ``--mbr`` each alpha's output is the minimum-Bayes-risk choice among the be
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .rerank import combine, rescore
@@ -57,52 +58,47 @@ def tune_alpha(
     ``rerank`` (nmt.infer.rerank.Rerank; its weight is ignored): one row per alpha and weight of
     ``rerank_weights``, the beam's n-best searched and rescored once per alpha; the best row's
     weight is then in ``best_row(rows).rerank_weight``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
     if len(sources) != len(references):
         raise TranslateError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not alphas:
         raise TranslateError("no alpha to try")
+    search = dict(beam=beam, batch_tokens=batch_tokens, max_len_a=max_len_a, max_len_b=max_len_b)
+    encoded = None if rerank is None else translator.encode(sources)[0]
     rows = []
-
-    def add(hyps: list[str], alpha: float, weight: float | None = None) -> None:
-        bleu = BLEU(tokenize=tokenize).corpus_score(hyps, [references])
-        chrf = CHRF().corpus_score(hyps, [references])
-        row = AlphaRow(float(alpha), bleu.score, bleu.bp, chrf.score, bleu.sys_len, bleu.ref_len, weight)
-        rows.append(row)
-        if on_alpha is not None:
-            on_alpha(row)
-
-    if rerank is not None:
-        encoded, _ = translator.encode(sources)
     for alpha in alphas:
         if rerank is None:
-            add(
-                translator.translate(
-                    sources,
-                    beam=beam,
-                    alpha=alpha,
-                    batch_tokens=batch_tokens,
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                    mbr=mbr,
-                ),
-                alpha,
+            outputs = [(None, translator.translate(sources, alpha=alpha, mbr=mbr, **search))]
+        else:
+            outputs = reranked_outputs(
+                translator, sources, encoded, rerank, weights=rerank_weights, alpha=alpha, **search
             )
-            continue
-        nbest = translator.translate_nbest(
-            sources,
-            beam=beam,
-            alpha=alpha,
-            batch_tokens=batch_tokens,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            nbest=beam,
-        )
-        theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=batch_tokens)
-        for weight in rerank_weights:
-            add([r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)], alpha, float(weight))
+        for weight, hyps in outputs:
+            rows.append(score_row(hyps, references, alpha=alpha, weight=weight, tokenize=tokenize))
+            if on_alpha is not None:
+                on_alpha(rows[-1])
     return best_row(rows).alpha, rows
+
+
+def reranked_outputs(
+    translator, sources: list[str], encoded: list[list[int]], rerank, *, weights, alpha: float, **search
+) -> Iterator[tuple[float, list[str]]]:
+    """(w, the reranked first choices) for each weight w: the beam's n-best at ``alpha`` searched
+    and rescored by ``rerank``'s models once, then combined with each weight (nmt.infer.rerank)."""
+    nbest = translator.translate_nbest(sources, alpha=alpha, nbest=search["beam"], **search)
+    theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=search["batch_tokens"])
+    for weight in weights:
+        yield float(weight), [r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)]
+
+
+def score_row(
+    hyps: list[str], references: list[str], *, alpha: float, weight: float | None, tokenize: str
+) -> AlphaRow:
+    """The row of one alpha (and rerank weight): corpus BLEU, its brevity penalty, chrF, lengths."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu = BLEU(tokenize=tokenize).corpus_score(hyps, [references])
+    chrf = CHRF().corpus_score(hyps, [references])
+    return AlphaRow(float(alpha), bleu.score, bleu.bp, chrf.score, bleu.sys_len, bleu.ref_len, weight)
 
 
 def best_row(rows: list[AlphaRow]) -> AlphaRow:
