@@ -70,12 +70,9 @@ def check_left_to_right(cfg, target: str) -> None:
 def build_spec(model, vocab: list[str]):
     """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
     shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
-    import numpy as np
-
     check_left_to_right(model.cfg, "CTranslate2")
 
     import_ctranslate2()
-    from ctranslate2.converters import utils
     from ctranslate2.specs import common_spec, transformer_spec
 
     cfg = model.cfg
@@ -92,59 +89,42 @@ def build_spec(model, vocab: list[str]):
         pre_norm=cfg.norm_position == "pre",
         activation=activation,
     )
-
-    def arr(t):
-        return t.detach().float().cpu().numpy()
-
-    def linear(s, m):
-        s.weight = arr(m.weight)
-        if m.bias is not None:
-            s.bias = arr(m.bias)
-
-    def norm(s, m):
-        s.gamma, s.beta = arr(m.weight), arr(m.bias)
-
-    def attention(s, m, self_attention: bool):
-        parts = [common_spec.LinearSpec() for _ in range(3)]
-        for p, proj in zip(parts, (m.q_proj, m.k_proj, m.v_proj)):
-            linear(p, proj)
-        if self_attention:
-            utils.fuse_linear(s.linear[0], parts)
-        else:
-            s.linear[0].weight, s.linear[0].bias = parts[0].weight, parts[0].bias
-            utils.fuse_linear(s.linear[1], parts[1:])
-        linear(s.linear[-1], m.out_proj)
-
-    def ffn(s, layer):
-        norm(s.layer_norm, layer.final_layer_norm)
-        linear(s.linear_0, layer.fc1)
-        linear(s.linear_1, layer.fc2)
-
-    def inputs(s, side):
-        emb = s.embeddings[0] if isinstance(s.embeddings, list) else s.embeddings
-        emb.weight = arr(side.embed_tokens.weight)
-        s.scale_embeddings = True  # x * sqrt(d_model) (section 3.4)
-        s.position_encodings.encodings = np.ascontiguousarray(arr(side.embed.embed_positions.weight))
-
     enc, dec = model.encoder, model.decoder
-    inputs(spec.encoder, enc)
-    for s, layer in zip(spec.encoder.layer, enc.layers):
-        attention(s.self_attention, layer.self_attn, True)
-        norm(s.self_attention.layer_norm, layer.self_attn_layer_norm)
-        ffn(s.ffn, layer)
-    inputs(spec.decoder, dec)
-    for s, layer in zip(spec.decoder.layer, dec.layers):
-        attention(s.self_attention, layer.self_attn, True)
-        norm(s.self_attention.layer_norm, layer.self_attn_layer_norm)
-        attention(s.attention, layer.encoder_attn, False)
-        norm(s.attention.layer_norm, layer.encoder_attn_layer_norm)
-        ffn(s.ffn, layer)
+    _set_encoder(spec.encoder, enc)
+    _set_decoder(spec.decoder, dec)
     if cfg.norm_position == "pre":
-        norm(spec.encoder.layer_norm, enc.layer_norm)
-        norm(spec.decoder.layer_norm, dec.layer_norm)
+        _set_norm(spec.encoder.layer_norm, enc.layer_norm)
+        _set_norm(spec.decoder.layer_norm, dec.layer_norm)
     out = dec.embed_tokens.weight if dec.output_projection is None else dec.output_projection.weight
-    spec.decoder.projection.weight = arr(out)  # no bias: logits = x W^T (tied: the embedding)
+    spec.decoder.projection.weight = _array(out)  # no bias: logits = x W^T (tied: the embedding)
+    _set_vocabulary(spec, vocab, cfg)
+    return spec
 
+
+def _set_encoder(s, encoder) -> None:
+    """The encoder's embeddings, positions and layers (self-attention, feed-forward)."""
+    _set_inputs(s, encoder)
+    for s_layer, layer in zip(s.layer, encoder.layers):
+        _set_attention(s_layer.self_attention, layer.self_attn, self_attention=True)
+        _set_norm(s_layer.self_attention.layer_norm, layer.self_attn_layer_norm)
+        _set_ffn(s_layer.ffn, layer)
+
+
+def _set_decoder(s, decoder) -> None:
+    """The decoder's embeddings, positions and layers (self-attention, encoder-decoder attention,
+    feed-forward); the output projection is set by build_spec."""
+    _set_inputs(s, decoder)
+    for s_layer, layer in zip(s.layer, decoder.layers):
+        _set_attention(s_layer.self_attention, layer.self_attn, self_attention=True)
+        _set_norm(s_layer.self_attention.layer_norm, layer.self_attn_layer_norm)
+        _set_attention(s_layer.attention, layer.encoder_attn, self_attention=False)
+        _set_norm(s_layer.attention.layer_norm, layer.encoder_attn_layer_norm)
+        _set_ffn(s_layer.ffn, layer)
+
+
+def _set_vocabulary(spec, vocab: list[str], cfg) -> None:
+    """The shared vocabulary and the special tokens: the decoder starts with BOS, the source gets
+    EOS appended (as nmt's)."""
     spec.register_source_vocabulary(vocab)
     spec.register_target_vocabulary(vocab)
     spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = "<s>", "</s>", "<unk>"
@@ -152,7 +132,53 @@ def build_spec(model, vocab: list[str]):
     spec.config.add_source_eos = True
     spec.config.add_source_bos = False
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
-    return spec
+
+
+def _array(t):
+    """A tensor as a float32 numpy array."""
+    return t.detach().float().cpu().numpy()
+
+
+def _set_linear(s, m) -> None:
+    s.weight = _array(m.weight)
+    if m.bias is not None:
+        s.bias = _array(m.bias)
+
+
+def _set_norm(s, m) -> None:
+    s.gamma, s.beta = _array(m.weight), _array(m.bias)
+
+
+def _set_attention(s, m, *, self_attention: bool) -> None:
+    """q/k/v fused as CTranslate2 expects: self-attention one qkv; cross-attention q, then kv."""
+    from ctranslate2.converters import utils
+    from ctranslate2.specs import common_spec
+
+    parts = [common_spec.LinearSpec() for _ in range(3)]
+    for p, proj in zip(parts, (m.q_proj, m.k_proj, m.v_proj)):
+        _set_linear(p, proj)
+    if self_attention:
+        utils.fuse_linear(s.linear[0], parts)
+    else:
+        s.linear[0].weight, s.linear[0].bias = parts[0].weight, parts[0].bias
+        utils.fuse_linear(s.linear[1], parts[1:])
+    _set_linear(s.linear[-1], m.out_proj)
+
+
+def _set_ffn(s, layer) -> None:
+    _set_norm(s.layer_norm, layer.final_layer_norm)
+    _set_linear(s.linear_0, layer.fc1)
+    _set_linear(s.linear_1, layer.fc2)
+
+
+def _set_inputs(s, side) -> None:
+    """Token embeddings (scaled by sqrt(d_model)) and the explicit position table."""
+    import numpy as np
+
+    emb = s.embeddings[0] if isinstance(s.embeddings, list) else s.embeddings
+    emb.weight = _array(side.embed_tokens.weight)
+    s.scale_embeddings = True  # x * sqrt(d_model) (section 3.4)
+    s.position_encodings.encodings = np.ascontiguousarray(_array(side.embed.embed_positions.weight))
 
 
 README = """# CTranslate2 export of an nmt checkpoint
