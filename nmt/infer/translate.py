@@ -95,60 +95,141 @@ def search_sources(
     check_search_options(
         sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints
     )
-    alpha = default_alpha(beam) if alpha is None else alpha
-    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
-    todo = [i for i, s in enumerate(sources) if s]
-    for batch in make_batches(
-        [len(sources[i]) for i in todo], batch_tokens=batch_tokens, max_sentences=max_sentences
-    ):
-        rows = [sources[todo[j]] for j in batch]
+    search = BatchedSearch(
+        beam=beam,
+        alpha=default_alpha(beam) if alpha is None else alpha,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        min_len=min_len,
+        nbest=nbest,
+        stopping=stopping,
+        constraint=constraint,
+        sampling=sampling,
+        shortlist=shortlist,
+        device=device,
+        dtype=dtype,
+    )
+    return search.sources(
+        model,
+        sources,
+        prefix=prefix,
+        constraints=constraints,
+        batch_tokens=batch_tokens,
+        max_sentences=max_sentences,
+        on_batch=on_batch,
+    )
+
+
+@dataclass(frozen=True)
+class BatchedSearch:
+    """The search of search_sources, batch by batch: beam (or greedy) search with these options,
+    or ``sampling``, over the full vocabulary or a ``shortlist``'s union per batch, on ``device``
+    with autocast to ``dtype``; ``alpha`` is resolved (never None)."""
+
+    beam: int
+    alpha: float
+    max_len_a: float
+    max_len_b: int
+    min_len: int
+    nbest: int
+    stopping: str
+    constraint: object
+    sampling: Sampling | None
+    shortlist: object
+    device: torch.device
+    dtype: torch.dtype | None
+
+    def sources(
+        self,
+        model,
+        sources: list[list[int]],
+        *,
+        prefix: list[list[int]] | None,
+        constraints: list[list[list[int]]] | None,
+        batch_tokens: int,
+        max_sentences: int | None,
+        on_batch: Callable[[int], None] | None,
+    ) -> list[list[Hypothesis]]:
+        """Every source's hypotheses, searched in length-sorted batches, in input order."""
+        results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
+        todo = [i for i, s in enumerate(sources) if s]
+        for batch in make_batches(
+            [len(sources[i]) for i in todo], batch_tokens=batch_tokens, max_sentences=max_sentences
+        ):
+            ids = [todo[j] for j in batch]  # the batch's sentences, by their position in ``sources``
+            hyps = self.batch(
+                model,
+                [sources[i] for i in ids],
+                ids,
+                prefix=None if prefix is None else [prefix[i] for i in ids],
+                constraints=None if constraints is None else [constraints[i] for i in ids],
+            )
+            for i, h in zip(ids, hyps):
+                results[i] = h
+            if on_batch is not None:
+                on_batch(len(batch))
+        return results
+
+    def batch(
+        self,
+        model,
+        rows: list[list[int]],
+        ids: list[int],
+        *,
+        prefix: list[list[int]] | None,
+        constraints: list[list[list[int]]] | None,
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses of one batch of sources (``ids``: their sentence numbers in the input)."""
         width = max(map(len, rows))
-        src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)  # (B, S)
-        pre = None if prefix is None else [prefix[todo[j]] for j in batch]
-        searched = model
-        if shortlist is not None:  # the batch's union of target ids (nmt.infer.shortlist)
-            restriction = shortlist.restrict(model, src, pre)
-            searched, pre = restriction.model, restriction.to_positions(pre)
-        with torch.inference_mode(), autocast(device, dtype):
-            if sampling is None:
-                hyps = beam_search(
-                    searched,
-                    src,
-                    beam=beam,
-                    alpha=alpha,
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                    min_len=min_len,
-                    nbest=nbest,
-                    prefix=pre,
-                    stopping=stopping,
-                    constraint=constraint,
-                    constraints=None if constraints is None else [constraints[todo[j]] for j in batch],
-                )
-            else:
-                rngs = [sentence_rng(sampling.seed, todo[j]) for j in batch]
-                hyps = [
-                    [h]
-                    for h in sample(
-                        searched,
-                        src,
-                        rngs=rngs,
-                        temperature=sampling.temperature,
-                        topk=sampling.topk,
-                        topp=sampling.topp,
-                        max_len_a=max_len_a,
-                        max_len_b=max_len_b,
-                        min_len=min_len,
-                        prefix=pre,
-                    )
-                ]
-        if shortlist is not None:
-            hyps = restriction.to_ids(hyps)
-        for j, h in zip(batch, hyps):
-            results[todo[j]] = h
-        if on_batch is not None:
-            on_batch(len(batch))
-    return results
+        src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=self.device)  # (B, S)
+        restriction = None
+        if self.shortlist is not None:  # the batch's union of target ids (nmt.infer.shortlist)
+            restriction = self.shortlist.restrict(model, src, prefix)
+            model, prefix = restriction.model, restriction.to_positions(prefix)
+        with torch.inference_mode(), autocast(self.device, self.dtype):
+            hyps = self.search(model, src, ids, prefix=prefix, constraints=constraints)
+        return hyps if restriction is None else restriction.to_ids(hyps)
+
+    def search(
+        self,
+        model,
+        src: torch.Tensor,
+        ids: list[int],
+        *,
+        prefix: list[list[int]] | None,
+        constraints: list[list[list[int]]] | None,
+    ) -> list[list[Hypothesis]]:
+        """beam_search of ``src`` (B, S), or one sample per row (sentence i's stream seeded with
+        (seed, i), ``ids`` giving i)."""
+        if self.sampling is None:
+            return beam_search(
+                model,
+                src,
+                beam=self.beam,
+                alpha=self.alpha,
+                max_len_a=self.max_len_a,
+                max_len_b=self.max_len_b,
+                min_len=self.min_len,
+                nbest=self.nbest,
+                prefix=prefix,
+                stopping=self.stopping,
+                constraint=self.constraint,
+                constraints=constraints,
+            )
+        s = self.sampling
+        samples = sample(
+            model,
+            src,
+            rngs=[sentence_rng(s.seed, i) for i in ids],
+            temperature=s.temperature,
+            topk=s.topk,
+            topp=s.topp,
+            max_len_a=self.max_len_a,
+            max_len_b=self.max_len_b,
+            min_len=self.min_len,
+            prefix=prefix,
+        )
+        return [[h] for h in samples]
 
 
 def check_search_options(*, sampling, constraint, shortlist, constraints) -> None:
