@@ -455,23 +455,7 @@ class Translator(TextTranslator):
             constraint_ids = self.constraint_ids(
                 sources, constraints, max_len_a=max_len_a, max_len_b=max_len_b
             )
-        prefix_ids = None
-        if prefix is not None:
-            if right_to_left(self.model):
-                raise TranslateError(
-                    "a right-to-left model writes the end of the output first: "
-                    "prefix-constrained decoding needs a left-to-right model"
-                )
-            if len(prefix) != len(sentences):
-                raise TranslateError(f"{len(prefix)} prefixes for {len(sentences)} sentences")
-            cleaned = [clean_line(p) for p in prefix]
-            prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.sp.encode(cleaned))]
-            for i, ids in enumerate(prefix_ids):
-                if len(ids) + 1 > self.model.cfg.max_positions:
-                    raise TranslateError(
-                        f"prefix {i + 1}: {len(ids)} pieces leave no room for EOS "
-                        f"(model.max_positions={self.model.cfg.max_positions})"
-                    )
+        prefix_ids = None if prefix is None else self.prefix_ids(prefix, n_sentences=len(sentences))
         self.report_truncated(truncated, on_truncate)
         hyps = search_sources(
             self.model,
@@ -492,6 +476,27 @@ class Translator(TextTranslator):
             constraints=constraint_ids,
         )
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
+
+    def prefix_ids(self, prefix: list[str], *, n_sentences: int) -> list[list[int]]:
+        """The target prefixes (text, one per sentence, "" = none) as pieces, each leaving room
+        for EOS; TranslateError for a right-to-left model (it writes the end first), a count
+        that is not ``n_sentences``, or a prefix as long as the model's positions."""
+        if right_to_left(self.model):
+            raise TranslateError(
+                "a right-to-left model writes the end of the output first: "
+                "prefix-constrained decoding needs a left-to-right model"
+            )
+        if len(prefix) != n_sentences:
+            raise TranslateError(f"{len(prefix)} prefixes for {n_sentences} sentences")
+        cleaned = [clean_line(p) for p in prefix]
+        prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.sp.encode(cleaned))]
+        for i, ids in enumerate(prefix_ids):
+            if len(ids) + 1 > self.model.cfg.max_positions:
+                raise TranslateError(
+                    f"prefix {i + 1}: {len(ids)} pieces leave no room for EOS "
+                    f"(model.max_positions={self.model.cfg.max_positions})"
+                )
+        return prefix_ids
 
     def constraint_ids(
         self,
