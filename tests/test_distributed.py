@@ -51,6 +51,9 @@ UNEVEN = ["--train.max_tokens=512", "--train.update_tokens=1300"]
 # the resume runs: 2 micro-batches per update (update_tokens=2200 over 2 ranks), updates cross epochs
 RESUME = ["--train.max_tokens=512", "--train.update_tokens=2200"]
 RESUME_STEPS = 24
+# seconds a job may take before the test calls it hung: a job here takes about 10 s, and many times that
+# on a loaded machine; no assertion depends on how long a job takes
+HANG = 300
 
 
 def free_port() -> int:
@@ -59,8 +62,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "", **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "NMT_TEST_DELAY": delay}
+def launch(
+    data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "", pause: str = "", **popen
+) -> subprocess.Popen:
+    """``delay``, ``pause``: NMT_TEST_DELAY and NMT_TEST_PAUSE of tests/delayed_nmt.py."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "NMT_TEST_DELAY": delay,
+        "NMT_TEST_PAUSE": pause,
+    }
     if "--rdzv-endpoint" not in " ".join(torchrun):
         torchrun = (*torchrun, f"--master-port={free_port()}")
     cmd = [
@@ -105,7 +117,7 @@ def no_job_outlives_its_test():
             proc.communicate()
 
 
-def torchrun(data, out, *extra, timeout: float = 120, **kwargs) -> tuple[int, str]:
+def torchrun(data, out, *extra, timeout: float = HANG, **kwargs) -> tuple[int, str]:
     proc = launch(data, out, *extra, **kwargs)
     try:
         output, _ = proc.communicate(timeout=timeout)
@@ -207,7 +219,7 @@ def worker_pids(torchrun_pid: int) -> dict[int, int]:
     return workers
 
 
-def wait_for(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_for(condition, proc: subprocess.Popen, timeout: float = HANG) -> None:
     end = time.time() + timeout
     while not condition():
         assert proc.poll() is None, proc.communicate()[0][-3000:]
@@ -216,17 +228,25 @@ def wait_for(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_path, straight):
-    run = tmp_path / "run"
+    """SIGTERM to rank 1 only, while rank 1 waits before update 6 (tests/delayed_nmt.py: no race with
+    the training, whatever the load): rank 1 takes the signal, and the whole job ends update 6, writes
+    checkpoint step_6 and stops together; `--resume auto` continues it bit for bit."""
+    run, paused = tmp_path / "run", tmp_path / "paused"
     args = [*RESUME, f"--train.max_steps={RESUME_STEPS}", "--resume", "auto"]  # the scheduler's one command
-    proc = launch(tiny_data, run, *args, delay="0:0:0.15")
-    wait_for(lambda: len(train_steps(run)) >= 3, proc)
+    proc = launch(tiny_data, run, *args, pause=f"1:6:{paused}:signal")
+    wait_for(paused.exists, proc)
     os.kill(worker_pids(proc.pid)[1], signal.SIGTERM)  # one rank is told: the whole job stops together
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, out[-3000:]
+    assert "rank 1: SIGTERM received before update 6" in out, out[-3000:]  # the signal landed there
     line = next(x for x in out.splitlines() if "preempted at step" in x)
     step = int(line.split("preempted at step ")[1].split()[0])
     assert 3 <= step < RESUME_STEPS
+    assert step == 6 and line.endswith(
+        "preempted at step 6 (SIGTERM): checkpoint written; continue with --resume auto"
+    )
     assert ckpt.list_step_checkpoints(run)[-1].name == f"step_{step:08d}"
+    assert train_steps(run) == list(range(1, 7))  # no update after the one the signal came in
     rc, out = torchrun(tiny_data, run, *args)
     assert rc == 0, out[-3000:]
     assert f"resumed from {run / 'checkpoints' / f'step_{step:08d}'}" in out
@@ -234,10 +254,16 @@ def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_pat
 
 
 def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straight):
-    run = tmp_path / "run"
+    """SIGKILL to the whole job while rank 0 waits before update 8 (tests/delayed_nmt.py: no race with
+    the training, whatever the load): checkpoints step_3 and step_6 are written, update 7 is logged
+    but not checkpointed. `--resume auto` continues from step_6, logs update 7 once, and ends bit for
+    bit as the uninterrupted run."""
+    run, paused = tmp_path / "run", tmp_path / "paused"
     args = [*RESUME, f"--train.max_steps={RESUME_STEPS}", "--train.save_every_steps=3", "--resume", "auto"]
-    proc = launch(tiny_data, run, *args, delay="0:0:0.1")
-    wait_for(lambda: bool(ckpt.list_step_checkpoints(run)), proc)
+    proc = launch(tiny_data, run, *args, pause=f"0:8:{paused}:kill")
+    wait_for(paused.exists, proc)
+    assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000003", "step_00000006"]
+    assert train_steps(run) == list(range(1, 8))  # update 7: done and logged, then killed
     workers = worker_pids(proc.pid)
     kill_job(proc)  # the whole job, no warning
     proc.communicate()
@@ -245,11 +271,12 @@ def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straigh
         while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
             time.sleep(0.01)
     killed_at = state_of(ckpt.list_step_checkpoints(run)[-1])["step"]
-    assert killed_at < RESUME_STEPS
+    assert killed_at < RESUME_STEPS and killed_at == 6
     rc, out = torchrun(tiny_data, run, *args)
     assert rc == 0, out[-3000:]
     assert f"resumed from {ckpt.list_step_checkpoints(run)[0].parent / f'step_{killed_at:08d}'}" in out
     assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+    assert train_steps(run) == list(range(1, RESUME_STEPS + 1))  # update 7's record dropped, then redone
 
 
 def test_resume_auto_starts_fresh_and_resume_stays_strict(tiny_data, tmp_path, capsys):
@@ -298,27 +325,28 @@ def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
     nodes = [
         launch(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}", torchrun=rdzv) for _ in range(2)
     ]
-    outputs = [node.communicate(timeout=120)[0] for node in nodes]
+    outputs = [node.communicate(timeout=HANG)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
     assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
 
 
 def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):
-    """Rank 1 hangs before its first update: rank 0 fails after train.collective_timeout, saying where."""
-    start = time.time()
+    """Rank 1 hangs before its first update (it sleeps for an hour, longer than the test may take): rank
+    0 fails after train.collective_timeout (1.8 s, as gloo's message says), saying where. Without the
+    timeout the job would hang (30 min by default) and fail the test at its bound."""
     rc, out = torchrun(
         tiny_data,
         tmp_path / "run",
         *UNEVEN,
         "--train.max_steps=5",
         "--train.collective_timeout=0.03",
-        delay="1:60",
-        timeout=60,
+        delay="1:3600",  # longer than HANG
+        timeout=HANG,
     )
     assert rc != 0
     assert "nmt train: error: rank 0 of 2: the token count all-reduce failed at update 1" in out, out[-3000:]
     assert "train.collective_timeout=0.03 min" in out
-    assert time.time() - start < 45
+    assert "Timed out waiting 1800ms" in out  # gloo's words: the timeout ended it, at 0.03 min, not 30
 
 
 # ----------------------------------------------------------------------------- device placement (NCCL path)
