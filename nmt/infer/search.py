@@ -122,26 +122,33 @@ def output_lengths(
     return max_len
 
 
-def mask_step(
-    logp: Tensor,
-    t: int,
-    *,
-    alive: list[int],
-    rows_per_sentence: int,
-    max_len: list[int],
-    min_len: int,
-    prefix: list[list[int]] | None,
-) -> Tensor:
-    """The log-probabilities (N, W) of step t (making token t+1) with the choices the rules forbid
-    set to -inf: PAD and BOS always; all but EOS at a sentence's last allowed step; EOS before
-    ``min_len``; all but prefix[t] while the prefix lasts. ``alive[i]``: the sentence of rows
-    i*rows_per_sentence..(i+1)*rows_per_sentence-1."""
+@dataclass(frozen=True)
+class Rules:
+    """What every step of a search checks (see the module docstring): per sentence its max output
+    length |Y| (``max_len``), EOS not before ``min_len``, the ``prefix`` tokens it must start with;
+    for beam search also the beam size ``k``, how many hypotheses it returns (``nbest``), the length
+    penalty ``alpha`` and the ``stopping`` rule (greedy search and sampling: one row, no penalty)."""
+
+    max_len: list[int]
+    min_len: int = 1
+    prefix: list[list[int]] | None = None
+    k: int = 1
+    nbest: int = 1
+    alpha: float = 0.0
+    stopping: str = "exact"
+
+
+def mask_step(logp: Tensor, t: int, alive: list[int], rules: Rules) -> Tensor:
+    """The log-probabilities (N, W) of step t (making token t+1) with the choices the ``rules``
+    forbid set to -inf: PAD and BOS always; all but EOS at a sentence's last allowed step; EOS
+    before ``min_len``; all but prefix[t] while the prefix lasts. ``alive[i]``: the sentence of rows
+    i*k..(i+1)*k-1."""
     neg_inf = float("-inf")
     logp[:, PAD] = neg_inf
     logp[:, BOS] = neg_inf
-    k, device = rows_per_sentence, logp.device
-    last = [t + 1 >= max_len[s] for s in alive]  # (B,) this step is the last allowed
-    block_eos = t + 1 < min_len
+    k, device, prefix = rules.k, logp.device, rules.prefix
+    last = [t + 1 >= rules.max_len[s] for s in alive]  # (B,) this step is the last allowed
+    block_eos = t + 1 < rules.min_len
     if any(last) or block_eos:  # only EOS at the last allowed step; no EOS before min_len
         last_rows = torch.tensor(last, device=device).repeat_interleave(k)[:, None]  # (N, 1)
         eos_col = torch.arange(logp.size(-1), device=device) == EOS  # (W,)
@@ -188,36 +195,18 @@ def beam_search(
         raise ValueError(f"stopping={stopping!r}: must be one of {', '.join(STOPPING)}")
     k, n_src, device = beam, src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
+    rules = Rules(max_len, min_len, prefix, k, nbest, alpha, stopping)
     memory = model.encode(src_tokens)
     constrain = None if constraint is None else constraint(src_tokens)
-    lexical = lexical_constraints(
-        constraints,
-        beam=k,
-        max_len=max_len,
-        device=device,
-        others=prefix is not None or constraint is not None,
-    )
-    if (
-        k == 1 and alpha == 0 and lexical is None
-    ):  # greedy: the general step's choices without its bookkeeping
-        return _greedy(
-            model,
-            memory,
-            n_src,
-            device=device,
-            max_len=max_len,
-            min_len=min_len,
-            prefix=prefix,
-            constrain=constrain,
-        )
+    lexical = lexical_constraints(constraints, rules, device=device, others=constraint is not None)
+    if k == 1 and alpha == 0 and lexical is None:  # greedy: the same choices without the bookkeeping
+        return _greedy(model, memory, n_src, rules, device=device, constrain=constrain)
     beams = Beams.start(memory, n_src, k, device=device, lexical=lexical)  # BOS, score 0: one per sentence
     finished: list[list[Hypothesis]] = [[] for _ in range(n_src)]
     for t in range(max(max_len)):  # t tokens generated so far; this step makes token t+1
         logp = beams.log_probs(model)  # (B*k, W) log p(next token) of every active hypothesis
-        logp = mask_step(
-            logp, t, alive=beams.alive, rows_per_sentence=k, max_len=max_len, min_len=min_len, prefix=prefix
-        )  # forbidden choices -inf
-        logp = apply_constraints(logp, t, beams, max_len=max_len, constrain=constrain)  # (B*k, W)
+        logp = mask_step(logp, t, beams.alive, rules)  # forbidden choices -inf
+        logp = apply_constraints(logp, t, beams, rules, constrain)  # (B*k, W)
         # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
         top = beam_topk(logp, beams.scores, min(2 * k, k * logp.size(-1)))  # (B, 2k) each
         if lexical is not None:  # the 2k candidates by dynamic beam allocation (Post & Vilar 2018)
@@ -227,18 +216,7 @@ def beam_search(
         add_eos_extensions(finished, beams, top, is_eos, lp=length_penalty(t + 1, alpha))
         sel = next_beam(is_eos, k)  # (B, k) ranks among the 2k
         scores = top.scores.gather(1, sel)  # (B, k) the next active beam's summed log-probabilities
-        going = still_searching(
-            finished,
-            beams.alive,
-            scores,
-            is_eos,
-            t=t,
-            max_len=max_len,
-            nbest=nbest,
-            k=k,
-            alpha=alpha,
-            stopping=stopping,
-        )
+        going = still_searching(finished, beams.alive, scores, is_eos, t, rules)
         if not going:
             break
         beams.advance(top, sel, scores, going)
@@ -246,23 +224,18 @@ def beam_search(
 
 
 def lexical_constraints(
-    constraints: list[list[list[int]]] | None,
-    *,
-    beam: int,
-    max_len: list[int],
-    device: torch.device,
-    others: bool,
+    constraints: list[list[list[int]]] | None, rules: Rules, *, device: torch.device, others: bool
 ) -> LexicalConstraints | None:
     """The LexicalConstraints of beam_search's ``constraints`` (None when there are none);
-    ValueError with ``others`` (a prefix or a constraint function)."""
+    ValueError with a prefix or ``others`` (a constraint function)."""
     if constraints is None or not any(constraints):
         return None
-    if others:
+    if others or rules.prefix is not None:
         raise ValueError("constraints: not with a prefix or a constraint function")
-    return LexicalConstraints(constraints, beam=beam, max_len=max_len, device=device)
+    return LexicalConstraints(constraints, beam=rules.k, max_len=rules.max_len, device=device)
 
 
-def apply_constraints(logp: Tensor, t: int, beams: "Beams", *, max_len: list[int], constrain) -> Tensor:
+def apply_constraints(logp: Tensor, t: int, beams: "Beams", rules: Rules, constrain) -> Tensor:
     """The log-probabilities (B*k, W) of step t with what the constraints forbid set to -inf.
 
     ``constrain`` (made by beam_search's ``constraint(src_tokens)``, e.g. the parser's well-formed
@@ -274,7 +247,7 @@ def apply_constraints(logp: Tensor, t: int, beams: "Beams", *, max_len: list[int
     phrases left (nmt.infer.constraints)."""
     k = beams.k
     if constrain is not None:
-        steps_left = torch.tensor([max_len[s] - t for s in beams.alive], device=logp.device)  # (B,)
+        steps_left = torch.tensor([rules.max_len[s] - t for s in beams.alive], device=logp.device)  # (B,)
         steps_left = steps_left.repeat_interleave(k)  # (B*k,)
         logp = constrain(logp, beams.tokens, beams.alive, k, steps_left)  # (B*k, W)
     if beams.lexical is not None:
@@ -310,17 +283,7 @@ def next_beam(is_eos: Tensor, k: int) -> Tensor:
 
 
 def still_searching(
-    finished: list[list[Hypothesis]],
-    alive: list[int],
-    scores: Tensor,
-    is_eos: Tensor,
-    *,
-    t: int,
-    max_len: list[int],
-    nbest: int,
-    k: int,
-    alpha: float,
-    stopping: str,
+    finished: list[list[Hypothesis]], alive: list[int], scores: Tensor, is_eos: Tensor, t: int, rules: Rules
 ) -> list[int]:
     """The positions i (ascending) of the sentences ``alive[i]`` that search on after step t (which
     made token t+1), given the next active beam's summed log-probabilities ``scores`` (B, k) and the
@@ -340,6 +303,7 @@ def still_searching(
     fast (not the paper's): as soon as the best extension of a step is EOS or k hypotheses have
     finished, as CTranslate2 does (patience 1; fairseq stops at k finished). It runs fewer steps
     and can miss a longer output that the exact rule would have found."""
+    max_len, nbest, k, alpha, stopping = rules.max_len, rules.nbest, rules.k, rules.alpha, rules.stopping
     best_active = scores.max(dim=1).values.tolist()  # (B,)
     top_eos = is_eos[:, 0].tolist() if stopping == "fast" else None  # (B,) best extension is EOS
     going = []
@@ -357,7 +321,7 @@ def still_searching(
 
 # ----------------------------------------------------------------------------- greedy search, sampling
 def _greedy(
-    model, memory, n_src: int, *, device: torch.device, max_len: list[int], min_len: int, prefix, constrain
+    model, memory, n_src: int, rules: Rules, *, device: torch.device, constrain
 ) -> list[list[Hypothesis]]:
     """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence
     ends with EOS, or without output where every token is forbidden. With one hypothesis and no
@@ -368,19 +332,11 @@ def _greedy(
     pos_scores = torch.zeros(n_src, 0, device=device)  # (B, t)
     finished: list[list[Hypothesis]] = [[] for _ in range(n_src)]
     cache = None
-    for t in range(max(max_len)):
+    for t in range(max(rules.max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
-        logp = mask_step(
-            F.log_softmax(logits[:, -1].float(), dim=-1),
-            t,
-            alive=alive,
-            rows_per_sentence=1,
-            max_len=max_len,
-            min_len=min_len,
-            prefix=prefix,
-        )  # (B, W)
+        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
         if constrain is not None:
-            steps_left = torch.tensor([max_len[s] - t for s in alive], device=device)  # (B,)
+            steps_left = torch.tensor([rules.max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
         new_logp, new_tok = row_topk(logp, 1)  # (B, 1) each
         ended = (new_tok.squeeze(1).eq(EOS) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
@@ -488,6 +444,7 @@ def sample(
         )
     n_src, device = src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
+    rules = Rules(max_len, min_len, prefix)
     memory = model.encode(src_tokens)
     alive = list(range(n_src))
     tokens = torch.full((n_src, 1), BOS, dtype=torch.long, device=device)  # (B, 1+t)
@@ -496,15 +453,7 @@ def sample(
     cache = None
     for t in range(max(max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
-        logp = mask_step(
-            F.log_softmax(logits[:, -1].float(), dim=-1),
-            t,
-            alive=alive,
-            rows_per_sentence=1,
-            max_len=max_len,
-            min_len=min_len,
-            prefix=prefix,
-        )
+        logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
         probs = F.softmax(logp / temperature, dim=-1)  # (B, W) = softmax(logits / T) where allowed
         probs = filter_probs(probs, topk=topk, topp=topp)
         cdf = probs.cumsum(dim=-1)  # (B, W)
