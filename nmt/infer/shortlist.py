@@ -286,9 +286,37 @@ def ibm1(
 
 def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=None) -> Shortlist:
     """The shortlist of a prepared corpus (``nmt prepare`` output): see the module docstring."""
-    from ..data.prepare import DataError, load_meta
-
     data_dir = Path(data_dir)
+    check_options(options)
+    vocab, src, src_off, tgt, tgt_off = _training_pairs(data_dir, options.max_sentences)
+    start = time.perf_counter()
+    keys, prob = ibm1(
+        src, src_off, tgt, tgt_off, vocab=vocab, iterations=options.iterations, chunk=options.chunk, log=log
+    )
+    candidates = _best_targets(keys, prob, vocab=vocab, options=options)
+    freq = np.bincount(tgt, minlength=vocab)  # (W,)
+    freq[list(SPECIAL)] = -1
+    top = np.argsort(-freq, kind="stable")[: options.frequent]
+    frequent = sorted(int(t) for t in top if freq[t] > 0)
+    spm = data_dir / "spm.model"
+    info = {
+        "statistic": "ibm1",
+        "data": str(data_dir),
+        "sentences": len(src_off) - 1,
+        "seconds": round(time.perf_counter() - start, 1),
+        **{k: v for k, v in dataclasses.asdict(options).items() if k != "chunk"},
+    }
+    return Shortlist(
+        vocab,
+        frequent,
+        {s: sorted(ts) for s, ts in sorted(candidates.items())},
+        spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "",
+        info=info,
+    )
+
+
+def check_options(options: BuildOptions) -> None:
+    """ShortlistError naming the option (as `nmt shortlist` spells it) that is out of range."""
     for name, value in (
         ("best", options.best),
         ("frequent", options.frequent),
@@ -300,6 +328,13 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
                 f"--{name.replace('_', '-')} {value}: must be "
                 f"{'>= 1' if name in ('iterations', 'max_sentences') else '>= 0'}"
             )
+
+
+def _training_pairs(data_dir: Path, max_sentences: int):
+    """The vocabulary size and the first ``max_sentences`` training pairs of a prepared corpus:
+    source ids and offsets, target ids and offsets (as nmt.data.binarize writes them)."""
+    from ..data.prepare import DataError, load_meta
+
     try:
         meta = load_meta(data_dir)
     except DataError as e:
@@ -310,13 +345,17 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
     dtype = np.dtype(meta["dtype"])
     src, src_off = _read_side(data_dir, "train", "src", dtype)
     tgt, tgt_off = _read_side(data_dir, "train", "tgt", dtype)
-    n = min(len(src_off) - 1, options.max_sentences)
+    n = min(len(src_off) - 1, max_sentences)
     src_off, tgt_off = src_off[: n + 1], tgt_off[: n + 1]
-    src, tgt = src[: src_off[-1]], tgt[: tgt_off[-1]]
-    start = time.perf_counter()
-    keys, prob = ibm1(
-        src, src_off, tgt, tgt_off, vocab=vocab, iterations=options.iterations, chunk=options.chunk, log=log
-    )
+    return vocab, src[: src_off[-1]], src_off, tgt[: tgt_off[-1]], tgt_off
+
+
+def _best_targets(
+    keys: np.ndarray, prob: np.ndarray, *, vocab: int, options: BuildOptions
+) -> dict[int, set[int]]:
+    """For each source piece its ``options.best`` most probable target pieces under IBM Model 1
+    (``keys`` = source * vocab + target, ``prob`` = p(target | source)), above the threshold, no
+    NULL and no special ids; with ``options.identity`` every non-special piece lists itself."""
     source, target = keys // vocab, keys % vocab  # (K,) each
     ok = (source < vocab) & (target >= len(SPECIAL)) & (prob > options.threshold)  # no NULL, no specials
     ok &= ~np.isin(source, SPECIAL)
@@ -324,33 +363,14 @@ def build(data_dir: str | Path, options: BuildOptions = BuildOptions(), *, log=N
     order = np.lexsort((target, -prob, source))  # by source, then p(t|s) descending, then id
     source, target = source[order], target[order]
     first = np.searchsorted(source, source, side="left")  # (K',) where each source's run starts
-    rank = np.arange(len(source)) - first
-    keep = rank < options.best
+    keep = np.arange(len(source)) - first < options.best  # rank within the source's run
     candidates: dict[int, set[int]] = {}
     for s, t in zip(source[keep].tolist(), target[keep].tolist()):
         candidates.setdefault(s, set()).add(t)
     if options.identity:  # every non-special piece lists itself (shared vocabulary)
         for s in range(len(SPECIAL), vocab):
             candidates.setdefault(s, set()).add(s)
-    freq = np.bincount(tgt, minlength=vocab)  # (W,)
-    freq[list(SPECIAL)] = -1
-    top = np.argsort(-freq, kind="stable")[: options.frequent]
-    frequent = sorted(int(t) for t in top if freq[t] > 0)
-    spm = data_dir / "spm.model"
-    info = {
-        "statistic": "ibm1",
-        "data": str(data_dir),
-        "sentences": n,
-        "seconds": round(time.perf_counter() - start, 1),
-        **{k: v for k, v in dataclasses.asdict(options).items() if k != "chunk"},
-    }
-    return Shortlist(
-        vocab,
-        frequent,
-        {s: sorted(ts) for s, ts in sorted(candidates.items())},
-        spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "",
-        info=info,
-    )
+    return candidates
 
 
 # ----------------------------------------------------------------------------- the file
