@@ -121,6 +121,61 @@ def run_score(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
+def add_model_info_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="base", help="base | big | small | tiny (default: base)")
+    p.add_argument("--config", help="YAML/JSON file with a model: section")
+    p.add_argument("--vocab-size", type=positive_int, help="shared vocabulary size (default: the preset's)")
+
+
+# what `nmt --help` says of each subcommand
+HELP = {
+    "model-info": "print a model configuration and its parameter counts",
+    "prepare": "clean, learn a shared BPE vocabulary, binarize a corpus",
+    "train": "train a Transformer on a prepared DATA_DIR",
+    "average": "average the last N checkpoints of a run (section 6.1)",
+    "translate": "translate raw text with a checkpoint (beam search, section 6.1)",
+    "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
+    "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
+    "export": "export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)",
+    "plot-attention": "heatmaps of every attention layer and head for one sentence",
+    "serve": "HTTP API with dynamic batching and a web page (needs nmt[serve])",
+    "score": "sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)",
+    "prepare-ptb": "`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)",
+    "parse": "parse sentences into trees with a parsing checkpoint (section 6.3)",
+    "variations": "train the paper's Table 3 model variations, one run per row",
+    "plot": "plot loss / perplexity / learning-rate curves of a run",
+}
+
+
+def commands() -> list[tuple[str, object, object]]:
+    """Every subcommand as (name, add its arguments, run it), in the order of `nmt --help`; each
+    layer's command-line module owns its arguments."""
+    from . import plot
+    from .data import command as data
+    from .experiments import command as experiments
+    from .infer import command as infer
+    from .serve import options as serve
+    from .train import command as train
+
+    return [
+        ("model-info", add_model_info_args, cmd_model_info),
+        ("prepare", data.add_prepare_args, lambda args, overrides: data.run_prepare(args)),
+        ("train", train.add_train_args, train.run_train),
+        ("average", train.add_average_args, train.run_average),
+        ("translate", infer.add_translate_args, infer.run_translate),
+        ("tune-alpha", infer.add_tune_alpha_args, infer.run_tune_alpha),
+        ("shortlist", infer.add_shortlist_args, infer.run_shortlist),
+        ("export", infer.add_export_args, infer.run_export),
+        ("plot-attention", infer.add_plot_attention_args, infer.run_plot_attention),
+        ("serve", serve.add_serve_args, serve.run_serve),
+        ("score", add_score_args, run_score),
+        ("prepare-ptb", experiments.add_prepare_ptb_args, experiments.run_prepare_ptb),
+        ("parse", experiments.add_parse_args, experiments.run_parse),
+        ("variations", experiments.add_variations_args, experiments.run_variations),
+        ("plot", plot.add_plot_args, plot.run_plot),
+    ]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nmt",
@@ -130,83 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nmt {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("model-info", help="print a model configuration and its parameter counts")
-    p.add_argument("--preset", default="base", help="base | big | small | tiny (default: base)")
-    p.add_argument("--config", help="YAML/JSON file with a model: section")
-    p.add_argument("--vocab-size", type=positive_int, help="shared vocabulary size (default: the preset's)")
-    p.set_defaults(func=cmd_model_info)
-
-    from . import plot
-    from .data import command as data
-    from .train import command as train
-
-    p = sub.add_parser("prepare", help="clean, learn a shared BPE vocabulary, binarize a corpus")
-    data.add_prepare_args(p)
-    p.set_defaults(func=lambda args, overrides: data.run_prepare(args))
-    p = sub.add_parser("train", help="train a Transformer on a prepared DATA_DIR")
-    train.add_train_args(p)
-    p.set_defaults(func=train.run_train)
-    p = sub.add_parser("average", help="average the last N checkpoints of a run (section 6.1)")
-    train.add_average_args(p)
-    p.set_defaults(func=train.run_average)
-    from .infer.command import add_translate_args, run_translate
-
-    p = sub.add_parser("translate", help="translate raw text with a checkpoint (beam search, section 6.1)")
-    add_translate_args(p)
-    p.set_defaults(func=run_translate)
-    from .infer.command import add_tune_alpha_args, run_tune_alpha
-
-    p = sub.add_parser(
-        "tune-alpha", help="choose the length penalty alpha on a development set (section 6.1)"
-    )
-    add_tune_alpha_args(p)
-    p.set_defaults(func=run_tune_alpha)
-    from .infer.command import add_shortlist_args, run_shortlist
-
-    p = sub.add_parser(
-        "shortlist", help="vocabulary shortlist from prepared training data (translate --shortlist)"
-    )
-    add_shortlist_args(p)
-    p.set_defaults(func=run_shortlist)
-    from .infer.command import add_export_args, run_export
-
-    p = sub.add_parser("export", help="export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)")
-    add_export_args(p)
-    p.set_defaults(func=run_export)
-    from .infer.command import add_plot_attention_args, run_plot_attention
-
-    p = sub.add_parser("plot-attention", help="heatmaps of every attention layer and head for one sentence")
-    add_plot_attention_args(p)
-    p.set_defaults(func=run_plot_attention)
-    p = sub.add_parser("serve", help="HTTP API with dynamic batching and a web page (needs nmt[serve])")
-    from .serve.options import add_serve_args, run_serve
-
-    add_serve_args(p)
-    p.set_defaults(func=run_serve)
-    p = sub.add_parser("score", help="sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)")
-    add_score_args(p)
-    p.set_defaults(func=run_score)
-    from .experiments import command as experiments
-
-    p = sub.add_parser(
-        "prepare-ptb",
-        prog="nmt prepare ptb",
-        help="`nmt prepare ptb`: Penn Treebank trees for parsing (section 6.3)",
-    )
-    experiments.add_prepare_ptb_args(p)
-    p.set_defaults(func=experiments.run_prepare_ptb, command="prepare ptb")
-    p = sub.add_parser("parse", help="parse sentences into trees with a parsing checkpoint (section 6.3)")
-    experiments.add_parse_args(p)
-    p.set_defaults(func=experiments.run_parse)
-
-    p = sub.add_parser("variations", help="train the paper's Table 3 model variations, one run per row")
-    experiments.add_variations_args(p)
-    p.set_defaults(func=experiments.run_variations)
-    p = sub.add_parser("plot", help="plot loss / perplexity / learning-rate curves of a run")
-    plot.add_plot_args(p)
-    p.set_defaults(func=plot.run_plot)
-    for p in sub.choices.values():  # `nmt COMMAND ... --debug` works too
+    for name, add_args, run in commands():
+        p = sub.add_parser(
+            name, help=HELP[name], **({"prog": "nmt prepare ptb"} if name == "prepare-ptb" else {})
+        )
+        add_args(p)
+        p.set_defaults(func=run)
+        if name == "prepare-ptb":  # `nmt prepare ptb` is routed here (main)
+            p.set_defaults(command="prepare ptb")
+        # `nmt COMMAND ... --debug` works too
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 

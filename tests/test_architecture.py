@@ -1,5 +1,6 @@
 """The package's shape, read from the source (ast), so that it stays as DEVELOPERS.md describes it:
-no import cycles, argparse only in the command-line modules, every module in the layout table."""
+no import cycles, argparse only in the command-line modules, every module in the layout table,
+no function of logic over 60 lines."""
 
 from __future__ import annotations
 
@@ -120,3 +121,44 @@ def test_developers_layout_table_lists_every_module():
         if not listed:
             missing.append(rel)
     assert missing == [], f"DEVELOPERS.md's layout table does not list {missing}"
+
+
+# a function of logic reads as one idea: at most this many lines (``ruff format``ed, docstring included)
+MAX_FUNCTION_LINES = 60
+# argparse declarations (a flat list of add_argument calls) are exempt from the limit
+DECLARATION_CALLS = 10
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
+    """(name, lines) of the functions in ``source`` longer than ``limit`` lines, but for argparse
+    declarations (``DECLARATION_CALLS`` or more ``add_argument`` calls)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        lines = node.end_lineno - node.lineno + 1
+        declarations = sum(
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "add_argument"
+            for call in ast.walk(node)
+        )
+        if lines > limit and declarations < DECLARATION_CALLS:
+            found.append((node.name, lines))
+    return found
+
+
+def test_long_function_finder_skips_argparse_declarations():
+    body = "\n".join(f"    x{i} = {i}" for i in range(70))
+    options = "\n".join(f"    p.add_argument('--o{i}')" for i in range(70))
+    source = f"def logic():\n{body}\n\ndef options(p):\n{options}\n\ndef short():\n    return 1\n"
+    assert long_functions(source) == [("logic", 71)]
+
+
+def test_no_function_of_logic_is_longer_than_the_limit():
+    found = [
+        f"{name}:{function} ({lines} lines)"
+        for name, path in modules().items()
+        for function, lines in long_functions(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], f"split these into named steps (tests/test_architecture.py): {found}"
