@@ -1,4 +1,5 @@
-"""benchmarks/gpu.py (issue 40): its FLOP count and its table, in tiny mode on the CPU."""
+"""The benchmarks' own logic, on the CPU: benchmarks/gpu.py (its FLOP count and its table, in tiny
+mode) and benchmarks/stopping_rules.py (its row counts)."""
 
 from __future__ import annotations
 
@@ -164,3 +165,45 @@ def test_out_of_memory_halves_the_micro_batch_and_the_trainer_accumulates_more(t
     assert budgets[:2] == [600, 300] and set(budgets[1:]) == {300}
     accum, budget = row["batch"].split(" = ")[1].split(" x ")  # "1,313 tok = 5 x 300"
     assert budget == "300" and int(accum) > 2  # ~1,200 target tokens per update: 2 x 600 before
+
+
+def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decodes_more(
+    checkpoint, tmp_path, monkeypatch
+):
+    """benchmarks/stopping_rules.py: its counting still_searching returns the search's own
+    decisions (same translations), counts k rows per sentence per step, and its table shows the
+    exact rule decoding at least the fast rule's beam-rows x steps."""
+    spec = importlib.util.spec_from_file_location("stopping_rules", REPO / "benchmarks" / "stopping_rules.py")
+    rules = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rules)
+    from nmt.infer import search
+    from nmt.infer.translate import Translator
+
+    lines = ["a b c", "d e", "f g h i", "a"]
+    t = Translator.load(checkpoint, device="cpu")
+    plain = t.translate(lines, beam=4)
+    counts = {"steps": 0, "rows": 0, "losing": 0}
+    monkeypatch.setattr(search, "still_searching", rules.counting(counts))
+    assert t.translate(lines, beam=4) == plain
+    assert counts["steps"] > 0 and counts["rows"] % 4 == 0 and counts["rows"] >= 4 * counts["steps"]
+    assert 0 <= counts["losing"] <= counts["rows"]
+
+    src = tmp_path / "src.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "stopping_rules.py"), "--checkpoint", str(checkpoint)]
+        + ["--src-file", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [
+        line.split("|")[1:-1]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| fast") or line.startswith("| exact")
+    ]
+    (fast, exact) = [[c.strip() for c in r] for r in rows]
+    assert fast[0] == "fast" and fast[3] == "1.00" and exact[0] == "exact"
+    assert int(exact[2].replace(",", "")) >= int(fast[2].replace(",", "")) > 0
