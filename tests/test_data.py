@@ -4,6 +4,8 @@ import argparse
 import gzip
 import json
 import pickle
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -415,6 +417,43 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     assert (plain / "train.src.bin").read_bytes() == (a / "train.src.bin").read_bytes()
     assert "train_samples" not in data.load_meta(plain)
     assert not list(plain.glob("train.bpe*"))
+
+
+SAMPLE_IN_A_NEW_PROCESS = """
+import sys
+from pathlib import Path
+import numpy as np
+from nmt.data import binarize
+from nmt.vocab import load_spm
+data, out = Path(sys.argv[1]), Path(sys.argv[2])
+out.mkdir()
+files = (data.parent / "train.en", data.parent / "train.de.txt")
+binarize.binarize_samples(load_spm(data), files, out, keep=np.ones(60, bool), p=0.3, copies=2, seed=5,
+                          max_len=1000, dtype=np.dtype("uint16"))
+"""
+
+
+def test_bpe_dropout_samples_are_the_same_bytes_in_every_process(tmp_path):
+    """The same seed writes the same `train.bpe*` files in separate processes (sentencepiece's own
+    sampler, seeded, repeats only within one process: an absl::BitGen salts its seed per process)."""
+    src, tgt = corpus(60)
+    data_dir = prepare_files(tmp_path, (src, tgt))
+    write(tmp_path / "train.de.txt", tgt)
+    outs = [tmp_path / f"run{i}" for i in range(2)]
+    for out in outs:
+        subprocess.run([sys.executable, "-c", SAMPLE_IN_A_NEW_PROCESS, str(data_dir), str(out)], check=True)
+    names = sorted(path.name for path in outs[0].iterdir())
+    assert names == [
+        f"train.bpe{k}.{side}.{ext}"
+        for k in (1, 2)
+        for side in ("src", "tgt")
+        for ext in ("bin", "offsets.npy")
+    ]
+    for name in names:
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+    usual = ParallelDataset.load(data_dir, "train")
+    sampled = np.fromfile(outs[0] / "train.bpe1.tgt.bin", dtype=np.uint16)
+    assert len(sampled) > usual.tgt_lengths.sum()  # sampled: more, smaller pieces
 
 
 @pytest.mark.parametrize(

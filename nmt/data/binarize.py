@@ -9,17 +9,28 @@ Input is read `CHUNK` lines at a time: memory does not grow with the corpus.
 
 from __future__ import annotations
 
-import hashlib
+import heapq
 import itertools
+import random
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from nmt.data.download import DataError
+
 CHUNK = 10_000  # lines per encode call
 
-__all__ = ["CHUNK", "binarize", "binarize_samples", "text_chunks", "write_offsets"]
+__all__ = [
+    "CHUNK",
+    "binarize",
+    "binarize_samples",
+    "bpe_dropout",
+    "bpe_merges",
+    "text_chunks",
+    "write_offsets",
+]
 
 
 def text_chunks(files: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
@@ -108,6 +119,69 @@ def write_offsets(prefix: Path, lengths: dict) -> dict:
     return counts
 
 
+def bpe_merges(sp) -> dict[str, tuple[float, int]]:
+    """The pieces a BPE merge can make: piece -> (score, id), the normal pieces of `sp` (control,
+    unknown, unused and byte pieces never come from a merge)."""
+    special = (sp.is_control, sp.is_unknown, sp.is_unused, sp.is_byte)
+    return {
+        sp.id_to_piece(i): (sp.get_score(i), i)
+        for i in range(sp.get_piece_size())
+        if not any(f(i) for f in special)
+    }
+
+
+def bpe_dropout(sp, merges: dict[str, tuple[float, int]], text: str, *, p: float, rng: random.Random) -> list:
+    """The ids of one BPE-dropout segmentation of `text`: SentencePiece's BPE encoding (the pair
+    of adjacent symbols with the best score merges first, the leftmost among equals), each
+    merge skipped with probability `p`, a skipped pair dropped for good (Provilkov et al., 2020).
+
+    Ours rather than `sp.encode(enable_sampling=True)`: sentencepiece >= 0.2.3 draws from an
+    absl::BitGen, which salts its seed per process, so `set_random_generator_seed` repeats a
+    sample only within one process. With `p` = 0 this is `sp.encode(text)` (checked on the
+    first chunk by `binarize_samples`)."""
+    pieces = list(sp.normalize(text))  # one symbol per character
+    n = len(pieces)
+    prev, nxt = list(range(-1, n - 1)), [*range(1, n), -1]
+    agenda = []  # heap of (-score, left, right, length of the merged piece)
+
+    def push(left: int, right: int):
+        if left >= 0 and right >= 0 and (merged := merges.get(pieces[left] + pieces[right])):
+            heapq.heappush(agenda, (-merged[0], left, right, len(pieces[left]) + len(pieces[right])))
+
+    for i in range(1, n):
+        push(i - 1, i)
+    while agenda:
+        _, left, right, size = heapq.heappop(agenda)
+        if not pieces[left] or not pieces[right] or len(pieces[left]) + len(pieces[right]) != size:
+            continue  # stale: a symbol of the pair merged since
+        if p > 0 and rng.random() < p:
+            continue  # dropped
+        pieces[left] += pieces[right]
+        pieces[right] = ""
+        nxt[left] = nxt[right]
+        if nxt[right] >= 0:
+            prev[nxt[right]] = left
+        push(prev[left], left)
+        push(left, nxt[left])
+    unk, ids = sp.unk_id(), []
+    for piece in filter(None, pieces):
+        i = merges.get(piece, (0.0, unk))[1]
+        if not (i == unk and ids and ids[-1] == unk):  # SentencePiece joins unknown neighbours
+            ids.append(i)
+    return ids
+
+
+def _check_bpe(sp, merges: dict, texts: list[str]):
+    """Refuse a model whose encoding `bpe_dropout` does not reproduce (not BPE, or with pieces
+    it does not model, such as user-defined symbols)."""
+    for t in texts:
+        if bpe_dropout(sp, merges, t, p=0.0, rng=random.Random(0)) != sp.encode(t, out_type=int):
+            raise DataError(
+                f"--bpe-dropout: the SentencePiece model does not encode {t!r} as BPE merges do "
+                "(BPE-dropout needs a BPE model without user-defined symbols)"
+            )
+
+
 def binarize_samples(
     sp,
     files: tuple[Path, Path],
@@ -125,28 +199,24 @@ def binarize_samples(
     skipped with probability `p`. A side whose sample is longer than `max_len` keeps its usual
     segmentation (so the model's positions still hold every example).
 
-    Deterministic: every encode call (copy k, chunk c, side) gets its own seed derived from
-    (`seed`, k, c, side) and runs on one thread (SentencePiece's multi-threaded sampling depends
-    on the scheduling; each call restarts its generator from the seed last set)."""
-    import sentencepiece as spm
-
+    Deterministic, the same bytes in every process: each (copy k, side) draws from its own
+    generator seeded from (`seed`, k, side) (see `bpe_dropout`)."""
+    merges = bpe_merges(sp)
     names, src_tokens, tgt_tokens = [], [], []
     for k in range(1, copies + 1):
         name = f"train.bpe{k}"
         lengths = {"src": array("q"), "tgt": array("q")}
         start = 0
+        rngs = {side: random.Random(f"{seed}/{k}/{side}") for side in ("src", "tgt")}
         with open(out / f"{name}.src.bin", "wb") as fs, open(out / f"{name}.tgt.bin", "wb") as ft:
             for chunk, (src_text, tgt_text) in enumerate(text_chunks(files)):
                 chunk_keep = keep[start : start + len(src_text)]
                 start += len(src_text)
                 for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
                     text = [t for t, kept in zip(text, chunk_keep) if kept]
-                    digest = hashlib.sha256(f"{seed}/{k}/{chunk}/{side}".encode()).digest()
-                    # 0xFFFFFFFF would mean "unseeded" to SentencePiece
-                    spm.set_random_generator_seed(int.from_bytes(digest[:4], "little") % 0xFFFFFFFF)
-                    ids = sp.encode(
-                        text, out_type=int, enable_sampling=True, alpha=p, nbest_size=-1, num_threads=1
-                    )
+                    if k == 1 and chunk == 0:
+                        _check_bpe(sp, merges, text)
+                    ids = [bpe_dropout(sp, merges, t, p=p, rng=rngs[side]) for t in text]
                     ids = [x if len(x) <= max_len else sp.encode(t, out_type=int) for x, t in zip(ids, text)]
                     lengths[side].extend(_write_ids(f, ids, dtype))
         counts = write_offsets(out / name, lengths)
