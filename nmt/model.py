@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -30,19 +29,14 @@ from .vocab import PAD
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
-
-    In float64 with numpy, then float32: numpy computes element by element on one thread, so every
-    build has the same bits. torch's float64 pow/sin/cos run in chunks over its intra-op threads
-    (32,768 elements each: row 128 of a 256-wide half); an export once had an encoder table one
-    float32 ulp off the decoder's from row 128 on. Same values as torch's to 1 float32 ulp."""
-    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (P, 1)
-    two_i = np.arange(0, d_model, 2, dtype=np.float64)[None, :]  # (1, D/2)
-    angle = pos / np.power(10000.0, two_i / d_model)  # (P, D/2)
-    table = np.zeros((n_positions, d_model), dtype=np.float64)
-    table[:, 0::2] = np.sin(angle)
-    table[:, 1::2] = np.cos(angle)
-    return torch.from_numpy(table).float()
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]  # (1, D/2)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (P, D/2)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
 
 
 def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: Dropout, pre: bool) -> Tensor:

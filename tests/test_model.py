@@ -1,12 +1,9 @@
 """Numerics of the model (issue: the paper's Transformer)."""
 
-import contextlib
 import math
 
-import numpy as np
 import pytest
 import torch
-from torch import Tensor
 
 from nmt.config import ConfigError, ModelConfig, apply_overrides, base, big, tiny
 from nmt.model import Transformer, sinusoidal_table
@@ -50,56 +47,6 @@ def test_sinusoidal_matches_formula(pos, i):
     table = sinusoidal_table(128, d)
     assert table[pos, 2 * i].item() == pytest.approx(math.sin(pos / 10000 ** (2 * i / d)), abs=1e-6)
     assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / d)), abs=1e-6)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """torch.set_num_threads(n) inside the block, the number before after it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def torch_sinusoids(n_positions: int, d_model: int) -> Tensor:
-    """The table as nmt computed it before (torch float64, then float32): the reference values."""
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    angle = pos / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (P, D/2)
-    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(n_positions, d_model).float()
-
-
-def test_sinusoidal_table_is_the_same_bits_whatever_torchs_threads_compute(monkeypatch):
-    """Every build of the table has the same bits (encoder and decoder, one export and the next),
-    even where torch's float64 sin/cos answer one float32 ulp differently from the second chunk of
-    its threads on (32,768 elements: row 128 of 256 x 512, as an export once saw); its values are
-    the formula's, torch's to 1 float32 ulp."""
-    old = torch_sinusoids(256, 512)
-    builds = []
-    for threads in (1, 2, 8):
-        with torch_threads(threads):
-            builds.append(sinusoidal_table(256, 512))
-    real_sin, real_cos = torch.sin, torch.cos
-
-    def chunked(f):  # a torch whose threads disagree in the last float32 place after 32,768 elements
-        def wrong_after_the_first_chunk(x):
-            y = f(x)
-            if torch.get_num_threads() > 1 and y.numel() > 32768:
-                y.view(-1)[32768:] *= 1 + 2.0**-23
-            return y
-
-        return wrong_after_the_first_chunk
-
-    monkeypatch.setattr(torch, "sin", chunked(real_sin))
-    monkeypatch.setattr(torch, "cos", chunked(real_cos))
-    for threads in (1, 2):
-        with torch_threads(threads):
-            builds.append(sinusoidal_table(256, 512))
-    monkeypatch.undo()
-    assert all(torch.equal(build, builds[0]) for build in builds)
-    ulp = torch.from_numpy(np.spacing(old.abs().numpy()))
-    assert ((builds[0] - old).abs() <= ulp).all()
 
 
 def test_embedding_scale_and_positions():
