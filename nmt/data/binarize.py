@@ -173,7 +173,13 @@ def bpe_dropout(sp, merges: dict[str, tuple[float, int]], text: str, *, p: float
 
 def _check_bpe(sp, merges: dict, texts: list[str]):
     """Refuse a model whose encoding `bpe_dropout` does not reproduce (not BPE, or with pieces
-    it does not model, such as user-defined symbols)."""
+    it does not model, such as user-defined symbols); a byte-fallback model at once, since it
+    differs only on a text with unknown characters, which ``texts`` may not hold."""
+    if any(sp.is_byte(i) for i in range(sp.get_piece_size())):
+        raise DataError(
+            "--bpe-dropout: the SentencePiece model has byte-fallback pieces, which BPE-dropout "
+            "does not sample (it needs a BPE model without byte fallback or user-defined symbols)"
+        )
     for t in texts:
         if bpe_dropout(sp, merges, t, p=0.0, rng=random.Random(0)) != sp.encode(t, out_type=int):
             raise DataError(
