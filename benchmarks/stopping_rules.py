@@ -54,7 +54,9 @@ def main() -> int:
     t = Translator.load(args.checkpoint, device="cpu", precision="fp32", shortlist=args.shortlist)
     sources, _ = t.encode([clean_line(s) for s in read_lines(args.src_file)][: args.limit])
     print(f"{len(sources)} sentences, beam {args.beam}, shortlist: {args.shortlist or 'no'}\n")
-    print("| stopping | steps | beam-rows x steps | x fast | rows that could not win |")
+    print(
+        "| stopping | steps | beam-rows x steps | x fast | rows that could not win (the exact rule's bound) |"
+    )
     print("|---|---|---|---|---|")
     rows = {}
     original = search.still_searching

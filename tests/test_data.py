@@ -557,3 +557,40 @@ def test_the_one_spm_loader_names_a_missing_or_unreadable_spm_model(tmp_path):
     with pytest.raises(ValueError, match="not a readable SentencePiece model") as e:
         load_spm(tmp_path)
     assert str(e.value).startswith(f"{tmp_path / 'spm.model'}: ")
+
+
+def test_bpe_dropout_refuses_a_byte_fallback_model(tmp_path):
+    """BPE-dropout writes <unk> where a byte-fallback model writes byte pieces, so such a model is
+    refused, even when the corpus has no unknown character (`nmt prepare` then removes its
+    temporary folder: tests of prepare's atomic output)."""
+    import sentencepiece as spm
+
+    from nmt.data import binarize
+
+    src, tgt = corpus(60)
+    write(tmp_path / "text.txt", src + tgt)
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "text.txt"),
+        model_prefix=str(tmp_path / "bytes"),
+        model_type="bpe",
+        vocab_size=300,
+        byte_fallback=True,
+        minloglevel=2,
+    )
+    write(tmp_path / "train.en", src)
+    write(tmp_path / "train.de", tgt)
+    out = tmp_path / "out"
+    out.mkdir()
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "bytes.model"))
+    with pytest.raises(DataError, match="byte-fallback"):
+        binarize.binarize_samples(
+            sp,
+            (tmp_path / "train.en", tmp_path / "train.de"),
+            out,
+            keep=np.ones(60, bool),
+            p=0.1,
+            copies=1,
+            seed=1,
+            max_len=1000,
+            dtype=np.dtype("uint16"),
+        )

@@ -342,6 +342,24 @@ def test_finished_run_leaves_no_lock_and_a_dead_owners_lock_is_taken_over(tiny_d
     assert not (run / "train.lock").exists()
 
 
+def test_a_run_directory_that_cannot_be_cleaned_is_an_error_and_gives_its_lock_back(
+    tiny_data, tmp_path, monkeypatch, capsys
+):
+    """Removing a killed writer's temporaries fails (an OSError after the lock is taken): a one-line
+    error naming RUN_DIR, exit 2, and the lock released (it used to stay held by the process)."""
+
+    def cannot(folder):
+        raise PermissionError(13, "Permission denied", str(folder / "step_00000003.tmp"))
+
+    monkeypatch.setattr(ckpt, "clean_stale", cannot)
+    run = tmp_path / "run"
+    assert train(tiny_data, run, "--train.max_steps=1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"nmt train: error: {run}: could not take it over")
+    assert "Permission denied" in err[0]
+    assert not (run / "train.lock").exists()
+
+
 def test_lock_without_flock_judges_the_owner_by_its_pid(tiny_data, tmp_path, monkeypatch, capsys):
     """Issue 42, defect 9: on a file system without locks (flock fails), a lock file naming a live
     process of this host, or any process of another host, refuses the start (saying how to clear a

@@ -122,7 +122,7 @@ def output_lengths(
     return max_len
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rules:
     """What every step of a search checks (see the module docstring): per sentence its max output
     length |Y| (``max_len``), EOS not before ``min_len``, the ``prefix`` tokens it must start with;
@@ -195,7 +195,9 @@ def beam_search(
         raise ValueError(f"stopping={stopping!r}: must be one of {', '.join(STOPPING)}")
     k, n_src, device = beam, src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
-    rules = Rules(max_len, min_len, prefix, k, nbest, alpha, stopping)
+    rules = Rules(
+        max_len=max_len, min_len=min_len, prefix=prefix, k=k, nbest=nbest, alpha=alpha, stopping=stopping
+    )
     memory = model.encode(src_tokens)
     constrain = None if constraint is None else constraint(src_tokens)
     lexical = lexical_constraints(constraints, rules, device=device, others=constraint is not None)
@@ -444,7 +446,7 @@ def sample(
         )
     n_src, device = src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
-    rules = Rules(max_len, min_len, prefix)
+    rules = Rules(max_len=max_len, min_len=min_len, prefix=prefix)
     memory = model.encode(src_tokens)
     alive = list(range(n_src))
     tokens = torch.full((n_src, 1), BOS, dtype=torch.long, device=device)  # (B, 1+t)

@@ -146,6 +146,10 @@ def own(t) -> list[str]:
             stale = ckpt.clean_stale(t.run_dir / "checkpoints")  # ours now: no live writer
         except RunDirError as e:
             refusal = str(e)
+        except OSError as e:  # the temporaries could not be removed: give the directory back
+            if t.lock is not None:
+                t.lock.release()
+            refusal = f"{t.run_dir}: could not take it over (lock, a killed writer's temporaries): {e}"
     if t.coll.sum([bool(refusal)], what="the run directory lock")[0]:  # also: rank 0 has cleaned
         raise RunDirError(refusal or f"{t.run_dir}: rank 0 could not own the run directory (see its error)")
     return stale

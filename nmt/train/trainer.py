@@ -12,7 +12,7 @@ nccl on CUDA); rank 0 writes checkpoints and logs (`run_log.py`). Every stop/sav
 taken once per update for the whole job (`distributed.py`); SIGTERM (exit 0) and Ctrl-C (exit 130)
 checkpoint at the next update, or at once during validation. RUN_DIR has one owner
 (`run_dir.RunLock`); a crash at any point loses no checkpoint and no best model
-(`validate_and_keep_best`, `run_dir.mend_best`); a log that cannot be written (a full disk) stops the
+(`checkpointing.keep_best`, `run_dir.mend_best`); a log that cannot be written (a full disk) stops the
 run with a checkpoint that holds the unwritten lines.
 """
 
