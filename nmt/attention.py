@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import explicit_attention as explicit
+from .explicit_attention import applies as explicit_applies
+from .explicit_attention import explicit_attention
 
 
 def window_mask(
@@ -34,8 +35,8 @@ def scaled_dot_product_attention(
     last dimension); q (B, H, T, K), k (B, H, N, K), v (B, H, N, V); mask broadcastable to
     (B, H, T, N), True = attend, or is_causal; dropout on the weights -> (B, H, T, V). PyTorch's
     SDPA, or where ``nmt.explicit_attention.applies`` (bf16 training on CPU) the explicit path."""
-    if explicit.applies(q, k, mask):
-        return explicit.explicit_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+    if explicit_applies(q, k, mask):
+        return explicit_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
 
 

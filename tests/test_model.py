@@ -400,11 +400,12 @@ def test_bf16_training_step_takes_the_explicit_path_and_matches_sdpa(monkeypatch
     """A training-mode forward/backward in bf16 autocast (dropout 0) through the explicit
     attention is as close to float32's loss and gradients as through SDPA's bf16 kernel
     (EXPLICIT_ATTENTION_MAX = 0 forces SDPA); float32 and inference (no gradients) keep SDPA."""
+    import nmt.attention
     import nmt.explicit_attention as explicit
 
     calls = []
     real = explicit.explicit_attention
-    monkeypatch.setattr(explicit, "explicit_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(nmt.attention, "explicit_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])
     tgt = torch.tensor([[2, 11, 12, 13], [2, 14, 0, 0]])
 
