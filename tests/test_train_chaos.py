@@ -356,9 +356,19 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
 
 
 # ----------------------------------------------------------------------------- signals
+@pytest.fixture
+def ctrl_c():
+    """SIGINT delivered as a terminal delivers it, whatever this process inherited: a suite started
+    as a script's background job ignores SIGINT, and `nmt train` rightly keeps an ignored signal
+    ignored (tests/test_train_robustness.py pins that)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
 def test_signal_during_validation_interrupts_it_and_resume_validates_first(
-    tiny_data, tmp_path, straight, monkeypatch, capsys, signum, status
+    tiny_data, tmp_path, straight, monkeypatch, capsys, signum, status, ctrl_c
 ):
     """Defect 12: SIGTERM during a long validation waited for it to end (past a scheduler's grace
     period) and Ctrl-C wrote no checkpoint. Now the signal ends the validation at once: checkpoint
@@ -399,7 +409,9 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
     assert_same_as_straight(run, straight)
 
 
-def test_ctrl_c_between_updates_writes_a_checkpoint(tiny_data, tmp_path, straight, monkeypatch, capsys):
+def test_ctrl_c_between_updates_writes_a_checkpoint(
+    tiny_data, tmp_path, straight, monkeypatch, capsys, ctrl_c
+):
     """Defect 12: Ctrl-C raised KeyboardInterrupt (a traceback, no checkpoint). Now the update ends,
     checkpoint step_1 is written with step 1's validation pending, exit 130, and the resume ends as
     the uninterrupted run."""
