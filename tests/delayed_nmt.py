@@ -4,10 +4,10 @@ NMT_TEST_DELAY=RANK:SECONDS[:PER_UPDATE]: rank RANK sleeps SECONDS before traini
 starts late) and PER_UPDATE seconds before each update. Empty: plain `nmt`.
 
 NMT_TEST_PAUSE=RANK:UPDATE:PATH:UNTIL: rank RANK, just before update UPDATE (after its micro-batches and
-their token count were exchanged), creates the file PATH and waits: UNTIL=signal until a stop signal
-reached it (then it says so on stdout and goes on with that update), UNTIL=kill until it is killed. The
-test that sent the signal or the kill thus knows the update it landed in, whatever the load; the wait
-ends after 300 s (the test then fails on the step it expects)."""
+their token count were exchanged), creates the file PATH (which may hold ":") and waits: UNTIL=signal
+until a stop signal reached it (then it says so on stdout and goes on with that update), UNTIL=kill until
+it is killed. The test that sent the signal or the kill thus knows the update it landed in, whatever the
+load; the wait ends after 300 s (the test then fails on the step it expects)."""
 
 import os
 import sys
@@ -39,7 +39,8 @@ if spec:
 
 pause = os.environ.get("NMT_TEST_PAUSE", "")
 if pause:
-    rank, update, path, until = pause.split(":")
+    rank, update, rest = pause.split(":", 2)
+    path, until = rest.rsplit(":", 1)  # PATH may hold ":" itself
     if int(rank) == RANK:
         step_before_pause = trainer.Trainer.train_step
 
