@@ -155,6 +155,22 @@ def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortli
     assert differs  # the full-vocabulary normalisation would give other scores
 
 
+def test_an_ensemble_searches_with_a_shortlist(trained, lines, small_shortlist, tmp_path):
+    """docs/translation.md: shortlists work with ensembles. An ensemble of one model twice averages
+    equal log-probabilities over the union, so it outputs what the model alone does."""
+    path = tmp_path / "shortlist.txt"
+    path.write_text(dumps(small_shortlist), encoding="utf-8")
+    alone = Translator.load(trained, device="cpu", precision="fp32", shortlist=path)
+    both = Translator.load([trained, trained], device="cpu", precision="fp32", shortlist=path)
+    assert both.shortlist is not None
+    for beam in (4, 1):
+        expected = alone.translate(lines, beam=beam)
+        assert both.translate(lines, beam=beam) == expected
+        assert expected != Translator.load(trained, device="cpu", precision="fp32").translate(
+            lines, beam=beam
+        )
+
+
 def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch():
     sl = Shortlist(30, [10, 11], {5: [20, 21], 6: [22], 7: [23]})
     src = torch.tensor([[5, 6, 3], [6, 3, 0]])  # sentence 2 padded; piece 7 absent

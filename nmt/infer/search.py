@@ -485,6 +485,7 @@ class Ensemble:
         max_positions: int
         tgt_vocab_size: int
         right_to_left: bool = False
+        src_vocab_size: int | None = None  # the members' (one SentencePiece model: one size)
 
     @dataclass
     class State:
@@ -509,7 +510,12 @@ class Ensemble:
                 "right-to-left (model.right_to_left); rescore with them instead (--rerank)"
             )
         self.models = models
-        self.cfg = Ensemble.Cfg(min(m.cfg.max_positions for m in models), sizes.pop(), directions.pop())
+        self.cfg = Ensemble.Cfg(
+            min(m.cfg.max_positions for m in models),
+            sizes.pop(),
+            directions.pop(),
+            src_vocab_size=getattr(models[0].cfg, "src_vocab_size", None),
+        )
 
     def encode(self, src_tokens: Tensor) -> "Ensemble.State":
         return Ensemble.State([m.encode(src_tokens) for m in self.models])
