@@ -110,6 +110,19 @@ def test_translate_errors(client, body, status, message):
     assert r.json()["error"]["status"] == status and message in r.json()["error"]["message"]
 
 
+def test_a_lone_surrogate_in_a_constraint_is_a_422_naming_it(client):
+    """A constraint phrase holding a lone surrogate (a JSON escape) is refused as text is: 422, not
+    a 500 from the tokenizer."""
+    body = b'{"text": ["a dog", "a cat"], "constraints": [["goden"], ["x\\udc80"]]}'
+    r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"] == {
+        "status": 422,
+        "message": "constraints: sentence 2, phrase 1: a lone surrogate '\\udc80' at character 1 "
+        "is not Unicode text",
+    }
+
+
 def test_health_models_metrics_page_docs_attention(client, translator, run_dir):
     assert client.get("/health").json() == {"status": "ok", "models": ["tiny"], "auth": False}
     info = client.get("/models").json()["models"][0]

@@ -73,17 +73,21 @@ async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
         raise ApiError(400, "request body is nested too deeply") from None
 
 
+def check_unicode(s: str, where: str) -> None:
+    """422 for a string that is not Unicode text (a lone surrogate from a JSON escape); ``where``
+    names it in the message."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ApiError(
+            422, f"{where}: a lone surrogate {s[e.start]!r} at character {e.start} is not Unicode text"
+        ) from None
+
+
 def check_text(sentences: list[str]) -> None:
     """422 for a sentence that is not Unicode text (a lone surrogate from a JSON escape)."""
     for i, s in enumerate(sentences):
-        try:
-            s.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ApiError(
-                422,
-                f"text: sentence {i + 1}: a lone surrogate {s[e.start]!r} at character {e.start} "
-                f"is not Unicode text",
-            ) from None
+        check_unicode(s, f"text: sentence {i + 1}")
 
 
 def torch_model(m: ServedModel) -> bool:
@@ -144,6 +148,9 @@ def checked_constraints(
             "constraints: a list of phrases for one text, one list of phrases per sentence "
             "for a list of texts",
         )
+    for i, phrases in enumerate(constraints):
+        for j, phrase in enumerate(phrases):
+            check_unicode(phrase, f"constraints: sentence {i + 1}, phrase {j + 1}")
     try:
         translator.constraint_ids(translator.encode(sentences)[0], constraints)
     except TranslateError as e:
