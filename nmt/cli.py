@@ -153,7 +153,11 @@ def commands() -> list[tuple[str, object, object]]:
     from . import plot
     from .data import command as data
     from .experiments import command as experiments
-    from .infer import command as infer
+    from .infer import command as translate
+    from .infer import export_command as export
+    from .infer import plot_attention_command as plot_attention
+    from .infer import shortlist_command as shortlist
+    from .infer import tune_command as tune
     from .serve import options as serve
     from .train import command as train
 
@@ -162,11 +166,11 @@ def commands() -> list[tuple[str, object, object]]:
         ("prepare", data.add_prepare_args, lambda args, overrides: data.run_prepare(args)),
         ("train", train.add_train_args, train.run_train),
         ("average", train.add_average_args, train.run_average),
-        ("translate", infer.add_translate_args, infer.run_translate),
-        ("tune-alpha", infer.add_tune_alpha_args, infer.run_tune_alpha),
-        ("shortlist", infer.add_shortlist_args, infer.run_shortlist),
-        ("export", infer.add_export_args, infer.run_export),
-        ("plot-attention", infer.add_plot_attention_args, infer.run_plot_attention),
+        ("translate", translate.add_translate_args, translate.run_translate),
+        ("tune-alpha", tune.add_tune_alpha_args, tune.run_tune_alpha),
+        ("shortlist", shortlist.add_shortlist_args, shortlist.run_shortlist),
+        ("export", export.add_export_args, export.run_export),
+        ("plot-attention", plot_attention.add_plot_attention_args, plot_attention.run_plot_attention),
         ("serve", serve.add_serve_args, serve.run_serve),
         ("score", add_score_args, run_score),
         ("prepare-ptb", experiments.add_prepare_ptb_args, experiments.run_prepare_ptb),

@@ -138,7 +138,7 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
     from translate_fixtures import TUNE_REFS as refs
     from translate_fixtures import tune_alpha_args
 
-    from nmt.infer.command import run_tune_alpha
+    from nmt.infer.tune_command import run_tune_alpha
 
     args = tune_alpha_args(checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")
     assert run_tune_alpha(args, {}) == 0

@@ -284,7 +284,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     from translate_fixtures import TUNE_REFS as refs
     from translate_fixtures import tune_alpha_args
 
-    from nmt.infer.command import run_tune_alpha
+    from nmt.infer.tune_command import run_tune_alpha
 
     args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     assert run_tune_alpha(args, {}) == 0
@@ -325,7 +325,7 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(checkpoint,
     from translate_fixtures import TUNE_LINES as lines
     from translate_fixtures import tune_alpha_args
 
-    from nmt.infer.command import run_tune_alpha
+    from nmt.infer.tune_command import run_tune_alpha
 
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")

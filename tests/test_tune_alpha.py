@@ -8,8 +8,8 @@ import pytest
 from sacrebleu.metrics import BLEU
 from translate_fixtures import make_checkpoint
 
-from nmt.infer.command import parse_alphas
 from nmt.infer.tune import PAPER_ALPHA, tune_alpha
+from nmt.infer.tune_command import parse_alphas
 
 SOURCES = ["a b c", "d e", "f g h i"]
 

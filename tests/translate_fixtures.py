@@ -79,7 +79,7 @@ def tune_alpha_args(checkpoint: Path, tmp_path: Path, *extra: str):
     and 1, beam 3, outputs of at most 5 pieces, fp32, JSON to tmp_path/a.json) plus ``extra``."""
     import argparse
 
-    from nmt.infer.command import add_tune_alpha_args
+    from nmt.infer.tune_command import add_tune_alpha_args
 
     (tmp_path / "src.txt").write_text("\n".join(TUNE_LINES) + "\n", encoding="utf-8")
     (tmp_path / "ref.txt").write_text("\n".join(TUNE_REFS) + "\n", encoding="utf-8")

@@ -1,36 +1,29 @@
-"""The command line of translation: `nmt translate`, `nmt tune-alpha`, `nmt shortlist`, `nmt export`
-and `nmt plot-attention`: each one's arguments (``add_*_args``) and run (``run_*``), over the
-modules of their concepts (translate, tune, shortlist, export_*, plot_attention). Every option is
-checked before anything is read or loaded; user errors are TranslateError, ExportError,
-ShortlistError or PlotAttentionError, which `nmt` prints as one line (nmt/cli.py).
+"""The command line of `nmt translate`: its arguments (``add_translate_args``) and its run
+(``run_translate``) over the modules of its concepts (translate, text, search, mbr, rerank,
+attention), and the --mbr and --rerank options that `nmt tune-alpha` shares (nmt.infer.tune_command).
+Every option is checked before anything is read or loaded; user errors are TranslateError, which
+`nmt` prints as one line (nmt/cli.py). The other commands of nmt.infer have their own modules:
+tune_command, shortlist_command, export_command, plot_attention_command.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-from dataclasses import asdict
-from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..checkpoint import CheckpointError
 from ..precision import resolve_precision
 from .attention import align, format_alignment
-from .export_ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
-from .export_huggingface import export_huggingface
+from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES, mbr_results
-from .plot_attention import PlotAttentionError, plot_attention
 from .rerank import Rerank
 from .results import ConstraintsError, TranslateError, Translation
 from .search import STOPPING, default_alpha
-from .shortlist import BuildOptions, ShortlistError, build, save, write_vmap
 from .text import TextTranslator, truncation_message
 from .translate import Sampling, Translator, check_output, read_text_lines, write_output
-from .tune import DEFAULT_ALPHAS, AlphaRow, best_row, tune_alpha
 
 
 # ----------------------------------------------------------------------------- `nmt translate`
@@ -416,8 +409,20 @@ def mbr_from_args(args: argparse.Namespace) -> MBR | None:
     return MBR(args.mbr_utility, args.mbr_temperature)
 
 
-def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> None:
-    """--rerank CK [CK ...] and its weight (--rerank-weight; `nmt tune-alpha`: --rerank-weights)."""
+def add_rerank_args(parser: argparse.ArgumentParser) -> None:
+    """--rerank CK [CK ...] and its weight --rerank-weight."""
+    add_rerank_option(parser)
+    parser.add_argument(
+        "--rerank-weight",
+        type=float,
+        default=0.5,
+        help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)",
+    )
+
+
+def add_rerank_option(parser: argparse.ArgumentParser) -> None:
+    """--rerank CK [CK ...], for `nmt translate` and `nmt tune-alpha` (which tries several weights:
+    --rerank-weights, nmt.infer.tune_command)."""
     parser.add_argument(
         "--rerank",
         nargs="+",
@@ -427,20 +432,6 @@ def add_rerank_args(parser: argparse.ArgumentParser, *, tune: bool = False) -> N
         "model, model.right_to_left; several: their mean) and write the best by "
         "(1-w) * own + w * their log-probability, over the length penalty (nmt.infer.rerank)",
     )
-    if tune:
-        parser.add_argument(
-            "--rerank-weights",
-            type=parse_weights,
-            default=(0.5,),
-            help="--rerank: comma-separated weights w to try with each alpha (default 0.5)",
-        )
-    else:
-        parser.add_argument(
-            "--rerank-weight",
-            type=float,
-            default=0.5,
-            help="--rerank: the rescoring models' weight w in [0, 1] (default 0.5)",
-        )
 
 
 def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
@@ -465,292 +456,3 @@ def load_rerank(args: argparse.Namespace, weight: float) -> Rerank | None:
     if args.precision != "int8":
         set_precision(scorer, args.precision)
     return Rerank(scorer, weight)
-
-
-# ----------------------------------------------------------------------------- `nmt tune-alpha`
-def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6"
-        ) from None
-    if not values or any(not low <= v <= high for v in values):
-        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
-    return values
-
-
-def parse_alphas(text: str) -> tuple[float, ...]:
-    """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each >= 0."""
-    return parse_numbers(text, what="alphas")
-
-
-def parse_weights(text: str) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5); each in [0, 1] (--rerank-weights)."""
-    return parse_numbers(text, what="weights", high=1.0)
-
-
-def add_tune_alpha_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", nargs="+", help="checkpoint or run directory; several: an ensemble")
-    parser.add_argument("--src", required=True, help="development source text, one sentence per line")
-    parser.add_argument("--ref", required=True, help="its reference translations (detokenized)")
-    parser.add_argument(
-        "--alphas",
-        type=parse_alphas,
-        default=DEFAULT_ALPHAS,
-        help="comma-separated grid (default: " + ",".join(map(str, DEFAULT_ALPHAS)) + ")",
-    )
-    parser.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
-    parser.add_argument("--max-len-a", type=float, default=1.0, help="max output length a*|x|+b (paper: a=1)")
-    parser.add_argument("--max-len-b", type=int, default=50, help="(paper: b=50)")
-    add_mbr_args(parser)  # each alpha scored on the MBR choices, as `nmt translate --mbr` writes them
-    add_rerank_args(parser, tune=True)  # a row per alpha and weight, as `nmt translate --rerank` writes them
-    parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (zh for Chinese output)")
-    parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
-    parser.add_argument(
-        "--precision",
-        choices=("fp32", "bf16", "fp16", "auto", "int8"),
-        default="auto",
-        help="as `nmt translate` (default: auto)",
-    )
-    parser.add_argument(
-        "--device", default=None, help="cpu, cuda, ... (default: cuda if available; cpu for --precision int8)"
-    )
-    parser.add_argument("--out", default=None, help="also write the table and the choice as JSON here")
-
-
-def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
-    """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
-    mbr = check_tune_alpha_args(args)
-    sources, references = read_text_lines(args.src), read_text_lines(args.ref)
-    translator = Translator.load(
-        args.checkpoint, device=args.device, precision="int8" if args.precision == "int8" else "fp32"
-    )
-    if args.precision != "int8":
-        set_precision(translator, args.precision)
-    rerank = load_rerank(args, 0.5)
-    reranked = rerank is not None
-    print_tune_header(args, len(sources), mbr=mbr, reranked=reranked)
-    best, rows = tune_alpha(
-        translator,
-        sources,
-        references,
-        alphas=args.alphas,
-        beam=args.beam,
-        tokenize=args.tokenize,
-        batch_tokens=args.batch_tokens,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        on_alpha=lambda row: print_tune_row(row, reranked=reranked),
-        mbr=mbr,
-        rerank=rerank,
-        rerank_weights=args.rerank_weights,
-    )
-    weight = best_row(rows).rerank_weight
-    if args.out:
-        write_output(args.out, tune_json(args, best, rows, mbr=mbr, reranked=reranked))
-    if reranked:
-        print(f"best rerank weight: {weight:g}")
-    print(f"best alpha: {best:g}")
-    sys.stdout.flush()
-    return 0
-
-
-def check_tune_alpha_args(args: argparse.Namespace) -> MBR | None:
-    """The options of `nmt tune-alpha` that can be checked before anything is read or loaded;
-    returns the MBR they ask for (or None)."""
-    if args.beam < 1:
-        raise TranslateError(f"--beam {args.beam}: must be >= 1")
-    mbr = mbr_from_args(args)
-    if mbr is not None and args.rerank:
-        raise TranslateError("--mbr and --rerank: choose one")
-    if args.out:
-        check_output(args.out)
-    return mbr
-
-
-def print_tune_header(args: argparse.Namespace, n_sentences: int, *, mbr: MBR | None, reranked: bool) -> None:
-    """What is tuned on which data, then the head of the markdown table."""
-    how = f", MBR ({mbr.utility}, T={mbr.temperature:g}) among the {args.beam}-best" if mbr else ""
-    if reranked:
-        how = f", the {args.beam}-best reranked with {' '.join(args.rerank)}"
-    print(
-        f"length penalty on {args.src} ({n_sentences} sentences), beam {args.beam}{how}, "
-        f"sacreBLEU tok:{args.tokenize}"
-    )
-    print(f"| alpha |{' rerank weight |' if reranked else ''} BLEU | BP | chrF | hyp/ref length |")
-    print(f"|---|{'---|' if reranked else ''}---|---|---|---|")
-
-
-def print_tune_row(r: AlphaRow, *, reranked: bool) -> None:
-    """One row of the table, printed as soon as its alpha (and rerank weight) is scored."""
-    weight = f" {r.rerank_weight:g} |" if reranked else ""
-    print(
-        f"| {r.alpha:g} |{weight} {r.bleu:.2f} | {r.brevity_penalty:.3f} | {r.chrf:.2f} | "
-        f"{r.hyp_len}/{r.ref_len} |",
-        flush=True,
-    )
-
-
-def tune_json(
-    args: argparse.Namespace, best: float, rows: list[AlphaRow], *, mbr: MBR | None, reranked: bool
-) -> str:
-    """`nmt tune-alpha --out`: the table, the choice and what was tuned, as JSON."""
-    return (
-        json.dumps(
-            {
-                "best_alpha": best,
-                "beam": args.beam,
-                "src": args.src,
-                "ref": args.ref,
-                "tokenize": args.tokenize,
-                "checkpoints": [str(c) for c in args.checkpoint],
-                "mbr": asdict(mbr) if mbr else None,
-                "rerank": list(args.rerank) if reranked else None,
-                "best_rerank_weight": best_row(rows).rerank_weight,
-                "rows": [asdict(r) for r in rows],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-
-
-# ----------------------------------------------------------------------------- `nmt shortlist`
-def add_shortlist_args(parser: argparse.ArgumentParser) -> None:
-    d = BuildOptions()
-    parser.add_argument(
-        "data", help="prepared data directory (`nmt prepare` output; its train split is read)"
-    )
-    parser.add_argument("--out", required=True, help="shortlist file to write")
-    parser.add_argument(
-        "--best",
-        type=int,
-        default=d.best,
-        help=f"target pieces per source piece, by IBM Model 1 p(t|s) (default {d.best})",
-    )
-    parser.add_argument(
-        "--frequent",
-        type=int,
-        default=d.frequent,
-        help=f"most frequent target pieces, always scored (default {d.frequent})",
-    )
-    parser.add_argument(
-        "--threshold", type=float, default=d.threshold, help="keep p(t|s) > this only (default 0)"
-    )
-    parser.add_argument(
-        "--iterations", type=int, default=d.iterations, help=f"EM passes (default {d.iterations})"
-    )
-    parser.add_argument(
-        "--identity",
-        action="store_true",
-        help="also list each source piece as its own candidate (Marian's shared vocabulary rule: "
-        "pieces copied from the source; a larger union)",
-    )
-    parser.add_argument(
-        "--max-sentences",
-        type=int,
-        default=d.max_sentences,
-        help=f"read the first N training pairs (default {d.max_sentences:,})",
-    )
-    parser.add_argument(
-        "--ctranslate2",
-        metavar="MODEL_DIR",
-        action="append",
-        default=[],
-        help="also write MODEL_DIR/vmap.txt, the same shortlist as CTranslate2's vocabulary map "
-        "(MODEL_DIR: `nmt export ctranslate2` output; translate there with use_vmap=True)",
-    )
-
-
-def run_shortlist(args: argparse.Namespace, overrides: dict) -> int:
-    if overrides:
-        raise ShortlistError(f"--{next(iter(overrides))}.*: shortlist takes no configuration overrides")
-    out = Path(args.out)
-    if out.is_dir() or not out.parent.is_dir():
-        raise ShortlistError(f"{out}: cannot write (a directory, or its folder does not exist)")
-    options = BuildOptions(
-        best=args.best,
-        frequent=args.frequent,
-        threshold=args.threshold,
-        iterations=args.iterations,
-        identity=args.identity,
-        max_sentences=args.max_sentences,
-    )
-
-    def log(message: str) -> None:
-        print(f"nmt shortlist: {message}", file=sys.stderr, flush=True)
-
-    shortlist = build(args.data, options, log=log)
-    save(shortlist, out)
-    for model_dir in args.ctranslate2:
-        write_vmap(shortlist, model_dir)
-    sizes = [len(v) for v in shortlist.candidates.values()]
-    log(
-        f"wrote {out}: {len(shortlist.candidates):,} source pieces, "
-        f"{np.mean(sizes) if sizes else 0:.1f} target "
-        f"pieces each on average, {len(shortlist.frequent)} frequent "
-        f"({shortlist.info['sentences']:,} sentence "
-        f"pairs, {shortlist.info['seconds']} s)"
-    )
-    for model_dir in args.ctranslate2:
-        log(f"wrote {Path(model_dir) / 'vmap.txt'}")
-    return 0
-
-
-# ----------------------------------------------------------------------------- `nmt export`
-def add_export_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "format",
-        choices=("ctranslate2", "huggingface"),
-        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer",
-    )
-    parser.add_argument("checkpoint", help="checkpoint directory or run directory")
-    parser.add_argument("out_dir", help="output directory (replaced atomically if it exists)")
-    parser.add_argument(
-        "--quantization",
-        choices=QUANTIZATIONS,
-        default=None,
-        help="ctranslate2 only: weight quantization (default: float32)",
-    )
-
-
-def run_export(args: argparse.Namespace, overrides: dict) -> int:
-    try:
-        if args.format == "ctranslate2":
-            out = export_ctranslate2(args.checkpoint, args.out_dir, quantization=args.quantization)
-        else:
-            if args.quantization:
-                raise ExportError("--quantization applies to ctranslate2 exports only")
-            out = export_huggingface(args.checkpoint, args.out_dir)
-    except CheckpointError as e:
-        raise ExportError(str(e)) from None
-    print(f"nmt export: wrote {out} (see {out}/README.md)")
-    return 0
-
-
-# ----------------------------------------------------------------------------- `nmt plot-attention`
-def add_plot_attention_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint directory or run directory")
-    parser.add_argument("sentence", help="the source sentence (raw text)")
-    parser.add_argument("-o", "--output", required=True, help="folder for the PNG files")
-    parser.add_argument("--beam", type=int, default=4, help="beam size of the translation (paper: 4)")
-    parser.add_argument("--max-len-b", type=int, default=50, help="output length limit |x| + b (paper: 50)")
-    parser.add_argument("--device", default="cpu")
-
-
-def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
-    if args.beam < 1:
-        raise PlotAttentionError(f"--beam {args.beam}: must be >= 1")
-    try:
-        translator = Translator.load(args.checkpoint, device=args.device, precision="fp32")
-    except CheckpointError as e:
-        raise PlotAttentionError(str(e)) from None
-    out = Path(args.output)
-    text, figures = plot_attention(translator, args.sentence, out, beam=args.beam, max_len_b=args.max_len_b)
-    print(
-        f"{text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}", file=sys.stderr
-    )
-    return 0

@@ -10,7 +10,7 @@ appendix (Figures 3-5 show encoder self-attention heads of layer 5 of 6):
     DIR/cross-layer{1..L}.png          target inputs x source pieces (row t predicts output t)
     DIR/attention.json                 the pieces and every weight, for other tools
 
-``nmt plot-attention CHECKPOINT "sentence" -o DIR`` (nmt.infer.command) writes them.
+``nmt plot-attention CHECKPOINT "sentence" -o DIR`` (nmt.infer.plot_attention_command) writes them.
 """
 
 from __future__ import annotations
