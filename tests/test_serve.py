@@ -123,6 +123,15 @@ def test_a_lone_surrogate_in_a_constraint_is_a_422_naming_it(client):
     }
 
 
+@pytest.mark.parametrize("path", ["/translate", "/attention"])
+def test_a_number_too_long_to_read_is_a_400(client, path):
+    """An integer of more digits than Python reads (4300) is a 400 naming the problem, not a 500."""
+    body = b'{"text": "a", "beam": ' + b"9" * 5000 + b"}"
+    r = client.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith("request body holds a number too long to read (")
+
+
 def test_health_models_metrics_page_docs_attention(client, translator, run_dir):
     assert client.get("/health").json() == {"status": "ok", "models": ["tiny"], "auth": False}
     info = client.get("/models").json()["models"][0]

@@ -45,7 +45,8 @@ def served_model(state: ServeState, name: str | None) -> ServedModel:
 
 async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
     """The body as ``schema``: 415 unless it is application/json, 400 for bytes that are not UTF-8
-    or JSON (or nested too deeply), 422 naming each field that does not fit the schema."""
+    or JSON (or nested too deeply, or with a number too long to read), 422 naming each field that
+    does not fit the schema."""
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media != "application/json":
         raise ApiError(415, f"Content-Type {media or 'missing'!r}: send the request as application/json")
@@ -60,6 +61,8 @@ async def read_json(request: Request, schema: type[BaseModel]) -> BaseModel:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ApiError(400, f"request body is not valid JSON: {e}")
+    except ValueError as e:  # an integer of more digits than sys.get_int_max_str_digits()
+        raise ApiError(400, f"request body holds a number too long to read ({str(e).partition(';')[0]})")
     except RecursionError:
         raise ApiError(400, "request body is nested too deeply") from None
     try:
