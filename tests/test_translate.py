@@ -178,3 +178,11 @@ def test_make_batches():
     assert all(len(b) * max(lengths[i] for i in b) <= 15 or len(b) == 1 for b in batches)
     assert batches[0] == [1]  # longest first
     assert make_batches(lengths, batch_tokens=10**6, max_sentences=4) == [[1, 3, 4, 0], [5, 2]]
+
+
+def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(checkpoint):
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    with pytest.raises(TypeError, match=r"prefix 2: expected str, got int"):
+        t.translate(["der hund", "blau"], prefix=["", 3], **SEARCH)
+    with pytest.raises(TypeError, match=r"prefix: expected a list of str \(one per sentence\), got str"):
+        t.translate("der hund", prefix="der", **SEARCH)  # not read as 3 one-letter prefixes

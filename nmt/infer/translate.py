@@ -480,12 +480,18 @@ class Translator(TextTranslator):
     def prefix_ids(self, prefix: list[str], *, n_sentences: int) -> list[list[int]]:
         """The target prefixes (text, one per sentence, "" = none) as pieces, each leaving room
         for EOS; TranslateError for a right-to-left model (it writes the end first), a count
-        that is not ``n_sentences``, or a prefix as long as the model's positions."""
+        that is not ``n_sentences``, or a prefix as long as the model's positions; TypeError
+        (naming the prefix, from 1) for anything but a list of str."""
         if right_to_left(self.model):
             raise TranslateError(
                 "a right-to-left model writes the end of the output first: "
                 "prefix-constrained decoding needs a left-to-right model"
             )
+        if not isinstance(prefix, (list, tuple)):
+            raise TypeError(f"prefix: expected a list of str (one per sentence), got {type(prefix).__name__}")
+        for i, p in enumerate(prefix):
+            if not isinstance(p, str):
+                raise TypeError(f"prefix {i + 1}: expected str, got {type(p).__name__}")
         if len(prefix) != n_sentences:
             raise TranslateError(f"{len(prefix)} prefixes for {n_sentences} sentences")
         cleaned = [clean_line(p) for p in prefix]
