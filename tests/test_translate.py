@@ -186,3 +186,19 @@ def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(checkpoint
         t.translate(["der hund", "blau"], prefix=["", 3], **SEARCH)
     with pytest.raises(TypeError, match=r"prefix: expected a list of str \(one per sentence\), got str"):
         t.translate("der hund", prefix="der", **SEARCH)  # not read as 3 one-letter prefixes
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (dict(beam=0), r"beam=0: must be an integer >= 1"),
+        (dict(beam=2.5), r"beam=2.5: must be an integer >= 1"),
+        (dict(max_len_a=float("nan")), r"max_len_a=nan, max_len_b=50: must be finite"),
+        (dict(max_len_a=float("inf")), r"max_len_a=inf, max_len_b=50: must be finite"),
+        (dict(max_len_b=float("inf")), r"max_len_a=1.0, max_len_b=inf: must be finite"),
+    ],
+)
+def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, option, message):
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match=message):
+        t.translate(["der hund", "blau"], **option)

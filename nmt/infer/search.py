@@ -33,6 +33,7 @@ Definitions (all pinned by tests/test_search.py):
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from dataclasses import dataclass, field
 
@@ -103,7 +104,10 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
 def output_lengths(
     model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, prefix: list[list[int]] | None
 ) -> list[int]:
-    """The max output length |Y| of each sentence (see the module docstring)."""
+    """The max output length |Y| of each sentence (see the module docstring); ValueError for a
+    ``max_len_a`` or ``max_len_b`` that is not finite."""
+    if not (math.isfinite(max_len_a) and math.isfinite(max_len_b)):
+        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
     src_len = src_tokens.ne(PAD).sum(dim=1).tolist()  # |x| per sentence
     limit = model.cfg.max_positions
     max_len = [max(1, min(int(math.floor(max_len_a * n + max_len_b)), limit)) for n in src_len]
@@ -189,6 +193,8 @@ def beam_search(
     ``constraint``: see ``apply_constraints`` (None: every token but PAD and BOS allowed).
     ``constraints[i]``: target phrases (lists of ids) output i must contain, searched with dynamic
     beam allocation (nmt.infer.constraints; not with ``prefix`` or ``constraint``)."""
+    if not isinstance(beam, numbers.Integral) or beam < 1:
+        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
     if stopping not in STOPPING:
