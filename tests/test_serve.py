@@ -185,6 +185,18 @@ def test_api_key(run_dir):
         assert c.get("/health").json()["auth"] is True
 
 
+def test_a_non_ascii_api_key_is_accepted(run_dir):
+    """The key file is UTF-8: a client that sends the key's UTF-8 bytes is let in (header values
+    are bytes; they are compared as bytes), a wrong one is still a 401."""
+    app, _ = make_app(run_dir, api_key="schlüssel")
+    with TestClient(app) as c:
+        body = {"text": SENTENCES[0], "beam": 1}
+        for headers in ({"X-API-Key": "schlüssel".encode()}, {"Authorization": "Bearer schlüssel".encode()}):
+            assert c.post("/translate", json=body, headers=headers).status_code == 200
+        for headers in ({"X-API-Key": "schlüsseL".encode()}, {"X-API-Key": "schlussel"}):
+            assert c.post("/translate", json=body, headers=headers).status_code == 401
+
+
 def test_queue_full_is_503_with_retry_after(run_dir):
     app, models = make_app(run_dir, "--max-queue", "1")
     batcher = models["tiny"].batcher

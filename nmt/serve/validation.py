@@ -26,7 +26,9 @@ def check_key(state: ServeState, request: Request) -> None:
     auth = request.headers.get("authorization", "")
     if given is None and auth.lower().startswith("bearer "):
         given = auth[7:].strip()
-    if given is None or not hmac.compare_digest(given.encode(), state.api_key.encode()):
+    # header values arrive as bytes, which Starlette decodes as latin-1: compare the bytes sent with
+    # the key's UTF-8 (the key file's encoding), so that a non-ASCII key can match
+    if given is None or not hmac.compare_digest(given.encode("latin-1"), state.api_key.encode("utf-8")):
         raise ApiError(
             401,
             "missing or wrong API key (send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')",
