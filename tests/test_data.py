@@ -110,6 +110,39 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     assert leftovers(tmp_path) == []  # nothing half-written
 
 
+def test_corrupt_gzip_is_an_error_naming_the_file_and_the_line(tmp_path):
+    """A damaged deflate stream (zlib.error, not an OSError) was an internal error."""
+    text = "".join(f"line {i} {i * i} {i % 7}\n" for i in range(5000)).encode()
+    body = bytearray(gzip.compress(text, mtime=0))
+    body[200:260] = bytes(b ^ 0x5A for b in body[200:260])  # zlib: invalid distance too far back
+    bad = write(tmp_path / "bad.en.gz", None, raw=bytes(body))
+    with pytest.raises(DataError, match=r"bad\.en\.gz: line 1: corrupt or truncated gzip"):
+        list(data.read_lines(bad))
+    src = write(tmp_path / "ok.de", [str(i) for i in range(5000)])
+    with pytest.raises(DataError, match=r"bad\.en\.gz: line 1: corrupt or truncated gzip"):
+        data_command.run_prepare(
+            parse(
+                [
+                    "files",
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "de",
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--train",
+                    str(bad),
+                    str(src),
+                ]
+            )
+        )
+    assert leftovers(tmp_path) == []
+    cut = write(tmp_path / "cut.en.gz", None, raw=gzip.compress(text, mtime=0)[:5000])
+    with pytest.raises(DataError, match=r"cut\.en\.gz: line (\d+): corrupt or truncated gzip") as e:
+        list(data.read_lines(cut))
+    assert int(str(e.value).split(": line ")[1].split(":")[0]) > 1  # where reading stopped
+
+
 def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     src = write(tmp_path / "train.en", ["a", "b", "c", "d", "e"])
     tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)

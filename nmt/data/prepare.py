@@ -39,6 +39,7 @@ import shutil
 import sys
 import time
 import unicodedata
+import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -88,10 +89,16 @@ def read_lines(path: str | Path, *, errors: str = "strict") -> Iterator[str]:
     try:
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
-            yield from _decode_lines(f, str(path), errors)
-    except (OSError, EOFError) as e:  # missing file, truncated or corrupt gzip
+    except OSError as e:  # missing or unreadable file
         raise DataError(f"cannot read {path}: {e}") from e
+    n = 0  # lines read so far
+    try:
+        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
+            for n, line in enumerate(_decode_lines(f, str(path), errors), start=1):
+                yield line
+    except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip (zlib.error: bad deflate data)
+        what = "corrupt or truncated gzip" if gz else "read error"
+        raise DataError(f"{path}: line {n + 1}: {what} ({e})") from e
 
 
 def _decode_lines(f, name: str, errors: str = "strict") -> Iterator[str]:
