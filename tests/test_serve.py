@@ -244,6 +244,29 @@ def test_batching_never_changes_a_translation(translator):
         assert [t.score for t in got[0]] == pytest.approx([t.score for t in alone], abs=1e-5)
 
 
+def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_data, tmp_path):
+    """A shortlist's search scores the union of its batch's target pieces, so a sentence searched
+    with other clients' sentences could come out differently: the worker searches each request of
+    a shortlisted model on its own, and every answer is that request's single output."""
+    path = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
+    shortlisted = Translator.load(run_dir, device="cpu", precision="fp32", shortlist=path)
+    batcher = Batcher(shortlisted, max_batch_tokens=4096, max_wait_ms=300)
+    sentences = [s for s in SENTENCES if s]
+
+    async def all_at_once():
+        futures = [batcher.submit([s], SearchOptions(4, 0.6, 1)) for s in sentences]
+        batcher.start()  # all are queued before the worker looks
+        return await asyncio.gather(*futures)
+
+    try:
+        batched = asyncio.run(all_at_once())
+    finally:
+        batcher.stop()
+    alone = [shortlisted.translate_nbest([s], beam=4, alpha=0.6)[0][0].text for s in sentences]
+    assert [got[0][0].text for got in batched] == alone
+
+
 class EchoTranslator:
     """Translates instantly (echoes), records the sentences of every batch: the waiting rule of
     the worker is tested without a model. ``inside``: called on the worker in every batch."""

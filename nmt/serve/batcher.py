@@ -32,7 +32,9 @@ attention hooks of nmt.infer.attention never see another request.
 
 Batching and preemption must not change a translation: a sentence is searched independently of
 the other rows of its batch (padding is masked), and a search resumed after another one continues
-from its own explicit state (tests/test_serve*.py compare batched and single outputs).
+from its own explicit state (tests/test_serve*.py compare batched and single outputs). A model
+with a vocabulary shortlist scores its search batch's union of target pieces, so its requests are
+never batched together.
 """
 
 from __future__ import annotations
@@ -154,7 +156,11 @@ class Batcher:
         self.translator = translator
         self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000.0
         self.max_queue, self.max_queue_work, self.slice = max_queue, max_queue_work, slice_ms / 1000.0
-        self.batching, self.on_batch = batching, on_batch
+        # a shortlist's search scores the union of its batch's target pieces (nmt.infer.shortlist):
+        # another client's sentences in the batch would change a translation, so each request is
+        # searched on its own
+        self.batching = batching and getattr(translator, "shortlist", None) is None
+        self.on_batch = on_batch
         self._queue: list[Job] = []  # in arrival order
         self._queued_sentences = 0
         self._queued_work = 0
