@@ -143,6 +143,31 @@ def test_corrupt_gzip_is_an_error_naming_the_file_and_the_line(tmp_path):
     assert int(str(e.value).split(": line ")[1].split(":")[0]) > 1  # where reading stopped
 
 
+def test_an_input_that_cannot_be_opened_is_an_error_naming_it(tmp_path):
+    """Not only a missing file: a path through a file (NotADirectoryError; or a PermissionError)
+    was an internal error from the checksum of the inputs."""
+    tgt = write(tmp_path / "ok.de", ["a", "b"])
+    bad = tmp_path / "ok.de" / "train.en"
+    with pytest.raises(DataError, match=rf"cannot read {bad}: .*Not a directory"):
+        data_command.run_prepare(
+            parse(
+                [
+                    "files",
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "de",
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--train",
+                    str(bad),
+                    str(tgt),
+                ]
+            )
+        )
+    assert leftovers(tmp_path) == []
+
+
 def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     src = write(tmp_path / "train.en", ["a", "b", "c", "d", "e"])
     tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)

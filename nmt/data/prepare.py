@@ -239,7 +239,7 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     split, learn (or reuse) the vocabulary on the cleaned train text, encode, write meta.json."""
     clock = time.perf_counter()
     inputs = {
-        s: {side: {"path": str(p), "sha256": dl.sha256_file(p)} for side, p in zip(("src", "tgt"), paths)}
+        s: {side: {"path": str(p), "sha256": _input_sha256(p)} for side, p in zip(("src", "tgt"), paths)}
         for s, paths in splits.items()
     }
     cleaning, text_files = _clean_splits(tmp, splits, options=options, log=log)
@@ -271,6 +271,14 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         meta["train_samples"] = encoded.samples
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta
+
+
+def _input_sha256(path: Path) -> str:
+    """The sha256 of an input file (meta.json["inputs"]); DataError naming it if it cannot be read."""
+    try:
+        return dl.sha256_file(path)
+    except OSError as e:  # missing, unreadable, a path through a file
+        raise DataError(f"cannot read {path}: {e}") from e
 
 
 def _clean_splits(
