@@ -90,7 +90,11 @@ def search_sources(
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
     ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
     each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
-    contain (nmt.infer.constraints; search only, not with a shortlist)."""
+    contain (nmt.infer.constraints; search only, not with a shortlist). ValueError unless
+    ``prefix`` and ``constraints`` hold one list per source."""
+    for name, per_source in (("prefix", prefix), ("constraints", constraints)):
+        if per_source is not None and len(per_source) != len(sources):
+            raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
     device = torch.device(device)
     check_search_options(
         sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints
