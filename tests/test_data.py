@@ -219,6 +219,43 @@ def test_out_exists_needs_force(tmp_path):
     prepare_files(tmp_path, (src, tgt), extra=["--force"])
 
 
+def test_out_dot_is_the_current_folder(tmp_path, monkeypatch):
+    """`--out .` (an empty current folder) was an internal error (os.rename of "." is EBUSY) that
+    left a `..old-*` folder behind."""
+    src = write(tmp_path / "train.en", corpus(100)[0])
+    tgt = write(tmp_path / "train.de", corpus(100)[1])
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    argv = ["files", "--src", "en", "--tgt", "de", "--out", ".", "--vocab-size", "120", "--threads", "1"]
+    assert data_command.run_prepare(parse([*argv, "--train", str(src), str(tgt)])) == 0
+    assert (tmp_path / "here" / "meta.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_out_that_cannot_be_created_is_an_error_naming_it(tmp_path):
+    """--out under a file was an internal error (FileExistsError from mkdir)."""
+    src, tgt = corpus(100)
+    write(tmp_path / "afile", ["x"])
+    with pytest.raises(DataError, match=r"--out .*afile/out: cannot create it"):
+        prepare_files(tmp_path, (src, tgt), out="afile/out")
+
+
+def test_a_full_disk_is_an_error_and_keeps_the_previous_output(tmp_path, monkeypatch):
+    """OSError while writing (ENOSPC) was an internal error; the earlier preparation stays whole."""
+    src, tgt = corpus(100)
+    out = prepare_files(tmp_path, (src, tgt))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(binarize, "write_offsets", full)
+    with pytest.raises(DataError, match=r"out: preparing it failed: \[Errno 28\] No space left on device"):
+        prepare_files(tmp_path, (src, tgt), extra=["--force"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert leftovers(tmp_path) == ["out"]
+
+
 def test_files_needs_train():
     with pytest.raises(DataError, match="--train"):
         data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))

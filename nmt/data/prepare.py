@@ -196,7 +196,7 @@ def prepare(
     log=print,
 ) -> dict:
     """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict."""
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # a name to rename: `--out .` or `..` (renaming "." is EBUSY)
     done = restore_aside(out)  # a prepare killed inside its swap: the previous data comes back
     if done:
         log(f"cleaned up after a killed `nmt prepare` in {out.parent}: {', '.join(done)}")
@@ -205,14 +205,22 @@ def prepare(
         raise DataError(f"{out} already exists; pass --force to replace it")
     if "train" not in splits:
         raise DataError("a training split is required (the vocabulary is learned from it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     try:
-        meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
-        fsync_files(tmp)  # on disk before the swap: a crash never leaves a renamed, unwritten folder
-        replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as e:  # under a file, no permission
+        raise DataError(f"--out {out}: cannot create it ({e})") from e
+    try:
+        try:
+            meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
+            fsync_files(tmp)  # on disk before the swap: a crash never leaves a renamed, unwritten folder
+            replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
+        except OSError as e:  # a full disk, a file system error (unreadable inputs are DataErrors already)
+            raise DataError(
+                f"{out}: preparing it failed: {e} (nothing was written; {out} is as it was)"
+            ) from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
