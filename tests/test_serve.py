@@ -524,3 +524,22 @@ def test_other_engine_serves_text_but_no_attention(run_dir, translator):
         for path, body in (("/translate", {"text": "a", "alignment": True}), ("/attention", {"text": "a"})):
             r = c.post(path, json=body)
             assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]
+
+
+def test_an_exported_ctranslate2_directory_is_served(run_dir, tmp_path):
+    """`nmt serve EXPORT --engine ctranslate2` serves a directory of `nmt export ctranslate2` (which
+    Translator.load takes): /models gives the export's model config, /translate translates."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    export = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(run_dir), str(export)]) == 0
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    args = parser.parse_args([f"ct2={export}", "--engine", "ctranslate2"])
+    models = build_models({"ct2": export}, args)
+    expected = Translator.load(export, engine="ctranslate2").translate([SENTENCES[0]])
+    with TestClient(create_app(models)) as c:
+        info = c.get("/models").json()["models"][0]
+        assert (info["name"], info["checkpoint"], info["vocabulary_size"]) == ("ct2", "ct2", 120)
+        assert info["config"]["model"]["d_model"] == 32
+        r = c.post("/translate", json={"text": SENTENCES[0]})
+        assert r.status_code == 200 and r.json()["translations"][0]["text"] == expected[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import ipaddress
+import json
 import sys
 from pathlib import Path
 
@@ -186,7 +187,11 @@ def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | N
 def model_info(name: str, path: Path, translator) -> dict:
     from ..checkpoint import read_config, resolve_checkpoint
 
-    config = read_config(resolve_checkpoint(path))
+    export = Path(path) / "nmt_export.json"
+    if export.is_file():  # an `nmt export ctranslate2` directory: its model config, no languages
+        config = {"model": json.loads(export.read_text(encoding="utf-8")).get("model", {})}
+    else:
+        config = read_config(resolve_checkpoint(path))
     data = config.get("data") or {}
     info = {
         "name": name,
