@@ -267,6 +267,23 @@ def test_wmt14_checksum_mismatch(server, tmp_path):
     assert not any(p.name.endswith(".part") for p in downloads.parent.rglob("*"))
 
 
+def test_a_truncated_archive_is_an_error_naming_it(server, tmp_path):
+    """An archive cut short (a download without Content-Length that stopped early is kept: statmt
+    publishes no checksum) was an internal error (tarfile.ReadError) that named no file."""
+    root, url = server
+    serve_wmt14(root)
+    downloads = tmp_path / "wmt14_en_de" / "downloads"
+    tgz(
+        downloads / "dev.tgz", {f"dev/newstest2013.{lang}": lines(lang, 3000, "dev") for lang in ("en", "de")}
+    )
+    whole = (downloads / "dev.tgz").read_bytes()
+    for cut in (whole[: len(whole) // 2], whole[:100]):
+        (downloads / "dev.tgz").write_bytes(cut)
+        with pytest.raises(DataError, match=r"dev\.tgz: damaged or truncated archive .*delete it"):
+            dl.fetch_wmt14(tmp_path, ("en", "de"), base_url=url, splits=("valid",))
+        assert sorted(p.name for p in downloads.parent.iterdir()) == ["downloads"]  # no .part, no valid.*
+
+
 def test_wmt14_languages():
     with pytest.raises(DataError, match="English-German or English-French"):
         dl.fetch_wmt14("/nonexistent", ("en", "cs"))

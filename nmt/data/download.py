@@ -24,6 +24,7 @@ import re
 import tarfile
 import urllib.error
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -477,16 +478,22 @@ def _extract_split(sources: list, folder: Path, split: str) -> None:
             for path, names in sources:
                 counts = {}
                 wanted = {name: lang for lang, name in names.items()}
-                with tarfile.open(path, "r|*") as tar:
-                    for info in tar:
-                        lang = wanted.get(info.name)
-                        if lang is None:
-                            continue
-                        src = tar.extractfile(info)
-                        if info.name.endswith(".gz"):
-                            src = gzip.GzipFile(fileobj=src)
-                        copy = _copy_sgm if info.name.endswith(".sgm") else _copy_text
-                        counts[lang] = copy(src, outs[lang])
+                try:
+                    with tarfile.open(path, "r|*") as tar:
+                        for info in tar:
+                            lang = wanted.get(info.name)
+                            if lang is None:
+                                continue
+                            src = tar.extractfile(info)
+                            if info.name.endswith(".gz"):
+                                src = gzip.GzipFile(fileobj=src)
+                            copy = _copy_sgm if info.name.endswith(".sgm") else _copy_text
+                            counts[lang] = copy(src, outs[lang])
+                except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as e:
+                    raise DataError(
+                        f"{path}: damaged or truncated archive ({type(e).__name__}: {e}); delete it to "
+                        "download it again"
+                    ) from e
                 for lang, name in names.items():
                     if lang not in counts:
                         raise DataError(f"{path}: member {name} not found")
