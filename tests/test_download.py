@@ -81,6 +81,29 @@ def test_checksum_mismatch_is_error_and_leaves_no_file(server, tmp_path):
     assert list(dest.parent.iterdir()) == []  # neither f.txt nor f.txt.part
 
 
+def test_a_download_cut_short_is_an_error_and_leaves_no_file(tmp_path):
+    """A connection closed before Content-Length bytes came was taken for the whole file (urllib's
+    read(n) returns b"" then, silently): a truncated unpinned WMT archive was kept for good."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_short():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 10)
+
+    thread = threading.Thread(target=serve_short, daemon=True)
+    thread.start()
+    dest = tmp_path / "got" / "dev.tgz"
+    try:
+        with pytest.raises(DataError, match=r"could not download .*dev\.tgz.*10 of 100000 bytes"):
+            dl._fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/dev.tgz", dest, where="here")
+    finally:
+        thread.join(5)
+        listener.close()
+    assert list(dest.parent.iterdir()) == []  # neither dev.tgz nor dev.tgz.part
+
+
 def test_decompressed_checksum_accepted(server, tmp_path):
     """Same text in another gzip container (the Multi30k case) passes via content_sha256."""
     root, url = server

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import html
+import http.client
 import os
 import re
 import tarfile
@@ -302,10 +303,14 @@ def download(
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(part, "wb") as out:
             total = int(resp.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
+                received = 0
                 while chunk := resp.read(1 << 20):
                     out.write(chunk)
                     h.update(chunk)
                     bar.update(len(chunk))
+                    received += len(chunk)
+        if total is not None and received != total:  # read(n) gives b"" when the connection closes early
+            raise ConnectionError(f"the connection closed after {received} of {total} bytes")
         digest = h.hexdigest()
         expected = [d for d in (sha256, content_sha256) if d]
         if expected and digest != sha256 and not (content_sha256 and _gunzip_digest(part) == content_sha256):
@@ -342,7 +347,7 @@ def _local(folder: Path, stem: str) -> Path | None:
 def _fetch(url: str, dest: Path, *, where: str, **checks) -> str:
     try:
         return download(url, dest, **checks)
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # HTTPException: IncompleteRead
         reason = getattr(e, "reason", e)
         raise DataError(
             f"could not download {url} ({reason}). Without network access, put the "
