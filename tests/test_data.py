@@ -256,6 +256,19 @@ def test_a_full_disk_is_an_error_and_keeps_the_previous_output(tmp_path, monkeyp
     assert leftovers(tmp_path) == ["out"]
 
 
+@pytest.mark.parametrize("dataset, src, tgt", [("multi30k", "en", "de"), ("libreoffice", "en", "zh")])
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_splits_given_to_a_corpus_with_its_own_are_refused(tmp_path, dataset, src, tgt, split):
+    """multi30k and libreoffice silently used their own split instead of a given --train/--valid/--test."""
+    a, b = write(tmp_path / "my.en", ["a"]), write(tmp_path / "my.de", ["b"])
+    argv = [dataset, "--src", src, "--tgt", tgt, "--out", str(tmp_path / "out"), "--data-dir", str(tmp_path)]
+    argv += ["--base-url", "http://127.0.0.1:9", f"--{split}", str(a), str(b)]
+    with pytest.raises(
+        DataError, match=rf"--{split}: {dataset} brings its own splits; .*`nmt prepare files`"
+    ):
+        data_command.run_prepare(parse(argv))
+
+
 def test_files_needs_train():
     with pytest.raises(DataError, match="--train"):
         data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))

@@ -145,6 +145,11 @@ def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
         if "train" not in given:
             raise DataError("`files` needs --train SRC TGT (and usually --valid, --test)")
         return given, {}
+    if args.dataset in ("multi30k", "libreoffice") and given:  # their splits are fixed: not replaced
+        raise DataError(
+            f"--{next(iter(given))}: {args.dataset} brings its own splits; for other files use "
+            "`nmt prepare files`"
+        )
     if args.dataset == "multi30k":
         return dl.fetch_multi30k(root, (src, tgt), base_url=args.base_url)
     if args.dataset == "libreoffice":  # local only; `downloads` records the verified digests
