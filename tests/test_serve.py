@@ -543,3 +543,24 @@ def test_an_exported_ctranslate2_directory_is_served(run_dir, tmp_path):
         assert info["config"]["model"]["d_model"] == 32
         r = c.post("/translate", json={"text": SENTENCES[0]})
         assert r.status_code == 200 and r.json()["translations"][0]["text"] == expected[0]
+
+
+def test_a_stopping_server_or_a_dead_worker_is_a_503_that_does_not_say_queue_full(run_dir):
+    """503 says why: a full queue, the server stopping, or the worker not running (not "queue
+    full" for all three)."""
+    app, models = make_app(run_dir)
+
+    def die(*args, **kwargs):
+        raise SystemExit("killed")
+
+    models["tiny"].batcher.translator.translate_nbest = die
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert c.post("/translate", json={"text": SENTENCES[0]}).status_code == 500  # the worker dies
+        r = c.post("/translate", json={"text": SENTENCES[0]})
+        assert r.status_code == 503 and r.json()["error"]["message"] == (
+            "the worker is not running (SystemExit: killed); retry later"
+        )
+        models["tiny"].batcher.stop()
+        r = c.post("/translate", json={"text": SENTENCES[0]})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["error"]["message"] == "the server is shutting down; retry later"

@@ -223,11 +223,12 @@ class Batcher:
                 raise QueueFull(f"the worker is not running ({self._died})")
             if self._queue and self._queued_sentences + len(sentences) > self.max_queue:
                 raise QueueFull(
-                    f"{self._queued_sentences} sentences are waiting (--max-queue {self.max_queue})"
+                    f"queue full: {self._queued_sentences} sentences are waiting "
+                    f"(--max-queue {self.max_queue})"
                 )
             if self._queue and self._queued_work + job.work > self.max_queue_work:
                 raise QueueFull(
-                    f"{self._queued_work:,} pieces x beam are waiting and this request is "
+                    f"queue full: {self._queued_work:,} pieces x beam are waiting and this request is "
                     f"{job.work:,} (--max-queue-work {self.max_queue_work:,})"
                 )
             self._queue.append(job)

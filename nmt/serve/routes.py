@@ -71,7 +71,7 @@ async def answer(
             sentences, options, alignment=alignment, kind=kind, n_tokens=n_tokens, timeout=timeout
         )
     except QueueFull as e:
-        raise ApiError(503, f"queue full: {e}; retry later", retry)
+        raise ApiError(503, f"{e}; retry later", retry)  # full, stopping, or no worker: e says which
     gone = asyncio.ensure_future(client_gone(request))
     try:
         await asyncio.wait([future, gone], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
