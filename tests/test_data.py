@@ -655,6 +655,26 @@ def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("neighbour", ['{"another": "tool"}', "{not json", "[1, 2]"])
+def test_spm_model_beside_a_meta_json_not_of_nmt_prepare_is_reused(tmp_path, neighbour):
+    """The meta.json beside a reused spm.model is read for its "spm" record only if it is an `nmt
+    prepare` one: another tool's (or a damaged) meta.json was an internal error (KeyError,
+    JSONDecodeError)."""
+    (tmp_path / "a").mkdir()
+    first = prepare_files(tmp_path / "a", corpus(100))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "spm.model").write_bytes((first / "spm.model").read_bytes())
+    (tmp_path / "other" / "meta.json").write_text(neighbour)
+    src, tgt = corpus(50)
+    train = [str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt))]
+    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1"]
+    argv += ["--train", *train, "--spm-model", str(tmp_path / "other")]
+    assert data_command.run_prepare(parse(argv)) == 0
+    spm = data.load_meta(tmp_path / "b")["spm"]
+    assert spm["reused_from"] == str(tmp_path / "other" / "spm.model")
+    assert spm["character_coverage"] is None
+
+
 def test_the_one_spm_loader_names_a_missing_or_unreadable_spm_model(tmp_path):
     """`nmt.vocab.load_spm` loads the spm.model of a DATA_DIR or a checkpoint; a missing or garbage
     file is a ValueError naming it (each layer raises it as its own error: CheckpointError, ...)."""

@@ -571,11 +571,24 @@ def _reuse_spm(path: Path, prefix: Path):
     with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
         for i in range(sp.get_piece_size()):
             f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
-    source_meta = model_file.parent / "meta.json"
-    record = (
-        json.loads(source_meta.read_text())["spm"] if source_meta.is_file() else {"character_coverage": None}
-    )
+    record = _source_spm_record(model_file.parent / "meta.json")
     return sp, {**record, "reused_from": str(model_file), "sha256": dl.sha256_file(model_file)}
+
+
+def _source_spm_record(path: Path) -> dict:
+    """The "spm" record of the `nmt prepare` meta.json at ``path``; for none, another tool's or a
+    damaged one (it only describes the model, which is checked itself), no character coverage."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none, unreadable, not UTF-8 or not JSON
+        meta = None
+    if (
+        isinstance(meta, dict)
+        and meta.get("format") == "nmt-prepared-data"
+        and isinstance(meta.get("spm"), dict)
+    ):
+        return meta["spm"]
+    return {"character_coverage": None}
 
 
 # ------------------------------------------------------------------------------- reading back
