@@ -211,6 +211,25 @@ def test_load_meta_not_prepared(tmp_path):
         data.load_meta(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "name, damage",
+    [
+        ("meta.json", lambda b: b[: len(b) // 2]),
+        ("meta.json", lambda b: b"[1, 2]\n"),
+        ("meta.json", lambda b: b"\xff" + b),
+        ("train.tgt.offsets.npy", lambda b: b[:100]),
+        ("train.tgt.offsets.npy", lambda b: b""),
+    ],
+)
+def test_a_damaged_prepared_file_is_an_error_naming_it(tmp_path, name, damage):
+    """A cut or altered meta.json or offsets file was an internal error (JSONDecodeError,
+    AttributeError, UnicodeDecodeError, numpy's ValueError / EOFError) naming no file."""
+    out = prepare_files(tmp_path, corpus(100))
+    (out / name).write_bytes(damage((out / name).read_bytes()))
+    with pytest.raises(DataError, match=rf"{out / name}: .*prepare the data again"):
+        ParallelDataset.load(out, "train")
+
+
 def test_out_exists_needs_force(tmp_path):
     src, tgt = corpus(100)
     prepare_files(tmp_path, (src, tgt))

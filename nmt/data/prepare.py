@@ -598,12 +598,25 @@ def load_meta(data_dir: str | Path) -> dict:
         raise DataError(
             f"{data_dir} is not a prepared data directory (no meta.json); run `nmt prepare` first"
         )
-    meta = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # cut or altered: not UTF-8, not JSON
+        raise DataError(f"{path}: not a readable meta.json ({e}); prepare the data again") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: not the meta.json of `nmt prepare` (altered); prepare the data again")
     try:  # the ids the data was written with must be nmt.vocab's (issue 10, defect 3)
         check_special_ids(meta.get("special_ids"), str(path))
     except ValueError as e:
         raise DataError(str(e)) from None
     return meta
+
+
+def _load_offsets(path: Path) -> np.ndarray:
+    """An offsets file of a prepared split; DataError naming it if it is cut or altered."""
+    try:
+        return np.load(path)
+    except (ValueError, EOFError) as e:  # numpy: not an .npy, a cut header or body
+        raise DataError(f"{path}: not a readable offsets file ({e}); prepare the data again") from None
 
 
 class ParallelDataset:
@@ -614,7 +627,7 @@ class ParallelDataset:
     def __init__(self, data_dir: str | Path, split: str, meta: dict):
         self.data_dir, self.split, self.meta = Path(data_dir), split, meta
         prefix = self.data_dir / split
-        self._offsets = {side: np.load(f"{prefix}.{side}.offsets.npy") for side in ("src", "tgt")}
+        self._offsets = {side: _load_offsets(Path(f"{prefix}.{side}.offsets.npy")) for side in ("src", "tgt")}
         self._check_sizes()
         self.src_lengths = np.diff(self._offsets["src"])  # int64 [n]
         self.tgt_lengths = np.diff(self._offsets["tgt"])  # int64 [n]
