@@ -126,6 +126,12 @@ def test_sampling_follows_the_distribution_and_its_filters():
     assert freq[EOS] == 0.0 and abs(freq[A] - 0.625) < 0.04
 
 
+def test_sampling_at_a_vanishing_temperature_is_greedy():
+    """T = 1e-45: every logp / T overflows to -inf; the limit T -> 0 is the argmax (never PAD)."""
+    freq, hyps = first_token_freq(50, temperature=1e-45)
+    assert freq[A] == 1.0 and all(h.tokens == [A] for h in hyps)
+
+
 @torch.no_grad()
 def test_sampling_is_reproducible_by_seed_and_independent_of_batching():
     torch.manual_seed(0)

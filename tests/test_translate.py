@@ -11,7 +11,7 @@ from translate_fixtures import cli
 from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.data.batching import make_batches
-from nmt.infer.translate import TranslateError, Translator, search_sources, translate_ids
+from nmt.infer.translate import Sampling, TranslateError, Translator, search_sources, translate_ids
 from nmt.model import Transformer
 
 FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
@@ -202,6 +202,23 @@ def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, opt
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match=message):
         t.translate(["der hund", "blau"], **option)
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (dict(beam=0), r"beam=0: must be an integer >= 1"),
+        (dict(beam=1, nbest=2), r"nbest=2: must be between 1 and beam=1"),
+        (dict(beam=4, nbest=2, sampling=Sampling()), r"nbest=2: sampling draws one output per sentence"),
+    ],
+)
+@pytest.mark.parametrize("lines", [["", " "], ["der hund"]])
+def test_search_options_are_checked_before_any_input_is_read(checkpoint, lines, option, message):
+    """Also for a batch of empty lines, which needs no search (was: returned without a word), and
+    nbest > 1 with sampling, which draws one output (was: silently one)."""
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match=message):
+        t.translate_nbest(lines, **option)
 
 
 @pytest.mark.parametrize("per_sentence", ["prefix", "constraints"])

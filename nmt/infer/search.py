@@ -463,6 +463,9 @@ def sample(
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
         logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
         probs = F.softmax(logp / temperature, dim=-1)  # (B, W) = softmax(logits / T) where allowed
+        lost = probs.isnan().any(dim=-1)  # (B,) T so small that every logp / T overflowed to -inf
+        if lost.any():  # its limit T -> 0: the most probable allowed token
+            probs[lost] = F.one_hot(logp[lost].argmax(dim=-1), logp.size(-1)).to(probs.dtype)
         probs = filter_probs(probs, topk=topk, topp=topp)
         cdf = probs.cumsum(dim=-1)  # (B, W)
         u = torch.tensor([1.0 - rngs[s].random() for s in alive], device=device)  # (B,) in (0, 1]

@@ -18,6 +18,7 @@ line (`nmt translate`) is in nmt.infer.command.
 
 from __future__ import annotations
 
+import numbers
 import os
 import tempfile
 from dataclasses import dataclass
@@ -97,7 +98,12 @@ def search_sources(
             raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
     device = torch.device(device)
     check_search_options(
-        sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints
+        beam=beam,
+        nbest=nbest,
+        sampling=sampling,
+        constraint=constraint,
+        shortlist=shortlist,
+        constraints=constraints,
     )
     search = BatchedSearch(
         beam=beam,
@@ -236,8 +242,15 @@ class BatchedSearch:
         return [[h] for h in samples]
 
 
-def check_search_options(*, sampling, constraint, shortlist, constraints) -> None:
-    """ValueError for the options of search_sources that do not go together."""
+def check_search_options(*, beam, nbest, sampling, constraint, shortlist, constraints) -> None:
+    """ValueError for the options of search_sources that are out of range or do not go together
+    (checked before any input is read, so that a batch of empty lines is refused alike)."""
+    if not isinstance(beam, numbers.Integral) or beam < 1:
+        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
+    if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:
+        raise ValueError(f"nbest={nbest!r}: must be between 1 and beam={beam}")
+    if sampling is not None and nbest != 1:
+        raise ValueError(f"nbest={nbest}: sampling draws one output per sentence (nbest 1)")
     if constraint is not None and sampling is not None:
         raise ValueError("constraint: only for beam/greedy search, not sampling")
     if constraint is not None and shortlist is not None:
