@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nmt.checkpoint import load_model, save
 from nmt.cli import main
@@ -79,6 +80,27 @@ def random_checkpoint(tmp_path, src_ckpt, **changes):
         spm_model=resolve_checkpoint(src_ckpt) / "spm.model",
         config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
     )
+
+
+def test_ctranslate2_engine_scores_are_log_probs_over_the_papers_length_penalty(
+    trained, test_lines, tmp_path
+):
+    """CTranslate2 divides by |Y| ** alpha; the engine returns nmt's score, log p(Y | x) over
+    ((5 + |Y|) / 6) ** alpha (|Y| with EOS), as the torch engine does (was: CTranslate2's own)."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    out = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(trained), str(out)]) == 0
+    torch_engine = Translator.load(trained, precision="fp32")
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32")
+    lines = test_lines[:8]
+    sources, _ = torch_engine.encode(lines)
+    for alpha in (0.6, 1.0):
+        for src, [best] in zip(sources, ct2.translate_nbest(lines, beam=4, alpha=alpha)):
+            with torch.inference_mode():
+                logits = torch_engine.model(torch.tensor([src]), torch.tensor([[2] + best.tokens]))[0]
+            target = torch.tensor(best.tokens + [3])  # the output and EOS
+            logp = F.log_softmax(logits.float(), dim=-1)[torch.arange(len(target)), target].sum().item()
+            assert best.score == pytest.approx(logp / ((5 + len(target)) / 6) ** alpha, rel=1e-4, abs=1e-4)
 
 
 def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypatch):

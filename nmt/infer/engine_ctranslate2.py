@@ -9,8 +9,9 @@ loaded if ``compute_type`` asks for it (``int8``: CTranslate2's int8 GEMMs).
 The input/output contract is the torch engine's (``Translator``): cleaning, SentencePiece, EOS,
 truncation to the model's positions with a warning, empty lines give empty outputs without calling
 the model, results in input order. Differences: CTranslate2's own beam search (its early stopping
-and length normalisation differ in detail from nmt.search), the max length a*|x|+b is applied per
-batch and outputs are then cut to each sentence's own limit.
+differs from nmt.search's, and it ranks hypotheses by log-probability over |Y| ** alpha where the
+paper's penalty is ((5 + |Y|) / 6) ** alpha; the scores it returns are converted to the paper's), the
+max length a*|x|+b is applied per batch and outputs are then cut to each sentence's own limit.
 
 With a vocabulary shortlist (``shortlist=FILE``, nmt.infer.shortlist) the search uses CTranslate2's
 vocabulary map (``use_vmap=True``): an export directory must hold the shortlist's ``vmap.txt``
@@ -33,10 +34,17 @@ from ..data.batching import make_batches
 from ..vocab import UNK, load_spm
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from .results import TranslateError, Translation
-from .search import default_alpha
+from .search import default_alpha, length_penalty
 from .text import TextTranslator, one_or_many
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+
+
+def nmt_score(score: float, length: int, alpha: float) -> float:
+    """CTranslate2's score of an output of ``length`` tokens (EOS included), its log-probability over
+    length ** alpha, as nmt scores it: over the paper's ((5 + length) / 6) ** alpha
+    (nmt.infer.search.length_penalty)."""
+    return float(score) * length**alpha / length_penalty(length, alpha) if alpha else float(score)
 
 
 @dataclass
@@ -258,7 +266,10 @@ class CTranslate2Translator(TextTranslator):
             )
             for j, n, res in zip(batch, max_len, out):
                 results[todo[j]] = [
-                    ([self.piece_ids.get(p, UNK) for p in pieces][: n - 1], float(score))
+                    (
+                        [self.piece_ids.get(p, UNK) for p in pieces][: n - 1],
+                        nmt_score(score, len(pieces) + (len(pieces) < max(max_len)), alpha),
+                    )
                     for pieces, score in zip(res.hypotheses, res.scores)
                 ]
             if on_batch is not None:
