@@ -506,6 +506,47 @@ def test_page_in_chromium(run_dir, tmp_path):
         server.stop()
 
 
+def test_page_translates_with_an_engine_without_attention_maps(run_dir, tmp_path):
+    """`--engine ctranslate2`: /attention is a 400, the page still shows the translation and says
+    why there is no heatmap (it used to show only the 400's message)."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)")
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    env_cache = os.environ.get("NMT_CACHE_DIR")
+    os.environ["NMT_CACHE_DIR"] = str(tmp_path / "cache")  # the on-the-fly export, for the server too
+    try:
+        server = Server(f"en-de={run_dir}", "--engine", "ctranslate2", log=tmp_path / "serve.log")
+    finally:
+        if env_cache is None:
+            del os.environ["NMT_CACHE_DIR"]
+        else:
+            os.environ["NMT_CACHE_DIR"] = env_cache
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
+    try:
+        browser.get(server.url + "/")
+        WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "model").get_attribute("value"))
+        browser.find_element(By.ID, "source").send_keys(SENTENCES[0])
+        browser.find_element(By.ID, "go").click()
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "go").is_enabled())
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "translation").text.strip())
+        status = browser.find_element(By.ID, "status")
+        assert status.get_attribute("class") != "error"
+        assert status.text.startswith("no heatmap:") and "torch engine" in status.text
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#nbestlist li")) >= 1
+    finally:
+        browser.quit()
+        server.stop()
+
+
 def test_other_engine_serves_text_but_no_attention(run_dir, translator):
     """A translator whose model is not nmt's (the ctranslate2 engine): translation works,
     alignment and attention are a 400 naming the reason."""

@@ -80,7 +80,9 @@ async function translate(event) {
   try {
     const [tr, att] = await Promise.all([
       post("/translate", { model, text, beam, nbest }),
-      post("/attention", { model, text, beam }),
+      // an engine without attention maps (--engine ctranslate2) answers 400: translate without a heatmap
+      post("/attention", { model, text, beam })
+        .catch((e) => ({ cross: [], source_pieces: [], target_pieces: [], missing: e.message })),
     ]);
     const best = tr.translations[0];
     $("translation").textContent = best.text;
@@ -101,7 +103,7 @@ async function translate(event) {
     $("head").appendChild(mean);
     $("result").hidden = false;
     draw();
-    $("status").textContent = "";
+    $("status").textContent = att.missing ? "no heatmap: " + att.missing : "";
   } catch (e) {
     $("status").className = "error"; $("status").textContent = e.message;
   } finally {
