@@ -245,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C (nmt train and nmt serve handle it themselves)
+        if args.debug:
+            traceback.print_exc()
+        print(f"nmt {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     except Exception as e:  # not a user error: one line and where to report it, unless --debug
         if args.debug:
             traceback.print_exc()

@@ -255,3 +255,16 @@ def test_bad_input_is_one_line_exit_2_nothing_written(row, tiny_data, finished, 
     assert lines[0].startswith(f"nmt {command}: error:") and Path(named).name in lines[0], lines[0]
     assert "Traceback" not in err
     assert tree(w) == before  # nothing written, nothing half-written, nothing deleted
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Ctrl-C in a command without its own handler (here `nmt score`; nmt train and nmt serve have
+    theirs): a one-line message and the shell's exit status 130, not a traceback."""
+
+    def interrupted(args, overrides):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("nmt.cli.run_score", interrupted)
+    assert main(["score", "--ref", "r.txt", "h.txt"]) == 130
+    err = capsys.readouterr().err
+    assert err == "nmt score: interrupted (Ctrl-C)\n"
