@@ -96,15 +96,8 @@ def search_sources(
     for name, per_source in (("prefix", prefix), ("constraints", constraints)):
         if per_source is not None and len(per_source) != len(sources):
             raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
-    device = torch.device(device)
-    check_search_options(
-        beam=beam,
-        nbest=nbest,
-        sampling=sampling,
-        constraint=constraint,
-        shortlist=shortlist,
-        constraints=constraints,
-    )
+    options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
+    check_search_options(beam=beam, nbest=nbest, **options)
     search = BatchedSearch(
         beam=beam,
         alpha=default_alpha(beam) if alpha is None else alpha,
@@ -116,7 +109,7 @@ def search_sources(
         constraint=constraint,
         sampling=sampling,
         shortlist=shortlist,
-        device=device,
+        device=torch.device(device),
         dtype=dtype,
     )
     return search.sources(
