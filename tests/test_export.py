@@ -4,6 +4,7 @@ the tests skip with a message when ctranslate2 / transformers are not installed)
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import random
 
 import pytest
@@ -277,3 +278,22 @@ def test_export_errors(trained, tmp_path, capsys):
     assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf.tmp-*"))
     assert main(["export", "ctranslate2", str(tmp_path / "nope"), str(tmp_path / "c")]) == 2
     assert "not a checkpoint directory" in capsys.readouterr().err
+
+
+def test_exports_refuse_restricted_self_attention(trained, tmp_path, capsys):
+    """Neither CTranslate2 nor HF Marian has a restricted self-attention window (section 4,
+    model.attention_window): such a model is refused with one line, not exported with full attention
+    (its outputs would differ from nmt's without a word)."""
+    ckpt = random_checkpoint(tmp_path, trained, attention_window=1)
+    formats = [
+        (f, m)
+        for f, m in (("ctranslate2", "ctranslate2"), ("huggingface", "transformers"))
+        if importlib.util.find_spec(m) is not None
+    ]
+    if not formats:
+        pytest.skip("neither ctranslate2 nor transformers installed (pip install 'nmt[ct2,hf]')")
+    for fmt, _ in formats:
+        assert main(["export", fmt, str(ckpt), str(tmp_path / fmt)]) == 2
+        err = capsys.readouterr().err
+        assert "restricted self-attention (model.attention_window=1)" in err and err.count("\n") == 1, err
+        assert not (tmp_path / fmt).exists() and not list(tmp_path.glob(f".{fmt}.tmp-*"))

@@ -67,10 +67,21 @@ def check_left_to_right(cfg, target: str) -> None:
         )
 
 
+def check_full_attention(cfg, target: str) -> None:
+    """ExportError for restricted self-attention (section 4, ModelConfig.attention_window):
+    ``target`` has no such window, so every query would see every key and the outputs differ."""
+    if cfg.attention_window is not None:
+        raise ExportError(
+            f"{target} has no restricted self-attention (model.attention_window="
+            f"{cfg.attention_window}): every query would see every key; translate with nmt's engine"
+        )
+
+
 def build_spec(model, vocab: list[str]):
     """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
     shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
     check_left_to_right(model.cfg, "CTranslate2")
+    check_full_attention(model.cfg, "CTranslate2")
 
     import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec

@@ -13,7 +13,8 @@ out_proj/fc2 outputs and biases; every LayerNorm gain and bias), is an exact re-
 LayerNorm, residual sums and x W^T are equivariant under it and the logits x E^T are invariant.
 
 Special ids are nmt's (nmt.vocab): pad 0, unk 1, BOS 2 = ``decoder_start_token_id``, EOS 3.
-Marian has no pre-norm variant and only sinusoidal positions, so such models are refused.
+Marian has no pre-norm variant, only sinusoidal positions and no restricted self-attention, so such
+models are refused.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..vocab import BOS, EOS, PAD, UNK, load_spm
-from .export_ctranslate2 import ExportError, check_head_size, check_left_to_right
+from .export_ctranslate2 import ExportError, check_full_attention, check_head_size, check_left_to_right
 
 
 def import_transformers():
@@ -112,6 +113,7 @@ def to_marian(model):
     cfg = model.cfg
     check_head_size(cfg, "HF Marian")
     check_left_to_right(cfg, "HF Marian")
+    check_full_attention(cfg, "HF Marian")
     if cfg.norm_position != "post" or cfg.positional != "sinusoidal":
         raise ExportError(
             f"HF Marian is post-norm with sinusoidal positions (model has norm_position="
