@@ -132,6 +132,14 @@ def test_sampling_at_a_vanishing_temperature_is_greedy():
     assert freq[A] == 1.0 and all(h.tokens == [A] for h in hyps)
 
 
+@pytest.mark.parametrize("temperature", [math.inf, math.nan, 0.0])
+def test_sampling_at_an_infinite_or_nan_temperature_is_a_value_error(temperature):
+    """T = inf or nan defines no distribution (every logp / T is nan or 0 / inf): refused like T = 0
+    (was: sampled as greedy, by the argmax that stands for T -> 0)."""
+    with pytest.raises(ValueError, match=rf"^temperature={temperature}, topk=0, topp=1.0: need 0 < T < inf"):
+        first_token_freq(5, temperature=temperature)
+
+
 @torch.no_grad()
 def test_sampling_is_reproducible_by_seed_and_independent_of_batching():
     torch.manual_seed(0)
@@ -274,6 +282,14 @@ def run_cli(tmp_path, *argv):
         ["translate", *map(str, argv), "-o", str(out), "--quiet", "--max-len-a", "0", "--max-len-b", "5"]
     )
     return status, out.read_text(encoding="utf-8").splitlines() if out.exists() else None
+
+
+def test_cli_refuses_an_infinite_sampling_temperature(checkpoints, tmp_path, capsys):
+    src = tmp_path / "src.txt"
+    src.write_text("der hund laeuft.\n", encoding="utf-8")
+    status, out = run_cli(tmp_path, checkpoints[0], "-i", src, "--sampling", "--temperature", "inf")
+    assert status == 2 and out is None
+    assert "--temperature inf --topk 0 --topp 1.0: need 0 < T < inf" in capsys.readouterr().err
 
 
 def test_cli_modes(checkpoints, tmp_path, capsys):

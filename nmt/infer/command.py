@@ -187,10 +187,10 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
     if args.sampling:
         if args.nbest != 1:
             raise TranslateError(f"--sampling --nbest {args.nbest}: sampling gives one output per line")
-        if not (args.temperature > 0 and args.topk >= 0 and 0 < args.topp <= 1):
+        if not (0 < args.temperature < math.inf and args.topk >= 0 and 0 < args.topp <= 1):
             raise TranslateError(
                 f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
-                "need T > 0, K >= 0 (0: all), 0 < P <= 1"
+                "need 0 < T < inf, K >= 0 (0: all), 0 < P <= 1"
             )
         sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
     mbr = mbr_from_args(args)

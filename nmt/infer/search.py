@@ -445,9 +445,9 @@ def sample(
     generator seeded by (seed, i), so the output does not depend on batching) by inverting the
     cumulative distribution. Length limits, PAD/BOS and ``prefix`` as in beam_search; ``score`` is
     the model's log-probability (T=1) of the output."""
-    if temperature <= 0 or topk < 0 or not 0 < topp <= 1:
+    if not 0 < temperature < math.inf or topk < 0 or not 0 < topp <= 1:  # T nan or inf: no distribution
         raise ValueError(
-            f"temperature={temperature}, topk={topk}, topp={topp}: need T > 0, "
+            f"temperature={temperature}, topk={topk}, topp={topp}: need 0 < T < inf, "
             "topk >= 0 (0: all), 0 < topp <= 1"
         )
     n_src, device = src_tokens.size(0), src_tokens.device
