@@ -297,3 +297,41 @@ def test_exports_refuse_restricted_self_attention(trained, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "restricted self-attention (model.attention_window=1)" in err and err.count("\n") == 1, err
         assert not (tmp_path / fmt).exists() and not list(tmp_path.glob(f".{fmt}.tmp-*"))
+
+
+def test_export_never_replaces_its_checkpoint_a_file_or_a_directory_that_is_not_an_export(
+    trained, tmp_path, capsys
+):
+    """OUT_DIR is replaced only when it is an empty directory or an earlier nmt export; the checkpoint
+    itself, the run directory holding it, a file and a directory of other files are refused with
+    one line and left as they were (were: deleted and replaced by the export without a word)."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from nmt.checkpoint import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(trained)
+    before = sorted(p.name for p in ckpt.iterdir())
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.txt").write_text("mine\n")
+    for out, why in (
+        (ckpt, f"is the checkpoint {ckpt} or a directory holding it"),
+        (trained, f"is the checkpoint {ckpt} or a directory holding it"),
+        (ckpt / "sub", f"is inside the checkpoint {ckpt}"),
+        (notes, "exists and is not an nmt export"),
+        (other, "exists and is not an nmt export"),
+    ):
+        for fmt in ("ctranslate2", "huggingface")[
+            : 1 + (importlib.util.find_spec("transformers") is not None)
+        ]:
+            assert main(["export", fmt, str(trained), str(out)]) == 2
+            err = capsys.readouterr().err
+            assert err == f"nmt export: error: OUT_DIR {out}: {why}; choose a new directory\n"
+    assert sorted(p.name for p in ckpt.iterdir()) == before and load_model(ckpt)
+    assert notes.read_text() == "mine\n" and [p.name for p in other.iterdir()] == ["data.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["export", "ctranslate2", str(trained), str(empty)]) == 0
+    assert main(["export", "ctranslate2", str(trained), str(empty), "--quantization", "int8"]) == 0
+    assert '"quantization": "int8"' in (empty / "nmt_export.json").read_text()

@@ -19,7 +19,9 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
         help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer",
     )
     parser.add_argument("checkpoint", help="checkpoint directory or run directory")
-    parser.add_argument("out_dir", help="output directory (replaced atomically if it exists)")
+    parser.add_argument(
+        "out_dir", help="output directory: new, empty, or an earlier export (replaced atomically)"
+    )
     parser.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,

@@ -77,6 +77,35 @@ def check_full_attention(cfg, target: str) -> None:
         )
 
 
+HF_README_TITLE = "# Hugging Face export of an nmt checkpoint"  # the first line of an HF export's README.md
+
+
+def check_out_dir(source: Path, out_dir: Path) -> None:
+    """ExportError unless ``out_dir`` may be written: it is not the checkpoint ``source``, a
+    directory holding it or inside it, and if it exists it is an empty directory or an earlier nmt
+    export (``nmt_export.json``, or an HF export's README.md), which is then replaced."""
+    src, target = source.resolve(), out_dir.resolve()
+    why = None
+    if target == src or target in src.parents:
+        why = f"is the checkpoint {source} or a directory holding it"
+    elif src in target.parents:
+        why = f"is inside the checkpoint {source}"
+    elif out_dir.exists() or out_dir.is_symlink():
+        readme = out_dir / "README.md"
+        earlier = out_dir.is_dir() and (
+            not any(out_dir.iterdir())
+            or (out_dir / "nmt_export.json").is_file()
+            or (
+                readme.is_file()
+                and readme.read_text(encoding="utf-8", errors="replace").startswith(HF_README_TITLE)
+            )
+        )
+        if not earlier:
+            why = "exists and is not an nmt export"
+    if why is not None:
+        raise ExportError(f"OUT_DIR {out_dir}: {why}; choose a new directory")
+
+
 def build_spec(model, vocab: list[str]):
     """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights (numpy float32) and the
     shared ``vocab`` (pieces in id order, see ``vocabulary``)."""
@@ -274,6 +303,7 @@ def export_ctranslate2(
         raise ExportError(f"--quantization {quantization}: choose from {', '.join(QUANTIZATIONS)}")
     import_ctranslate2()
     source = resolve_checkpoint(checkpoint)
+    check_out_dir(source, Path(out_dir))
     model, _ = load_model(source, device="cpu")
     sp = load_spm(source)
     return export_model(

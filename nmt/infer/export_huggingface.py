@@ -27,7 +27,14 @@ from pathlib import Path
 import torch
 
 from ..vocab import BOS, EOS, PAD, UNK, load_spm
-from .export_ctranslate2 import ExportError, check_full_attention, check_head_size, check_left_to_right
+from .export_ctranslate2 import (
+    HF_README_TITLE,
+    ExportError,
+    check_full_attention,
+    check_head_size,
+    check_left_to_right,
+    check_out_dir,
+)
 
 
 def import_transformers():
@@ -144,9 +151,10 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
     from ..checkpoint import load_model, resolve_checkpoint
 
     source = resolve_checkpoint(checkpoint)
+    out_dir = Path(out_dir)
+    check_out_dir(source, out_dir)
     model, config = load_model(source, device="cpu")
     marian = to_marian(model)
-    out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
@@ -175,7 +183,7 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
         tok.save_pretrained(tmp)
         shutil.rmtree(spm_dir)
         (tmp / "README.md").write_text(
-            f"# Hugging Face export of an nmt checkpoint\n\nExported by `nmt export huggingface` from "
+            f"{HF_README_TITLE}\n\nExported by `nmt export huggingface` from "
             f"`{source}`.\n\n    from transformers import pipeline\n"
             f'    pipeline("translation", model="{out_dir}")("A dog runs.")\n\n'
             "Greedy by default (num_beams=1); nmt's beam search and its length penalty are not HF's.\n",
