@@ -230,3 +230,36 @@ def test_search_sources_needs_one_prefix_or_constraint_list_per_source(checkpoin
     sources = t.encode(["der hund", "blau"])[0]
     with pytest.raises(ValueError, match=rf"^{per_sentence}: {count} lists for 2 sources$"):
         search_sources(t.model, sources, beam=2, max_len_a=0, max_len_b=4, **{per_sentence: [[]] * count})
+
+
+@pytest.fixture(scope="module")
+def ct2_translator(checkpoint, tmp_path_factory):
+    """The tiny checkpoint exported by `nmt export ctranslate2`, loaded with that engine."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from nmt.cli import main
+
+    out = tmp_path_factory.mktemp("ct2") / "export"
+    assert main(["export", "ctranslate2", str(checkpoint), str(out)]) == 0
+    return Translator.load(out, engine="ctranslate2", precision="fp32")
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (dict(beam=0), r"beam=0: must be an integer >= 1"),
+        (dict(beam=2.5), r"beam=2.5: must be an integer >= 1"),
+        (dict(beam=1, nbest=2), r"nbest=2: must be between 1 and beam=1"),
+        (dict(max_len_a=float("nan")), r"max_len_a=nan, max_len_b=50: must be finite"),
+        (dict(max_len_b=float("inf")), r"max_len_a=1.0, max_len_b=inf: must be finite"),
+    ],
+)
+@pytest.mark.parametrize("lines", [["", " "], ["der hund"]])
+def test_the_ctranslate2_engine_checks_search_options_as_the_torch_engine(
+    checkpoint, ct2_translator, lines, option, message
+):
+    """Same ValueError from both engines, also for a batch of empty lines (ctranslate2 was:
+    CTranslate2's own ValueError or a TypeError, and no error at all for empty lines)."""
+    torch_translator = Translator.load(checkpoint, device="cpu", precision="fp32")
+    for t in (torch_translator, ct2_translator):
+        with pytest.raises(ValueError, match=message):
+            t.translate_nbest(lines, **option)

@@ -34,7 +34,7 @@ from ..data.batching import make_batches
 from ..vocab import UNK, load_spm
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from .results import TranslateError, Translation
-from .search import default_alpha, length_penalty
+from .search import check_search_range, default_alpha, length_penalty
 from .text import TextTranslator, one_or_many
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -242,7 +242,9 @@ class CTranslate2Translator(TextTranslator):
         """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
         length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score).
         ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6).
-        ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt."""
+        ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt. ValueError
+        for an option out of range (nmt.infer.search.check_search_range), as the torch engine."""
+        check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b)
         alpha = default_alpha(beam) if alpha is None else alpha
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]

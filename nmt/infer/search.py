@@ -101,6 +101,18 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
+def check_search_range(*, beam, nbest, max_len_a: float, max_len_b: float) -> None:
+    """ValueError naming a search option out of range: ``beam`` an integer >= 1, ``nbest`` one in
+    [1, beam], ``max_len_a`` and ``max_len_b`` finite (both engines check them before any input is
+    read, so that a batch of empty lines is refused alike)."""
+    if not isinstance(beam, numbers.Integral) or beam < 1:
+        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
+    if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:
+        raise ValueError(f"nbest={nbest!r}: must be between 1 and beam={beam}")
+    if not (math.isfinite(max_len_a) and math.isfinite(max_len_b)):
+        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
+
+
 def output_lengths(
     model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, prefix: list[list[int]] | None
 ) -> list[int]:

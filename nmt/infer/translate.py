@@ -18,7 +18,6 @@ line (`nmt translate`) is in nmt.infer.command.
 
 from __future__ import annotations
 
-import numbers
 import os
 import tempfile
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from .search import (
     Ensemble,
     Hypothesis,
     beam_search,
+    check_search_range,
     default_alpha,
     output_lengths,
     right_to_left,
@@ -97,7 +97,7 @@ def search_sources(
         if per_source is not None and len(per_source) != len(sources):
             raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
     options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
-    check_search_options(beam=beam, nbest=nbest, **options)
+    check_search_options(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, **options)
     search = BatchedSearch(
         beam=beam,
         alpha=default_alpha(beam) if alpha is None else alpha,
@@ -235,13 +235,13 @@ class BatchedSearch:
         return [[h] for h in samples]
 
 
-def check_search_options(*, beam, nbest, sampling, constraint, shortlist, constraints) -> None:
-    """ValueError for the options of search_sources that are out of range or do not go together
-    (checked before any input is read, so that a batch of empty lines is refused alike)."""
-    if not isinstance(beam, numbers.Integral) or beam < 1:
-        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
-    if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:
-        raise ValueError(f"nbest={nbest!r}: must be between 1 and beam={beam}")
+def check_search_options(
+    *, beam, nbest, max_len_a, max_len_b, sampling, constraint, shortlist, constraints
+) -> None:
+    """ValueError for the options of search_sources that are out of range (check_search_range) or
+    do not go together (checked before any input is read, so that a batch of empty lines is
+    refused alike)."""
+    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b)
     if sampling is not None and nbest != 1:
         raise ValueError(f"nbest={nbest}: sampling draws one output per sentence (nbest 1)")
     if constraint is not None and sampling is not None:
