@@ -85,6 +85,37 @@ def test_weights_reproduce_the_model_attention_outputs(checkpoint):
     assert torch.all(maps.decoder_self.triu(diagonal=1) == 0)  # causal
 
 
+def test_weights_of_restricted_self_attention_are_the_models():
+    """With model.attention_window r (section 4) the self-attention weights are those the model
+    used: zero for keys farther than r (and later keys in the decoder), and times V they give
+    what each module fed to its out_proj (were: computed with full attention, a wrong heatmap)."""
+    torch.manual_seed(0)
+    model = Transformer(dataclasses.replace(tiny(60), n_layers=2, n_heads=4, attention_window=1)).eval()
+    src, tgt = [5, 9, 14, 7, 22, EOS], [8, 31, 12, 40]
+    seen = {}
+    modules = {"enc": model.encoder.layers[1].self_attn, "dec": model.decoder.layers[1].self_attn}
+    hooks = []
+    for name, attn in modules.items():
+        hooks.append(attn.v_proj.register_forward_hook(lambda m, i, o, n=name: seen.__setitem__(n + "v", o)))
+        hooks.append(
+            attn.out_proj.register_forward_hook(lambda m, i, o, n=name: seen.__setitem__(n + "in", i[0]))
+        )
+    maps = attention_maps(model, src, tgt)
+    for h in hooks:
+        h.remove()
+    hh, d_v = model.cfg.n_heads, model.cfg.d_v
+    for name, weights in (("enc", maps.encoder_self[1]), ("dec", maps.decoder_self[1])):
+        v = seen[name + "v"][0].view(-1, hh, d_v).transpose(0, 1)  # (H, N, V)
+        mixed = (weights @ v).transpose(0, 1).reshape(weights.size(1), hh * d_v)  # (T, H*V)
+        torch.testing.assert_close(mixed, seen[name + "in"][0], atol=1e-5, rtol=1e-4)
+    s, t = len(src), len(tgt) + 1
+    far = lambda n: (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() > 1  # noqa: E731
+    assert torch.all(maps.encoder_self[:, :, far(s)] == 0)
+    assert torch.all(maps.decoder_self[:, :, far(t)] == 0) and torch.all(maps.decoder_self.triu(1) == 0)
+    for w in (maps.encoder_self, maps.decoder_self, maps.cross):
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+
+
 def test_hard_alignment_is_last_layer_mean_of_heads_without_eos():
     src, tgt = [10, 11, 12, EOS], [20, 21]
     cross = torch.zeros(2, 2, 3, 4)  # (L, H, T=BOS+2, S=3+EOS)

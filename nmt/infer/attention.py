@@ -13,8 +13,8 @@ The weights are not taken from the model's forward (which calls fused scaled_dot
 and never forms them): a teacher-forced ``encode`` + ``decode_step`` runs with forward hooks on
 each attention module's ``q_proj`` and ``k_proj`` (fused projections switched off for that run by
 ``nmt.fused_projections.unfused``), and the weights are recomputed here as softmax(Q K^T /
-sqrt(d_k)) with the same masks as the model (source padding; causal in the decoder). The model code
-is not changed.
+sqrt(d_k)) with the same masks as the model (source padding; causal in the decoder; the window of
+restricted self-attention). The model code is not changed.
 
 Alignment (``nmt translate --alignment``, the server's ``"alignment": true``) follows fairseq's
 convention (``--print-alignment``, ``utils.extract_hard_alignment``): the encoder-decoder attention
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..attention import window_mask
 from ..fused_projections import unfused
 from ..vocab import BOS, EOS, PAD
 from .search import right_to_left
@@ -90,6 +91,10 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
     src_ok = src_t[0].ne(PAD)  # (S,)
     enc_allowed = src_ok[None, :].expand(s, s)  # (S, S)
     causal = torch.ones(t, t, dtype=torch.bool, device=device).tril()  # (T, T)
+    if cfg.attention_window is not None:  # restricted self-attention (section 4): as nmt.model's masks
+        band = window_mask(s, s, start=0, window=cfg.attention_window, causal=False, device=device)  # (S, S)
+        enc_allowed = (enc_allowed & band) | torch.eye(s, dtype=torch.bool, device=device)  # (S, S)
+        causal = window_mask(t, t, start=0, window=cfg.attention_window, causal=True, device=device)  # (T, T)
     cross_allowed = src_ok[None, :].expand(t, s)  # (T, S)
 
     def stack(attns, allowed) -> Tensor:
