@@ -210,6 +210,8 @@ def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, opt
         (dict(beam=0), r"beam=0: must be an integer >= 1"),
         (dict(beam=1, nbest=2), r"nbest=2: must be between 1 and beam=1"),
         (dict(beam=4, nbest=2, sampling=Sampling()), r"nbest=2: sampling draws one output per sentence"),
+        (dict(sampling=Sampling(temperature=-1.0)), r"temperature=-1.0, topk=0, topp=1.0: need 0 < T < inf"),
+        (dict(sampling=Sampling(topp=0.0)), r"temperature=1.0, topk=0, topp=0.0: need 0 < T < inf"),
     ],
 )
 @pytest.mark.parametrize("lines", [["", " "], ["der hund"]])

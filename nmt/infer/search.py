@@ -113,6 +113,16 @@ def check_search_range(*, beam, nbest, max_len_a: float, max_len_b: float) -> No
         raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
 
 
+def check_sampling_range(*, temperature: float, topk: int, topp: float) -> None:
+    """ValueError unless 0 < temperature < inf (nan and inf leave no distribution), topk >= 0 (0:
+    all tokens) and 0 < topp <= 1."""
+    if not 0 < temperature < math.inf or topk < 0 or not 0 < topp <= 1:
+        raise ValueError(
+            f"temperature={temperature}, topk={topk}, topp={topp}: need 0 < T < inf, "
+            "topk >= 0 (0: all), 0 < topp <= 1"
+        )
+
+
 def output_lengths(
     model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, prefix: list[list[int]] | None
 ) -> list[int]:
@@ -457,11 +467,7 @@ def sample(
     generator seeded by (seed, i), so the output does not depend on batching) by inverting the
     cumulative distribution. Length limits, PAD/BOS and ``prefix`` as in beam_search; ``score`` is
     the model's log-probability (T=1) of the output."""
-    if not 0 < temperature < math.inf or topk < 0 or not 0 < topp <= 1:  # T nan or inf: no distribution
-        raise ValueError(
-            f"temperature={temperature}, topk={topk}, topp={topp}: need 0 < T < inf, "
-            "topk >= 0 (0: all), 0 < topp <= 1"
-        )
+    check_sampling_range(temperature=temperature, topk=topk, topp=topp)
     n_src, device = src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
     rules = Rules(max_len=max_len, min_len=min_len, prefix=prefix)

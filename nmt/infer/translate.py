@@ -39,6 +39,7 @@ from .search import (
     Ensemble,
     Hypothesis,
     beam_search,
+    check_sampling_range,
     check_search_range,
     default_alpha,
     output_lengths,
@@ -242,8 +243,10 @@ def check_search_options(
     do not go together (checked before any input is read, so that a batch of empty lines is
     refused alike)."""
     check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b)
-    if sampling is not None and nbest != 1:
-        raise ValueError(f"nbest={nbest}: sampling draws one output per sentence (nbest 1)")
+    if sampling is not None:
+        check_sampling_range(temperature=sampling.temperature, topk=sampling.topk, topp=sampling.topp)
+        if nbest != 1:
+            raise ValueError(f"nbest={nbest}: sampling draws one output per sentence (nbest 1)")
     if constraint is not None and sampling is not None:
         raise ValueError("constraint: only for beam/greedy search, not sampling")
     if constraint is not None and shortlist is not None:
