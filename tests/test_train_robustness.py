@@ -529,3 +529,23 @@ def test_prepare_killed_inside_its_swap_gets_the_old_data_back(tmp_path):
     assert main(argv) == 2  # "already exists": the old data is back, not silently replaced
     assert (out / "meta.json").read_text() == meta
     assert not list(tmp_path.glob(".data.*"))
+
+
+def test_empty_validation_split_trains_without_validation(tmp_path, capsys):
+    """A valid split with 0 pairs (its files empty) is no valid split: the run trains and saves its
+    checkpoints with one warning, instead of failing with ZeroDivisionError at the first validation."""
+    from train_fixtures import write_corpus
+
+    from nmt.data.prepare import PrepareOptions, prepare
+
+    splits = write_corpus(tmp_path / "text", n_train=60, n_valid=5)
+    for path in splits["valid"]:
+        path.write_text("")
+    options = PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=60, threads=1)
+    prepare(splits, tmp_path / "data", options=options, log=lambda *a: None)
+    run = tmp_path / "run"
+    assert train(tmp_path / "data", run, "--train.max_steps=2", "--train.valid_every_steps=1") == 0
+    assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000001", "step_00000002"]
+    assert not (run / "checkpoints" / "best").exists()
+    assert [r["split"] for r in records(run)] == ["train"]  # step 1; no valid record
+    assert "warning: the valid split of" in capsys.readouterr().err

@@ -158,6 +158,9 @@ class Trainer:
         self.train_sets = train_segmentations(self.data_dir, self.meta, bpe_dropout=self.cfg.bpe_dropout)
         splits = self.meta.get("splits", {"valid": 1})
         self.valid_set = ParallelDataset.load(self.data_dir, "valid") if "valid" in splits else None
+        self.valid_empty = self.valid_set is not None and len(self.valid_set) == 0
+        if self.valid_empty:  # no pair to score (its loss would divide by 0 tokens): as if not prepared
+            self.valid_set = None
         self.sampler = TokenBatchSampler(
             src_lengths=[d.src_lengths for d in self.train_sets],
             tgt_lengths=[d.tgt_lengths for d in self.train_sets],
@@ -290,6 +293,11 @@ class Trainer:
     def _announce(self) -> None:
         """What the run trains, on what, how (train.log), and its tensorboard."""
         cfg = self.cfg
+        if self.valid_empty:
+            self.logs.log(
+                f"warning: the valid split of {self.data_dir} has no pairs: no validation, no best "
+                "checkpoint (prepare with --valid SRC TGT to validate)"
+            )
         if self.valid_too_long:
             self.logs.log(
                 f"warning: {self.valid_too_long} of {len(self.valid_set)} valid pairs have a side longer "
