@@ -199,3 +199,16 @@ def test_plot_attention(checkpoint, tmp_path, capsys):
     assert main(["plot-attention", str(checkpoint), "  ", "-o", str(tmp_path / "x")]) == 2
     assert "nmt plot-attention: error: the sentence is empty" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_plot_attention_names_an_output_folder_it_cannot_create(checkpoint, tmp_path, capsys):
+    """-o naming a file, or a folder under a file, is one line naming it (was: 'internal error:
+    FileExistsError ... this is a bug in nmt')."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    for out in (notes, notes / "plots"):
+        assert main(["plot-attention", str(checkpoint), "der hund", "-o", str(out), "--beam", "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"nmt plot-attention: error: -o {out}: cannot create the folder: ")
+        assert err.count("\n") == 1
+    assert notes.read_text() == "mine\n"

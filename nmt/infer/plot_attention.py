@@ -68,13 +68,16 @@ def plot_attention(
     sources, _ = translator.encode([sentence])
     if not sources[0]:
         raise PlotAttentionError("the sentence is empty")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file there, or above it
+        raise PlotAttentionError(f"-o {out}: cannot create the folder: {e.strerror or e}") from None
     best = translator.translate_nbest(
         [sentence], beam=beam, alpha=0.0 if beam == 1 else 0.6, max_len_b=max_len_b
     )[0][0]
     maps = attention_maps(translator.model, sources[0], best.tokens)
     src = piece_labels(translator.sp, sources[0])
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)
-    out.mkdir(parents=True, exist_ok=True)
     figures = 0  # the encoder and the decoder may differ in depth (model.n_encoder_layers)
     for layer in range(maps.encoder_self.size(0)):
         draw(
