@@ -157,6 +157,29 @@ def test_average_out_refuses_existing_dir_and_the_run(run_copy, tmp_path, capsys
     assert json.loads((avg / "config.json").read_text())["averaged_from"] == ["step_00000002"]
 
 
+def test_average_on_a_full_disk_is_an_error_naming_out_and_keeps_the_old_average(
+    run_copy, tmp_path, monkeypatch, capsys
+):
+    """A disk that fills (or a read-only --out) while the average is written: exit 2 with one line
+    naming --out, not an internal error; the average --force was replacing is intact."""
+    import errno
+
+    avg = tmp_path / "avg"
+    assert main(["average", str(run_copy), "--last", "2", "--out", str(avg)]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in avg.iterdir()}
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt, "save_file", full_disk)
+    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"nmt average: error: --out {avg}: could not write the averaged checkpoint: No space left" in err
+    assert {p.name: p.read_bytes() for p in avg.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".avg")] == []
+
+
 # ----------------------------------------------------------------------------- defect 13
 @pytest.mark.parametrize("resume", [False, True])
 def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_copy, resume):

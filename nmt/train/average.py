@@ -72,5 +72,10 @@ def average_run(run_dir: str | Path, *, last: int, out: str | Path, force: bool 
     model = Transformer(ckpt.model_config(chosen[-1], config))
     ckpt.load_weights(model, averaged, source=f"average of {chosen[0]} .. {chosen[-1]}")
     config["averaged_from"] = [p.name for p in chosen]
-    ckpt.save(out, model=model, config=config, spm_model=chosen[-1] / "spm.model")
+    try:  # atomic: a failed write leaves --out as it was
+        ckpt.save(out, model=model, config=config, spm_model=chosen[-1] / "spm.model")
+    except OSError as e:
+        raise AverageError(
+            f"--out {out}: could not write the averaged checkpoint: {e.strerror or e} (nothing written)"
+        ) from None
     return chosen
