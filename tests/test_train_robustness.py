@@ -180,6 +180,16 @@ def test_average_on_a_full_disk_is_an_error_naming_out_and_keeps_the_old_average
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".avg")] == []
 
 
+def test_average_of_a_checkpoint_directory_says_it_needs_the_run_directory(run_copy, capsys):
+    """`nmt average RUN/checkpoints/step_N` (or RUN/checkpoints): the error says that the argument is
+    a checkpoint (or the checkpoints folder) and names the run directory to give, not '0 checkpoints'."""
+    step = run_copy / "checkpoints" / "step_00000002"
+    for given in (step, run_copy / "checkpoints"):
+        assert main(["average", str(given), "--last", "2", "--out", str(run_copy.parent / "avg")]) == 2
+        err = capsys.readouterr().err
+        assert f"nmt average: error: {given}: " in err and f"give the run directory {run_copy}" in err
+
+
 # ----------------------------------------------------------------------------- defect 13
 @pytest.mark.parametrize("resume", [False, True])
 def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_copy, resume):

@@ -64,6 +64,8 @@ def average_run(run_dir: str | Path, *, last: int, out: str | Path, force: bool 
         raise AverageError(f"{run_dir}: no such run directory")
     check_out(run_dir, out, force=force)
     steps = ckpt.list_step_checkpoints(run_dir)
+    if not steps:
+        not_a_run(run_dir)
     if len(steps) < last:
         raise AverageError(f"{run_dir}: {len(steps)} checkpoints, fewer than --last {last}")
     chosen = steps[-last:]
@@ -79,3 +81,16 @@ def average_run(run_dir: str | Path, *, last: int, out: str | Path, force: bool 
             f"--out {out}: could not write the averaged checkpoint: {e.strerror or e} (nothing written)"
         ) from None
     return chosen
+
+
+def not_a_run(run_dir: Path) -> None:
+    """The AverageError for a directory without step checkpoints: one checkpoint, the checkpoints
+    folder, or a run that wrote none yet."""
+    if (run_dir / ckpt.MANIFEST).exists() or run_dir.name == "checkpoints":
+        run = run_dir.resolve().parent if run_dir.name == "checkpoints" else run_dir.resolve().parent.parent
+        what = "a checkpoint" if (run_dir / ckpt.MANIFEST).exists() else "the checkpoints folder of a run"
+        raise AverageError(
+            f"{run_dir}: is {what}, not a run directory; give the run directory {run} "
+            "(nmt average RUN --last N averages RUN/checkpoints/step_*)"
+        )
+    raise AverageError(f"{run_dir}: no step checkpoints (RUN/checkpoints/step_*) to average")
