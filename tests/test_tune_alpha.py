@@ -150,3 +150,20 @@ def test_cli_on_a_checkpoint_and_an_ensemble(tmp_path, capsys):
     # a missing reference file is a one-line error that names it
     assert main(["tune-alpha", str(ckpt), "--src", str(src), "--ref", str(tmp_path / "nope")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_an_empty_development_set_is_a_clear_error(tmp_path, capsys):
+    """No lines in --src and --ref: one line naming the file (was: 'internal error: IndexError'
+    from sacreBLEU after the model was loaded)."""
+    from nmt.cli import main
+    from nmt.infer.translate import TranslateError
+
+    with pytest.raises(TranslateError, match="no development sentences"):
+        tune_alpha(LengthTranslator([]), [], [])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    ckpt = make_checkpoint(tmp_path / "m")
+    assert (
+        main(["tune-alpha", str(ckpt), "--src", str(empty), "--ref", str(empty), "--precision", "fp32"]) == 2
+    )
+    assert capsys.readouterr().err == f"nmt tune-alpha: error: --src {empty}: no development sentences\n"

@@ -62,6 +62,8 @@ def tune_alpha(
         raise TranslateError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not alphas:
         raise TranslateError("no alpha to try")
+    if not sources:
+        raise TranslateError("no development sentences to tune on")
     search = dict(beam=beam, batch_tokens=batch_tokens, max_len_a=max_len_a, max_len_b=max_len_b)
     encoded = None if rerank is None else translator.encode(sources)[0]
     rows = []

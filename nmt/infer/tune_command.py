@@ -82,6 +82,8 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
     """Prints a markdown table (one row per alpha) and, last, `best alpha: A` (read by the recipes)."""
     mbr = check_tune_alpha_args(args)
     sources, references = read_text_lines(args.src), read_text_lines(args.ref)
+    if not sources:
+        raise TranslateError(f"--src {args.src}: no development sentences")
     translator = Translator.load(
         args.checkpoint, device=args.device, precision="int8" if args.precision == "int8" else "fp32"
     )
