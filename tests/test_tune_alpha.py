@@ -167,3 +167,26 @@ def test_an_empty_development_set_is_a_clear_error(tmp_path, capsys):
         main(["tune-alpha", str(ckpt), "--src", str(empty), "--ref", str(empty), "--precision", "fp32"]) == 2
     )
     assert capsys.readouterr().err == f"nmt tune-alpha: error: --src {empty}: no development sentences\n"
+
+
+def test_tune_alpha_refuses_the_numbers_translate_refuses(tmp_path, capsys):
+    """An infinite alpha, a negative --max-len-a/-b or --batch-tokens 0 are one line each (were:
+    a table of empty outputs or alpha inf, and 'best alpha' chosen from it)."""
+    import argparse
+
+    from nmt.cli import main
+
+    for bad in ("inf", "0.6,inf", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_alphas(bad)
+    src = tmp_path / "s.txt"
+    src.write_text("der hund.\n", encoding="utf-8")
+    base = ["tune-alpha", str(tmp_path / "missing"), "--src", str(src), "--ref", str(src)]
+    for args, err in (
+        (["--max-len-b", "-3"], "--max-len-a 1.0 --max-len-b -3: must be >= 0"),
+        (["--max-len-a", "-1"], "--max-len-a -1.0 --max-len-b 50: must be >= 0"),
+        (["--max-len-a", "inf"], "--max-len-a inf: must be a finite number"),
+        (["--batch-tokens", "0"], "--batch-tokens 0: must be positive"),
+    ):
+        assert main([*base, *args]) == 2
+        assert capsys.readouterr().err == f"nmt tune-alpha: error: {err}\n"

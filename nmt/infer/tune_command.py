@@ -20,14 +20,15 @@ from .tune import DEFAULT_ALPHAS, AlphaRow, best_row, tune_alpha
 
 
 def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
-    """'0.3,0.5' -> (0.3, 0.5), each in [low, high]; argparse.ArgumentTypeError naming ``what``."""
+    """'0.3,0.5' -> (0.3, 0.5), each finite and in [low, high]; argparse.ArgumentTypeError naming
+    ``what``."""
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r}: a comma-separated list of numbers, e.g. 0.4,0.6"
         ) from None
-    if not values or any(not low <= v <= high for v in values):
+    if not values or any(not (low <= v <= high and math.isfinite(v)) for v in values):
         bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
         raise argparse.ArgumentTypeError(f"{text!r}: one or more {what}, each {bound}")
     return values
@@ -122,6 +123,12 @@ def check_tune_alpha_args(args: argparse.Namespace) -> MBR | None:
     returns the MBR they ask for (or None)."""
     if args.beam < 1:
         raise TranslateError(f"--beam {args.beam}: must be >= 1")
+    if not math.isfinite(args.max_len_a):  # the checks of `nmt translate` (nmt.infer.command.check_options)
+        raise TranslateError(f"--max-len-a {args.max_len_a}: must be a finite number")
+    if args.max_len_a < 0 or args.max_len_b < 0:
+        raise TranslateError(f"--max-len-a {args.max_len_a} --max-len-b {args.max_len_b}: must be >= 0")
+    if args.batch_tokens < 1:
+        raise TranslateError(f"--batch-tokens {args.batch_tokens}: must be positive")
     mbr = mbr_from_args(args)
     if mbr is not None and args.rerank:
         raise TranslateError("--mbr and --rerank: choose one")
