@@ -476,3 +476,36 @@ def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch,
 
 def linearise_text(text):
     return " ".join(linearise(tree(text)))
+
+
+def test_malformed_trees_are_errors_naming_the_file_and_line(tmp_path, capsys):
+    """A treebank or --gold file with unbalanced brackets, a stray word or bracket, two trees on a
+    gold line, or a gold tree over other words than its input sentence: one line naming the file
+    and the line, before any model is loaded (were: the file only, the second tree silently
+    dropped, and an 'internal error' from the scorer after the whole parse)."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    good = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"
+    for text, line, why in (
+        (f"{good}\n\n(S (NP (DT A) (NN cat))\n  (VP (VBD ran))\n", 3, "unbalanced brackets"),
+        (f"{good}\n{good})\n", 2, "expected '(', found ')'"),
+        (f"{good}\nword {good}\n", 2, "expected '(', found 'word'"),
+    ):
+        (bank / "wsj_0001.mrg").write_text(text)
+        assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(tmp_path / "d")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"nmt prepare ptb: error: {bank}/wsj_0001.mrg: line {line}: {why}"), err
+    words = tmp_path / "words.txt"
+    words.write_text("the dog barked .\na cat ran .\n")
+    gold = tmp_path / "gold.txt"
+    second = "(S (NP (DT a) (NN cat)) (VP (VBD ran)) (. .))"
+    for text, why in (
+        (f"{good}\n(S (NP (DT a) (NN cat)) (VP (VBD ran))\n", "line 2: unbalanced brackets"),
+        (f"{good}\n{second} {second}\n", "line 2: 2 trees, one per line expected"),
+        (f"{good}\n(S (NP (DT a) (NN cat)) (VP (VBD ran)))\n", "line 2: 3 words, input sentence 2 has 4"),
+    ):
+        gold.write_text(text)
+        args = ["parse", str(tmp_path / "no-checkpoint"), "-i", str(words), "--gold", str(gold)]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"nmt parse: error: {gold}: {why}") and err.count("\n") == 1, err

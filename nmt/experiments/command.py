@@ -134,7 +134,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     """`nmt parse`: the sentences (and --gold trees) read, the checkpoint loaded, the trees searched
     and written, how many needed repair (and the labelled bracket scores) on stderr."""
     lines = read_text_lines(args.input)
-    gold = read_gold_trees(args.gold, n_sentences=len(lines)) if args.gold else None
+    gold = read_gold_trees(args.gold, sentences=[line.split() for line in lines]) if args.gold else None
     model, _ = load_model(args.checkpoint, device=args.device or "cpu")
     directory = resolve_checkpoint(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
@@ -169,14 +169,27 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
-def read_gold_trees(path: str, *, n_sentences: int) -> list[Tree]:
-    """--gold: one tree per non-empty line, as many as input sentences (DataError otherwise)."""
-    try:
-        gold = [parse_brackets(line)[0] for line in Path(path).read_text().splitlines() if line.strip()]
-    except (ValueError, IndexError) as e:
-        raise DataError(f"{path}: cannot read gold trees: {e}") from None
-    if len(gold) != n_sentences:
-        raise DataError(f"{path}: {len(gold)} trees for {n_sentences} input sentences")
+def read_gold_trees(path: str, *, sentences: list[list[str]]) -> list[Tree]:
+    """--gold: one tree per non-empty line, as many as input ``sentences`` (their words), tree i
+    over as many words as sentence i; DataError naming the file and line otherwise."""
+    gold = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            trees = parse_brackets(line)
+        except (ValueError, IndexError) as e:
+            raise DataError(f"{path}: line {n}: {str(e).removeprefix('line 1: ')}") from None
+        if len(trees) != 1:
+            raise DataError(f"{path}: line {n}: {len(trees)} trees, one per line expected")
+        if len(gold) < len(sentences) and len(trees[0].words()) != len(sentences[len(gold)]):
+            raise DataError(
+                f"{path}: line {n}: {len(trees[0].words())} words, input sentence {len(gold) + 1} "
+                f"has {len(sentences[len(gold)])}"
+            )
+        gold.append(trees[0])
+    if len(gold) != len(sentences):
+        raise DataError(f"{path}: {len(gold)} trees for {len(sentences)} input sentences")
     return gold
 
 

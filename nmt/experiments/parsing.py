@@ -91,7 +91,7 @@ def read_treebank(path: str | Path) -> dict[str, list[Tree]]:
         try:
             trees = [clean(t) for t in parse_brackets(text)]
         except (ValueError, IndexError) as e:
-            raise DataError(f"{path}/{name}: cannot read trees: {e}") from None
+            raise DataError(f"{path}/{name}: {e}") from None
         out[name] = [t for t in trees if t is not None]
     return out
 

@@ -59,13 +59,18 @@ class Tree:
 
 
 def parse_brackets(text: str) -> list[Tree]:
-    """All trees of a bracketed string (a .mrg file or one tree per line). Raises ValueError."""
-    tokens = _TOKEN.findall(text)
+    """All trees of a bracketed string (a .mrg file or one tree per line). Raises ValueError
+    naming the line (from 1) of the bad token, or of the tree left unclosed."""
+    found = list(_TOKEN.finditer(text))
+    tokens = [m.group() for m in found]
     trees, i = [], 0
+
+    def line(k: int) -> int:
+        return text.count("\n", 0, found[k].start()) + 1
 
     def node(i: int) -> tuple[Tree, int]:
         if tokens[i] != "(":
-            raise ValueError(f"expected '(' at token {i}, found {tokens[i]!r}")
+            raise ValueError(f"line {line(i)}: expected '(', found {tokens[i]!r}")
         i += 1
         label = ""
         if i < len(tokens) and tokens[i] not in "()":
@@ -77,11 +82,12 @@ def parse_brackets(text: str) -> list[Tree]:
         while i < len(tokens) and tokens[i] != ")":
             child, i = node(i)
             children.append(child)
-        if i >= len(tokens):
-            raise ValueError("unbalanced brackets: missing ')'")
+        if i >= len(tokens):  # the text ended inside the tree that starts at token ``start``
+            raise ValueError(f"line {line(start)}: unbalanced brackets: the tree opened here is not closed")
         return Tree(label, children), i + 1
 
     while i < len(tokens):
+        start = i
         tree, i = node(i)
         trees.append(tree)
     return trees
