@@ -22,12 +22,17 @@ from .vocab import PAD
 
 
 class ConfigError(ValueError):
-    """An invalid configuration value: the message names the field, the value and why."""
+    """An invalid configuration value: the message names the field, the value and why; ``field``
+    ("section.name") is the field it is about, when it is about one."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 def _check(ok: bool, name: str, value: Any, why: str) -> None:
     if not ok:
-        raise ConfigError(f"{name}={value!r}: {why}")
+        raise ConfigError(f"{name}={value!r}: {why}", field=name)
 
 
 @dataclass
@@ -431,7 +436,10 @@ def from_dict(cls: type, data: dict, *, section: str = "model") -> Any:
         )
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(f"{section}.{unknown[0]}: unknown field; valid fields: {sorted(names)}")
+        raise ConfigError(
+            f"{section}.{unknown[0]}: unknown field; valid fields: {sorted(names)}",
+            field=f"{section}.{unknown[0]}",
+        )
     hints = typing.get_type_hints(cls)
     values = {k: _coerce(hints[k], v, f"{section}.{k}") for k, v in data.items()}
     obj = cls(**values)
@@ -456,10 +464,10 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
             return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{name}={value!r}: expected a boolean (true/false)")
+        raise ConfigError(f"{name}={value!r}: expected a boolean (true/false)", field=name)
     if tp is int:
         if isinstance(value, bool):
-            raise ConfigError(f"{name}={value!r}: expected an integer")
+            raise ConfigError(f"{name}={value!r}: expected an integer", field=name)
         if isinstance(value, int):
             return value
         if isinstance(value, float) and value.is_integer():
@@ -467,14 +475,14 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
         try:
             return int(str(value).replace("_", ""))
         except ValueError:
-            raise ConfigError(f"{name}={value!r}: expected an integer") from None
+            raise ConfigError(f"{name}={value!r}: expected an integer", field=name) from None
     if tp is float:
         if isinstance(value, bool):
-            raise ConfigError(f"{name}={value!r}: expected a number")
+            raise ConfigError(f"{name}={value!r}: expected a number", field=name)
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{name}={value!r}: expected a number") from None
+            raise ConfigError(f"{name}={value!r}: expected a number", field=name) from None
     if tp is str:
         return str(value)
     return value
@@ -511,12 +519,71 @@ def load_raw(path: str | Path) -> dict:
     return data
 
 
-def load_model_config(path: str | Path) -> ModelConfig:
+SECTIONS = ("preset", "model", "train")  # of a --config file
+
+
+def load_config_file(path: str | Path) -> dict:
+    """A --config file as ``{"preset": name (if given), "model": {...}, "train": {...}}`` (an empty
+    section is ``{}``); a misspelled section, a preset that is not a name, a section that is not a
+    mapping of fields or a field name that is not text is a ConfigError naming the file (and the line)."""
     data = load_raw(path)
-    misspelled = sorted(set(data) - {"preset", "model", "train"})
+    misspelled = sorted((str(k) for k in data if k not in SECTIONS))
     if misspelled:
         raise ConfigError(f"{path}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:")
-    return from_dict(ModelConfig, data.get("model", {}), section="model")
+    if "preset" in data and (not isinstance(data["preset"], str) or data["preset"] not in PRESETS):
+        raise ConfigError(
+            f"{path}: {_where(path, 'preset')}preset={data['preset']!r}: unknown preset; "
+            f"choose from {sorted(PRESETS)}"
+        )
+    for section in ("model", "train"):
+        values = data.get(section)
+        if values is None:
+            data[section] = {}
+        elif not isinstance(values, dict):
+            raise ConfigError(
+                f"{path}: {_where(path, section)}{section}: expected a mapping of fields "
+                f"(name: value, one a line), got {type(values).__name__} {values!r}"
+            )
+        elif any(not isinstance(k, str) for k in values):
+            key = next(k for k in values if not isinstance(k, str))
+            raise ConfigError(f"{path}: {_where(path, section)}{section}: field name {key!r} is not a name")
+    return data
+
+
+def _where(path: str | Path, section: str, name: str | None = None) -> str:
+    """'line N: ' of ``section`` (or of its field ``name``) in YAML file ``path``; '' when unknown."""
+    if Path(path).suffix not in (".yaml", ".yml"):
+        return ""
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    for key in (section, name) if name is not None else (section,):
+        if not isinstance(node, yaml.MappingNode):
+            return ""
+        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
+        if not found:
+            return ""
+        key_node, node = found[-1]  # a repeated key: YAML keeps the last
+    return f"line {key_node.start_mark.line + 1}: "
+
+
+def apply_config(cfg: Any, *, section: str, path: str | Path | None, values: dict, overrides: dict) -> Any:
+    """``cfg`` with a --config file's ``values`` for ``section`` and then the command line's
+    ``overrides`` on top, checked together (a value may need another: ``max_steps: 0`` in the file with
+    ``--train.max_time=5``); an error about a value of the file names the file and its line."""
+    try:
+        return apply_overrides(cfg, {**values, **overrides}, section=section)
+    except ConfigError as e:
+        prefix, _, name = (e.field or "").partition(".")
+        if path is None or prefix != section or name not in values or name in overrides:
+            raise
+        raise ConfigError(f"{path}: {_where(path, section, name)}{e}", field=e.field) from None
+
+
+def load_model_config(path: str | Path) -> ModelConfig:
+    data = load_config_file(path)
+    return apply_config(ModelConfig(), section="model", path=path, values=data["model"], overrides={})
 
 
 def parse_overrides(args: list[str]) -> dict[str, dict[str, str]]:

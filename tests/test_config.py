@@ -117,3 +117,56 @@ def test_model_info_cli(capsys):
 def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=True)
     assert "model-info" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        ("empty.yaml", "model:\ntrain:\n  max_steps: 1\n", None),  # an empty section is no change
+        ("list.yaml", "train: [1, 2]\n", "line 1: train: expected a mapping of fields"),
+        ("number.yaml", "preset: tiny\nmodel: 5\n", "line 2: model: expected a mapping of fields"),
+        ("key.yaml", "train:\n  1: 2\n  x: 3\n", "line 1: train: field name 1 is not a name"),
+        ("preset.yaml", "preset: [tiny]\n", "line 1: preset=['tiny']: unknown preset"),
+        ("huge.yaml", "# comment\npreset: huge\n", "line 2: preset='huge': unknown preset"),
+        (
+            "value.yaml",
+            "preset: tiny\ntrain:\n  warmup_steps: 10\n  max_tokens: many\n",
+            "line 4: train.max_tokens=",
+        ),
+        ("range.yaml", "model:\n  dropout: 2\n", "line 2: model.dropout=2.0: must be in [0, 1)"),
+        ("nan.yaml", "train: {max_time: .nan}\n", "line 1: train.max_time=nan: must be >= 0"),
+        ("unknown.yaml", "train:\n  max_step: 5\n", "line 2: train.max_step: unknown field"),
+        ("value.json", '{"train": {"valid_bleu": "maybe"}}', "train.valid_bleu='maybe': expected a boolean"),
+    ],
+)
+def test_config_file_errors_name_the_file_and_line(tiny_data, tmp_path, capsys, name, text, message):
+    """A --config file whose sections or values are wrong is one line naming the file (and, in YAML,
+    the line), never an internal error (an empty section, a list, a number key, a preset list were
+    TypeErrors) nor a message without the file."""
+    path = tmp_path / name
+    path.write_text(text)
+    argv = ["train", str(tiny_data), "--out", str(tmp_path / "run"), "--config", str(path)]
+    if message is None:
+        from nmt.train.command import build_configs
+
+        _, train_cfg, _ = build_configs(tiny_data, preset_name="tiny", config_file=str(path), overrides={})
+        assert train_cfg.max_steps == 1
+        return
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmt train: error: {path}: {message}") and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_config_file_value_may_need_a_command_line_override(tiny_data, tmp_path):
+    """The file's values and --train.* are checked together: `max_steps: 0` (no step limit) in the file
+    with --train.max_time=5 on the command line is a valid run, not 'set at least one of max_steps,
+    max_epochs, max_time' before the command line was read."""
+    from nmt.train.command import build_configs
+
+    path = tmp_path / "c.yaml"
+    path.write_text("preset: tiny\ntrain:\n  max_steps: 0\n")
+    _, train_cfg, _ = build_configs(
+        tiny_data, preset_name=None, config_file=str(path), overrides={"train": {"max_time": "5"}}
+    )
+    assert (train_cfg.max_steps, train_cfg.max_time) == (0, 5.0)

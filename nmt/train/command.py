@@ -16,9 +16,10 @@ from ..config import (
     ConfigError,
     ModelConfig,
     TrainConfig,
+    apply_config,
     apply_overrides,
     from_dict,
-    load_raw,
+    load_config_file,
     preset,
     to_dict,
     train_preset,
@@ -34,24 +35,27 @@ def build_configs(
 ) -> tuple[ModelConfig, TrainConfig, dict]:
     meta = load_meta(data_dir)  # raises a clear error when DATA_DIR is not prepared
     vocab = int(meta["vocab_size"])
-    raw = load_raw(config_file) if config_file else {}
-    misspelled = sorted(set(raw) - {"preset", "model", "train"})
-    if misspelled:
-        raise ConfigError(
-            f"{config_file}: unknown section {misspelled[0]!r}; sections are preset:, model:, train:"
-        )
+    raw = load_config_file(config_file) if config_file else {"model": {}, "train": {}}
     name = preset_name or raw.get("preset") or "base"
     model_cfg = preset(name, vocab)
     train_cfg = train_preset(name)
-    if "model" in raw:
-        model_cfg = apply_overrides(model_cfg, raw["model"], section="model")
-    if "train" in raw:
-        train_cfg = apply_overrides(train_cfg, raw["train"], section="train")
     unknown = sorted(set(overrides) - {"model", "train"})
     if unknown:
         raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-    model_cfg = apply_overrides(model_cfg, overrides.get("model", {}), section="model")
-    train_cfg = apply_overrides(train_cfg, overrides.get("train", {}), section="train")
+    model_cfg = apply_config(
+        model_cfg,
+        section="model",
+        path=config_file,
+        values=raw["model"],
+        overrides=overrides.get("model", {}),
+    )
+    train_cfg = apply_config(
+        train_cfg,
+        section="train",
+        path=config_file,
+        values=raw["train"],
+        overrides=overrides.get("train", {}),
+    )
     if model_cfg.src_vocab_size != vocab or model_cfg.tgt_vocab_size != vocab:
         raise ConfigError(
             f"model.src_vocab_size/tgt_vocab_size = {model_cfg.src_vocab_size}/"
@@ -103,7 +107,7 @@ def init_configs(
     unknown = sorted(set(overrides) - {"model", "train"})
     if unknown:
         raise ConfigError(f"--{unknown[0]}.*: unknown section; overrides are --model.* and --train.*")
-    raw = load_raw(config_file) if config_file else {}
+    raw = load_config_file(config_file) if config_file else {}
     model_cfg = init_model_config(init, overrides.get("model", {}), config_model=raw.get("model"))
     check_vocabulary(data_dir, init)
     meta = load_meta(data_dir)
