@@ -132,3 +132,17 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
     # the directory is free for the next owner in this process (flock: a lock held here would refuse it)
     Trainer(tiny_data, run, model_cfg, train_cfg, meta, resume=True, device="cpu", progress=False).release()
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002"]
+
+
+def test_a_row_with_an_invalid_configuration_is_refused_before_any_training(tiny_data, tmp_path, capsys):
+    """--windows 0 makes row F1 invalid (attention_window >= 1): the error names the row and comes
+    before any row is trained (was: after the rows before it had trained, perhaps for hours)."""
+    out = tmp_path / "t3"
+    args = ["variations", str(tiny_data), "--out", str(out), "--rows", "F", "--steps", "1", "--windows", "0"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "nmt variations: error: row F1 (model {'attention_window': 0}): "
+        "model.attention_window=0: must be a positive integer or none\n"
+    )
+    assert not out.exists()

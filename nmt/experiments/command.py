@@ -261,6 +261,12 @@ def run_variations(args: argparse.Namespace, overrides: dict) -> int:
     if args.warmup_steps:
         train_cfg = apply_overrides(train_cfg, {"warmup_steps": str(args.warmup_steps)}, section="train")
     rows = select_rows(table3_rows(model_cfg, windows=windows), args.rows)
+    for row in rows:  # every row's configuration is valid before any row trains
+        try:
+            row_configs(model_cfg, train_cfg, row, steps=args.steps or 0, minutes=args.minutes or 0.0)
+        except ConfigError as e:
+            changes = " ".join(f"{k} {v}" for k, v in (("model", row.model), ("train", row.train)) if v)
+            raise ConfigError(f"row {row.name} ({changes}): {e}") from None
     if args.list:
         print(
             f"base: {args.base_config}, N={model_cfg.n_layers} d_model={model_cfg.d_model} "
