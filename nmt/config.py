@@ -162,7 +162,12 @@ class ModelConfig:
                 f"(got {self.src_vocab_size} and {self.tgt_vocab_size}); "
                 "set share_embeddings=false for separate vocabularies",
             )
-        _check(self.layer_norm_eps > 0, "model.layer_norm_eps", self.layer_norm_eps, "must be positive")
+        _check(
+            math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0,
+            "model.layer_norm_eps",
+            self.layer_norm_eps,
+            "must be positive and finite",
+        )
         _check(
             self.attention_window is None
             or (isinstance(self.attention_window, int) and self.attention_window >= 1),
@@ -269,8 +274,9 @@ class TrainConfig:
             (self.adam_beta1, self.adam_beta2),
             "must be in [0, 1)",
         )
-        _check(self.adam_eps > 0, "train.adam_eps", self.adam_eps, "must be positive")
-        _check(self.lr_scale > 0, "train.lr_scale", self.lr_scale, "must be positive")
+        for name in ("adam_eps", "lr_scale"):  # inf: NaN weights from the first update
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value > 0, f"train.{name}", value, "must be positive and finite")
 
     def _check_stopping(self) -> None:
         """When the run ends, its precision and what "best" means."""
@@ -308,10 +314,10 @@ class TrainConfig:
             "needs max_steps or max_time (the decay is a fraction of the run)",
         )
         _check(
-            self.collective_timeout > 0,
+            math.isfinite(self.collective_timeout) and self.collective_timeout > 0,
             "train.collective_timeout",
             self.collective_timeout,
-            "must be positive",
+            "must be positive and finite (minutes)",
         )
         _check(self.valid_bleu_beam >= 1, "train.valid_bleu_beam", self.valid_bleu_beam, "must be >= 1")
         for name in (

@@ -170,3 +170,24 @@ def test_config_file_value_may_need_a_command_line_override(tiny_data, tmp_path)
         tiny_data, preset_name=None, config_file=str(path), overrides={"train": {"max_time": "5"}}
     )
     assert (train_cfg.max_steps, train_cfg.max_time) == (0, 5.0)
+
+
+@pytest.mark.parametrize(
+    "section,field",
+    [
+        ("train", "lr_scale"),
+        ("train", "adam_eps"),
+        ("train", "collective_timeout"),
+        ("model", "layer_norm_eps"),
+    ],
+)
+def test_infinite_values_are_refused(section, field):
+    """inf passed the 'must be positive' checks: --train.lr_scale=inf trained NaN weights (and a NaN
+    `best`) without a word; --train.collective_timeout=inf fails only when a job starts."""
+    from nmt.config import TrainConfig, tiny
+
+    cfg = tiny(100) if section == "model" else TrainConfig()
+    for value in ("inf", "nan", "0", "-1"):
+        with pytest.raises(ConfigError, match=rf"{section}\.{field}=.*: must be positive and finite"):
+            apply_overrides(cfg, {field: value}, section=section)
+    assert apply_overrides(cfg, {field: "0.5"}, section=section).validate()
