@@ -17,7 +17,9 @@ def read_metrics(run_dir: str | Path) -> tuple[list[dict], list[dict]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            raise ValueError(f"{path}:{lineno}: not a JSON line") from None
+            from .data.download import DataError  # a user error: `nmt` prints one line
+
+            raise DataError(f"{path}:{lineno}: not a JSON line") from None
         (valid if record.get("split") == "valid" else train).append(record)
     return train, valid
 
