@@ -253,6 +253,34 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, run_copy, 
 
 
 # ----------------------------------------------------------------------------- resume position
+def test_resume_on_data_of_another_vocabulary_is_refused(tiny_data, run_copy, tmp_path, capsys):
+    """--resume (and --resume auto) with a DATA prepared with another SentencePiece model of the same
+    size trained on silently: the weights' ids meant other pieces (and the new checkpoints carried the
+    new spm.model). Refused naming the first piece that differs; the run is left as it was."""
+    from train_fixtures import write_corpus
+
+    from nmt.data.prepare import PrepareOptions, prepare
+
+    splits = write_corpus(tmp_path / "text", n_train=100, n_valid=5, seed=7)
+    other = tmp_path / "other"
+    prepare(
+        splits,
+        other,
+        options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1),
+        log=lambda *a: None,
+    )
+    before = sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*"))
+    for resume in (["--resume"], ["--resume", "auto"]):
+        argv = ["train", str(other), "--out", str(run_copy), *resume, "--train.max_steps=4"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"nmt train: error: {other / 'spm.model'}: id " in err
+        assert f"{run_copy / 'checkpoints' / 'step_00000002' / 'spm.model'}" in err
+        assert f"resume with the data the run was trained on ({tiny_data})" in err
+    assert sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*")) == before
+    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]) == 0
+
+
 def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
     """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
     from nmt.config import ModelConfig, from_dict

@@ -26,7 +26,7 @@ from ..config import (
 )
 from ..data.prepare import load_meta
 from . import distributed
-from .finetune import InitFrom, check_vocabulary, init_model_config, open_init
+from .finetune import InitFrom, check_vocabulary, init_model_config, open_init, vocabulary_difference
 from .trainer import Trainer, TrainError
 
 
@@ -221,7 +221,25 @@ def resume_configs(
             f"{data_dir}: vocabulary {meta['vocab_size']} does not match the run's model "
             f"({model_cfg.tgt_vocab_size})"
         )
+    check_run_vocabulary(data_dir, run_dir, trained_on=saved.get("data_dir", "?"))
     return model_cfg, train_cfg, meta
+
+
+def check_run_vocabulary(data_dir: Path, run_dir: Path, *, trained_on: str) -> None:
+    """The data of a resumed run must have its vocabulary (that of its newest checkpoint whose spm.model
+    reads), piece for piece: the weights' ids mean those pieces."""
+    for directory in reversed(ckpt.list_step_checkpoints(run_dir)):
+        try:
+            difference = vocabulary_difference(data_dir, directory)
+        except ValueError:  # an unreadable spm.model: the data's is refused by training, a damaged
+            continue  # checkpoint's by loading it
+        if difference:
+            raise ConfigError(
+                f"{difference} (the vocabulary of the run being resumed): resume with the data the run "
+                f"was trained on ({trained_on}), or prepare this data with the run's vocabulary "
+                f"(nmt prepare ... --spm-model {directory})"
+            )
+        return
 
 
 def exit_status(trainer: Trainer) -> int:

@@ -83,21 +83,26 @@ def init_model_config(
 
 def check_vocabulary(data_dir: str | Path, init: InitFrom) -> None:
     """The data's SentencePiece model must be the checkpoint's, piece for piece and id for id."""
-    data_sp, model_sp = Path(data_dir) / "spm.model", init.directory / "spm.model"
     try:
-        a, b = load_spm(data_dir), load_spm(init.directory)
+        difference = vocabulary_difference(data_dir, init.directory)
     except ValueError as e:  # unreadable spm.model
         raise ckpt.CheckpointError(str(e)) from None
-    hint = (
-        f"; prepare the data with the checkpoint's vocabulary: nmt prepare ... --spm-model {init.directory}"
-    )
-    if a.get_piece_size() != b.get_piece_size():
+    if difference:
         raise InitError(
-            f"{data_sp}: {a.get_piece_size()} pieces, but {model_sp} has {b.get_piece_size()}{hint}"
+            f"{difference}; prepare the data with the checkpoint's vocabulary: "
+            f"nmt prepare ... --spm-model {init.directory}"
         )
+
+
+def vocabulary_difference(data_dir: str | Path, model_dir: str | Path) -> str | None:
+    """The first difference between the SentencePiece models of a DATA_DIR and a checkpoint (their
+    sizes, else the first id whose piece differs), or None when they are the same vocabulary;
+    ValueError naming an unreadable spm.model."""
+    data_sp, model_sp = Path(data_dir) / "spm.model", Path(model_dir) / "spm.model"
+    a, b = load_spm(data_dir), load_spm(model_dir)
+    if a.get_piece_size() != b.get_piece_size():
+        return f"{data_sp}: {a.get_piece_size()} pieces, but {model_sp} has {b.get_piece_size()}"
     for i in range(a.get_piece_size()):
         if a.id_to_piece(i) != b.id_to_piece(i):
-            raise InitError(
-                f"{data_sp}: id {i} is {a.id_to_piece(i)!r}, but in {model_sp} it is "
-                f"{b.id_to_piece(i)!r}{hint}"
-            )
+            return f"{data_sp}: id {i} is {a.id_to_piece(i)!r}, but in {model_sp} it is {b.id_to_piece(i)!r}"
+    return None
