@@ -211,6 +211,8 @@ def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, opt
         (dict(beam=1, nbest=2), r"nbest=2: must be between 1 and beam=1"),
         (dict(beam=4, nbest=2, sampling=Sampling()), r"nbest=2: sampling draws one output per sentence"),
         (dict(sampling=Sampling(temperature=-1.0)), r"temperature=-1.0, topk=0, topp=1.0: need 0 < T < inf"),
+        (dict(alpha=1e308), r"alpha=1e\+308: must be a number in \[-100, 100\]"),
+        (dict(alpha=float("nan")), r"alpha=nan: must be a number in \[-100, 100\]"),
         (dict(sampling=Sampling(topp=0.0)), r"temperature=1.0, topk=0, topp=0.0: need 0 < T < inf"),
     ],
 )

@@ -21,7 +21,7 @@ from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES, mbr_results
 from .rerank import Rerank
 from .results import ConstraintsError, TranslateError, Translation
-from .search import STOPPING, default_alpha
+from .search import MAX_ALPHA, STOPPING, default_alpha
 from .text import TextTranslator, truncation_message
 from .translate import Sampling, Translator, check_output, read_text_lines, write_output
 
@@ -351,6 +351,8 @@ def check_options(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and not math.isfinite(value):
             raise TranslateError(f"--{name.replace('_', '-')} {value}: must be a finite number")
+    if args.alpha is not None and abs(args.alpha) > MAX_ALPHA:
+        raise TranslateError(f"--alpha {args.alpha}: must be in [-{MAX_ALPHA:g}, {MAX_ALPHA:g}]")
     if args.max_len_a < 0 or args.max_len_b < 0:
         raise TranslateError(f"--max-len-a {args.max_len_a} --max-len-b {args.max_len_b}: must be >= 0")
     if args.threads < 0:

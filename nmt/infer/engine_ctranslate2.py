@@ -244,7 +244,7 @@ class CTranslate2Translator(TextTranslator):
         ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6).
         ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt. ValueError
         for an option out of range (nmt.infer.search.check_search_range), as the torch engine."""
-        check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b)
+        check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
         alpha = default_alpha(beam) if alpha is None else alpha
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]

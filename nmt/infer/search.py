@@ -101,10 +101,18 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
-def check_search_range(*, beam, nbest, max_len_a: float, max_len_b: float) -> None:
+MAX_ALPHA = 100.0  # |alpha| above ~138 overflows ((5 + |Y|) / 6) ** alpha at |Y| = 1,024
+
+
+def check_search_range(
+    *, beam, nbest, max_len_a: float, max_len_b: float, alpha: float | None = None
+) -> None:
     """ValueError naming a search option out of range: ``beam`` an integer >= 1, ``nbest`` one in
-    [1, beam], ``max_len_a`` and ``max_len_b`` finite (both engines check them before any input is
-    read, so that a batch of empty lines is refused alike)."""
+    [1, beam], ``max_len_a`` and ``max_len_b`` finite, ``alpha`` (None: the default) within
+    [-MAX_ALPHA, MAX_ALPHA] (both engines check them before any input is read, so that a batch of
+    empty lines is refused alike)."""
+    if alpha is not None and not -MAX_ALPHA <= alpha <= MAX_ALPHA:  # nan too
+        raise ValueError(f"alpha={alpha}: must be a number in [-{MAX_ALPHA:g}, {MAX_ALPHA:g}]")
     if not isinstance(beam, numbers.Integral) or beam < 1:
         raise ValueError(f"beam={beam!r}: must be an integer >= 1")
     if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:

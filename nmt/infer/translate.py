@@ -98,7 +98,9 @@ def search_sources(
         if per_source is not None and len(per_source) != len(sources):
             raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
     options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
-    check_search_options(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, **options)
+    check_search_options(
+        beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha, **options
+    )
     search = BatchedSearch(
         beam=beam,
         alpha=default_alpha(beam) if alpha is None else alpha,
@@ -237,12 +239,12 @@ class BatchedSearch:
 
 
 def check_search_options(
-    *, beam, nbest, max_len_a, max_len_b, sampling, constraint, shortlist, constraints
+    *, beam, nbest, max_len_a, max_len_b, alpha=None, sampling, constraint, shortlist, constraints
 ) -> None:
     """ValueError for the options of search_sources that are out of range (check_search_range) or
     do not go together (checked before any input is read, so that a batch of empty lines is
     refused alike)."""
-    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b)
+    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
     if sampling is not None:
         check_sampling_range(temperature=sampling.temperature, topk=sampling.topk, topp=sampling.topp)
         if nbest != 1:

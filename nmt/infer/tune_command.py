@@ -15,6 +15,7 @@ from dataclasses import asdict
 from .command import add_mbr_args, add_rerank_option, load_rerank, mbr_from_args, set_precision
 from .mbr import MBR
 from .results import TranslateError
+from .search import MAX_ALPHA
 from .translate import Translator, check_output, read_text_lines, write_output
 from .tune import DEFAULT_ALPHAS, AlphaRow, best_row, tune_alpha
 
@@ -35,8 +36,8 @@ def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.
 
 
 def parse_alphas(text: str) -> tuple[float, ...]:
-    """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each >= 0."""
-    return parse_numbers(text, what="alphas")
+    """'0.6,1.0,1.4' -> (0.6, 1.0, 1.4); each in [0, MAX_ALPHA]."""
+    return parse_numbers(text, what="alphas", high=MAX_ALPHA)
 
 
 def parse_weights(text: str) -> tuple[float, ...]:
