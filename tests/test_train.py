@@ -236,6 +236,22 @@ def test_no_disk_space_keeps_previous_checkpoint(tiny_data, tmp_path, monkeypatc
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]  # no half-written dirs
 
 
+def test_diverged_training_stops_before_saving_nan_weights(tiny_data, tmp_path, capsys):
+    """A loss that turns NaN or infinite (here: lr_scale 1e30) stops the run at that update with
+    exit 2; it went on writing NaN checkpoints that nmt refuses to load (and keep_last deleted the
+    good ones). The checkpoints written before it are intact and load."""
+    run = tmp_path / "run"
+    argv = ["train", str(tiny_data), "--out", str(run), *TINY, "--train.max_steps=8"]
+    argv += ["--train.save_every_steps=1", "--train.keep_last=2", "--train.lr_scale=1e30"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "nmt train: error: training diverged at update " in err and "the checkpoints written before" in err
+    steps = ckpt.list_step_checkpoints(run)
+    assert steps and steps[-1].name < "step_00000008"
+    for step in steps:
+        ckpt.load_model(step)  # finite weights: every checkpoint loads
+
+
 def test_corrupt_checkpoint_is_named(tiny_data, tmp_path):
     run = tmp_path / "run"
     train(tiny_data, run, "--train.max_steps=1")

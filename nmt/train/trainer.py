@@ -466,6 +466,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.coll.sum_(sums, what="the loss all-reduce")
+        self._check_finite(sums[0].item(), float(grad_norm))
         return {
             "loss": sums[0].item() / total_tokens,
             "nll": sums[1].item() / total_tokens,
@@ -473,6 +474,17 @@ class Trainer:
             "grad_norm": float(grad_norm),
             "tokens": total_tokens,
         }
+
+    def _check_finite(self, loss_sum: float, grad_norm: float) -> None:
+        """A NaN or infinite loss or gradient (the same on every rank: both are all-reduced) has made
+        the weights NaN: stop before a checkpoint keeps them (nmt refuses to load them, and keep_last
+        would delete the good ones). fp16's loss scaling skips such updates itself."""
+        if self.scaler is None and not (math.isfinite(loss_sum) and math.isfinite(grad_norm)):
+            raise TrainError(
+                f"training diverged at update {self.step} (loss sum {loss_sum}, gradient norm {grad_norm}): "
+                "stopped without saving it; the checkpoints written before it are intact (continue with "
+                "--resume and a lower --train.lr_scale, a longer --train.warmup_steps or --train.clip_norm)"
+            )
 
     def _backward(self, micro: list[Batch], total_tokens: float) -> torch.Tensor:
         """Accumulate the gradient of the update's loss sum / ``total_tokens`` over the micro-batches
