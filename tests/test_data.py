@@ -48,6 +48,23 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+def prepare_train_files(tmp_path, src, tgt):
+    """`nmt prepare files --src en --tgt de --out TMP/out --train SRC TGT` (its exit status)."""
+    argv = [
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / "out"),
+        "--train",
+        str(src),
+        str(tgt),
+    ]
+    return data_command.run_prepare(parse(argv))
+
+
 def prepare_files(tmp_path, train, valid=None, test=None, *, out="out", extra=()):
     """Write the given (src_lines, tgt_lines) splits and run `prepare files`; return out dir."""
     argv = [
@@ -91,22 +108,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         list(data.read_lines(bad))
     src = write(tmp_path / "ok.en", ["good", "also good", "bad"])
     with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
-        data_command.run_prepare(
-            parse(
-                [
-                    "files",
-                    "--src",
-                    "en",
-                    "--tgt",
-                    "de",
-                    "--out",
-                    str(tmp_path / "out"),
-                    "--train",
-                    str(src),
-                    str(bad),
-                ]
-            )
-        )
+        prepare_train_files(tmp_path, src, bad)
     assert leftovers(tmp_path) == []  # nothing half-written
 
 
@@ -120,22 +122,7 @@ def test_corrupt_gzip_is_an_error_naming_the_file_and_the_line(tmp_path):
         list(data.read_lines(bad))
     src = write(tmp_path / "ok.de", [str(i) for i in range(5000)])
     with pytest.raises(DataError, match=r"bad\.en\.gz: line 1: corrupt or truncated gzip"):
-        data_command.run_prepare(
-            parse(
-                [
-                    "files",
-                    "--src",
-                    "en",
-                    "--tgt",
-                    "de",
-                    "--out",
-                    str(tmp_path / "out"),
-                    "--train",
-                    str(bad),
-                    str(src),
-                ]
-            )
-        )
+        prepare_train_files(tmp_path, bad, src)
     assert leftovers(tmp_path) == []
     cut = write(tmp_path / "cut.en.gz", None, raw=gzip.compress(text, mtime=0)[:5000])
     with pytest.raises(DataError, match=r"cut\.en\.gz: line (\d+): corrupt or truncated gzip") as e:
@@ -149,22 +136,7 @@ def test_an_input_that_cannot_be_opened_is_an_error_naming_it(tmp_path):
     tgt = write(tmp_path / "ok.de", ["a", "b"])
     bad = tmp_path / "ok.de" / "train.en"
     with pytest.raises(DataError, match=rf"cannot read {bad}: .*Not a directory"):
-        data_command.run_prepare(
-            parse(
-                [
-                    "files",
-                    "--src",
-                    "en",
-                    "--tgt",
-                    "de",
-                    "--out",
-                    str(tmp_path / "out"),
-                    "--train",
-                    str(bad),
-                    str(tgt),
-                ]
-            )
-        )
+        prepare_train_files(tmp_path, bad, tgt)
     assert leftovers(tmp_path) == []
 
 
@@ -173,22 +145,7 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)
     for a, b, na, nb in ((src, tgt, 5, 4), (tgt, src, 4, 5)):
         with pytest.raises(DataError) as e:
-            data_command.run_prepare(
-                parse(
-                    [
-                        "files",
-                        "--src",
-                        "en",
-                        "--tgt",
-                        "de",
-                        "--out",
-                        str(tmp_path / "out"),
-                        "--train",
-                        str(a),
-                        str(b),
-                    ]
-                )
-            )
+            prepare_train_files(tmp_path, a, b)
         msg = str(e.value)
         assert f"{a} has {na} lines" in msg and f"{b} has {nb} lines" in msg, msg
     assert leftovers(tmp_path) == []
