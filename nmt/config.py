@@ -504,6 +504,31 @@ def save(path: str | Path, sections: dict[str, Any]) -> None:
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, except that a key given twice in one mapping is an error (YAML
+    itself keeps the last value without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} given twice in one section", key_node.start_mark
+                )
+            if isinstance(key, str):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _unique_json_keys(pairs: list) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    if twice is not None:
+        raise ValueError(f"{twice!r} given twice in one object")
+    return dict(pairs)
+
+
 def load_raw(path: str | Path) -> dict:
     path = Path(path)
     try:
@@ -511,14 +536,17 @@ def load_raw(path: str | Path) -> dict:
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     try:
-        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        else:
+            data = json.loads(text, object_pairs_hook=_unique_json_keys)
     except yaml.YAMLError as e:  # one line: where and what (its str() spans several lines)
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         raise ConfigError(
             f"{path}: {where}not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})"
         ) from None
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # json.JSONDecodeError, or a key given twice
         raise ConfigError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections (model:, train:, ...)")

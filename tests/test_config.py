@@ -137,6 +137,16 @@ def test_console_script_help():
         ("nan.yaml", "train: {max_time: .nan}\n", "line 1: train.max_time=nan: must be >= 0"),
         ("unknown.yaml", "train:\n  max_step: 5\n", "line 2: train.max_step: unknown field"),
         ("value.json", '{"train": {"valid_bleu": "maybe"}}', "train.valid_bleu='maybe': expected a boolean"),
+        (
+            "twice.yaml",
+            "train:\n  max_steps: 5\n  max_steps: 6\n",
+            "line 3: not valid YAML ('max_steps' given twice",
+        ),
+        (
+            "twice.json",
+            '{"train": {"max_steps": 5, "max_steps": 6}}',
+            "not valid JSON: 'max_steps' given twice",
+        ),
     ],
 )
 def test_config_file_errors_name_the_file_and_line(tiny_data, tmp_path, capsys, name, text, message):
