@@ -142,7 +142,12 @@ def main() -> None:
         default=1,
         help="torch threads of the server and the baselines (OMP_NUM_THREADS)",
     )
+    parser.add_argument(
+        "--shortlist",
+        help="a file of `nmt shortlist`: server and baselines search with it (nmt serve --shortlist)",
+    )
     args = parser.parse_args()
+    listed = [] if args.shortlist is None else ["--shortlist", args.shortlist]
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the server and `nmt translate`
     sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][
         : args.n
@@ -155,7 +160,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
 
-    t = Translator.load(args.checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(args.checkpoint, device="cpu", precision="fp32", shortlist=args.shortlist)
     t.translate(sentences[:4])  # warm-up
     start = time.perf_counter()
     t.translate(sentences, beam=4, alpha=0.6)
@@ -183,6 +188,7 @@ def main() -> None:
             "--quiet",
             "--precision",
             "fp32",
+            *listed,
         ],
         check=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
@@ -195,7 +201,7 @@ def main() -> None:
         ("dynamic batching", ["--max-wait-ms", str(args.max_wait_ms)]),
         ("batching off", ["--no-batching"]),
     ):
-        proc, port = start_server(args.checkpoint, extra)
+        proc, port = start_server(args.checkpoint, extra + listed)
         try:
             load_level(port, sentences[:8], concurrency=2, requests=8, max_seconds=30)  # warm-up
             for c in levels:
@@ -209,7 +215,8 @@ def main() -> None:
             proc.wait(timeout=120)
 
     print(
-        f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request; "
+        f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request"
+        f"{'' if args.shortlist is None else ', shortlist ' + Path(args.shortlist).name}; "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n"
     )
     print("| server | clients | requests | errors | sent/s | vs offline | p50 ms | p95 ms | p99 ms |")

@@ -245,13 +245,14 @@ def test_batching_never_changes_a_translation(translator):
 
 
 def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_data, tmp_path):
-    """A shortlist's search scores the union of its batch's target pieces, so a sentence searched
-    with other clients' sentences could come out differently: the worker searches each request of
-    a shortlisted model on its own, and every answer is that request's single output."""
+    """A shortlist's search in a batch of several requests scores each request's own union of
+    target pieces (union_groups), so the requests still share a batch and every answer is the one
+    the request gets alone (the union of a whole batch would change translations: 7 of 11 differed)."""
     path = tmp_path / "s.txt"
     assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
     shortlisted = Translator.load(run_dir, device="cpu", precision="fp32", shortlist=path)
-    batcher = Batcher(shortlisted, max_batch_tokens=4096, max_wait_ms=300)
+    sizes: list[int] = []
+    batcher = Batcher(shortlisted, max_batch_tokens=4096, max_wait_ms=300, on_batch=sizes.append)
     sentences = [s for s in SENTENCES if s]
 
     async def all_at_once():
@@ -259,12 +260,19 @@ def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_dat
         batcher.start()  # all are queued before the worker looks
         return await asyncio.gather(*futures)
 
+    async def one_at_a_time():
+        return [await batcher.submit([s], SearchOptions(4, 0.6, 1)) for s in sentences]
+
     try:
         batched = asyncio.run(all_at_once())
+        together = list(sizes)
+        alone = asyncio.run(one_at_a_time())
     finally:
         batcher.stop()
-    alone = [shortlisted.translate_nbest([s], beam=4, alpha=0.6)[0][0].text for s in sentences]
-    assert [got[0][0].text for got in batched] == alone
+    assert together == [len(sentences)]  # one batch of every request
+    assert [got[0][0].text for got in batched] == [got[0][0].text for got in alone]
+    for got, s in zip(alone, sentences):  # alone: the union of the request's pieces, as translate gives
+        assert got[0][0].tokens == shortlisted.translate_nbest([s], beam=4, alpha=0.6)[0][0].tokens
 
 
 class EchoTranslator:

@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from nmt.cli import main
+from nmt.infer.restricted import ShortlistModel
 from nmt.infer.shortlist import (
     BuildOptions,
     Shortlist,
     ShortlistError,
-    ShortlistModel,
     build,
     dumps,
     ibm1,
@@ -130,6 +130,39 @@ def test_restricted_projection_gives_the_full_logits_of_the_union(trained, preci
         torch.testing.assert_close(part2, full2[:, :, rows], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_sentence_restriction_gives_each_sentence_the_full_logits_of_its_own_ids(trained, precision):
+    """Sentence i over its own ids (padded with -inf): the full layer's columns ids[i], for beam
+    rows sharing a sentence's memory, after the search reorders them, positions in and out. int8:
+    the rows are dequantized (a float32 product, where the int8 layer also quantizes its input), so
+    only as close as int8 is to float32."""
+    from nmt.infer.restricted import sentence_model
+
+    tol = dict(rtol=1e-5, atol=1e-5) if precision == "fp32" else dict(rtol=0.0, atol=0.1)
+    model = Translator.load(trained, device="cpu", precision=precision).model
+    ids = torch.tensor([[0, 1, 2, 3, 7, 20, 21], [0, 1, 2, 3, 9, 0, 0]])  # (B, U), sentence 2 padded
+    valid = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
+    src = torch.tensor([[5, 9, 30, 3], [11, 12, 3, 0]])
+    sm = sentence_model(model, ids, valid)
+    with torch.inference_mode():
+        memory, rows = model.encode(src), torch.tensor([0, 0, 1, 1])  # two beams a sentence
+        full, cache = model.decode_step(torch.tensor([[2]] * 4), memory.reorder(rows), None)  # (4, 1, W)
+        state = sm.encode(src).reorder(rows)
+        part, c2 = sm.decode_step(torch.tensor([[2]] * 4), state, None)  # (4, 1, U)
+        expected = torch.stack([full[r, 0, ids[s]] for r, s in enumerate(rows.tolist())])  # (4, U)
+        expected[2:, 5:] = float("-inf")
+        torch.testing.assert_close(part[:, 0], expected, **tol)
+        swap = torch.tensor([1, 0, 3, 2])  # the search reorders beams within each sentence
+        pos = torch.tensor([[5], [4], [4], [3]])  # positions: ids 20, 7 | 9, 3
+        full2, _ = model.decode_step(
+            ids[rows][swap].gather(1, pos), memory.reorder(rows[swap]), cache.reorder(swap)
+        )
+        part2, _ = sm.decode_step(pos, state.reorder(swap), c2.reorder(swap))
+        expected2 = torch.stack([full2[r, 0, ids[s]] for r, s in enumerate(rows[swap].tolist())])
+        expected2[2:, 5:] = float("-inf")
+        torch.testing.assert_close(part2[:, 0], expected2, **tol)
+
+
 def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortlist):
     """Marian's and CTranslate2's normalisation: log p(y_t) = log_softmax over the union U of the
     batch (not over the whole vocabulary) at each step; every output id is in U."""
@@ -169,6 +202,34 @@ def test_an_ensemble_searches_with_a_shortlist(trained, lines, small_shortlist, 
         assert expected != Translator.load(trained, device="cpu", precision="fp32").translate(
             lines, beam=beam
         )
+
+
+def test_union_groups_search_each_sentence_over_its_groups_union_in_any_batch(
+    trained, lines, small_shortlist
+):
+    """union_groups (nmt serve: one group per request): a sentence is searched over the union of its
+    group's sentences, the same in one batch with other groups, alone, or with its group only."""
+    t = Translator.load(trained, device="cpu", precision="fp32", shortlist=small_shortlist)
+    sentences, groups = lines[:6], ["a", "a", "b", "b", "c", "c"]
+
+    def search(indices, **kw):
+        chosen = [sentences[i] for i in indices]
+        return t.translate_nbest(chosen, beam=4, nbest=2, union_groups=[groups[i] for i in indices], **kw)
+
+    together = search(range(6))
+    apart = search(range(6), batch_tokens=1)  # every sentence its own batch
+    in_groups = [r for g in ("a", "b", "c") for r in search([i for i in range(6) if groups[i] == g])]
+    for other in (apart, in_groups):
+        assert [[h.tokens for h in r] for r in other] == [[h.tokens for h in r] for r in together]
+        for r, o in zip(together, other):
+            assert [h.score for h in o] == pytest.approx([h.score for h in r], abs=1e-5)
+    sources = sources_of(t, sentences)
+    for i, r in enumerate(together):
+        pieces = torch.tensor([[p for j in range(6) if groups[j] == groups[i] for p in sources[j]]])
+        union = set(small_shortlist.rows(pieces).tolist())
+        assert all(set(h.tokens) <= union for h in r)
+    with pytest.raises(ValueError, match="union_groups: 2 lists for 6 sources"):
+        t.translate_nbest(sentences, union_groups=["a", "b"])
 
 
 def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch():

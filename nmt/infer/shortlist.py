@@ -50,10 +50,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..vocab import BOS, EOS, PAD, UNK
+from .restricted import Restriction, batch_model, sentence_model
 
 SPECIAL = (PAD, UNK, BOS, EOS)  # always scored; ascending, so they keep their ids inside the union
 MAGIC = "nmt-shortlist"
@@ -88,9 +88,9 @@ class Shortlist:
             self._tables[key] = (table.to(device), base.to(device))
         return self._tables[key]
 
-    def rows(self, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> Tensor:
-        """The union U (ascending target ids, (U,)) for a batch ``src_tokens`` (B, S) (padding
-        included: PAD has no list) and the target ``prefix`` ids of its sentences."""
+    def keep(self, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> Tensor:
+        """(W,) True on the union of ``src_tokens`` (any shape; padding included: PAD has no list):
+        the special ids, the frequent pieces, the lists of its pieces and the ``prefix`` ids."""
         table, base = self.tables(src_tokens.device)
         keep = base.clone()  # (W,)
         cand = table[src_tokens.unique()].flatten()  # (n * K,)
@@ -98,104 +98,47 @@ class Shortlist:
         forced = [t for p in prefix or [] for t in p]
         if forced:
             keep[torch.tensor(forced, device=keep.device)] = True
-        return keep.nonzero().squeeze(1)  # (U,)
+        return keep
 
-    def restrict(self, model, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> "Restriction":
+    def rows(self, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> Tensor:
+        """The union U (ascending target ids, (U,)) for a batch ``src_tokens`` (B, S) and the target
+        ``prefix`` ids of its sentences."""
+        return self.keep(src_tokens, prefix).nonzero().squeeze(1)  # (U,)
+
+    def restrict(self, model, src_tokens: Tensor, prefix: list[list[int]] | None = None) -> Restriction:
         """``model`` (a Transformer or an nmt.infer.search.Ensemble of them) for the batch
         ``src_tokens``: searched over the batch's union, or unchanged where that is every id."""
         rows = self.rows(src_tokens, prefix)
         if rows.numel() >= self.vocab_size:
             return Restriction(model, None)
-        return Restriction(restricted_model(model, rows), rows.tolist())
+        return Restriction(batch_model(model, rows), [rows.tolist()] * src_tokens.size(0))
 
+    def restrict_rows(self, model, keeps: Tensor) -> Restriction:
+        """``model`` for a batch whose sentence i is searched over its own ids ``keeps[i]`` ((B, W)
+        bool, e.g. the union of its request: ``group_keeps``), whatever the other sentences hold."""
+        counts = keeps.sum(dim=1)  # (B,)
+        width = int(counts.max())
+        ids = keeps.to(torch.int8).sort(dim=1, descending=True, stable=True).indices[:, :width]  # (B, U)
+        valid = torch.arange(width, device=ids.device)[None, :] < counts[:, None]  # (B, U)
+        lists = [r[:c] for r, c in zip(ids.tolist(), counts.tolist())]
+        return Restriction(sentence_model(model, ids, valid), lists)
 
-@dataclass
-class Restriction:
-    """The model a batch is searched with and how its token positions map to ids."""
-
-    model: object  # what the search calls (encode / decode_step)
-    ids: list[int] | None  # position in the union -> target id (None: the full vocabulary)
-
-    def to_positions(self, prefix: list[list[int]] | None) -> list[list[int]] | None:
-        """Prefix ids as positions in the union (every prefix id is in it, see Shortlist.rows)."""
-        if prefix is None or self.ids is None:
-            return prefix
-        where = {t: i for i, t in enumerate(self.ids)}
-        return [[where[t] for t in p] for p in prefix]
-
-    def to_ids(self, hyps: list) -> list:
-        """Hypotheses (per sentence, a list of nmt.infer.search.Hypothesis) with ids for positions."""
-        if self.ids is None:
-            return hyps
-        ids = self.ids
-        return [[dataclasses.replace(h, tokens=[ids[t] for t in h.tokens]) for h in hs] for hs in hyps]
-
-
-# ----------------------------------------------------------------------------- the model on the union
-class RowLinear(nn.Module):
-    """logits = x W_U^T (+ b_U): the rows U of an output projection, copied (float32 / bf16)."""
-
-    def __init__(self, weight: Tensor, bias: Tensor | None = None):
-        super().__init__()
-        self.weight, self.bias = weight, bias
-
-    def forward(self, x: Tensor) -> Tensor:  # (..., D) -> (..., U)
-        return F.linear(x, self.weight, self.bias)
-
-
-def restricted_projection(decoder, rows: Tensor) -> nn.Module:
-    """The decoder's output layer for the target ids ``rows`` (U,) only: a packed float32 layer
-    (nmt.infer.packed) is packed again over those rows, an int8 layer (nmt.infer.quantize) keeps
-    the int8 rows and their scales, a plain or tied one copies the rows."""
-    from .packed import PackedLinear
-
-    proj = decoder.output_projection
-    if proj is None:  # tied, not packed: the embedding matrix (section 3.4)
-        return RowLinear(decoder.embed_tokens.weight.detach().index_select(0, rows))
-    if isinstance(proj, PackedLinear):
-        bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
-        return PackedLinear(proj.weight.detach().index_select(0, rows), bias)
-    if hasattr(proj, "_weight_bias"):  # torch.ao dynamic int8 Linear: per-row scales, int8 kept
-        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
-        weight, bias = proj._weight_bias()  # (W, D) qint8 per channel, (W,) float or None
-        sub = torch.quantize_per_channel(
-            weight.dequantize().index_select(0, rows),
-            weight.q_per_channel_scales().index_select(0, rows),
-            weight.q_per_channel_zero_points().index_select(0, rows),
-            0,
-            torch.qint8,
-        )  # same int8 values
-        layer = DynamicLinear(weight.size(1), rows.numel(), bias_=bias is not None, dtype=torch.qint8)
-        layer.set_weight_bias(sub, None if bias is None else bias.index_select(0, rows))
-        return layer
-    bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
-    return RowLinear(proj.weight.detach().index_select(0, rows), bias)
-
-
-class ShortlistModel:
-    """A Transformer searched over the target ids ``rows`` (U,): ``decode_step`` takes and
-    returns positions in ``rows`` (tokens (N, T) positions -> logits (N, T, U)); the rest is the
-    model's. Its cache and memory are the model's own."""
-
-    def __init__(self, model, rows: Tensor):
-        self.model, self.rows, self.cfg = model, rows, model.cfg
-        self.projection = restricted_projection(model.decoder, rows)
-
-    def encode(self, src_tokens: Tensor):
-        return self.model.encode(src_tokens)
-
-    def decode_step(self, tgt_tokens: Tensor, memory, cache=None):
-        return self.model.decode_step(self.rows[tgt_tokens], memory, cache, projection=self.projection)
-
-
-def restricted_model(model, rows: Tensor):
-    """``model`` over the ids ``rows``: a ShortlistModel, or an Ensemble of them (one per member)."""
-    from .search import Ensemble
-
-    if isinstance(model, Ensemble):
-        return Ensemble([ShortlistModel(m, rows) for m in model.models])
-    return ShortlistModel(model, rows)
+    def group_keeps(
+        self, sources: list[list[int]], groups: list, prefix: list[list[int]] | None, device: torch.device
+    ) -> list[Tensor]:
+        """Per source, the (W,) union of every source of its group (``groups[i]``: any hashable;
+        the sentences of one request) and their ``prefix`` ids: shared by the group's sentences
+        whichever search batches they fall in."""
+        members: dict = {}
+        for i, g in enumerate(groups):
+            members.setdefault(g, []).append(i)
+        keeps = {}
+        for g, rows in members.items():
+            ids = torch.tensor(
+                [t for i in rows for t in sources[i]] or [PAD], dtype=torch.long, device=device
+            )
+            keeps[g] = self.keep(ids, None if prefix is None else [prefix[i] for i in rows])
+        return [keeps[g] for g in groups]
 
 
 # ----------------------------------------------------------------------------- building

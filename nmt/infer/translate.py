@@ -86,43 +86,38 @@ def search_sources(
     constraint=None,
     shortlist=None,
     constraints: list[list[list[int]]] | None = None,
+    union_groups: list | None = None,
 ) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
     with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
     ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
     ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
-    each batch searched over its union only; ``constraints[i]``: target phrases (ids) output i must
-    contain (nmt.infer.constraints; search only, not with a shortlist). ValueError unless
-    ``prefix`` and ``constraints`` hold one list per source."""
-    for name, per_source in (("prefix", prefix), ("constraints", constraints)):
-        if per_source is not None and len(per_source) != len(sources):
-            raise ValueError(f"{name}: {len(per_source)} lists for {len(sources)} sources")
-    options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist, constraints=constraints)
-    check_search_options(
-        beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha, **options
-    )
+    each batch searched over its union only, or with ``union_groups`` (a group per source) each
+    source over the union of its group, whatever batch it is in; ``constraints[i]``: target phrases
+    (ids) output i must contain (nmt.infer.constraints; search only, not with a shortlist).
+    ValueError unless ``prefix``, ``constraints`` and ``union_groups`` hold one item per source."""
+    per_source = dict(prefix=prefix, constraints=constraints, union_groups=union_groups)
+    options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist)
+    lengths = dict(max_len_a=max_len_a, max_len_b=max_len_b)
+    check_search_options(len(sources), per_source, beam=beam, nbest=nbest, alpha=alpha, **lengths, **options)
     search = BatchedSearch(
         beam=beam,
         alpha=default_alpha(beam) if alpha is None else alpha,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
         min_len=min_len,
         nbest=nbest,
         stopping=stopping,
-        constraint=constraint,
-        sampling=sampling,
-        shortlist=shortlist,
         device=torch.device(device),
         dtype=dtype,
+        **lengths,
+        **options,
     )
     return search.sources(
         model,
         sources,
-        prefix=prefix,
-        constraints=constraints,
         batch_tokens=batch_tokens,
         max_sentences=max_sentences,
         on_batch=on_batch,
+        **per_source,
     )
 
 
@@ -155,8 +150,13 @@ class BatchedSearch:
         batch_tokens: int,
         max_sentences: int | None,
         on_batch: Callable[[int], None] | None,
+        union_groups: list | None = None,
     ) -> list[list[Hypothesis]]:
-        """Every source's hypotheses, searched in length-sorted batches, in input order."""
+        """Every source's hypotheses, searched in length-sorted batches, in input order; with a
+        shortlist and ``union_groups``, each source over its group's union (Shortlist.group_keeps)."""
+        keeps = None
+        if self.shortlist is not None and union_groups is not None:
+            keeps = self.shortlist.group_keeps(sources, union_groups, prefix, self.device)  # (W,) each
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
         for batch in make_batches(
@@ -169,6 +169,7 @@ class BatchedSearch:
                 ids,
                 prefix=None if prefix is None else [prefix[i] for i in ids],
                 constraints=None if constraints is None else [constraints[i] for i in ids],
+                keeps=None if keeps is None else torch.stack([keeps[i] for i in ids]),  # (B, W)
             )
             for i, h in zip(ids, hyps):
                 results[i] = h
@@ -184,13 +185,18 @@ class BatchedSearch:
         *,
         prefix: list[list[int]] | None,
         constraints: list[list[list[int]]] | None,
+        keeps: torch.Tensor | None = None,
     ) -> list[list[Hypothesis]]:
-        """The hypotheses of one batch of sources (``ids``: their sentence numbers in the input)."""
+        """The hypotheses of one batch of sources (``ids``: their sentence numbers in the input);
+        ``keeps`` (B, W): the ids each sentence is searched over (else the batch's union)."""
         width = max(map(len, rows))
         src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=self.device)  # (B, S)
         restriction = None
-        if self.shortlist is not None:  # the batch's union of target ids (nmt.infer.shortlist)
-            restriction = self.shortlist.restrict(model, src, prefix)
+        if self.shortlist is not None:  # the target ids searched over (nmt.infer.shortlist)
+            if keeps is None:
+                restriction = self.shortlist.restrict(model, src, prefix)
+            else:
+                restriction = self.shortlist.restrict_rows(model, keeps)
             model, prefix = restriction.model, restriction.to_positions(prefix)
         with torch.inference_mode(), autocast(self.device, self.dtype):
             hyps = self.search(model, src, ids, prefix=prefix, constraints=constraints)
@@ -239,11 +245,25 @@ class BatchedSearch:
 
 
 def check_search_options(
-    *, beam, nbest, max_len_a, max_len_b, alpha=None, sampling, constraint, shortlist, constraints
+    n_sources: int,
+    per_source: dict,
+    *,
+    beam,
+    nbest,
+    max_len_a,
+    max_len_b,
+    alpha=None,
+    sampling,
+    constraint,
+    shortlist,
 ) -> None:
-    """ValueError for the options of search_sources that are out of range (check_search_range) or
-    do not go together (checked before any input is read, so that a batch of empty lines is
-    refused alike)."""
+    """ValueError for the options of search_sources that are out of range (check_search_range), do
+    not go together, or (``per_source``: name -> a list or None) do not hold one item per source;
+    checked before any input is read, so that a batch of empty lines is refused alike."""
+    for name, items in per_source.items():
+        if items is not None and len(items) != n_sources:
+            raise ValueError(f"{name}: {len(items)} lists for {n_sources} sources")
+    constraints = per_source.get("constraints")
     check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
     if sampling is not None:
         check_sampling_range(temperature=sampling.temperature, topk=sampling.topk, topp=sampling.topp)
@@ -450,6 +470,7 @@ class Translator(TextTranslator):
         sampling: Sampling | None = None,
         stopping: str = "exact",
         constraints: list[list[str]] | None = None,
+        union_groups: list | None = None,
     ) -> list[list[Translation]]:
         """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
         is called for each sentence cut to the model's positions (default: a warning counting
@@ -458,7 +479,8 @@ class Translator(TextTranslator):
         ``prefix[i]``: text translation i must start with ("" = none); ``sampling``: one sampled
         translation per sentence instead of beam search; ``stopping``: "exact" (the paper's early
         termination) or "fast" (CTranslate2's rule, see nmt.infer.search). ``constraints[i]``:
-        phrases (text) translation i must contain, in any order (nmt.infer.constraints; [] = none)."""
+        phrases (text) translation i must contain, in any order (nmt.infer.constraints; [] = none).
+        ``union_groups[i]``: a shortlist's union is that of sentence i's group, not of its batch."""
         sources, truncated = self.encode(sentences)
         constraint_ids = None
         if constraints is not None:
@@ -489,6 +511,7 @@ class Translator(TextTranslator):
             stopping=stopping,
             shortlist=self.shortlist,
             constraints=constraint_ids,
+            union_groups=union_groups,
         )
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 

@@ -32,15 +32,17 @@ attention hooks of nmt.infer.attention never see another request.
 
 Batching and preemption must not change a translation: a sentence is searched independently of
 the other rows of its batch (padding is masked), and a search resumed after another one continues
-from its own explicit state (tests/test_serve*.py compare batched and single outputs). A model
-with a vocabulary shortlist scores its search batch's union of target pieces, so its requests are
-never batched together.
+from its own explicit state (tests/test_serve*.py compare batched and single outputs). With a
+vocabulary shortlist each request is searched over its own union of target pieces (``union_groups``
+of ``Translator.translate_nbest``: one group per request), not its batch's; the CTranslate2 engine
+has only its batch's union (its vocabulary map), so there its requests are never batched together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import sys
 import threading
 import time
@@ -137,6 +139,12 @@ class Preemptible:
         return getattr(self.model, name)
 
 
+def per_request_unions(translator) -> bool:
+    """Whether ``translator`` searches each request over its own shortlist union (the torch
+    engine's ``union_groups``), so that its requests may share a batch."""
+    return "union_groups" in inspect.signature(translator.translate_nbest).parameters
+
+
 class Batcher:
     """The queue and worker of one model (``translator``: an nmt.infer.translate.Translator or an
     object with the same ``translate_nbest`` / ``encode``)."""
@@ -156,10 +164,12 @@ class Batcher:
         self.translator = translator
         self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000.0
         self.max_queue, self.max_queue_work, self.slice = max_queue, max_queue_work, slice_ms / 1000.0
-        # a shortlist's search scores the union of its batch's target pieces (nmt.infer.shortlist):
-        # another client's sentences in the batch would change a translation, so each request is
-        # searched on its own
-        self.batching = batching and getattr(translator, "shortlist", None) is None
+        # a shortlist's search scores a union of target pieces (nmt.infer.shortlist): the torch engine
+        # takes each request's own (union_groups); CTranslate2's vocabulary map takes its batch's,
+        # where another client's sentences would change a translation, so each request goes alone
+        self.batching = batching and (
+            getattr(translator, "shortlist", None) is None or per_request_unions(translator)
+        )
         self.on_batch = on_batch
         self._queue: list[Job] = []  # in arrival order
         self._queued_sentences = 0
@@ -446,6 +456,9 @@ class Batcher:
             constraints = [
                 list(c) for job in jobs for c in job.options.constraints or [()] * len(job.sentences)
             ]
+        groups = {}
+        if getattr(translator, "shortlist", None) is not None and per_request_unions(translator):
+            groups["union_groups"] = [k for k, job in enumerate(jobs) for _ in job.sentences]
         results = translator.translate_nbest(
             sentences,
             beam=opts.beam,
@@ -455,6 +468,7 @@ class Batcher:
             on_truncate=lambda i, n: None,
             on_batch=lambda n: self._check_point(running),
             **({} if constraints is None else {"constraints": constraints}),
+            **groups,
         )
         if opts.mbr:
             from ..infer.mbr import MBR, mbr_results
