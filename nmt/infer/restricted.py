@@ -43,10 +43,12 @@ class Restriction:
         """Prefix ids as positions of their sentence's ids (every prefix id is among them)."""
         if prefix is None or self.ids is None:
             return prefix
+        wheres: dict[int, dict[int, int]] = {}  # one map per distinct list (a batch's union is shared)
         out = []
         for ids, p in zip(self.ids, prefix):
-            where = {t: i for i, t in enumerate(ids)}
-            out.append([where[t] for t in p])
+            if id(ids) not in wheres:
+                wheres[id(ids)] = {t: i for i, t in enumerate(ids)}
+            out.append([wheres[id(ids)][t] for t in p])
         return out
 
     def to_ids(self, hyps: list) -> list:

@@ -117,6 +117,11 @@ def check_search_range(
         raise ValueError(f"beam={beam!r}: must be an integer >= 1")
     if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest!r}: must be between 1 and beam={beam}")
+    check_lengths(max_len_a, max_len_b)
+
+
+def check_lengths(max_len_a: float, max_len_b: float) -> None:
+    """ValueError unless the output length limit a * |x| + b has finite ``max_len_a``, ``max_len_b``."""
     if not (math.isfinite(max_len_a) and math.isfinite(max_len_b)):
         raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
 
@@ -136,8 +141,7 @@ def output_lengths(
 ) -> list[int]:
     """The max output length |Y| of each sentence (see the module docstring); ValueError for a
     ``max_len_a`` or ``max_len_b`` that is not finite."""
-    if not (math.isfinite(max_len_a) and math.isfinite(max_len_b)):
-        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
+    check_lengths(max_len_a, max_len_b)
     src_len = src_tokens.ne(PAD).sum(dim=1).tolist()  # |x| per sentence
     limit = model.cfg.max_positions
     max_len = [max(1, min(int(math.floor(max_len_a * n + max_len_b)), limit)) for n in src_len]
@@ -223,10 +227,7 @@ def beam_search(
     ``constraint``: see ``apply_constraints`` (None: every token but PAD and BOS allowed).
     ``constraints[i]``: target phrases (lists of ids) output i must contain, searched with dynamic
     beam allocation (nmt.infer.constraints; not with ``prefix`` or ``constraint``)."""
-    if not isinstance(beam, numbers.Integral) or beam < 1:
-        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
-    if not 1 <= nbest <= beam:
-        raise ValueError(f"nbest={nbest}: must be between 1 and beam={beam}")
+    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
     if stopping not in STOPPING:
         raise ValueError(f"stopping={stopping!r}: must be one of {', '.join(STOPPING)}")
     k, n_src, device = beam, src_tokens.size(0), src_tokens.device

@@ -25,7 +25,9 @@ log-probabilities are ``log_softmax`` over U (normalised over the shortlist, as 
 CTranslate2 do; a piece outside U has probability 0), and the chosen positions are mapped back to
 ids. U starts with the four special ids, so they keep their ids inside U and the search's rules
 (PAD and BOS never chosen, EOS last) apply unchanged. Where U is the whole vocabulary the model
-runs unchanged (outputs equal the full vocabulary's bit for bit).
+runs unchanged (outputs equal the full vocabulary's bit for bit). With ``union_groups`` (one group
+per request in ``nmt serve``) each sentence is searched over its group's union instead, whatever
+batch it shares (``group_keeps``, ``restrict_rows``; nmt.infer.restricted).
 
 File format (UTF-8 text, one record a line, ids in the SentencePiece model's numbering):
     nmt-shortlist<TAB>1<TAB>{"vocab_size": W, "spm_sha256": ..., "statistic": ..., ...}
