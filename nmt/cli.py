@@ -8,7 +8,8 @@ import sys
 import traceback
 
 from . import __version__
-from .config import ConfigError, apply_overrides, load_model_config, parse_overrides, preset
+from .config import ConfigError, apply_overrides, parse_overrides, preset
+from .config_file import load_model_config
 
 REPORT = (
     "this is a bug in nmt: please report it on the nmt issue tracker with the command line "

@@ -12,11 +12,10 @@ from nmt.config import (
     apply_overrides,
     base,
     big,
-    load_model_config,
     parse_overrides,
     preset,
-    save,
 )
+from nmt.config_file import load_model_config, save
 
 
 def test_presets_match_the_paper():

@@ -16,14 +16,13 @@ from ..config import (
     ConfigError,
     ModelConfig,
     TrainConfig,
-    apply_config,
     apply_overrides,
     from_dict,
-    load_config_file,
     preset,
     to_dict,
     train_preset,
 )
+from ..config_file import apply_config, load_config_file
 from ..data.prepare import load_meta
 from . import distributed
 from .finetune import InitFrom, check_vocabulary, init_model_config, open_init, vocabulary_difference
