@@ -252,6 +252,65 @@ def test_diverged_training_stops_before_saving_nan_weights(tiny_data, tmp_path, 
         ckpt.load_model(step)  # finite weights: every checkpoint loads
 
 
+def test_out_of_memory_is_one_line_suggesting_a_smaller_max_tokens(tiny_data, tmp_path, monkeypatch, capsys):
+    """An allocation that fails (CUDA out of memory, simulated here) ends `nmt train` with exit 2 and
+    one line naming train.max_tokens and a smaller value; it was an internal error (exit 1)."""
+    from nmt.train.trainer import Trainer
+
+    def out_of_memory(self, micro, total_tokens):
+        raise torch.OutOfMemoryError(
+            "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB"
+        )
+
+    monkeypatch.setattr(Trainer, "train_step", out_of_memory)
+    argv = ["train", str(tiny_data), "--out", str(tmp_path / "run"), *TINY, "--train.max_tokens=1024"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "nmt train: error: out of memory at update 1 (CUDA out of memory): train.max_tokens=1024 padded "
+        "tokens per micro-batch do not fit; rerun with a smaller --train.max_tokens (e.g. 512: the update "
+        "keeps ~1024 target tokens by accumulation); the checkpoints written are intact (docs/gpu.md)"
+    )
+
+
+@pytest.mark.parametrize("preset,warns", [(None, True), ("base", True), ("big", True), ("small", False)])
+def test_a_paper_sized_model_on_the_cpu_warns_with_its_time_per_update_and_per_run(
+    tiny_data, tmp_path, capsys, preset, warns
+):
+    """base and big (base is also the default without --preset) on the CPU: months of training, said
+    in two lines with the measured time of the first update; small and tiny: no warning."""
+    from nmt.train.command import build_configs
+    from nmt.train.trainer import Trainer
+
+    model_cfg, train_cfg, meta = build_configs(tiny_data, preset_name=preset, config_file=None, overrides={})
+    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu")
+    try:
+        trainer.step = 1
+        trainer._warn_on_cpu(120.0, tokens=25_000)
+    finally:
+        trainer.release()
+    err = capsys.readouterr().err
+    steps, days = (300_000, 417) if preset == "big" else (100_000, 139)
+    expected = (
+        "warning: a paper-sized model on the CPU: update 1 took 2 min (25,000 target tokens); "
+        f"{steps:,} updates to max_steps={steps:,} take ~{days} days.\n"
+        "  Train it on GPUs (docs/gpu.md), or choose --preset small for a CPU (docs/training.md).\n"
+    )
+    assert (expected in err) == warns and ("paper-sized" in err) == warns
+
+
+def test_the_cpu_warning_comes_after_the_first_update_once(tiny_data, tmp_path, monkeypatch, capsys):
+    """The loop times its first update and warns once (tiny made "paper-sized" here); max_time bounds
+    the projection."""
+    from nmt.train import cpu_warning
+
+    monkeypatch.setattr(cpu_warning, "PAPER_SIZED_LAYER_PARAMETERS", 0)
+    train(tiny_data, tmp_path / "run", "--train.max_steps=3", "--train.max_time=0.000001")
+    err = capsys.readouterr().err
+    assert err.count("warning: a paper-sized model on the CPU: update 1 took ") == 1
+    assert "3 updates to max_steps=3 take ~" in err and "but max_time=1e-06 min stops the run after ~" in err
+
+
 def test_corrupt_checkpoint_is_named(tiny_data, tmp_path):
     run = tmp_path / "run"
     train(tiny_data, run, "--train.max_steps=1")

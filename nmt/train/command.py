@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from .. import checkpoint as ckpt
@@ -148,6 +149,7 @@ def run_train(args, overrides: dict) -> int:
         model_cfg, train_cfg, meta = build_configs(
             data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
         )
+    trainer = None
     try:
         trainer = Trainer(
             data_dir,
@@ -163,6 +165,10 @@ def run_train(args, overrides: dict) -> int:
         trainer.run()
     except distributed.DistributedError as e:
         raise TrainError(str(e)) from None
+    except torch.OutOfMemoryError as e:
+        raise TrainError(
+            out_of_memory_message(e, train_cfg, step=trainer.step if trainer else None)
+        ) from None
     except KeyboardInterrupt:  # Ctrl-C before the loop, or a second one: the first one checkpoints
         print(
             "nmt train: interrupted (Ctrl-C) and stopped at once; the checkpoints written are intact "
@@ -171,6 +177,18 @@ def run_train(args, overrides: dict) -> int:
         )
         return 130
     return exit_status(trainer)
+
+
+def out_of_memory_message(error: Exception, cfg: TrainConfig, *, step: int | None) -> str:
+    """One line for an allocation that failed (CUDA out of memory): where, and the setting to lower."""
+    what = str(error).strip().split(". ")[0] or type(error).__name__  # 'CUDA out of memory'
+    where = f"at update {step + 1}" if step is not None else "while setting up the model"
+    return (
+        f"out of memory {where} ({what}): train.max_tokens={cfg.max_tokens} padded tokens per micro-batch "
+        f"do not fit; rerun with a smaller --train.max_tokens (e.g. {max(cfg.max_tokens // 2, 1)}: the "
+        f"update keeps ~{cfg.update_tokens} target tokens by accumulation); the checkpoints written are "
+        "intact (docs/gpu.md)"
+    )
 
 
 def resume_configs(

@@ -33,10 +33,12 @@ from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
 from ..data.batching import Batch, TokenBatchSampler, collate
 from ..data.prepare import ParallelDataset
 from ..model import Transformer
+from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, UNK
 from . import checkpointing, distributed, stopping
 from . import validate as validation
+from .cpu_warning import cpu_warning, paper_sized
 from .finetune import InitFrom
 from .loss import fused_label_smoothed_nll_loss
 from .optim import build_adam, inverse_sqrt_lr, linear_decay, set_lr
@@ -235,6 +237,7 @@ class Trainer:
                 max_steps=self.cfg.max_steps, max_time=self.cfg.max_time, step=self.step, elapsed=self.elapsed
             )
         window, last, stop = LossWindow(), {}, None
+        first, started = self.step + 1, self.elapsed  # the first update is timed (`_warn_on_cpu`)
         while stop is None:
             self.coll.step = self.step + 1
             micro = list(itertools.islice(stream, self.accum))
@@ -248,6 +251,8 @@ class Trainer:
             stats = self.train_step(micro, total_tokens)
             self.tokens_seen += int(stats["tokens"])
             self.elapsed = clock.elapsed()
+            if self.step == first:
+                self._warn_on_cpu(self.elapsed - started, tokens=int(stats["tokens"]))
             window.add(stats)
             last = self._report(stats, window, bar) or last
             stop = self._after_update(clock)
@@ -317,6 +322,14 @@ class Trainer:
             self.logs.log(
                 f"BPE-dropout (p={self.meta['train_samples']['bpe_dropout']}): {k} sampled "
                 f"segmentations of train; epoch e trains on train.bpe{{(e mod {k}) + 1}}"
+            )
+
+    def _warn_on_cpu(self, seconds: float, *, tokens: int) -> None:
+        """A paper-sized model on the CPU: the measured time of the first update, projected to the run."""
+        counts = parameter_counts(self.model)
+        if self.device.type == "cpu" and paper_sized(counts["encoder"] + counts["decoder"]):
+            self.logs.log(
+                cpu_warning(cfg=self.cfg, seconds_per_update=seconds, step=self.step, tokens=tokens)
             )
 
     def _report(self, stats: dict, window: LossWindow, bar) -> dict | None:
