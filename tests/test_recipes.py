@@ -567,3 +567,32 @@ def test_distillation_student_trains_at_the_teachers_dropout(tmp_path):
     trains = [c for c in log.read_text().splitlines() if c.startswith("train ")]
     assert len(trains) == 1 and trains[0].split()[3] == f"{tmp_path}/o/student"
     assert trains[0].endswith("--model.dropout=0.1")
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_demo_says_the_device_it_trains_on(tmp_path, cuda):
+    """`make demo` names the device torch gives `nmt train` (a GPU faked through sitecustomize)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    if cuda:
+        (site / "sitecustomize.py").write_text(
+            "import torch\ntorch.cuda.is_available = lambda: True\n"
+            "torch.cuda.get_device_name = lambda index=0: 'NVIDIA H100 80GB HBM3'\n"
+        )
+    fake = tmp_path / "nmt"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "NMT": str(fake), "PY": sys.executable, "NMT_DATA_DIR": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+    out = subprocess.run(
+        ["sh", str(ROOT / "recipes/demo.sh"), str(tmp_path / "demo")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    device = "the GPU (NVIDIA H100 80GB HBM3)" if cuda else "the CPU"
+    assert (
+        out.splitlines()[0]
+        == f"nmt demo: Multi30k en->de, ~13 minutes of training on {device}, then beam-search translation."
+    )
