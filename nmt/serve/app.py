@@ -8,6 +8,9 @@
     POST /attention  {"model", "text": "...", "beam", "alpha"} -> the best translation, its source
                      and target pieces and the encoder-decoder attention [layer][head][t][s]
     GET  /health     GET /models     GET /metrics (Prometheus text)     GET / (the web page)
+    /libretranslate/translate, /detect, /languages, /frontend/settings: LibreTranslate's API
+                     (nmt/serve/libretranslate.py), for its clients given the base URL
+                     http://HOST:PORT/libretranslate/
 
 Errors are JSON ``{"error": {"status": N, "message": "..."}}``: invalid UTF-8 or JSON, a Host the
 server does not serve 400; missing/wrong API key 401; unknown model 404; over the body, character,
@@ -17,7 +20,8 @@ running 503 with Retry-After; no answer within ``timeout`` 504. A request whose 
 is dropped from the queue (or its search abandoned) and counted as 499 in /metrics.
 
 Where each part lives: the request and answer bodies in schemas.py, reading and checking a request
-in validation.py, the endpoints in routes.py, the shared state (models, limits, API key) in
+in validation.py, the endpoints in routes.py (LibreTranslate's in libretranslate.py, its text and
+HTML split into sentences by segments.py), the shared state (models, limits, API key) in
 state.py, the middleware (Host, body size, JSON 500, counting) in guard.py, the metrics in
 prometheus.py, the queue and worker in batcher.py, the web page in page.py; this module puts them
 together.
@@ -33,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import ApiError, api_error, http_error
 from .guard import Guard
+from .libretranslate import router as libretranslate_router
 from .page import add_page_routes
 from .prometheus import Metrics
 from .routes import router
@@ -75,5 +80,6 @@ def create_app(
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.include_router(router)
+    app.include_router(libretranslate_router)
     add_page_routes(app)
     return app

@@ -48,11 +48,12 @@ class Exchange:
 def failure_response(e: Exception, scope) -> JSONResponse:
     """The answer to an exception out of the app: its own status for an ApiError, else a 500 (the
     traceback goes to stderr; call it while handling ``e``)."""
+    path = scope.get("path", "")
     if isinstance(e, ApiError):
-        return error_response(e.status, e.message, e.headers)
+        return error_response(e.status, e.message, e.headers, path=path)
     print(f"nmt serve: internal error on {scope.get('method')} {scope.get('path')}:", file=sys.stderr)
     traceback.print_exc()
-    return error_response(500, f"internal error: {type(e).__name__}")
+    return error_response(500, f"internal error: {type(e).__name__}", path=path)
 
 
 class Guard:

@@ -1,0 +1,140 @@
+"""LibreTranslate's API on `nmt serve` (nmt/serve/libretranslate.py): the real libretranslatepy
+client against a running server, then each field, format and error through FastAPI's TestClient."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.error
+
+import pytest
+
+pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
+from fastapi.testclient import TestClient  # noqa: E402
+from serve_fixtures import SENTENCES, Server  # noqa: E402
+
+from nmt.infer.translate import Translator  # noqa: E402
+from nmt.serve.app import Limits, create_app  # noqa: E402
+from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+
+BASE = "/libretranslate"
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir) -> Translator:
+    return Translator.load(run_dir, device="cpu", precision="fp32")
+
+
+def make_client(run_dir, *, api_key=None, limits=None) -> TestClient:
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    models = build_models({"tiny": run_dir}, parser.parse_args([f"tiny={run_dir}"]))
+    return TestClient(create_app(models, api_key=api_key, limits=limits))
+
+
+@pytest.fixture(scope="module")
+def client(run_dir):
+    with make_client(run_dir, limits=Limits(max_chars=500, max_sentences=20)) as c:
+        yield c
+
+
+def test_libretranslatepy_translates_detects_and_lists_languages_on_a_running_server(
+    run_dir, translator, tmp_path
+):
+    libretranslatepy = pytest.importorskip("libretranslatepy", reason="pip install 'nmt[libretranslate]'")
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    server = Server(f"tiny={run_dir}", "--api-key-file", str(key), log=tmp_path / "serve.log")
+    try:
+        lt = libretranslatepy.LibreTranslateAPI(server.url + BASE, api_key="s3cret")
+        assert lt.translate(SENTENCES[0], "en", "de") == translator.translate([SENTENCES[0]])[0]
+        assert lt.languages() == [
+            {"code": "en", "name": "English", "targets": ["de"]},
+            {"code": "de", "name": "German", "targets": []},
+        ]
+        assert lt.detect(SENTENCES[1]) == [{"confidence": 100.0, "language": "en"}]
+        for wrong, status in ((None, 400), ("nope", 403)):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                libretranslatepy.LibreTranslateAPI(server.url + BASE, api_key=wrong).translate(
+                    "a cat", "en", "de"
+                )
+            assert e.value.code == status and "API key" in e.value.read().decode()
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_answers(client, translator):
+    lines = [SENTENCES[0], f"  {SENTENCES[1]}\n\n{SENTENCES[2]} ", "   "]
+    r = client.post(
+        f"{BASE}/translate", json={"q": lines, "source": "auto", "target": "de", "alternatives": 1}
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    best = translator.translate_nbest(SENTENCES[:3], beam=4, alpha=0.6, nbest=2)
+    assert body["translatedText"] == [best[0][0].text, f"  {best[1][0].text}\n\n{best[2][0].text} ", "   "]
+    assert body["alternatives"][0] == [best[0][1].text] and body["alternatives"][2] == []
+    assert body["detectedLanguage"] == [{"confidence": 100.0, "language": "en"}] * 3
+    form = client.post(f"{BASE}/translate", data={"q": SENTENCES[0], "source": "en", "target": "de"})
+    assert form.json() == {"translatedText": best[0][0].text}
+    multipart = client.post(
+        f"{BASE}/translate", files={"q": (None, SENTENCES[0]), "source": (None, "en"), "target": (None, "de")}
+    )
+    assert multipart.json() == {"translatedText": best[0][0].text}
+
+
+def test_html_keeps_its_tags_and_translates_the_text_between_them(client, translator):
+    q = f"<p>{SENTENCES[0]}</p><!-- a cat --><b>{SENTENCES[7]}</b>"
+    r = client.post(f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": "html"})
+    first, second = (
+        t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for t in translator.translate([SENTENCES[0], SENTENCES[7]])
+    )
+    assert r.json() == {"translatedText": f"<p>{first}</p><!-- a cat --><b>{second}</b>"}
+
+
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
+        ({"q": "a cat", "target": "de"}, 400, "Invalid request: missing source parameter"),
+        ({"q": "a cat", "source": "en"}, 400, "Invalid request: missing target parameter"),
+        ({"q": "a cat", "source": "fr", "target": "de"}, 400, "fr is not supported"),
+        ({"q": "a cat", "source": "en", "target": "xx"}, 400, "xx is not supported"),
+        ({"q": "a cat", "source": "de", "target": "en"}, 400, "de is not supported"),
+        ({"q": "a cat", "source": "en", "target": "de", "format": "pdf"}, 400, "pdf format is not supported"),
+        ({"q": 3, "source": "en", "target": "de"}, 400, "q must be a string or a list of strings"),
+        ({"q": "a cat", "source": "en", "target": "de", "alternatives": "x"}, 400, "is not a number"),
+        ({"q": "a " * 300, "source": "en", "target": "de"}, 400, "exceeds text limit (500)"),
+        ({"q": ["a cat"] * 21, "source": "en", "target": "de"}, 400, "exceeds text limit (20)"),
+    ],
+)
+def test_errors_are_libretranslates_json_and_statuses(client, body, status, message):
+    r = client.post(f"{BASE}/translate", json=body)
+    assert r.status_code == status and message in r.json()["error"], r.text
+    assert set(r.json()) == {"error"}
+
+
+def test_unreadable_bodies_unknown_paths_and_a_full_queue_are_libretranslate_errors(client, run_dir):
+    bad = client.post(f"{BASE}/translate", content=b"{", headers={"Content-Type": "application/json"})
+    assert bad.status_code == 400 and set(bad.json()) == {"error"}
+    assert client.post(f"{BASE}/translate", json=["a cat"]).json() == {"error": "Invalid JSON format"}
+    assert client.get(f"{BASE}/nothing").status_code == 404 and set(client.get(f"{BASE}/nothing").json()) == {
+        "error"
+    }
+    assert client.post(f"{BASE}/detect", json={}).json() == {"error": "Invalid request: missing q parameter"}
+    assert (
+        client.post("/translate", json={"q": "a cat"}).json()["error"]["status"] == 422
+    )  # nmt's API unchanged
+
+
+def test_detect_ranks_by_the_share_of_characters_the_vocabulary_holds(client):
+    r = client.post(f"{BASE}/detect", data={"q": "a cat 猫猫猫猫"})
+    assert r.json() == [{"confidence": 50.0, "language": "en"}]
+
+
+def test_frontend_settings_name_the_first_pair_and_the_limits(client):
+    settings = client.get(f"{BASE}/frontend/settings").json()
+    assert settings["charLimit"] == 500 and settings["keyRequired"] is False
+    assert settings["language"] == {
+        "source": {"code": "en", "name": "English"},
+        "target": {"code": "de", "name": "German"},
+    }
