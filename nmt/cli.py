@@ -134,6 +134,7 @@ HELP = {
     "prepare": "clean, learn a shared BPE vocabulary, binarize a corpus",
     "train": "train a Transformer on a prepared DATA_DIR",
     "average": "average the last N checkpoints of a run (section 6.1)",
+    "distill": "train a fast student on a teacher's translations (knowledge distillation), resumable",
     "translate": "translate raw text with a checkpoint (beam search, section 6.1)",
     "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
     "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
@@ -161,12 +162,14 @@ def commands() -> list[tuple[str, object, object]]:
     from .infer import tune_command as tune
     from .serve import options as serve
     from .train import command as train
+    from .train import distill_command as distill
 
     return [
         ("model-info", add_model_info_args, cmd_model_info),
         ("prepare", data.add_prepare_args, lambda args, overrides: data.run_prepare(args)),
         ("train", train.add_train_args, train.run_train),
         ("average", train.add_average_args, train.run_average),
+        ("distill", distill.add_distill_args, distill.run_distill),
         ("translate", translate.add_translate_args, translate.run_translate),
         ("tune-alpha", tune.add_tune_alpha_args, tune.run_tune_alpha),
         ("shortlist", shortlist.add_shortlist_args, shortlist.run_shortlist),
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         overrides = parse_overrides(rest)
-        if overrides and args.command not in ("model-info", "train"):
+        if overrides and args.command not in ("model-info", "train", "distill"):
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
     except (

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from .. import checkpoint as ckpt
 from ..config import (
+    PRESETS,
     ConfigError,
     ModelConfig,
     TrainConfig,
@@ -70,7 +71,7 @@ def add_train_args(parser) -> None:
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, metrics.jsonl)")
     parser.add_argument(
         "--preset",
-        choices=["base", "big", "small", "tiny"],
+        choices=sorted(PRESETS),
         help="model and training defaults (default: base, or the config file's preset:)",
     )
     parser.add_argument("--config", help="YAML/JSON with model: and train: sections (and optional preset:)")

@@ -1,0 +1,287 @@
+"""Sequence-level knowledge distillation (Kim & Rush 2016), not in the paper: a teacher (one checkpoint
+or an ensemble) translates the training sources with beam search, and a smaller, faster student is
+trained on its translations (`nmt distill`; the command and the student's training live in
+nmt.train.distill_command).
+
+The stages, each of which a rerun of the same command skips once its output is complete:
+  1. the teacher translates the training sources in chunks of ``chunk_sentences`` lines, each chunk
+     written atomically (``OUT/distilled/part-NNNNN.txt``): an interrupted run resumes at the first
+     missing chunk; then the chunks are joined into ``OUT/train.distilled.TGT``;
+  2. the student's data (``OUT/data``) is prepared with the teacher's SentencePiece model, from the
+     original pairs plus (source, teacher's translation), or from the distilled pairs only;
+  3. the student trains (``OUT/student``, resumed as `nmt train --resume auto` resumes);
+  4. its last checkpoints are averaged (``OUT/average``, section 6.1).
+``OUT/distill.json`` records the settings that the finished stages depend on; a rerun with other
+settings is refused, naming the first that differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import atomic
+from .. import checkpoint as ckpt
+from ..data.prepare import DataError, PrepareOptions, prepare, read_lines
+
+RECORD = "distill.json"
+
+
+class DistillError(DataError):
+    """A user-facing error of `nmt distill`; the message names the file or the option."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The student's corpus: (source, target) files of each split and the two languages."""
+
+    src_lang: str
+    tgt_lang: str
+    splits: dict  # split name -> (source path, target path); "train" always, "valid" / "test" if known
+
+
+@dataclass(frozen=True)
+class DistillOptions:
+    """Everything `nmt distill` needs. ``teachers``: checkpoints (or run directories), more than one
+    an ensemble; ``alpha`` None: the translator's default for the beam."""
+
+    teachers: tuple[str, ...]
+    out: str
+    beam: int = 4
+    alpha: float | None = 0.6
+    batch_tokens: int = 2048
+    chunk_sentences: int = 1000
+    teacher_precision: str = "auto"
+    distilled_only: bool = False  # False: the original pairs and the distilled pairs
+    preset: str = "student"
+    config: str | None = None  # a --config file for the student's training (over the preset)
+    average_last: int = 5
+    device: str | None = None
+    threads: int = 2  # SentencePiece encoding of the student's data
+
+    def check(self) -> "DistillOptions":
+        if not self.teachers:
+            raise DistillError("no teacher: give one checkpoint, or several for an ensemble")
+        for name, value in (
+            ("--beam", self.beam),
+            ("--batch-tokens", self.batch_tokens),
+            ("--chunk-sentences", self.chunk_sentences),
+            ("--average-last", self.average_last),
+        ):
+            if value < 1:
+                raise DistillError(f"{name} {value}: must be a positive integer")
+        return self
+
+
+def teacher_corpus(teacher: Path, given: dict, *, langs: tuple[str | None, str | None]) -> Corpus:
+    """The corpus the student learns from: the files given (--train / --valid / --test), else those
+    the teacher's data was prepared from (its config.json records their paths and sha256); the
+    languages given, else the teacher's. DistillError where neither names a training corpus."""
+    data = ckpt.read_config(teacher).get("data") or {}
+    inputs = data.get("inputs") or {}
+    splits = {}
+    for split in ("train", "valid", "test"):
+        if split in given:
+            splits[split] = tuple(Path(p) for p in given[split])
+        elif split in inputs:
+            splits[split] = recorded_pair(teacher, split, inputs[split])
+    if "train" not in splits:
+        raise DistillError(
+            f"{teacher}/config.json records no training files of the teacher: give --train SRC TGT"
+        )
+    src, tgt = langs[0] or data.get("src_lang"), langs[1] or data.get("tgt_lang")
+    if not src or not tgt:
+        raise DistillError(f"{teacher}/config.json records no languages: give --src and --tgt")
+    return Corpus(src_lang=src, tgt_lang=tgt, splits=splits)
+
+
+def recorded_pair(teacher: Path, split: str, record: dict) -> tuple[Path, Path]:
+    """The (source, target) files config.json records for ``split``, checked to be there unchanged."""
+    paths = []
+    for side in ("src", "tgt"):
+        path = Path(record[side]["path"])
+        if not path.is_file():
+            raise DistillError(
+                f"{path}: the teacher's {split} file ({teacher}/config.json) is missing: give "
+                f"--{split} SRC TGT"
+            )
+        if ckpt.sha256_file(path) != record[side]["sha256"]:
+            raise DistillError(
+                f"{path}: changed since the teacher's data was prepared from it (sha256 differs from "
+                f"{teacher}/config.json): give --{split} SRC TGT"
+            )
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+# ----------------------------------------------------------------------------- the record of settings
+def settings(options: DistillOptions, corpus: Corpus, teachers: list[Path]) -> dict:
+    """What the finished stages depend on: the teachers' weights, the corpus and the search (stage 1),
+    the data's composition (stage 2)."""
+    return {
+        "teachers": [{"path": str(t), "sha256": weights_sha256(t)} for t in teachers],
+        "languages": [corpus.src_lang, corpus.tgt_lang],
+        "train": [str(p) for p in corpus.splits["train"]],
+        "train_sha256": ckpt.sha256_file(Path(corpus.splits["train"][0])),
+        "beam": options.beam,
+        "alpha": options.alpha,
+        "chunk_sentences": options.chunk_sentences,
+        "distilled_only": options.distilled_only,
+    }
+
+
+def weights_sha256(checkpoint: Path) -> str:
+    """model.safetensors' sha256 as the checkpoint's manifest records it (verified when loaded)."""
+    manifest = ckpt.read_json(checkpoint / ckpt.MANIFEST)
+    return manifest["model.safetensors"]["sha256"]
+
+
+def check_record(out: Path, record: dict) -> None:
+    """Write OUT/distill.json, or compare a rerun's settings with it: DistillError naming the first
+    setting that differs (a finished stage would not match them)."""
+    path = out / RECORD
+    if not path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, json.dumps(record, indent=2) + "\n")
+        return
+    saved = ckpt.read_json(path)
+    for key, value in record.items():
+        if saved.get(key) != value:
+            raise DistillError(
+                f"{path}: this run was made with {key}={json.dumps(saved.get(key))}, not "
+                f"{json.dumps(value)}; rerun it with its settings, or choose another --out"
+            )
+
+
+# ----------------------------------------------------------------------------- 1. the teacher translates
+def distill_targets(options: DistillOptions, corpus: Corpus, teachers: list[Path], *, log=print) -> Path:
+    """Stage 1: OUT/train.distilled.TGT, the teacher's translation of every training source line
+    (line for line), translated chunk by chunk; finished chunks are never translated again."""
+    out = Path(options.out)
+    joined = out / f"train.distilled.{corpus.tgt_lang}"
+    if joined.exists():
+        log(f"1/4 teacher translations: {joined} is complete (skipped)")
+        return joined
+    sources = list(read_lines(corpus.splits["train"][0]))
+    parts = out / "distilled"
+    parts.mkdir(parents=True, exist_ok=True)
+    chunks = [
+        sources[i : i + options.chunk_sentences] for i in range(0, len(sources), options.chunk_sentences)
+    ]
+    todo = [k for k in range(len(chunks)) if not part_path(parts, k).exists()]
+    log(
+        f"1/4 teacher translations: {len(sources):,} sources in {len(chunks)} chunks, {len(todo)} to "
+        f"translate (beam {options.beam}, {len(teachers)} teacher{'s' if len(teachers) > 1 else ''})"
+    )
+    if todo:
+        translate_chunks(options, teachers, chunks, todo=todo, parts=parts)
+    lines = []
+    for k, chunk in enumerate(chunks):
+        part = part_path(parts, k).read_text(encoding="utf-8").split("\n")[:-1]
+        if len(part) != len(chunk):
+            raise DistillError(
+                f"{part_path(parts, k)}: {len(part)} lines for a chunk of {len(chunk)} sources "
+                "(altered?): delete it and rerun"
+            )
+        lines.extend(part)
+    atomic.write_text(joined, "".join(line + "\n" for line in lines))
+    return joined
+
+
+def part_path(parts: Path, k: int) -> Path:
+    return parts / f"part-{k:05d}.txt"
+
+
+def translate_chunks(
+    options: DistillOptions, teachers: list[Path], chunks: list[list[str]], *, todo: list[int], parts: Path
+) -> None:
+    """Translate the chunks ``todo`` with the teacher(s), each written as a whole when done; a bar of
+    sentences (all chunks, the finished ones counted) on stderr."""
+    from tqdm import tqdm
+
+    from ..infer.translate import Translator
+
+    translator = Translator.load(
+        [str(t) for t in teachers], device=options.device, precision=options.teacher_precision
+    )
+    done = sum(len(c) for k, c in enumerate(chunks) if k not in set(todo))
+    bar = tqdm(total=sum(len(c) for c in chunks), initial=done, unit="sent", desc="distill", file=sys.stderr)
+    clock = time.perf_counter()
+    for k in todo:
+        bar.set_postfix_str(f"chunk {k + 1}/{len(chunks)}")
+        empty = [i for i, s in enumerate(chunks[k]) if not s.strip()]
+        best = translator.translate_nbest(
+            chunks[k],
+            beam=options.beam,
+            alpha=options.alpha,
+            batch_tokens=options.batch_tokens,
+            on_batch=bar.update,
+        )
+        bar.update(len(empty))  # on_batch counts the sentences searched; empty lines are not
+        text = "".join(hyps[0].text.replace("\n", " ") + "\n" for hyps in best)
+        atomic.write_text(part_path(parts, k), text)
+    bar.close()
+    n = sum(len(chunks[k]) for k in todo)
+    print(f"translated {n:,} sentences in {time.perf_counter() - clock:.0f}s", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- 2. the student's data
+def student_data(
+    options: DistillOptions, corpus: Corpus, distilled: Path, teacher: Path, *, log=print
+) -> Path:
+    """Stage 2: OUT/data, prepared (`nmt prepare files`) with the teacher's SentencePiece model from
+    the original pairs followed by the distilled ones, or from the distilled ones only."""
+    out = Path(options.out)
+    data = out / "data"
+    if (data / "meta.json").exists():
+        log(f"2/4 student data: {data} is prepared (skipped)")
+        return data
+    src, tgt = corpus.splits["train"]
+    mixed = (out / f".train.{corpus.src_lang}", out / f".train.{corpus.tgt_lang}")
+    with open(mixed[0], "w", encoding="utf-8") as fs, open(mixed[1], "w", encoding="utf-8") as ft:
+        if not options.distilled_only:
+            for path, f in ((src, fs), (tgt, ft)):
+                f.writelines(line + "\n" for line in read_lines(path))
+        fs.writelines(line + "\n" for line in read_lines(src))
+        ft.writelines(line + "\n" for line in read_lines(distilled))
+    what = "distilled pairs only" if options.distilled_only else "original + distilled pairs"
+    log(f"2/4 student data: {what}, the teacher's vocabulary ({teacher}/spm.model)")
+    splits = {"train": mixed, **{s: p for s, p in corpus.splits.items() if s != "train"}}
+    prepare(
+        {s: (Path(a), Path(b)) for s, (a, b) in splits.items()},
+        data,
+        options=PrepareOptions(
+            dataset="files",
+            src_lang=corpus.src_lang,
+            tgt_lang=corpus.tgt_lang,
+            spm_model=str(teacher),
+            threads=options.threads,
+        ),
+        log=lambda *a: None,
+    )
+    for path in mixed:
+        os.unlink(path)
+    return data
+
+
+# ----------------------------------------------------------------------------- 4. averaging
+def average_student(options: DistillOptions, *, log=print) -> Path:
+    """Stage 4: OUT/average, the mean of the student's last ``average_last`` checkpoints (fewer if the
+    run wrote fewer)."""
+    from .average import average_run
+
+    out = Path(options.out)
+    average = out / "average"
+    if (average / ckpt.MANIFEST).exists():
+        log(f"4/4 average: {average} is written (skipped)")
+        return average
+    steps = ckpt.list_step_checkpoints(out / "student")
+    if not steps:
+        raise DistillError(f"{out}/student: the student wrote no checkpoint (a training budget too short?)")
+    chosen = average_run(out / "student", last=min(options.average_last, len(steps)), out=average)
+    log(f"4/4 average: {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {average}")
+    return average

@@ -1,0 +1,160 @@
+"""`nmt distill` from the command line: its arguments, then the four stages of nmt.train.distill
+(the student's training is `nmt train --resume auto` on the student's data, so that rerunning the
+same command resumes wherever it stopped)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .. import checkpoint as ckpt
+from ..config import PRESETS
+from .distill import (
+    DistillError,
+    DistillOptions,
+    average_student,
+    check_record,
+    distill_targets,
+    settings,
+    student_data,
+    teacher_corpus,
+)
+
+
+def add_distill_args(parser: argparse.ArgumentParser) -> None:
+    p = parser
+    p.add_argument(
+        "teachers",
+        nargs="+",
+        metavar="TEACHER",
+        help="the teacher: a checkpoint or a run directory; several are translated as an ensemble",
+    )
+    p.add_argument("--out", required=True, help="the distillation's directory (rerun the command to resume)")
+    p.add_argument(
+        "--train",
+        nargs=2,
+        metavar=("SRC", "TGT"),
+        help="training pairs (default: the files the teacher's data was prepared from, as its "
+        "config.json records them)",
+    )
+    p.add_argument(
+        "--valid", nargs=2, metavar=("SRC", "TGT"), help="validation pairs (default: the teacher's)"
+    )
+    p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test pairs (default: the teacher's)")
+    p.add_argument("--src", metavar="LANG", help="source language (default: the teacher's)")
+    p.add_argument("--tgt", metavar="LANG", help="target language (default: the teacher's)")
+    p.add_argument("--beam", type=int, default=DistillOptions.beam, help="the teacher's beam (default 4)")
+    p.add_argument("--alpha", type=float, default=DistillOptions.alpha, help="length penalty (default 0.6)")
+    p.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=DistillOptions.batch_tokens,
+        metavar="N",
+        help="padded source tokens per translation batch (default 2048)",
+    )
+    p.add_argument(
+        "--chunk-sentences",
+        type=int,
+        default=DistillOptions.chunk_sentences,
+        metavar="N",
+        help="sentences per written chunk of teacher translations: an interrupted run loses at most one",
+    )
+    p.add_argument(
+        "--teacher-precision",
+        default=DistillOptions.teacher_precision,
+        choices=["auto", "fp32", "bf16", "int8"],
+        help="the teacher's precision while translating (as `nmt translate --precision`)",
+    )
+    p.add_argument(
+        "--distilled-only",
+        action="store_true",
+        help="train the student on (source, teacher's translation) only, not also on the original pairs",
+    )
+    p.add_argument(
+        "--preset",
+        default=DistillOptions.preset,
+        choices=sorted(PRESETS),
+        help="the student's model and training (default: student, 6 encoder and 2 decoder layers; "
+        "student-tiny: 6 and 1); --model.* / --train.* change them",
+    )
+    p.add_argument(
+        "--config", help="YAML/JSON with the student's model: and train: sections, over the preset"
+    )
+    p.add_argument(
+        "--average-last",
+        type=int,
+        default=DistillOptions.average_last,
+        metavar="N",
+        help="average the student's last N checkpoints (default 5)",
+    )
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=DistillOptions.threads, help="SentencePiece threads")
+
+
+def distill_options(args: argparse.Namespace) -> DistillOptions:
+    return DistillOptions(
+        teachers=tuple(args.teachers),
+        out=args.out,
+        beam=args.beam,
+        alpha=args.alpha,
+        batch_tokens=args.batch_tokens,
+        chunk_sentences=args.chunk_sentences,
+        teacher_precision=args.teacher_precision,
+        distilled_only=args.distilled_only,
+        preset=args.preset,
+        config=args.config,
+        average_last=args.average_last,
+        device=args.device,
+        threads=args.threads,
+    ).check()
+
+
+def run_distill(args: argparse.Namespace, overrides: dict) -> int:
+    """The four stages; each skips when its output is complete. 130 when Ctrl-C stopped training."""
+    options = distill_options(args)
+    teachers = [ckpt.resolve_checkpoint(t) for t in options.teachers]
+    given = {s: getattr(args, s) for s in ("train", "valid", "test") if getattr(args, s)}
+    corpus = teacher_corpus(teachers[0], given, langs=(args.src, args.tgt))
+    out = Path(options.out)
+    check_record(out, settings(options, corpus, teachers))
+    distilled = distill_targets(options, corpus, teachers)
+    data = student_data(options, corpus, distilled, teachers[0])
+    if not (out / "average" / ckpt.MANIFEST).exists():
+        print(f"3/4 student: {options.preset} on {data} -> {out / 'student'}")
+        status = train_student(options, data, overrides)
+        if status:
+            return status
+    average = average_student(options)
+    print(
+        f"student: {average}\n  translate: nmt translate {average} -i SRC -o OUT --beam 4\n"
+        f"  int8 on CTranslate2: nmt export ctranslate2 {average} DIR --quantization int8"
+    )
+    return 0
+
+
+def train_student(options: DistillOptions, data: Path, overrides: dict) -> int:
+    """Stage 3: `nmt train DATA --out OUT/student --preset P [--config F] --resume auto`: a rerun
+    continues the run from its last checkpoint, a finished run is left as it is."""
+    from .command import run_train
+
+    args = argparse.Namespace(
+        data_dir=str(data),
+        out=str(Path(options.out) / "student"),
+        preset=options.preset,
+        config=options.config,
+        resume="auto",
+        device=options.device,
+        init=None,
+        init_optimizer=False,
+    )
+    status = run_train(args, overrides)
+    if status:
+        print(
+            f"nmt distill: training stopped (exit {status}); rerun the same command to resume",
+            file=sys.stderr,
+        )
+    return status
+
+
+__all__ = ["DistillError", "add_distill_args", "run_distill"]

@@ -1,0 +1,172 @@
+"""`nmt distill` (nmt.train.distill, nmt.train.distill_command) end to end on a tiny teacher: the four
+stages, their outputs, and a rerun that resumes where the run stopped and never redoes a finished
+chunk or stage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nmt.checkpoint import read_config, resolve_checkpoint
+from nmt.cli import main
+from nmt.config import preset
+from nmt.infer.translate import Translator
+
+TEACHER = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.log_every_steps=1000",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+    "--train.max_steps=200",
+    "--train.lr_scale=0.3",
+    "--train.max_tokens=1024",
+    "--train.accum_steps=1",
+]
+# the student-tiny preset's depths (6 encoder layers, 1 decoder layer) at a test's width and budget
+STUDENT = [
+    "--preset",
+    "student-tiny",
+    "--chunk-sentences",
+    "250",
+    "--teacher-precision",
+    "fp32",
+    "--average-last",
+    "3",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--model.n_encoder_layers=3",
+    "--model.max_positions=256",
+    "--train.precision=fp32",
+    "--train.max_time=0",
+    "--train.max_steps=12",
+    "--train.save_every_steps=4",
+    "--train.valid_every_steps=0",
+    "--train.valid_bleu=false",
+    "--train.best_metric=loss",
+    "--train.warmup_steps=4",
+    "--train.num_threads=1",
+    "--train.log_every_steps=1000",
+]
+
+
+@pytest.fixture(scope="module")
+def teacher(tiny_data, tmp_path_factory):
+    run = tmp_path_factory.mktemp("teacher") / "run"
+    assert main(["train", str(tiny_data), "--out", str(run), *TEACHER]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def distilled(teacher, tmp_path_factory):
+    """One whole `nmt distill` of the teacher's own training data (600 pairs: 3 chunks)."""
+    out = tmp_path_factory.mktemp("distill") / "out"
+    assert main(["distill", str(teacher), "--out", str(out), *STUDENT]) == 0
+    return out
+
+
+def test_distill_writes_the_teachers_translations_the_students_data_and_its_average(
+    teacher, distilled, tiny_data
+):
+    sources = (tiny_data.parent / "text" / "train.en").read_text().splitlines()
+    lines = (distilled / "train.distilled.de").read_text().splitlines()
+    assert len(lines) == len(sources) == 600 and len(set(lines)) > 100
+    assert sorted(p.name for p in (distilled / "distilled").iterdir()) == [
+        "part-00000.txt",
+        "part-00001.txt",
+        "part-00002.txt",
+    ]
+    # the teacher's beam-4 translations, line for line
+    expected = Translator.load(teacher, precision="fp32").translate(sources[:5], beam=4, alpha=0.6)
+    assert lines[:5] == expected
+    # the student's data: the teacher's vocabulary, the original pairs and the distilled ones
+    ckpt = resolve_checkpoint(teacher)
+    assert (distilled / "data" / "spm.model").read_bytes() == (ckpt / "spm.model").read_bytes()
+    meta = json.loads((distilled / "data" / "meta.json").read_text())
+    assert meta["cleaning"]["train"]["read"] == 1200
+    assert meta["splits"]["valid"]["pairs"] == meta["splits"]["test"]["pairs"] == 40
+    # the student: the preset's decoder depth, its own encoder depth, 3 checkpoints averaged
+    model = read_config(distilled / "average")["model"]
+    assert (model["n_encoder_layers"], model["n_decoder_layers"]) == (3, 1)
+    assert preset("student-tiny").n_decoder_layers == 1
+    assert read_config(distilled / "average")["averaged_from"] == [f"step_{n:08d}" for n in (4, 8, 12)]
+
+
+def test_a_rerun_of_a_finished_distillation_redoes_nothing(teacher, distilled, monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished distillation loaded its teacher again")
+
+    monkeypatch.setattr(Translator, "load", refuse)
+    before = {p: p.stat().st_mtime_ns for p in distilled.rglob("*") if p.is_file()}
+    assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(skipped)") == 3, out
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_an_interrupted_distillation_resumes_at_its_first_missing_chunk(teacher, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    translated = []
+    real = Translator.translate_nbest
+
+    def interrupted_after_one_chunk(self, lines, **kwargs):
+        if translated:
+            raise KeyboardInterrupt
+        translated.append(lines[0])
+        return real(self, lines, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_nbest", interrupted_after_one_chunk)
+    greedy = ["--beam", "1"]  # faster; what is resumed does not depend on the beam
+    assert main(["distill", str(teacher), "--out", str(out), *STUDENT, *greedy]) == 130
+    first = out / "distilled" / "part-00000.txt"
+    assert [p.name for p in (out / "distilled").iterdir()] == ["part-00000.txt"]
+    written = first.stat().st_mtime_ns
+
+    def counted(self, lines, **kwargs):
+        translated.append(lines[0])
+        return real(self, lines, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_nbest", counted)
+    assert main(["distill", str(teacher), "--out", str(out), *STUDENT, *greedy]) == 0
+    sources = (out / "distilled" / "part-00001.txt").parent.parent / "train.distilled.de"
+    assert len(sources.read_text().splitlines()) == 600
+    assert len(translated) == 3  # chunk 1 once, then chunks 2 and 3 only
+    assert first.stat().st_mtime_ns == written
+    assert (out / "average" / "MANIFEST.json").exists()
+
+
+def test_a_rerun_with_other_settings_is_refused_naming_the_setting(teacher, distilled, capsys):
+    assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT, "--beam", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmt distill: error: {distilled / 'distill.json'}: this run was made with beam=4")
+    assert err.count("\n") == 1
+
+
+def test_distilled_only_trains_on_the_teachers_translations_alone(teacher, distilled, tmp_path):
+    from nmt.train.distill import DistillOptions, student_data, teacher_corpus
+
+    ckpt = resolve_checkpoint(teacher)
+    options = DistillOptions(teachers=(str(teacher),), out=str(tmp_path), distilled_only=True, threads=1)
+    corpus = teacher_corpus(ckpt, {}, langs=(None, None))
+    data = student_data(options, corpus, distilled / "train.distilled.de", ckpt, log=lambda *a: None)
+    meta = json.loads((data / "meta.json").read_text())
+    assert meta["cleaning"]["train"]["read"] == 600
+    assert not list(tmp_path.glob(".train.*"))  # the joined files are removed once prepared
+
+
+def test_a_teacher_without_recorded_training_files_needs_train(checkpoint, tmp_path, capsys):
+    assert main(["distill", str(checkpoint), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "records no training files of the teacher: give --train SRC TGT" in err
