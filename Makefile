@@ -10,7 +10,7 @@ NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
-	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test format docs docs-serve install clean
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test test-avx2 test-fast format docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,11 +58,21 @@ recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe
 	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
 
 LINTED = nmt tests benchmarks scripts recipes
-test: $(VENV)/.installed  # lint and format check, the suite, then the documentation site (a broken link or a page missing from the nav fails)
+# an AVX2-only CPU's path, taken by any x86 CPU: torch, oneDNN and CTranslate2 kernels, and `auto` -> fp32
+AVX2_ONLY = ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2 NMT_PRECISION=fp32
+test: $(VENV)/.installed  # lint and format check, the suite, its numerics again on the AVX2-only path, then the documentation site
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(PY) -m pytest -q tests
+	$(MAKE) test-avx2
 	$(MAKE) docs
+
+test-avx2: $(VENV)/.installed  # the tests marked numerics (model, search, export, old checkpoints, benchmark table) on the AVX2-only path
+	$(AVX2_ONLY) $(PY) -m pytest -q -m numerics tests
+
+test-fast: $(VENV)/.installed  # the edit loop: lint, then the suite less the tests marked slow (under 2 minutes on 2 cores)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(PY) -m pytest -q -m "not slow" tests
 
 format: $(VENV)/.installed  # format the code as `make test` checks it (ruff, line length 110), then lint
 	$(VENV)/bin/ruff format $(LINTED)

@@ -3,16 +3,23 @@
 ``auto`` picks bfloat16 autocast on CUDA devices that support bf16, and on CPUs that have AMX or
 AVX512-BF16 (read from /proc/cpuinfo); float32 everywhere else. Master weights and optimizer state
 always stay float32: autocast only changes the dtype of matrix products.
+
+The environment variable ``NMT_PRECISION`` (``fp32``, ``bf16`` or ``fp16``) overrides what ``auto``
+picks, so that one machine takes another's path: ``NMT_PRECISION=fp32`` on a CPU with AVX512-BF16
+behaves as ``auto`` does on an AVX2-only CPU (the forced pass of ``make test``). An explicit
+``fp32``/``bf16``/``fp16`` is never overridden.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from functools import lru_cache
 
 import torch
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")
+PRECISION_ENV = "NMT_PRECISION"  # what `auto` picks, forced (fp32, bf16 or fp16)
 
 
 @lru_cache(maxsize=1)
@@ -37,8 +44,14 @@ def cpu_has_fast_bf16() -> tuple[bool, str]:
 
 
 def auto_dtype(device: torch.device | str) -> tuple[torch.dtype | None, str]:
-    """The autocast dtype ``auto`` picks for ``device`` (None = float32) and why."""
+    """The autocast dtype ``auto`` picks for ``device`` (None = float32) and why; $NMT_PRECISION,
+    where set, is the pick."""
     device = torch.device(device)
+    forced = os.environ.get(PRECISION_ENV, "")
+    if forced:
+        if forced not in PRECISIONS[:-1]:
+            raise ValueError(f"{PRECISION_ENV}={forced!r}: choose from {PRECISIONS[:-1]} (or unset it)")
+        return resolve_precision(forced, device)[0], f"{PRECISION_ENV}={forced} in the environment"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported():
             return torch.bfloat16, f"{torch.cuda.get_device_name(device)} supports bf16"

@@ -1,5 +1,19 @@
-"""Shared fixtures: paths to the real data (read-only, never copied into the repo)."""
+"""Shared fixtures: paths to the real data (read-only, never copied into the repo); the CPU path
+the suite runs on and tolerances derived from dtype and accumulation length.
 
+One machine takes another CPU's path through the environment, set before Python starts (torch,
+oneDNN and CTranslate2 read it when they load):
+
+    ATEN_CPU_CAPABILITY=default|avx2|avx512   torch's own kernels
+    ONEDNN_MAX_CPU_ISA=AVX2|AVX512_CORE|AVX512_CORE_BF16|AVX512_CORE_AMX   oneDNN's (linear layers)
+    CT2_FORCE_CPU_ISA=AVX2|AVX512             CTranslate2's
+    NMT_PRECISION=fp32|bf16                   what nmt's `auto` precision picks (nmt/precision.py)
+
+`make test` runs the tests marked ``numerics`` a second time under ``AVX2_ONLY`` (an AVX2-only CPU:
+no fast bf16, so `auto` is fp32); the header of every run names the path it took.
+"""
+
+import math
 import os
 from pathlib import Path
 
@@ -11,6 +25,53 @@ import torch
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
+
+# An AVX2-only CPU (bf16 emulated, so `auto` -> fp32), taken by any x86 CPU (Makefile: test)
+AVX2_ONLY = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "CT2_FORCE_CPU_ISA": "AVX2",
+    "NMT_PRECISION": "fp32",
+}
+CPU_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "CT2_FORCE_CPU_ISA", "NMT_PRECISION")
+
+
+def auto_dtype_here() -> torch.dtype:
+    """The dtype of matrix products under `auto` on this process's CPU path (bf16 or fp32)."""
+    from nmt.precision import resolve_precision
+
+    return resolve_precision("auto", "cpu")[0] or torch.float32
+
+
+def pytest_report_header(config):
+    from nmt.precision import resolve_precision
+
+    forced = " ".join(f"{k}={os.environ[k]}" for k in CPU_PATH_VARIABLES if os.environ.get(k))
+    return (
+        f"cpu path: torch kernels {torch.backends.cpu.get_cpu_capability()}, "
+        f"precision auto -> {resolve_precision('auto', 'cpu')[1]}; forced: {forced or 'nothing'}"
+    )
+
+
+def tol(dtype: torch.dtype, n_accum: int, *, scale: float = 1.0, c: float = 4.0) -> float:
+    """An absolute tolerance for comparing one value computed by two float paths (two kernels, two
+    orders of summation, cached against full recomputation) in ``dtype``.
+
+    Derivation: each rounding to ``dtype`` has a relative error of at most u = eps / 2
+    (``torch.finfo(dtype).eps``). A value obtained through ``n_accum`` roundings (the length of the
+    longest chain of additions and products behind it: e.g. d_model + d_ff per layer times the
+    layers, plus the vocabulary's log-sum-exp) carries an error whose worst case is n * u * scale
+    but whose errors are independent and of either sign, so its typical size is sqrt(n) * u *
+    scale, ``scale`` being the size of the terms (|value| for log-probs and LayerNorm'd
+    activations ~1). Two paths differ by sqrt(2) times that; c = 4 (the default) is ~8 standard
+    deviations of one path, room for the largest of some 10^4 compared values. So:
+
+        tol = c * eps(dtype) * sqrt(n_accum) * scale
+
+    fp32, n = 1,000, scale 1: 1.5e-5; bf16 (eps 2^-7), same: 1.0. A test passes ``c`` larger where
+    the errors are known to add up in one direction (it says why beside the assert).
+    """
+    return c * torch.finfo(dtype).eps * math.sqrt(n_accum) * scale
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,9 @@ from nmt.infer.translate import Translator
 from nmt.model import Transformer
 from nmt.vocab import EOS
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "der", "die", "das", "ein"]
 
 

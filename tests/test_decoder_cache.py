@@ -9,6 +9,9 @@ from nmt.cache import shared_rows, take_rows_
 from nmt.config import tiny
 from nmt.model import Transformer
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 
 def model_and_data():
     torch.manual_seed(0)

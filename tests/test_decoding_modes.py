@@ -26,6 +26,9 @@ from nmt.infer.search import (
 )
 from nmt.model import Transformer
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 L = math.log
 
 

@@ -17,6 +17,9 @@ from nmt.config import tiny
 from nmt.infer.translate import Translator
 from nmt.model import Transformer
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 TINY = [
     "--preset",
     "tiny",
@@ -60,6 +63,33 @@ def trained(tiny_data, tmp_path_factory):
 @pytest.fixture(scope="module")
 def test_lines(tiny_data):
     return (tiny_data.parent / "text" / "test.en").read_text().splitlines()
+
+
+def int8_dot_products_exact() -> bool:
+    """Whether CTranslate2's int8 GEMMs (oneDNN's) accumulate u8 x s8 products exactly in int32: with
+    VNNI (avx512_vnni / avx_vnni) and oneDNN not held to AVX2. Without VNNI (an AVX2-only CPU, or
+    ONEDNN_MAX_CPU_ISA=AVX2) vpmaddubsw sums each pair of products in saturating int16 first."""
+    import os
+
+    from nmt.precision import cpu_flags
+
+    held = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("SSE41", "AVX", "AVX2")
+    return not held and bool(cpu_flags() & {"avx512_vnni", "avx_vnni"})
+
+
+def int8_agrees(q: list[str], f: list[str]) -> bool:
+    """int8 greedy outputs are mostly the float32 export's. With exact int32 dot products only the
+    quantization of weights and activations differs: >= 70% identical lines (37 of 40 measured on a
+    Zen 4). Where pairs saturate in int16 (int8_dot_products_exact() false) the outputs drift further
+    (11 of 40 identical measured, chrF against float 72): chrF >= 50 still tells a translation of the
+    float output from a broken one (the float outputs shuffled across lines score 40)."""
+    import sacrebleu
+
+    same = sum(a == b for a, b in zip(q, f))
+    if int8_dot_products_exact():
+        return same >= 0.7 * len(f) or pytest.fail(f"int8: {same}/{len(f)} identical to float32")
+    chrf = sacrebleu.corpus_chrf(q, [f]).score
+    return chrf >= 50 or pytest.fail(f"int8 without VNNI: chrF {chrf:.1f} against float32 ({same} identical)")
 
 
 def random_checkpoint(tmp_path, src_ckpt, **changes):
@@ -128,7 +158,7 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
     q = Translator.load(tmp_path / "q", engine="ctranslate2").translate(test_lines[:5], beam=2)
     assert len(q) == 5
     # ... and is int8: CTranslate2 loads its weights as int8, the file holds under half the float
-    # export's bytes, and its greedy outputs are mostly the float export's (35 of 40 measured)
+    # export's bytes, and its greedy outputs are mostly the float export's (see int8_agrees)
     import ctranslate2
 
     assert ctranslate2.Translator(str(tmp_path / "q"), device="cpu").compute_type.startswith("int8")
@@ -136,8 +166,7 @@ def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypat
     assert (tmp_path / "q" / "model.bin").stat().st_size < 0.5 * (out / "model.bin").stat().st_size
     q_greedy = Translator.load(tmp_path / "q", engine="ctranslate2").translate(test_lines, beam=1, alpha=0.0)
     assert len(q_greedy) == len(test_lines) and all(q_greedy)
-    same = sum(a == b for a, b in zip(q_greedy, ct2))
-    assert same >= 0.7 * len(ct2), f"int8: {same}/{len(ct2)} identical to float32"
+    assert int8_agrees(q_greedy, ct2)
     # CTranslate2 stops as --stopping fast: asking it for the exact rule is a clear error
     from nmt.infer.translate import TranslateError
 

@@ -9,6 +9,9 @@ from nmt.config import ConfigError, ModelConfig, apply_overrides, base, big, tin
 from nmt.model import Transformer, sinusoidal_table
 from nmt.parameter_counts import parameter_counts
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 
 def hand_count(*, V, d, d_ff, h, d_k, d_v, N, N_dec=None):
     """Parameters of the paper's architecture, from the architecture, with one shared V x d matrix

@@ -21,9 +21,10 @@ from nmt.model import Transformer
 from nmt.parameter_counts import parameter_counts
 from nmt.vocab import BOS, EOS, PAD
 
-pytestmark = pytest.mark.skipif(
-    not onednn_available(), reason="this torch build has no oneDNN packed linear ops"
-)
+pytestmark = [
+    pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear ops"),
+    pytest.mark.numerics,  # oneDNN's kernels: `make test` runs this file again on the AVX2-only path
+]
 
 
 def models(tie: bool = True):

@@ -135,6 +135,7 @@ def test_bf16_autocast_training_on_cpu_is_finite_and_close_to_fp32(tiny_data, tm
     amx_bf16 or avx512_bf16 trains exactly as bf16 does; on one that reports neither, as fp32."""
     import nmt.precision
 
+    monkeypatch.delenv("NMT_PRECISION", raising=False)  # `auto` as this test's CPUs pick it
     fp32, note = train_losses(tiny_data, tmp_path / "fp32", "--train.precision=fp32")
     assert "precision: fp32 (requested)" in note
     bf16, note = train_losses(tiny_data, tmp_path / "bf16", "--train.precision=bf16")

@@ -21,6 +21,9 @@ from nmt.infer.search import (
 from nmt.infer.topk import beam_topk, row_topk
 from nmt.model import Transformer
 
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
+
 A, B_ = 4, 5  # two ordinary tokens of the fake vocabulary (0 pad, 1 unk, 2 bos, 3 eos)
 W = 6
 
