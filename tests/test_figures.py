@@ -1,0 +1,80 @@
+"""The published figures are the result files': scripts/figures.py writes the tables of README.md,
+docs/results.md, docs/performance.md and results/speed/README.md from results/, and its check fails
+when a page says something else."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import figures  # noqa: E402
+from result_files import FigureError, score  # noqa: E402
+
+sys.path.pop(0)
+
+
+def pages() -> dict[str, str]:
+    return {page: (ROOT / page).read_text(encoding="utf-8") for page in figures.PAGES}
+
+
+def test_every_page_agrees_with_its_result_files():
+    assert figures.main(["--check"]) == 0
+
+
+def test_every_block_is_on_a_page():
+    on_pages = {b.group(1) for text in pages().values() for b in figures.BLOCK.finditer(text)}
+    assert on_pages == set(figures.BLOCKS)
+
+
+def test_a_figure_edited_by_hand_in_the_readme_fails_the_check():
+    texts = pages()
+    readme = texts["README.md"]
+    assert readme.count("**36.87**") == 1
+    texts["README.md"] = readme.replace("**36.87**", "**36.97**")
+    assert figures.stale(texts) == ["README.md: block glance"]
+
+
+def test_a_speed_ratio_edited_in_the_performance_page_fails_the_check():
+    texts = pages()
+    texts["docs/performance.md"] = texts["docs/performance.md"].replace("**0.79x**", "**1.01x**", 1)
+    assert figures.stale(texts) == ["docs/performance.md: block translate-ct2-recipe"]
+
+
+def test_the_training_rate_is_the_real_runs_median_not_the_synthetic_batch():
+    path = ROOT / "results/multi30k-30min/zen5/metrics.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    median = statistics.median(r["tgt_tokens_per_s"] for r in rows if r.get("split") == "train")
+    glance = figures.glance()
+    assert f"**{median:,.0f}** target tok/s, median of the 30-minute run" in glance
+    assert "synthetic 2,025-token batch" in glance
+
+
+def test_the_decoding_ratio_comes_first_under_the_default_exact_stopping():
+    row = next(line for line in figures.glance().splitlines() if "CTranslate2" in line)
+    assert row.index("**0.79x** under nmt's default exact stopping") < row.index("--stopping fast")
+    assert "--src-file" in row
+
+
+def test_a_marker_without_its_partner_names_the_page_and_line():
+    with pytest.raises(FigureError, match=r"page.md:3: <!-- figures:glance --> has no matching"):
+        figures.fill("page.md", "a\nb\n<!-- figures:glance -->\nc\n", {})
+
+
+def test_an_unknown_block_names_the_page_and_line():
+    with pytest.raises(FigureError, match=r"page.md:1: unknown block 'nonsense'"):
+        figures.fill("page.md", "<!-- figures:nonsense -->\n<!-- /figures:nonsense -->\n", {})
+
+
+def test_a_score_file_without_a_bleu_line_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "test.score.txt"
+    path.write_text("chrF2 = 61.08\n", encoding="utf-8")
+    with pytest.raises(FigureError, match="no 'BLEU = ' line"):
+        score(path)
