@@ -364,3 +364,58 @@ def test_export_never_replaces_its_checkpoint_a_file_or_a_directory_that_is_not_
     assert main(["export", "ctranslate2", str(trained), str(empty)]) == 0
     assert main(["export", "ctranslate2", str(trained), str(empty), "--quantization", "int8"]) == 0
     assert '"quantization": "int8"' in (empty / "nmt_export.json").read_text()
+
+
+def test_a_student_exports_with_its_own_depths_and_decodes_in_int8_in_both_engines(
+    tiny_data, test_lines, tmp_path
+):
+    """A distilled student's shape (`nmt distill`'s presets: a deeper encoder than decoder; 3 and 1
+    layers here), trained: nmt int8 and a CTranslate2 int8 export keep both depths and translate like
+    float32 (chrF >= 50 against the float32 outputs: shuffled lines score ~40), and the Hugging Face
+    export has the two depths and nmt's greedy outputs."""
+    import sacrebleu
+
+    run = tmp_path / "student"
+    depths = ["--model.n_encoder_layers=3", "--model.n_decoder_layers=1"]
+    budget = [
+        "--train.max_steps=200",
+        "--train.max_tokens=1024",
+        "--train.accum_steps=1",
+        "--train.lr_scale=0.3",
+    ]
+    assert main(["train", str(tiny_data), "--out", str(run), *TINY, *depths, *budget]) == 0
+    fp32 = Translator.load(run, precision="fp32").translate(test_lines, beam=1, alpha=0.0)
+    assert len(set(fp32)) > 10
+    int8 = Translator.load(run, precision="int8")
+    assert (len(int8.model.encoder.layers), len(int8.model.decoder.layers)) == (3, 1)
+    nmt_int8 = int8.translate(test_lines, beam=4)
+    assert (
+        all(nmt_int8)
+        and sacrebleu.corpus_chrf(int8.translate(test_lines, beam=1, alpha=0.0), [fp32]).score >= 50
+    )
+    if importlib.util.find_spec("ctranslate2") is not None:
+        import ctranslate2
+
+        out = tmp_path / "ct2-int8"
+        assert main(["export", "ctranslate2", str(run), str(out), "--quantization", "int8"]) == 0
+        weights = (out / "model.bin").read_bytes()
+        assert b"encoder/layer_2/" in weights and b"encoder/layer_3/" not in weights
+        assert b"decoder/layer_0/" in weights and b"decoder/layer_1/" not in weights
+        assert ctranslate2.Translator(str(out), device="cpu").compute_type.startswith("int8")
+        ct2 = Translator.load(out, engine="ctranslate2")
+        assert all(ct2.translate(test_lines, beam=4))
+        ct2_greedy = ct2.translate(test_lines, beam=1, alpha=0.0)
+        assert sacrebleu.corpus_chrf(ct2_greedy, [fp32]).score >= 50
+    if importlib.util.find_spec("transformers") is not None:
+        from transformers import MarianConfig, pipeline
+
+        out = tmp_path / "hf"
+        assert main(["export", "huggingface", str(run), str(out)]) == 0
+        config = MarianConfig.from_pretrained(out)
+        assert (config.encoder_layers, config.decoder_layers) == (3, 1)
+        pipe = pipeline("translation", model=str(out))
+        translator = Translator.load(run, precision="fp32")
+        for line in test_lines[:10]:
+            expected = translator.translate([line], beam=1, alpha=0.0, max_len_b=10)[0]
+            n = len(translator.encode([line])[0][0]) + 10
+            assert pipe(line, num_beams=1, max_new_tokens=n)[0]["translation_text"] == expected
