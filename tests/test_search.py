@@ -6,11 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.nn.functional as F
+from conftest import tol
 
 from nmt.config import tiny
 from nmt.infer.beam_rows import beam_slots, fill_from_end
 from nmt.infer.search import (
     EOS,
+    Ensemble,
     Hypothesis,
     RecomputePrefix,
     beam_search,
@@ -20,6 +23,7 @@ from nmt.infer.search import (
 )
 from nmt.infer.topk import beam_topk, row_topk
 from nmt.model import Transformer
+from nmt.vocab import BOS, PAD
 
 # kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
 pytestmark = pytest.mark.numerics
@@ -470,3 +474,67 @@ def test_in_place_reorder_gives_the_search_of_copies(transformer, beam, stopping
     for a, b in zip(in_place, copies):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+
+
+# ----------------------------------------------------------------------------- ensembles
+def ensemble_reference(models, src: torch.Tensor, prefix: list[int]) -> torch.Tensor:
+    """The ensemble's next-token log-probabilities after ``prefix`` for one source (1, S), from each
+    model's full forward (no cache, no search code): log_softmax of the mean of the models'
+    log-probabilities (a log-linear combination, renormalised)."""
+    tgt = torch.tensor([[BOS, *prefix]])
+    logps = [F.log_softmax(m(src, tgt)[0, -1].float(), dim=-1) for m in models]  # M x (W,)
+    return F.log_softmax(torch.stack(logps).mean(dim=0), dim=-1)
+
+
+def reference_score(models, src: torch.Tensor, tokens: list[int], alpha: float) -> float:
+    """log p(Y, EOS | x) under ensemble_reference over ((5 + |Y|) / 6) ** alpha (|Y| with EOS)."""
+    target = [*tokens, EOS]
+    logp = sum(ensemble_reference(models, src, target[:t])[target[t]].item() for t in range(len(target)))
+    return logp / ((5 + len(target)) / 6) ** alpha
+
+
+@torch.no_grad()
+def test_an_ensemble_of_two_different_models_searches_their_averaged_log_probabilities():
+    """Two models of different weights, the second sharper (its logits three times as large): the
+    ensemble's greedy output is the argmax path of the renormalised mean of the two models' log-
+    probabilities computed by hand from full forwards, and every beam-4 hypothesis scores what that
+    reference gives its tokens. Averaging probabilities (a linear mix) fails it, as does searching
+    one model's memory or cache with the other's weights. Averaging raw logits is the same
+    distribution (mean log_softmax(l_m) = mean l_m - a constant per row, removed by the renormalising
+    log_softmax), so it cannot fail this test, nor is it wrong."""
+    torch.manual_seed(1)
+    m1 = Transformer(tiny(24)).eval()
+    torch.manual_seed(2)
+    m2 = Transformer(tiny(24)).eval()
+    with torch.no_grad():  # a sharper second model: its decoder's last LayerNorm gains x 3 scale its logits
+        m2.decoder.layers[-1].final_layer_norm.weight.mul_(3.0)
+    ensemble = Ensemble([m1, m2])
+    sources = torch.tensor([[5, 9, 12, 7, EOS], [8, 8, 20, EOS, PAD]])
+    cfg = m1.cfg
+    # float32 (no autocast): a cached step against a full forward, through the encoder and the
+    # decoder's layers (d_model + d_ff each, and the positions attended) and the vocabulary's
+    # log-sum-exp; |log p| <= ~10 per token, <= 8 tokens per score
+    n_accum = 2 * cfg.n_layers * (cfg.d_model + cfg.d_ff + 16) + cfg.tgt_vocab_size
+    score_tol = 8 * tol(torch.float32, n_accum, scale=10.0)
+    greedy = greedy_search(ensemble, sources, max_len_a=0, max_len_b=8)
+    beams = beam_search(ensemble, sources, beam=4, nbest=4, alpha=0.6, max_len_a=0, max_len_b=8)
+    for i, (hyp, nbest) in enumerate(zip(greedy, beams)):
+        src = sources[i : i + 1, : int(sources[i].ne(PAD).sum())]
+        path: list[int] = []
+        while len(path) < 7:  # the 8th token may only be EOS
+            logp = ensemble_reference([m1, m2], src, path)
+            logp[[PAD, BOS]] = float("-inf")
+            token = int(logp.argmax())
+            if token == EOS:
+                break
+            path.append(token)
+        assert hyp.tokens == path
+        assert hyp.score == pytest.approx(reference_score([m1, m2], src, path, 0.0), abs=score_tol)
+        assert len(nbest) == 4 and len({tuple(h.tokens) for h in nbest}) == 4
+        for h in nbest:
+            assert h.score == pytest.approx(reference_score([m1, m2], src, h.tokens, 0.6), abs=score_tol)
+    # the two members disagree, so the test tells one member, or a mix of them, from the ensemble
+    assert (
+        greedy_search(m1, sources, max_len_a=0, max_len_b=8) != greedy
+        or greedy_search(m2, sources, max_len_a=0, max_len_b=8) != greedy
+    )
