@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from test_train import train
 from torch.utils.flop_counter import FlopCounterMode
@@ -15,6 +16,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmt.config import ModelConfig
 from nmt.data.batching import collate
 from nmt.model import Transformer
+from nmt.precision import resolve_precision
+
+# kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
+pytestmark = pytest.mark.numerics
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("gpu_bench", REPO / "benchmarks" / "gpu.py")
@@ -107,6 +112,9 @@ def test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row(tiny_data, tm
     )
     rows = table(proc.stdout)
     assert list(rows[0]) == list(gpu.COLUMNS)
+    # the run is decoded as `nmt translate` decodes it: at the precision `auto` picks on this CPU
+    # (bf16 with avx512_bf16 or AMX, else fp32); the random `base` rows run in float32 on a CPU
+    auto = "bf16" if resolve_precision("auto", "cpu")[0] == torch.bfloat16 else "fp32"
     kinds = [(r["task"], r["model"], r["precision"], r["mode"]) for r in rows]
     assert kinds == [
         ("peak", "matmul 1024^3", "bf16", ""),
@@ -116,8 +124,8 @@ def test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row(tiny_data, tm
         ("decode", "base (random)", "fp32", "greedy"),
         ("train", "base", "bf16", "compile (eager)"),
         ("train", "big", "bf16", "compile (eager)"),
-        ("decode", "run", "fp32", "beam 4"),
-        ("decode", "run", "fp32", "greedy"),
+        ("decode", "run", auto, "beam 4"),
+        ("decode", "run", auto, "greedy"),
     ]
     for r in rows[1:]:
         assert float(r["target tok/s"].replace(",", "")) > 0 and float(r["step ms"]) > 0, r
@@ -207,3 +215,51 @@ def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decode
     (fast, exact) = [[c.strip() for c in r] for r in rows]
     assert fast[0] == "fast" and fast[3] == "1.00" and exact[0] == "exact"
     assert int(exact[2].replace(",", "")) >= int(fast[2].replace(",", "")) > 0
+
+
+def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_data, tmp_path):
+    """benchmarks/speed_quality.py on a tiny run (as teacher, as student and as a two-model ensemble):
+    one row per model, engine, precision, shortlist and beam, CTranslate2 rows of the ensemble named
+    as skipped, ratios to the teacher's rows, the CPU and the commit in its JSON, its markdown file =
+    the table it prints."""
+    import json
+
+    from nmt.cli import main
+
+    train(tiny_data, tmp_path / "run", "--train.max_steps=4", "--train.save_every_steps=4")
+    assert main(["shortlist", str(tiny_data), "--out", str(tmp_path / "shortlist.txt")]) == 0
+    run = str(tmp_path / "run")
+    engines = "torch,ctranslate2" if importlib.util.find_spec("ctranslate2") else "torch"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "speed_quality.py"), "--model", f"teacher={run}"]
+        + ["--model", f"student={run}", "--model", f"ensemble={run},{run}", "--engines", engines]
+        + ["--src-file", str(tiny_data / "test.en.txt"), "--ref-file", str(tiny_data / "test.de.txt")]
+        + ["--shortlist", str(tmp_path / "shortlist.txt"), "--precisions", "fp32,int8", "--beams", "4,1"]
+        + ["--limit", "6", "--warmup", "2", "--threads", "1", "--json", str(tmp_path / "r.json")]
+        + ["--markdown", str(tmp_path / "r.md")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={
+            "PYTHONPATH": str(REPO),
+            "OMP_NUM_THREADS": "1",
+            "PATH": "/usr/bin:/bin",
+            "NMT_CACHE_DIR": str(tmp_path / "cache"),
+        },
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    n_engines = len(engines.split(","))
+    assert len(result["rows"]) == 3 * n_engines * 2 * 2 * 2
+    combos = {(r["model"], r["engine"], r["precision"], r["shortlist"], r["beam"]) for r in result["rows"]}
+    assert len(combos) == len(result["rows"])
+    for r in result["rows"]:
+        if r["model"] == "ensemble" and r["engine"] == "ctranslate2":
+            assert r["skipped"] and r["bleu"] is None
+        else:
+            assert not r["skipped"] and 0 <= r["bleu"] <= 100 and r["seconds"] > 0 and r["sentences"] == 6
+    assert result["cpu"]["Model name"] and result["commit"] and result["sentences"] == 6
+    assert (tmp_path / "r.md").read_text() in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("| teacher")]
+    assert len(lines) == n_engines * 8 and all(line.split("|")[10].strip() == "1.00" for line in lines)
+    assert "student against teacher, nmt int8 beam 4: BLEU +0.00" in proc.stdout

@@ -134,6 +134,35 @@ def test_ctranslate2_engine_scores_are_log_probs_over_the_papers_length_penalty(
             assert best.score == pytest.approx(logp / ((5 + len(target)) / 6) ** alpha, rel=1e-4, abs=1e-4)
 
 
+def test_ctranslate2_engine_holds_each_sentence_to_its_own_length_limit(trained, test_lines, tmp_path):
+    """CTranslate2 decodes a batch up to its longest sentence's limit; each output is held to its own
+    sentence's limit a * |x| + b (EOS included) and scored as the tokens returned: log p(Y, EOS | x)
+    over ((5 + |Y|) / 6) ** alpha. max_len_b = 0 makes the limits differ within one batch, and the
+    tiny model's outputs run into them."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    out = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(trained), str(out)]) == 0
+    torch_engine = Translator.load(trained, precision="fp32")
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32")
+    lines = test_lines[:16]
+    sources, _ = torch_engine.encode(lines)
+    hyps = ct2.translate_nbest(lines, beam=4, nbest=2, alpha=0.6, max_len_a=0.5, max_len_b=0)
+    at_limit = 0
+    for src, nbest in zip(sources, hyps):
+        limit = max(1, int(0.5 * len(src)))  # |x| counts EOS
+        for h in nbest:
+            target = h.tokens + [3]  # the output and EOS
+            assert len(target) <= limit
+            at_limit += len(target) == limit
+            with torch.inference_mode():
+                logits = torch_engine.model(torch.tensor([src]), torch.tensor([[2] + h.tokens]))[0]
+            logp = F.log_softmax(logits.float(), dim=-1)[torch.arange(len(target)), torch.tensor(target)]
+            # fp32 log-probs of <= 64 tokens from two engines' kernels: agree to ~1e-5 per token
+            assert h.score == pytest.approx(logp.sum().item() / ((5 + len(target)) / 6) ** 0.6, abs=1e-3)
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+    assert at_limit > 0  # the case under test occurred
+
+
 def test_ctranslate2_greedy_matches_nmt(trained, test_lines, tmp_path, monkeypatch):
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
     out = tmp_path / "ct2"

@@ -266,14 +266,35 @@ class CTranslate2Translator(TextTranslator):
                 max_input_length=0,
                 use_vmap=use_vmap,
             )
-            for j, n, res in zip(batch, max_len, out):
-                results[todo[j]] = [
-                    (
-                        [self.piece_ids.get(p, UNK) for p in pieces][: n - 1],
-                        nmt_score(score, len(pieces) + (len(pieces) < max(max_len)), alpha),
-                    )
-                    for pieces, score in zip(res.hypotheses, res.scores)
-                ]
+            for j, n, row, res in zip(batch, max_len, rows, out):
+                results[todo[j]] = self.within_limit(row, n, res, alpha=alpha, batch_limit=max(max_len))
             if on_batch is not None:
                 on_batch(len(batch))
         return results
+
+    def within_limit(
+        self, source: list[int], limit: int, result, *, alpha: float, batch_limit: int
+    ) -> list[tuple[list[int], float]]:
+        """The hypotheses of one sentence of a batch that CTranslate2 decoded up to the batch's
+        largest ``batch_limit`` tokens, held to the sentence's own ``limit`` |Y| (EOS included) as
+        the torch engine holds it: an output that ended (EOS) within its limit keeps CTranslate2's
+        score; one that reached its limit is cut to limit - 1 pieces and ended with EOS (the token
+        the torch engine forces at the last allowed step), and that output is rescored by the model
+        (score_batch: log p(pieces, EOS | x)), so that every score is that of the tokens returned.
+        Best first."""
+        kept, cut = [], []
+        for pieces, score in zip(result.hypotheses, result.scores):
+            ids = [self.piece_ids.get(p, UNK) for p in pieces]
+            ended = len(pieces) < batch_limit  # CTranslate2 stopped on EOS (not included in pieces)
+            if ended and len(pieces) + 1 <= limit:
+                kept.append((ids, nmt_score(score, len(pieces) + 1, alpha)))
+            else:
+                cut.append(ids[: limit - 1])
+        if cut:
+            source_pieces = [self.vocab[t] for t in source[:-1]]
+            scored = self.model.translator.score_batch(
+                [source_pieces] * len(cut), [[self.vocab[t] for t in ids] for ids in cut], max_input_length=0
+            )
+            for ids, res in zip(cut, scored):  # res.log_probs: one per target token, EOS included
+                kept.append((ids, sum(res.log_probs) / length_penalty(len(ids) + 1, alpha)))
+        return sorted(kept, key=lambda h: -h[1])
