@@ -41,18 +41,20 @@ class SteppedModel:
     def __init__(self, model, *, pause_at: int | None = None):
         self.model, self.cfg, self.pause_at = model, model.cfg, pause_at
         self.steps, self.encoded = 0, []
+        self.rows: list[int] = []  # the rows of each decoding step (sentences x beam)
         self.paused, self.resume = threading.Event(), threading.Event()
 
     def encode(self, src_tokens, *args, **kwargs):
         self.encoded.append(src_tokens.size(0))
         return self.model.encode(src_tokens, *args, **kwargs)
 
-    def decode_step(self, *args, **kwargs):
+    def decode_step(self, tgt_tokens, *args, **kwargs):
         self.steps += 1
+        self.rows.append(tgt_tokens.size(0))
         if self.steps == self.pause_at:
             self.paused.set()
             assert self.resume.wait(60), "the test never resumed the search"
-        return self.model.decode_step(*args, **kwargs)
+        return self.model.decode_step(tgt_tokens, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.model, name)
@@ -62,6 +64,14 @@ def stepped(translator: Translator, **kwargs) -> tuple[Translator, SteppedModel]
     t = copy.copy(translator)
     t.model = SteppedModel(translator.model, **kwargs)
     return t, t.model
+
+
+def wait_idle(batcher: Batcher, timeout: float = 30.0) -> None:
+    """Until the worker runs nothing and nothing waits (a search still going on shows here)."""
+    end = time.monotonic() + timeout
+    while batcher._running or batcher.queue_length:
+        assert time.monotonic() < end, "the worker is still busy"
+        time.sleep(0.01)
 
 
 def make_app(run_dir, *extra, limits=None, allowed_hosts=None):
@@ -153,11 +163,15 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, translator):
                 "message": "no answer within 0.5 s (--timeout); the request was cancelled",
             }
         }
-        model.resume.set()
-        steps = model.steps
+        model.resume.set()  # the search wakes up after its 504, inside its first decoding step
         r = c.post("/translate", json={"text": SENTENCES[0], "beam": 1})
         assert r.status_code == 200
-        assert model.encoded == [len(LONG), 1] and steps == 1  # the timed-out search went no further
+        wait_idle(models["tiny"].batcher)  # a search that went on would be running or done by now
+        assert model.encoded == [len(LONG), 1]
+        # the timed-out search (len(LONG) sentences: >= 2 rows a step, 4 per sentence after the
+        # first) made no step after the one it was paused in; the later request's steps have 1 row
+        assert len(LONG) >= 2 and sum(rows > 1 for rows in model.rows) == 1, model.rows
+        assert model.rows[1:] and set(model.rows[1:]) == {1}
         assert 'nmt_errors_total{status="504"} 1.0' in c.get("/metrics").text
 
 
