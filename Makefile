@@ -10,7 +10,8 @@ NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
-	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune test test-avx2 test-fast format docs docs-serve install clean
+	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune \
+	recipe-wmt14-en-de-base recipe-wmt14-en-de-big recipe-wmt14-en-fr-big test format docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	NMT="$(PY) -m nmt" sh recipes/demo.sh runs/demo
+	NMT="$(PY) -m nmt" PY="$(PY)" sh recipes/demo.sh runs/demo
 
 recipe: $(VENV)/.installed
 	NMT="$(PY) -m nmt" sh recipes/multi30k-en-de.sh runs/multi30k-en-de
@@ -56,6 +57,17 @@ recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisa
 BASE ?= runs/multi30k-en-de/average
 recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de, against scratch
 	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
+
+# The paper's Table 2 rows on GPUs (docs/gpu.md): torchrun on GPUS processes (default: every GPU torch sees),
+# ~25k target tokens per update whatever GPUS is; running the target again resumes the run
+recipe-wmt14-en-de-base: $(VENV)/.installed  # Transformer base, WMT14 en->de: 100k updates, the last 5 averaged
+	NMT="$(PY) -m nmt" PY="$(PY)" sh recipes/wmt14-en-de-base.sh runs/wmt14-en-de-base
+
+recipe-wmt14-en-de-big: $(VENV)/.installed  # Transformer big, WMT14 en->de: 300k updates, the last 20 averaged
+	NMT="$(PY) -m nmt" PY="$(PY)" sh recipes/wmt14-en-de-big.sh runs/wmt14-en-de-big
+
+recipe-wmt14-en-fr-big: $(VENV)/.installed  # Transformer big, WMT14 en->fr (dropout 0.1): 300k updates, the last 20 averaged
+	NMT="$(PY) -m nmt" PY="$(PY)" sh recipes/wmt14-en-fr-big.sh runs/wmt14-en-fr-big
 
 LINTED = nmt tests benchmarks scripts recipes
 # an AVX2-only CPU's path, taken by any x86 CPU: torch, oneDNN and CTranslate2 kernels, and `auto` -> fp32

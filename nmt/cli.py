@@ -138,7 +138,7 @@ HELP = {
     "translate": "translate raw text with a checkpoint (beam search, section 6.1)",
     "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
     "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
-    "export": "export a checkpoint to CTranslate2 or Hugging Face (MarianMTModel)",
+    "export": "export a checkpoint to CTranslate2, Hugging Face (MarianMTModel) or Argos Translate",
     "plot-attention": "heatmaps of every attention layer and head for one sentence",
     "serve": "HTTP API with dynamic batching and a web page (needs nmt[serve])",
     "score": "sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)",

@@ -596,3 +596,227 @@ def test_demo_says_the_device_it_trains_on(tmp_path, cuda):
         out.splitlines()[0]
         == f"nmt demo: Multi30k en->de, ~13 minutes of training on {device}, then beam-search translation."
     )
+
+
+# ------------------------------------------------------------------------------- the WMT14 recipes
+# Each recipe end to end at a tiny size, on a WMT14-shaped mirror served on 127.0.0.1 (the archives and
+# members of nmt.data.download's tasks, a few dozen lines each): download, prepare, torchrun with 2
+# processes (gloo) for a few updates of a 1-layer model, average, translate newstest2014, both BLEUs.
+WMT14_TINY = (
+    "--device cpu --model.n_layers=1 --model.d_model=32 --model.d_ff=64 --model.n_heads=2 --model.d_k=16 "
+    "--model.d_v=16 --train.precision=fp32 --train.max_tokens=256 --train.update_tokens=600 "
+    "--train.warmup_steps=10 --train.save_every_minutes=0 --train.save_every_steps=1 "
+    "--train.valid_every_steps=0 --train.log_every_steps=1 --train.num_threads=1"
+)
+WORDS = {
+    "en": "the small dog runs in the park with a red ball and the old man reads a long book",
+    "de": "der kleine hund läuft im park mit einem roten ball und der alte mann liest ein langes buch",
+    "fr": "le petit chien court dans le parc avec une balle rouge et le vieil homme lit un long livre",
+}
+
+
+def wmt_lines(lang: str, n: int, seed: int) -> bytes:
+    """n sentences of 4-12 words of WORDS[lang] (the same positions in every language: aligned)."""
+    words = WORDS[lang].split()
+    out = []
+    for i in range(n):
+        k = 4 + (i * 7 + seed) % 9
+        out.append(" ".join(words[(i + seed + j * 3) % len(words)] for j in range(k)))
+    return ("\n".join(out) + "\n").encode()
+
+
+def wmt14_archives(tasks) -> dict[str, dict[str, bytes]]:
+    """{archive path: {member: bytes}} of nmt.data.download's WmtTasks, laid out as on statmt.org (one
+    archive holds the members of several tasks: europarl-v7.tgz has de-en and fr-en)."""
+    import gzip
+
+    def sgm(body: bytes) -> bytes:
+        segs = "".join(f'<seg id="{i}">{s}</seg>\n' for i, s in enumerate(body.decode().splitlines(), 1))
+        return f'<srcset>\n<doc docid="x">\n{segs}</doc>\n</srcset>\n'.encode()
+
+    archives: dict[str, dict[str, bytes]] = {}
+    for task in tasks:
+        for n, (rel, member) in enumerate(task.train):
+            for lang in task.langs:
+                body = wmt_lines(lang, 60, n)
+                archives.setdefault(rel, {})[member.format(lang=lang)] = (
+                    gzip.compress(body) if member.endswith(".gz") else body
+                )
+        rel, member = task.valid
+        for lang in task.langs:
+            archives.setdefault(rel, {})[member.format(lang=lang)] = wmt_lines(lang, 10, 7)
+        rel, members = task.test
+        for lang in task.langs:
+            archives.setdefault(rel, {})[members[lang]] = sgm(wmt_lines(lang, 12, 11))
+    return archives
+
+
+def write_archives(root: Path, archives: dict[str, dict[str, bytes]]) -> None:
+    import io
+    import tarfile
+
+    for rel, members in archives.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(path, "w" if rel.endswith(".tar") else "w:gz") as tar:
+            for name, body in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(body)
+                tar.addfile(info, io.BytesIO(body))
+
+
+@pytest.fixture
+def wmt14_mirror(tmp_path):
+    """(root folder served, base URL): a local statmt.org holding tiny WMT14 en-de and en-fr."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from nmt.data import download as dl
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    root = tmp_path / "www"
+    write_archives(root, wmt14_archives((dl.WMT14_EN_DE, dl.WMT14_EN_FR)))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def run_wmt14_recipe(name: str, out: Path, url: str, tmp_path: Path, steps: int, **extra: str) -> str:
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("GPUS", "MAX_TOKENS", "TORCHRUN", "TORCHRUN_ARGS")
+        },
+        "NMT": f"{sys.executable} -m nmt",
+        "PY": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "GPUS": "2",
+        "NMT_DATA_DIR": str(tmp_path / "cache"),
+        "NMT_BASE_URL": url,
+        "VOCAB_SIZE": "60",
+        "PREPARE_ARGS": "--threads 1",
+        "TRAIN_ARGS": f"{WMT14_TINY} --train.max_steps={steps}",
+        **extra,
+    }
+    proc = subprocess.run(
+        ["sh", str(ROOT / f"recipes/{name}.sh"), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def test_wmt14_en_de_base_recipe_end_to_end_on_2_processes_and_resumed_by_a_rerun(wmt14_mirror, tmp_path):
+    """recipes/wmt14-en-de-base.sh at a tiny size: download, prepare (newstest2013 valid, newstest2014
+    test), 2 processes x 5 updates, the last 5 checkpoints averaged, newstest2014 translated, both
+    BLEUs. The same command again resumes: the finished run is kept, averaged and scored again. (The
+    big recipes run this script with other arguments: test_wmt14_recipes_pass_the_papers_settings.)"""
+    import json
+
+    out = tmp_path / "out"
+    log = run_wmt14_recipe("wmt14-en-de-base", out, wmt14_mirror, tmp_path, steps=5)
+    meta = json.loads((out / "data" / "meta.json").read_text())
+    assert (meta["src_lang"], meta["tgt_lang"]) == ("en", "de")
+    assert {k: v["pairs"] for k, v in meta["splits"].items() if k != "train"} == {"valid": 10, "test": 12}
+    assert "== training on 2 process(es)" in log and "world size 2 (gloo)" in log
+    assert "averaged 5 checkpoints (step_00000001 .. step_00000005)" in log
+    assert len((out / "newstest2014.hyp.de").read_text().splitlines()) == 12
+    score = (out / "newstest2014.score.txt").read_text()
+    assert "BLEU = " in score and "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in score
+    assert "tokenized BLEU (paper-era, compound-split; not comparable to sacreBLEU) = " in score
+    again = run_wmt14_recipe("wmt14-en-de-base", out, wmt14_mirror, tmp_path, steps=5)
+    assert "the run already finished at step 5" in again
+    assert (out / "newstest2014.score.txt").read_text() == score
+
+
+def test_wmt14_en_fr_recipe_downloads_and_prepares_en_fr(wmt14_mirror, tmp_path):
+    """recipes/wmt14-en-fr-big.sh's data (five corpora, Gigaword a .tar of .gz members) through the
+    recipe, up to the prepared folder (UNTIL=prepare)."""
+    import json
+
+    out = tmp_path / "out"
+    run_wmt14_recipe("wmt14-en-fr-big", out, wmt14_mirror, tmp_path, steps=1, UNTIL="prepare")
+    meta = json.loads((out / "data" / "meta.json").read_text())
+    assert (meta["tgt_lang"], meta["splits"]["train"]["pairs"], meta["splits"]["test"]["pairs"]) == (
+        "fr",
+        300,
+        12,
+    )
+    assert not (out / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "name,tgt,last,preset,dropout,steps,keep",
+    [
+        ("wmt14-en-de-base", "de", 5, "base", 0.1, 100_000, 5),
+        ("wmt14-en-de-big", "de", 20, "big", 0.3, 300_000, 20),
+        ("wmt14-en-fr-big", "fr", 20, "big", 0.1, 300_000, 20),
+    ],
+)
+def test_wmt14_recipes_pass_the_papers_settings(
+    tmp_path, tiny_data, name, tgt, last, preset, dropout, steps, keep
+):
+    """Each recipe's calls (a fake nmt, torchrun and Python record them; 4 GPUs visible) and its YAML as
+    nmt reads it: the paper's model, dropout (0.1 for big en-fr), updates, ~25k target tokens per update,
+    a checkpoint every 10 minutes, the last 5 / 20 averaged, beam 4, alpha 0.6, |x| + 50, both BLEUs."""
+    from nmt.config import preset as model_preset
+    from nmt.train.command import build_configs
+
+    log = tmp_path / "calls.txt"
+    for tool, body in (
+        ("nmt", 'echo "nmt $@" >> LOG'),
+        ("torchrun", 'echo "torchrun $@" >> LOG'),
+        ("py", "echo 4"),
+    ):
+        (tmp_path / tool).write_text("#!/bin/sh\n" + body.replace("LOG", str(log)) + "\n")
+        (tmp_path / tool).chmod(0o755)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("GPUS", "MAX_TOKENS", "TRAIN_ARGS", "TORCHRUN_ARGS")
+    }
+    env.update(NMT=str(tmp_path / "nmt"), TORCHRUN=str(tmp_path / "torchrun"), PY=str(tmp_path / "py"))
+    subprocess.run(
+        ["sh", str(ROOT / f"recipes/{name}.sh"), "O"], env=env, cwd=tmp_path, check=True, capture_output=True
+    )
+    config = f"{ROOT}/recipes/{name}.yaml"
+    assert log.read_text().splitlines() == [
+        f"nmt prepare wmt14 --src en --tgt {tgt} --out O/data",
+        f"torchrun --standalone --nproc-per-node=4 -m nmt train O/data --out O/run --config {config} "
+        "--resume auto",
+        f"nmt average O/run --last {last} --out O/average --force",
+        f"nmt translate O/average -i O/data/test.en.txt -o O/newstest2014.hyp.{tgt} --beam 4 --alpha 0.6 "
+        "--max-len-a 1 --max-len-b 50",
+        f"nmt score --ref O/data/test.{tgt}.txt O/newstest2014.hyp.{tgt} --paper-bleu",
+    ]
+    model, train, _ = build_configs(tiny_data, preset_name=None, config_file=config, overrides={})
+    assert vars(model) == {**vars(model_preset(preset, model.src_vocab_size)), "dropout": dropout}
+    assert (train.max_steps, train.update_tokens, train.keep_last) == (steps, 25000, keep)
+    assert (train.save_every_minutes, train.save_every_steps, train.warmup_steps) == (10, 0, 4000)
+    assert (train.label_smoothing, train.lr_scale, train.adam_beta2) == (0.1, 1.0, 0.98)
+
+
+def test_wmt14_recipe_without_a_gpu_says_so(tmp_path):
+    """No GPU visible and no GPUS: exit 2 with what to do, after preparing and before training."""
+    (tmp_path / "nmt").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "py").write_text("#!/bin/sh\necho 0\n")
+    for tool in ("nmt", "py"):
+        (tmp_path / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "GPUS"}
+    env.update(NMT=str(tmp_path / "nmt"), PY=str(tmp_path / "py"))
+    proc = subprocess.run(
+        ["sh", str(ROOT / "recipes/wmt14-en-de-base.sh"), str(tmp_path / "o")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "no GPU visible to torch" in proc.stderr and "GPUS=K" in proc.stderr

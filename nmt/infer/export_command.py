@@ -1,6 +1,6 @@
-"""The command line of `nmt export`: its arguments and its run over nmt.infer.export_ctranslate2 and
-nmt.infer.export_huggingface. User errors are ExportError, which `nmt` prints as one line
-(nmt/cli.py).
+"""The command line of `nmt export`: its arguments and its run over nmt.infer.export_ctranslate2,
+nmt.infer.export_huggingface and nmt.infer.export_argos. User errors are ExportError, which `nmt`
+prints as one line (nmt/cli.py).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from ..checkpoint import CheckpointError
+from .export_argos import export_argos
 from .export_ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
 from .export_huggingface import export_huggingface
 
@@ -15,18 +16,28 @@ from .export_huggingface import export_huggingface
 def add_export_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "format",
-        choices=("ctranslate2", "huggingface"),
-        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer",
+        choices=("ctranslate2", "huggingface", "argos"),
+        help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer; "
+        "argos: an Argos Translate package (OUT.argosmodel) for argostranslate and LibreTranslate",
     )
     parser.add_argument("checkpoint", help="checkpoint directory or run directory")
     parser.add_argument(
-        "out_dir", help="output directory: new, empty, or an earlier export (replaced atomically)"
+        "out_dir",
+        help="output directory: new, empty, or an earlier export (replaced atomically); argos: the "
+        ".argosmodel file (replaced atomically)",
     )
     parser.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,
         default=None,
-        help="ctranslate2 only: weight quantization (default: float32)",
+        help="ctranslate2 and argos: weight quantization (default: float32)",
+    )
+    parser.add_argument("--package-version", default="1.0", help="argos: the package's version (default 1.0)")
+    parser.add_argument(
+        "--languages",
+        metavar="SRC-TGT",
+        default=None,
+        help="argos: the package's language codes, e.g. en-de (default: the checkpoint's data's)",
     )
 
 
@@ -34,6 +45,22 @@ def run_export(args: argparse.Namespace, overrides: dict) -> int:
     try:
         if args.format == "ctranslate2":
             out = export_ctranslate2(args.checkpoint, args.out_dir, quantization=args.quantization)
+        elif args.format == "argos":
+            languages = None
+            if args.languages is not None:
+                src, _, tgt = args.languages.partition("-")
+                if not src or not tgt:
+                    raise ExportError(f"--languages {args.languages!r}: give SRC-TGT, e.g. en-de")
+                languages = (src, tgt)
+            out = export_argos(
+                args.checkpoint,
+                args.out_dir,
+                quantization=args.quantization,
+                version=args.package_version,
+                languages=languages,
+            )
+            print(f"nmt export: wrote {out} (argostranslate.package.install_from_path; see docs/exports.md)")
+            return 0
         else:
             if args.quantization:
                 raise ExportError("--quantization applies to ctranslate2 exports only")

@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from ..languages import language_name
 from .batcher import SearchOptions
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
 from .routes import answer
@@ -46,15 +47,6 @@ from .validation import check_text, check_work, search_alpha
 
 router = APIRouter(prefix=LIBRETRANSLATE_PREFIX, tags=["LibreTranslate"])
 
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "bg": "Bulgarian", "ca": "Catalan", "cs": "Czech", "da": "Danish", "de": "German",
-    "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "eu": "Basque", "fa": "Persian",
-    "fi": "Finnish", "fr": "French", "ga": "Irish", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian",
-    "id": "Indonesian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian",
-    "lv": "Latvian", "nl": "Dutch", "no": "Norwegian", "pl": "Polish", "pt": "Portuguese",
-    "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish", "th": "Thai",
-    "tr": "Turkish", "uk": "Ukrainian", "vi": "Vietnamese", "zh": "Chinese",
-}  # fmt: skip
 BEAM = 4  # the paper's beam (nmt's default)
 
 
@@ -74,10 +66,6 @@ def language_pairs(state: ServeState) -> dict[str, dict[str, ServedModel]]:
             for target in targets:
                 pairs.setdefault(source, {}).setdefault(target, m)
     return pairs
-
-
-def language_name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
 
 
 # -------------------------------------------------------------------------------------- request

@@ -1,0 +1,109 @@
+"""`nmt export argos` (nmt/infer/export_argos.py): the real argostranslate installs the package
+offline and translates with it as `nmt translate --engine ctranslate2` does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from serve_fixtures import SENTENCES
+
+from nmt.cli import main
+
+pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+
+# argostranslate in a process of its own: its settings (package and cache folders) are read from the
+# environment when it is imported. MiniSBD, its sentence splitter, fetches a model on first use;
+# offline, each line is one sentence (as in nmt translate).
+ARGOS = """
+import json, sys
+import argostranslate.package, argostranslate.sbd, argostranslate.settings, argostranslate.translate
+argostranslate.sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [text]
+argostranslate.package.install_from_path(sys.argv[1])
+lines = json.loads(sys.argv[2])
+out = {}
+for beam in (1, 4):
+    argostranslate.settings.beam_size = beam
+    out[beam] = [argostranslate.translate.translate(line, "en", "de") for line in lines]
+print(json.dumps(out))
+"""
+
+
+def argos_translate(package, lines: list[str], home) -> dict[str, list[str]]:
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        ARGOS_PACKAGES_DIR=str(home / "packages"),
+        ARGOS_DEVICE_TYPE="cpu",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", ARGOS, str(package), json.dumps(lines)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_argostranslate_installs_the_package_offline_and_translates_as_the_ctranslate2_engine(
+    run_dir, tmp_path
+):
+    pytest.importorskip("argostranslate", reason="argostranslate not installed (pip install 'nmt[argos]')")
+    from nmt.checkpoint import resolve_checkpoint
+    from nmt.infer.translate import Translator
+    from nmt.vocab import load_spm
+
+    package = tmp_path / "en_de.argosmodel"
+    assert main(["export", "argos", str(run_dir), str(package), "--package-version", "1.2"]) == 0
+    with zipfile.ZipFile(package) as z:
+        meta = json.loads(z.read("translate-en_de-1_2/metadata.json"))
+        assert {"translate-en_de-1_2/sentencepiece.model", "translate-en_de-1_2/model/model.bin"} <= set(
+            z.namelist()
+        )
+    assert (meta["from_code"], meta["to_code"], meta["to_name"], meta["package_version"]) == (
+        "en",
+        "de",
+        "German",
+        "1.2",
+    )
+
+    lines = [s for s in SENTENCES if s]
+    argos = argos_translate(package, lines, tmp_path / "home")
+    assert (tmp_path / "home/packages/translate-en_de-1_2/metadata.json").is_file()
+    ct2 = Translator.load(run_dir, engine="ctranslate2")
+    sp = load_spm(resolve_checkpoint(run_dir))
+    # argostranslate lets CTranslate2 stop at its default of 256 pieces (nmt: |x| + 50, and at most the
+    # model's positions, 256 here, less <s>) and searches with length penalty 0.2 (nmt: alpha 0.6)
+    argos_length = {"max_len_a": 0.0, "max_len_b": 256}
+    for beam, alpha in ((1, 0.0), (4, 0.2)):
+        nmt = ct2.translate(lines, beam=beam, alpha=alpha, **argos_length)
+        for line, ours, theirs in zip(lines, nmt, argos[str(beam)]):
+            if len(sp.encode(ours)) < 250:
+                assert theirs == ours, (beam, line)
+            else:  # a runaway translation ("the big tree" at beam 1): each stops at its own limit
+                assert len(sp.encode(theirs)) >= 250 and theirs.startswith(ours[:100]), (beam, line)
+        assert sum(len(sp.encode(t)) < 250 for t in nmt) >= len(lines) - 3
+    same = sum(a == b for a, b in zip(argos["4"], ct2.translate(lines, beam=4)))
+    print(f"argostranslate and nmt translate --engine ctranslate2 (defaults): {same}/{len(lines)} the same")
+
+
+@pytest.mark.parametrize(
+    "out, languages, message",
+    [
+        ("model.zip", [], "is a .argosmodel file"),
+        ("m.argosmodel", ["--languages", "en"], "--languages 'en': give SRC-TGT"),
+    ],
+)
+def test_a_wrong_package_name_or_languages_is_one_line(run_dir, tmp_path, capsys, out, languages, message):
+    assert main(["export", "argos", str(run_dir), str(tmp_path / out), *languages]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / out).exists()
