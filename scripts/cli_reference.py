@@ -20,8 +20,22 @@ OUT = ROOT / "docs" / "cli.md"
 WIDTH = 100
 
 
+class StableHelpFormatter(argparse.HelpFormatter):
+    """argparse's help with an option that takes a value written one way on Python 3.10 to 3.13+:
+    ``-i INPUT, --input INPUT`` (the value after each of its names). Python 3.13 writes
+    ``-i, --input INPUT``, which also moves help text between lines (the invocation is shorter than
+    the help column), so the page is made with this formatter rather than fixed up afterwards."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:  # positionals and flags: one form everywhere
+            return super()._format_action_invocation(action)
+        value = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return ", ".join(f"{option} {value}" for option in action.option_strings)
+
+
 def _help(parser: argparse.ArgumentParser) -> str:
     os.environ["COLUMNS"] = str(WIDTH)  # argparse reads the width from COLUMNS at format time
+    parser.formatter_class = StableHelpFormatter
     return parser.format_help().rstrip() + "\n"
 
 

@@ -3,6 +3,7 @@ door whose links resolve, and every results folder the docs cite exists with its
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -32,6 +33,49 @@ def test_cli_reference_check_fails_when_the_page_differs(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_reference, "OUT", stale)
     monkeypatch.setattr(sys, "argv", ["cli_reference.py", "--check"])
     assert cli_reference.main() == 1
+
+
+# argparse 3.10-3.12 on toy_parser at 70 columns; 3.13 prints "-i, --input INPUT" and moves the help
+TOY_HELP = """usage: toy [-h] [-i INPUT] [--beam N] [-v] [--pair A B] SRC
+
+positional arguments:
+  SRC
+
+options:
+  -h, --help            show this help message and exit
+  -i INPUT, --input INPUT
+                        a file
+  --beam N              beam size
+  -v, --verbose         say more
+  --pair A B, -p A B    two things
+"""
+
+
+def toy_parser(formatter_class) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toy", formatter_class=formatter_class)
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("-i", "--input", help="a file")
+    p.add_argument("--beam", metavar="N", help="beam size")
+    p.add_argument("-v", "--verbose", action="store_true", help="say more")
+    p.add_argument("--pair", "-p", nargs=2, metavar=("A", "B"), help="two things")
+    return p
+
+
+def test_cli_reference_writes_an_option_and_its_value_one_way_on_every_python(monkeypatch):
+    """The reference's formatter writes 3.10-3.12's "-i INPUT, --input INPUT" on any Python (3.13's
+    own formatter writes "-i, --input INPUT", which also puts the help on the same line), so the
+    page made on one version matches the check run on another."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import cli_reference
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("COLUMNS", "70")
+    assert toy_parser(cli_reference.StableHelpFormatter).format_help() == TOY_HELP
+    plain = toy_parser(argparse.HelpFormatter).format_help()
+    assert plain == TOY_HELP or re.search(
+        r"\n  -i, --input INPUT +a file\n", plain
+    )  # 3.13+: what it replaces
 
 
 def test_readme_is_a_front_door_of_at_most_200_lines_and_2500_words():
