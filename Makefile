@@ -11,7 +11,7 @@ export NMT_DATA_DIR
 
 .PHONY: demo recipe recipe-60 recipe-60-bidirectional recipe-distill recipe-libreoffice \
 	recipe-libreoffice-zh-en recipe-libreoffice-en-zh recipe-parse recipe-parse-paper recipe-finetune \
-	recipe-wmt14-en-de-base recipe-wmt14-en-de-big recipe-wmt14-en-fr-big test format docs docs-serve install clean
+	recipe-wmt14-en-de-base recipe-wmt14-en-de-big recipe-wmt14-en-fr-big test test-avx2 test-fast format docs docs-serve install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
