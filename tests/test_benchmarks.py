@@ -235,7 +235,8 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
         + ["--model", f"student={run}", "--model", f"ensemble={run},{run}", "--engines", engines]
         + ["--src-file", str(tiny_data / "test.en.txt"), "--ref-file", str(tiny_data / "test.de.txt")]
         + ["--shortlist", str(tmp_path / "shortlist.txt"), "--precisions", "fp32,int8", "--beams", "4,1"]
-        + ["--limit", "6", "--warmup", "2", "--threads", "1", "--json", str(tmp_path / "r.json")]
+        + ["--limit", "6", "--warmup", "2", "--threads", "1", "--max-len-b", "3"]
+        + ["--json", str(tmp_path / "r.json")]
         + ["--markdown", str(tmp_path / "r.md")],
         capture_output=True,
         text=True,

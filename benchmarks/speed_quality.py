@@ -1,0 +1,363 @@
+"""The speed-quality table: test BLEU and translation speed of a teacher, its ensemble and its distilled
+students (`nmt distill`), on every axis a user can choose, in one run on one CPU.
+
+    python benchmarks/speed_quality.py \\
+        --model teacher=runs/distill/teacher/average \\
+        --model ensemble=runs/distill/teacher/average,runs/seed2/average \\
+        --model student=runs/distill/average --model student-tiny=runs/distill-tiny/average \\
+        --src-file ../shared/data/multi30k/test.en.gz --ref-file ../shared/data/multi30k/test.de.gz \\
+        --shortlist runs/distill/shortlist.txt --threads 2 \\
+        --json results/distill/speed_quality.json --markdown results/distill/speed_quality.md
+
+Axes (each row one combination): model x engine (nmt's torch engine, CTranslate2) x precision
+(fp32, int8) x vocabulary shortlist (without; with, when --shortlist is given) x beam (4, greedy).
+Every row is text in, text out through the public API (``Translator.load(...).translate``, as
+`nmt translate`): the same test lines, the same --batch-tokens, the same thread count, each engine's
+own stopping rule (nmt: the paper's exact rule; CTranslate2: its own). A row is timed after a warm-up
+batch; loading and exporting (CTranslate2 exports a checkpoint into its cache on first use) are not
+timed. BLEU: sacreBLEU on the detokenized output. Columns: sent/s = test sentences per second;
+words/s/core = output words (whitespace-separated) per second divided by --threads; "x teacher" =
+speed over the first --model's row with the same engine, precision, shortlist and beam; "x CT2 int8
+teacher" = speed over the first model translated by CTranslate2 in int8, beam 4, without shortlist
+(the fast alternative without distillation). An ensemble has no CTranslate2 rows (one model per
+CTranslate2 translator). The CPU (lscpu) and the commit head the JSON and the markdown; compare
+figures only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nmt.checkpoint import model_config, read_config, resolve_checkpoint  # noqa: E402
+from nmt.data.prepare import read_lines  # noqa: E402
+from nmt.infer.translate import Translator  # noqa: E402
+from nmt.metrics import corpus_scores  # noqa: E402
+
+COLUMNS = (
+    "model",
+    "layers",
+    "engine",
+    "precision",
+    "shortlist",
+    "beam",
+    "BLEU",
+    "sent/s",
+    "words/s/core",
+    "x teacher",
+    "x CT2 int8 teacher",
+)
+ENGINE_NAMES = {"torch": "nmt", "ctranslate2": "CTranslate2"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row's choices."""
+
+    model: str
+    engine: str
+    precision: str
+    shortlist: bool
+    beam: int
+
+
+@dataclass
+class Row:
+    setting: Setting
+    layers: str
+    bleu: float | None = None
+    seconds: float | None = None
+    sentences: int = 0
+    words: int = 0
+    skipped: str = ""  # why the row has no figures
+
+    def rate(self, threads: int) -> tuple[float, float]:
+        """(sentences per second, output words per second per core)."""
+        return self.sentences / self.seconds, self.words / self.seconds / threads
+
+
+def parse_models(specs: list[str]) -> dict[str, list[str]]:
+    """``NAME=CKPT[,CKPT...]`` -> {name: checkpoints} (several checkpoints: an ensemble)."""
+    models = {}
+    for spec in specs:
+        name, eq, paths = spec.partition("=")
+        if not eq or not name or not paths:
+            raise SystemExit(f"--model {spec!r}: expected NAME=CHECKPOINT[,CHECKPOINT...]")
+        models[name] = paths.split(",")
+    return models
+
+
+@functools.cache
+def layers(paths: tuple[str, ...]) -> str:
+    """'N=6/2, d 256' for one model; the members' joined by '+' for an ensemble."""
+    out = []
+    for p in paths:
+        directory = resolve_checkpoint(p)
+        cfg = model_config(directory, read_config(directory))
+        out.append(f"{cfg.depth()}, d {cfg.d_model}")
+    return " + ".join(out)
+
+
+def settings(args, models: dict[str, list[str]]) -> list[Setting]:
+    shortlists = [False, True] if args.shortlist else [False]
+    return [
+        Setting(name, engine, precision, shortlist, beam)
+        for name in models
+        for engine in args.engines.split(",")
+        for precision in args.precisions.split(",")
+        for shortlist in shortlists
+        for beam in (int(b) for b in args.beams.split(","))
+    ]
+
+
+class Translators:
+    """The translator of the current (model, engine, precision, shortlist), loaded once for its beams
+    (the settings vary the beam innermost)."""
+
+    def __init__(self, shortlist: str | None):
+        self.shortlist, self.key, self.translator = shortlist, None, None
+
+    def get(self, s: Setting, paths: list[str]):
+        key = (s.model, s.engine, s.precision, s.shortlist)
+        if key != self.key:
+            self.translator = None  # the previous one's memory first
+            self.translator = Translator.load(
+                paths if s.engine == "torch" else paths[0],
+                device="cpu",
+                precision=s.precision,
+                engine=s.engine,
+                shortlist=self.shortlist if s.shortlist else None,
+            )
+            self.key = key
+        return self.translator
+
+
+def measure(
+    args, s: Setting, paths: list[str], data: tuple[list[str], list[str]], loaded: Translators
+) -> Row:
+    """Load the row's translator (not timed), warm it up on one batch, time the whole test set."""
+    lines, refs = data
+    row = Row(s, layers(tuple(paths)))
+    if s.engine == "ctranslate2" and len(paths) > 1:
+        row.skipped = "an ensemble: the torch engine only"
+        return row
+    translator = loaded.get(s, paths)
+    options = {
+        "beam": s.beam,
+        "alpha": args.alpha,
+        "batch_tokens": args.batch_tokens,
+        "max_len_b": args.max_len_b,
+    }
+    translator.translate(lines[: args.warmup], **options)
+    best = None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        hyps = translator.translate(lines, **options)
+        seconds = time.perf_counter() - start
+        best = seconds if best is None else min(best, seconds)
+    row.seconds, row.sentences = best, len(lines)
+    row.words = sum(len(h.split()) for h in hyps)
+    row.bleu = corpus_scores(hyps, [refs]).bleu
+    return row
+
+
+def find(rows: list[Row], **want) -> Row | None:
+    for r in rows:
+        if not r.skipped and all(getattr(r.setting, k) == v for k, v in want.items()):
+            return r
+    return None
+
+
+def ratios(rows: list[Row], teacher: str) -> list[tuple[float | None, float | None]]:
+    """Each row's (x teacher, x CT2 int8 teacher) speed ratios."""
+    reference = find(rows, model=teacher, engine="ctranslate2", precision="int8", shortlist=False, beam=4)
+    out = []
+    for r in rows:
+        if r.skipped:
+            out.append((None, None))
+            continue
+        same = find(rows, **{**asdict(r.setting), "model": teacher})
+        speed = r.sentences / r.seconds
+        out.append(
+            (
+                speed / (same.sentences / same.seconds) if same else None,
+                speed / (reference.sentences / reference.seconds) if reference else None,
+            )
+        )
+    return out
+
+
+def goals(rows: list[Row], teacher: str) -> list[str]:
+    """The issue's two goals, read off the rows: each student against the teacher at the same
+    precision (nmt, beam 4, no shortlist), and nmt's fastest row within 1.0 BLEU of the teacher
+    against CTranslate2 int8 translating the teacher."""
+    lines = []
+    base = find(rows, model=teacher, engine="torch", precision="fp32", shortlist=False, beam=4)
+    for r in rows:
+        s = r.setting
+        if r.skipped or s.model == teacher or s.engine != "torch" or s.shortlist or s.beam != 4:
+            continue
+        t = find(rows, model=teacher, engine="torch", precision=s.precision, shortlist=False, beam=4)
+        if t:
+            lines.append(
+                f"{s.model} against {teacher}, nmt {s.precision} beam 4: BLEU {r.bleu - t.bleu:+.2f}, "
+                f"{(r.sentences / r.seconds) / (t.sentences / t.seconds):.2f}x the sentences/s"
+            )
+    ct2 = find(rows, model=teacher, engine="ctranslate2", precision="int8", shortlist=False, beam=4)
+    if base and ct2:
+        fit = [r for r in rows if not r.skipped and r.setting.engine == "torch" and r.bleu >= base.bleu - 1.0]
+        fastest = max(fit, key=lambda r: r.sentences / r.seconds)
+        f = fastest.setting
+        lines.append(
+            f"nmt's fastest row at BLEU >= {base.bleu:.2f} - 1.0 ({f.model}, {f.precision}, "
+            f"{'shortlist, ' if f.shortlist else ''}beam {f.beam}: BLEU {fastest.bleu:.2f}): "
+            f"{(fastest.sentences / fastest.seconds) / (ct2.sentences / ct2.seconds):.2f}x CTranslate2 "
+            f"int8 translating {teacher} at beam 4 (BLEU {ct2.bleu:.2f})"
+        )
+    return lines
+
+
+def cpu() -> dict:
+    """lscpu's model name, CPU count and hypervisor, and the flags that choose nmt's kernels."""
+    info = {}
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        from machine import cpu_name
+
+        return {"Model name": cpu_name()}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("Model name", "CPU(s)", "Thread(s) per core", "Hypervisor vendor"):
+            info[key.strip()] = value.strip()
+        if key.strip() == "Flags":
+            flags = set(value.split())
+            info["flags"] = sorted(flags & {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile"})
+    return info
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def cells(r: Row, ratio: tuple, threads: int) -> list[str]:
+    s = r.setting
+    head = [s.model, r.layers, ENGINE_NAMES[s.engine], s.precision, "yes" if s.shortlist else "no"]
+    head.append("greedy" if s.beam == 1 else str(s.beam))
+    if r.skipped:
+        return head + ["-", "-", "-", "-", f"({r.skipped})"]
+    sent, words = r.rate(threads)
+    return head + [
+        f"{r.bleu:.2f}",
+        f"{sent:.1f}",
+        f"{words:.0f}",
+        "-" if ratio[0] is None else f"{ratio[0]:.2f}",
+        "-" if ratio[1] is None else f"{ratio[1]:.2f}",
+    ]
+
+
+def markdown(result: dict, rows: list[Row], args) -> str:
+    c = result["cpu"]
+    out = [
+        f"CPU: {c.get('Model name', '?')} ({c.get('CPU(s)', '?')} CPUs, "
+        f"{c.get('Hypervisor vendor', 'no')} hypervisor; flags {', '.join(c.get('flags', []))}), "
+        f"{args.threads} threads; commit {result['commit']}; "
+        f"{result['sentences']} sentences of {args.src_file}, --batch-tokens {args.batch_tokens}, "
+        f"alpha {args.alpha}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    for r, ratio in zip(rows, ratios(rows, result["teacher"])):
+        out.append("| " + " | ".join(cells(r, ratio, args.threads)) + " |")
+    if result["goals"]:
+        out += [""] + [f"- {g}" for g in result["goals"]]
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--model", action="append", required=True, help="NAME=CKPT[,CKPT...]; the first: the teacher"
+    )
+    p.add_argument("--src-file", required=True)
+    p.add_argument("--ref-file", required=True)
+    p.add_argument("--shortlist", help="an `nmt shortlist` file: every row also runs with it")
+    p.add_argument("--engines", default="torch,ctranslate2")
+    p.add_argument("--precisions", default="fp32,int8")
+    p.add_argument("--beams", default="4,1")
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--batch-tokens", type=int, default=2048)
+    p.add_argument(
+        "--max-len-b", type=int, default=50, help="outputs of at most |x| + B pieces (as nmt translate)"
+    )
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--limit", type=int, default=0, help="the first N test sentences (0: all)")
+    p.add_argument("--warmup", type=int, default=16, help="sentences translated before timing a row")
+    p.add_argument("--repeat", type=int, default=1, help="time each row this many times, keep the fastest")
+    p.add_argument("--json", help="write the rows and the machine here")
+    p.add_argument("--markdown", help="write the table here")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)  # CTranslate2's engine takes torch's thread count too
+    models = parse_models(args.model)
+    lines, refs = list(read_lines(args.src_file)), list(read_lines(args.ref_file))
+    if args.limit:
+        lines, refs = lines[: args.limit], refs[: args.limit]
+    rows, loaded = [], Translators(args.shortlist)
+    for s in settings(args, models):
+        rows.append(measure(args, s, models[s.model], (lines, refs), loaded))
+        print(
+            f"measured {len(rows)}: {' | '.join(cells(rows[-1], (None, None), args.threads)[:9])}",
+            file=sys.stderr,
+        )
+    teacher = next(iter(models))
+    result = {
+        "cpu": cpu(),
+        "commit": commit(),
+        "teacher": teacher,
+        "sentences": len(lines),
+        "threads": args.threads,
+    }
+    result["settings"] = {k: v for k, v in vars(args).items() if k not in ("json", "markdown")}
+    result["rows"] = [
+        {
+            **asdict(r.setting),
+            "layers": r.layers,
+            "bleu": r.bleu,
+            "seconds": r.seconds,
+            "sentences": r.sentences,
+            "words": r.words,
+            "skipped": r.skipped,
+        }
+        for r in rows
+    ]
+    result["goals"] = goals(rows, teacher)
+    table = markdown(result, rows, args)
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
