@@ -170,3 +170,15 @@ def test_a_teacher_without_recorded_training_files_needs_train(checkpoint, tmp_p
     assert main(["distill", str(checkpoint), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "records no training files of the teacher: give --train SRC TGT" in err
+
+
+def test_the_student_preset_is_the_default_unless_a_config_file_names_its_own():
+    from nmt.cli import build_parser
+    from nmt.train.distill_command import distill_options
+
+    def preset_of(*extra):
+        return distill_options(build_parser().parse_args(["distill", "t", "--out", "o", *extra])).preset
+
+    assert preset_of() == "student"
+    assert preset_of("--config", "c.yaml") is None  # the file's preset:, as `nmt train --config`
+    assert preset_of("--config", "c.yaml", "--preset", "student-tiny") == "student-tiny"

@@ -57,7 +57,7 @@ class DistillOptions:
     chunk_sentences: int = 1000
     teacher_precision: str = "auto"
     distilled_only: bool = False  # False: the original pairs and the distilled pairs
-    preset: str = "student"
+    preset: str | None = "student"  # None: a --config file's preset: (as `nmt train --config`)
     config: str | None = None  # a --config file for the student's training (over the preset)
     average_last: int = 5
     device: str | None = None
@@ -261,7 +261,7 @@ def student_data(
             spm_model=str(teacher),
             threads=options.threads,
         ),
-        log=lambda *a: None,
+        log=log,
     )
     for path in mixed:
         os.unlink(path)

@@ -73,10 +73,10 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--preset",
-        default=DistillOptions.preset,
+        default=None,
         choices=sorted(PRESETS),
-        help="the student's model and training (default: student, 6 encoder and 2 decoder layers; "
-        "student-tiny: 6 and 1); --model.* / --train.* change them",
+        help="the student's model and training (default: student, 6 encoder and 2 decoder layers, or "
+        "the --config file's preset:; student-tiny: 6 and 1); --model.* / --train.* change them",
     )
     p.add_argument(
         "--config", help="YAML/JSON with the student's model: and train: sections, over the preset"
@@ -102,7 +102,7 @@ def distill_options(args: argparse.Namespace) -> DistillOptions:
         chunk_sentences=args.chunk_sentences,
         teacher_precision=args.teacher_precision,
         distilled_only=args.distilled_only,
-        preset=args.preset,
+        preset=args.preset or (None if args.config else DistillOptions.preset),
         config=args.config,
         average_last=args.average_last,
         device=args.device,
@@ -121,7 +121,8 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
     distilled = distill_targets(options, corpus, teachers)
     data = student_data(options, corpus, distilled, teachers[0])
     if not (out / "average" / ckpt.MANIFEST).exists():
-        print(f"3/4 student: {options.preset} on {data} -> {out / 'student'}")
+        shape = " + ".join(x for x in (options.preset, options.config) if x)
+        print(f"3/4 student: {shape} on {data} -> {out / 'student'}")
         status = train_student(options, data, overrides)
         if status:
             return status
