@@ -64,10 +64,21 @@ def assert_same_tensors(a: Path, b: Path):
         assert torch.equal(ta[k], tb[k]), k
 
 
-def test_resume_is_exact(tiny_data, tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_is_exact(tiny_data, tmp_path, precision):
+    """Stopped mid-epoch and resumed, a run ends with the weights, Adam state, data position and RNG
+    states of the run that never stopped, bit for bit. bf16 is the default precision where the CPU
+    runs it fast (`auto`: avx512_bf16 or AMX) and is asked for by name here so that every CPU takes
+    its path (emulated elsewhere): autocast, the explicit attention of nmt/explicit_attention.py
+    and the 16-bit dropout masks (the tiny model's P_drop 0.1) must all resume exactly too."""
     per_epoch = batches_per_epoch(tiny_data, 512)
     n = per_epoch // 2 + 3  # the interruption is mid-epoch and the second half crosses an epoch boundary
-    common = ["--train.max_tokens=512", "--train.accum_steps=1", f"--train.save_every_steps={n}"]
+    common = [
+        "--train.max_tokens=512",
+        "--train.accum_steps=1",
+        f"--train.save_every_steps={n}",
+        f"--train.precision={precision}",
+    ]
     train(tiny_data, tmp_path / "straight", *common, f"--train.max_steps={2 * n}")
     train(tiny_data, tmp_path / "stopped", *common, f"--train.max_steps={n}")
     state = json.loads(
