@@ -1,6 +1,6 @@
 """The command line of `nmt export`: its arguments and its run over nmt.infer.export_ctranslate2,
-nmt.infer.export_huggingface and nmt.infer.export_argos. User errors are ExportError, which `nmt`
-prints as one line (nmt/cli.py).
+nmt.infer.export_huggingface, nmt.infer.export_argos and nmt.infer.export_onnx. User errors are
+ExportError, which `nmt` prints as one line (nmt/cli.py).
 """
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ from ..checkpoint import CheckpointError
 from .export_argos import export_argos
 from .export_ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
 from .export_huggingface import export_huggingface
+from .export_onnx import export_onnx
 
 
 def add_export_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "format",
-        choices=("ctranslate2", "huggingface", "argos"),
+        choices=("ctranslate2", "huggingface", "argos", "onnx"),
         help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer; "
-        "argos: an Argos Translate package (OUT.argosmodel) for argostranslate and LibreTranslate",
+        "argos: an Argos Translate package (OUT.argosmodel) for argostranslate and LibreTranslate; "
+        "onnx: encoder.onnx and decoder.onnx for ONNX Runtime",
     )
     parser.add_argument("checkpoint", help="checkpoint directory or run directory")
     parser.add_argument(
@@ -61,9 +63,13 @@ def run_export(args: argparse.Namespace, overrides: dict) -> int:
             )
             print(f"nmt export: wrote {out} (argostranslate.package.install_from_path; see docs/exports.md)")
             return 0
+        elif args.format == "onnx":
+            if args.quantization:
+                raise ExportError("--quantization applies to ctranslate2 and argos exports only")
+            out = export_onnx(args.checkpoint, args.out_dir)
         else:
             if args.quantization:
-                raise ExportError("--quantization applies to ctranslate2 exports only")
+                raise ExportError("--quantization applies to ctranslate2 and argos exports only")
             out = export_huggingface(args.checkpoint, args.out_dir)
     except CheckpointError as e:
         raise ExportError(str(e)) from None
