@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs,argos,onnx]"
+	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs,docx,argos,onnx]"
 	touch $@
 
 install: $(VENV)/.installed

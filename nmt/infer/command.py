@@ -17,8 +17,10 @@ import torch
 from ..checkpoint import CheckpointError
 from ..precision import resolve_precision
 from .attention import align, format_alignment
+from .document import document_kind
 from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES, mbr_results
+from .real_text_command import add_real_text_args, text_options, translate_file, translate_real_text
 from .rerank import Rerank
 from .results import ConstraintsError, TranslateError, Translation
 from .search import MAX_ALPHA, STOPPING, default_alpha
@@ -119,6 +121,7 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
         "layer's encoder-decoder attention averaged over heads (fairseq's convention)",
     )
+    add_real_text_args(parser)
 
 
 def add_sampling_args(parser: argparse.ArgumentParser) -> None:
@@ -140,28 +143,42 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if overrides:
         raise TranslateError(f"--{next(iter(overrides))}.*: translate takes no configuration overrides")
     sampling, mbr = check_translate_args(args)
-    rerank = load_rerank(args, args.rerank_weight)  # options checked before anything is read
-    lines, prefix, constraints = read_translate_inputs(args)
+    options = text_options(args)  # real text (nmt.infer.real_text): checked before anything is read
+    rerank = load_rerank(args, args.rerank_weight)
+    document = document_kind(args.input) is not None
+    lines, prefix, constraints = ([], None, None) if document else read_translate_inputs(args)
     translator = translator_from_args(args)
-    results = translate_lines(
-        args,
-        translator,
-        lines,
-        nbest=args.beam if mbr or rerank else args.nbest,
-        prefix=prefix,
-        sampling=sampling,
-        constraints=constraints,
-    )
-    if mbr is not None:
-        results = mbr_results(results, mbr)
-    elif rerank is not None:  # the beam's n-best reordered; --nbest K keeps the first K
-        results = [
-            r[: args.nbest]
-            for r in translator.rerank(
-                lines, results, rerank, alpha=args.alpha, batch_tokens=args.batch_tokens
-            )
-        ]
-    text = "".join(line + "\n" for line in output_lines(args, translator, lines, results))
+
+    def search(sentences: list[str], line_of: list[int] | None = None) -> list[list[Translation]]:
+        results = translate_lines(
+            args,
+            translator,
+            sentences,
+            nbest=args.beam if mbr or rerank else args.nbest,
+            prefix=prefix,
+            sampling=sampling,
+            constraints=constraints,
+            line_of=line_of,
+        )
+        if mbr is not None:
+            return mbr_results(results, mbr)
+        if rerank is not None:  # the beam's n-best reordered; --nbest K keeps the first K
+            return [
+                r[: args.nbest]
+                for r in translator.rerank(
+                    sentences, results, rerank, alpha=args.alpha, batch_tokens=args.batch_tokens
+                )
+            ]
+        return results
+
+    if document:
+        translate_file(args, translator, options, search)
+        return 0
+    if options.plain:
+        out = output_lines(args, translator, lines, search(lines))
+    else:
+        out = translate_real_text(args, translator, lines, options, search)
+    text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.flush()
@@ -276,16 +293,18 @@ def translate_lines(
     prefix: list[str] | None,
     sampling: Sampling | None,
     constraints: list[list[str]] | None,
+    line_of: list[int] | None = None,
 ) -> list[list[Translation]]:
     """``translator.translate_nbest`` of ``lines`` with the search options of ``args``; truncation
-    warnings and a progress bar (not for stdin or --quiet) on stderr; a ConstraintsError names
-    the --constraints file."""
+    warnings (naming line ``line_of[i]`` of sentence i, from 0; default i) and a progress bar (not
+    for stdin or --quiet) on stderr; a ConstraintsError names the --constraints file."""
     from tqdm import tqdm
 
     limit = translator.model.cfg.max_positions
 
     def warn(i: int, n: int) -> None:
-        print(f"nmt translate: warning: {truncation_message(i, n, limit)}", file=sys.stderr)
+        message = truncation_message(i if line_of is None else line_of[i], n, limit)
+        print(f"nmt translate: warning: {message}", file=sys.stderr)
 
     bar = tqdm(
         total=sum(1 for s in lines if s.strip()),

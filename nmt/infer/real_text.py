@@ -1,0 +1,261 @@
+"""Real text in, real text out: paragraphs, ALL CAPS, long sentences and inline markup, above the
+search (which translates sentences).
+
+    from nmt import Translator
+    from nmt.infer.real_text import TextOptions, translate_text
+    t = Translator.load("runs/demo/average")
+    translate_text(t, ["Two dogs play. A MAN IS RIDING A BIKE."])[0].text
+    # 'Zwei Hunde spielen. EIN MANN FÄHRT FAHRRAD.'
+    translate_text(t, ['<b>Two dogs</b> play.'], options=TextOptions(format="html"))[0].text
+
+Each text goes through (every step switchable, TextOptions):
+1. markup (``format`` "html" / "xml"): the tags taken out, the text runs translated, the tags
+   projected back (nmt.infer.markup);
+2. sentences (``split``): each line split into sentences (nmt.infer.segment), joined back with
+   every space, line break and blank line kept;
+3. capitals (``recase``): an ALL-CAPS or Title-Case sentence translated in sentence case and its
+   output recased (nmt.infer.casing);
+4. long sentences (``max_words``): a sentence of more words cut at clauses, each part translated,
+   the cut reported (TextResult.cuts).
+All the sentences of all the texts go to the model as one batch. ``TextJob`` is the same in two
+steps (the sentences to translate; the texts from their translations), for a caller with its own
+way of translating them (the HTTP server's batcher).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..data.prepare import clean_line
+from .casing import NORMAL, case_of, fewer_pieces, normal_case, recase
+from .markup import FORMATS, Document, Projected, parse
+from .results import TranslateError
+from .search import reading_order
+from .segment import Cut, Parts, cut_spans, part_output, split_text
+from .spans import Pair, char_pairs, decoded_spans, monotone_pairs, piece_spans, shift
+
+DEFAULT_MAX_WORDS = 40  # about the longest sentences of Multi30k and WMT news training data
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """How real text is handled above the search. ``format``: "text", "html" or "xml" (tags
+    projected); ``split``: sentences split within lines (False: each line is one sentence);
+    ``recase``: ALL-CAPS / Title-Case sentences translated in normal case and recased;
+    ``max_words``: longer sentences cut at clauses (0: never); ``language``: the source's ISO 639
+    code, for the sentence splitter's rules."""
+
+    format: str = "text"
+    split: bool = True
+    recase: bool = True
+    max_words: int = DEFAULT_MAX_WORDS
+    language: str = "en"
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise TranslateError(f"format {self.format!r}: choose one of {', '.join(FORMATS)}")
+        if not isinstance(self.max_words, int) or self.max_words < 0:
+            raise TranslateError(f"max_words {self.max_words!r}: must be an integer >= 0 (0: never cut)")
+
+    @property
+    def plain(self) -> bool:
+        """True when nothing is changed: each line translated as one sentence, as it is."""
+        return self.format == "text" and not self.split and not self.recase and self.max_words == 0
+
+
+PLAIN = TextOptions(split=False, recase=False, max_words=0)
+
+
+@dataclass
+class UnitOutput:
+    """The model's translation of one sentence (or part) and, for markup, the character pairs
+    (nmt.infer.spans) aligning it with its source (None: not known; a monotone guess is used)."""
+
+    text: str
+    pairs: list[Pair] | None = None
+
+
+@dataclass
+class TextResult:
+    """A text's translation, and the sentences cut because they were too long (Cut.message)."""
+
+    text: str
+    cuts: list[Cut] = field(default_factory=list)
+
+
+@dataclass
+class SentencePlan:
+    """One sentence: its case, and its parts (character spans) with their unit numbers."""
+
+    source: str
+    case: str
+    spans: list[tuple[int, int]]
+    units: list[int]
+
+
+@dataclass
+class Paragraph:
+    """A text (or a markup run) as sentences and the gaps between them."""
+
+    parts: Parts
+    sentences: list[SentencePlan]
+
+
+class TextJob:
+    """The units (sentences or parts of sentences, in normal case) that ``texts`` give the model,
+    and ``finish``: the texts from their translations. ``keep_capital``: nmt.infer.casing's."""
+
+    def __init__(
+        self,
+        texts: list[str],
+        options: TextOptions = TextOptions(),
+        *,
+        keep_capital: Callable[[str], bool] | None = None,
+    ):
+        self.options, self.keep_capital = options, keep_capital
+        self.units: list[str] = []
+        self.unit_text: list[int] = []  # the text each unit comes from
+        self.documents: list[Document | None] = []
+        self.paragraphs: list[list[Paragraph]] = []
+        self.cuts: list[list[Cut]] = []
+        for text in texts:
+            self.cuts.append([])
+            self._sentences = 0  # in this text, before the one being planned
+            if options.format == "text":
+                self.documents.append(None)
+                self.paragraphs.append([self._paragraph(text, self.cuts[-1])])
+            else:
+                doc = parse(text, html=options.format == "html")
+                self.documents.append(doc)
+                self.paragraphs.append([self._paragraph(r.text, self.cuts[-1]) for r in doc.runs])
+
+    @property
+    def needs_alignment(self) -> bool:
+        """True when tags are projected (the model's alignment is then wanted)."""
+        return self.options.format != "text"
+
+    def _paragraph(self, text: str, cuts: list[Cut]) -> Paragraph:
+        o = self.options
+        parts = split_text(text, language=o.language, split=o.split)
+        plans = []
+        for sentence in parts.sentences:
+            case = case_of(sentence) if o.recase else NORMAL
+            source = normal_case(sentence, case, keep_capital=self.keep_capital)
+            spans = cut_spans(source, o.max_words)
+            if len(spans) > 1:
+                cuts.append(
+                    Cut(
+                        sentence=self._sentences,
+                        words=len(sentence.split()),
+                        parts=len(spans),
+                        max_words=o.max_words,
+                        at=tuple(source[a:b].split()[0] for a, b in spans[1:]),
+                    )
+                )
+            self._sentences += 1
+            units = list(range(len(self.units), len(self.units) + len(spans)))
+            self.units += [source[a:b] for a, b in spans]
+            self.unit_text += [len(self.cuts) - 1] * len(spans)
+            plans.append(SentencePlan(source, case, spans, units))
+        return Paragraph(parts, plans)
+
+    def finish(self, outputs: list[UnitOutput]) -> list[TextResult]:
+        """The translated texts, from the translations of ``units`` in order."""
+        if len(outputs) != len(self.units):
+            raise ValueError(f"{len(outputs)} translations for {len(self.units)} units")
+        results = []
+        for doc, paragraphs, cuts in zip(self.documents, self.paragraphs, self.cuts):
+            done = [self._join(p, outputs) for p in paragraphs]
+            if doc is None:
+                results.append(TextResult(done[0].text, cuts))
+            else:
+                results.append(TextResult(doc.render(done), cuts))
+        return results
+
+    def _join(self, paragraph: Paragraph, outputs: list[UnitOutput]) -> Projected:
+        """A paragraph's translation (its gaps kept) and its character pairs with its source."""
+        gaps = paragraph.parts.gaps
+        text, pairs = [gaps[0]], []
+        src_at = tgt_at = len(gaps[0])
+        for plan, gap in zip(paragraph.sentences, gaps[1:]):
+            sentence, sentence_pairs = self._sentence(plan, outputs)
+            pairs += shift(sentence_pairs, src_at, tgt_at)
+            text += [sentence, gap]
+            src_at += len(plan.source) + len(gap)
+            tgt_at += len(sentence) + len(gap)
+        return Projected("".join(text), pairs)
+
+    def _sentence(self, plan: SentencePlan, outputs: list[UnitOutput]) -> tuple[str, list[Pair]]:
+        """A sentence's translation (its parts joined, recased) and its pairs with the sentence."""
+        pieces, pairs, at = [], [], 0
+        for k, ((a, b), u) in enumerate(zip(plan.spans, plan.units)):
+            out = outputs[u]
+            src = plan.source[a:b]
+            tgt = part_output(src, out.text, last=k == len(plan.spans) - 1)
+            if not tgt:
+                continue
+            if pieces:
+                at += 1  # the space before this part
+            lead = len(out.text) - len(out.text.lstrip())
+            unit_pairs = out.pairs if out.pairs is not None else monotone_pairs(src, out.text)
+            for p in shift(unit_pairs, a, at - lead):
+                if p[2] >= at and p[3] <= at + len(tgt):
+                    pairs.append(p)
+            pieces.append(tgt)
+            at += len(tgt)
+        return recase(" ".join(pieces), plan.case), pairs
+
+
+# ----------------------------------------------------------------------------- with a Translator
+def unit_output(
+    translator, source: str, translation, piece_pairs: list[tuple[int, int]] | None
+) -> UnitOutput:
+    """A Translation of ``source`` with its piece alignment (nmt.infer.attention, reading order)
+    as character pairs; without pairs when its pieces cannot be traced to characters."""
+    if piece_pairs is None or clean_line(source) != source:
+        return UnitOutput(translation.text, None)
+    text, tgt_spans = decoded_spans(translator.sp, reading_order(translator.model, translation.tokens))
+    if text != translation.text:
+        return UnitOutput(translation.text, None)
+    return UnitOutput(text, char_pairs(piece_spans(translator.sp, source), tgt_spans, piece_pairs))
+
+
+def aligned_outputs(translator, units: list[str], best: list) -> list[UnitOutput]:
+    """Each unit's best Translation with its character pairs from the model's cross-attention
+    (nmt.infer.attention.align; the torch engine: other engines give None, a monotone guess)."""
+    from .attention import align
+
+    if translator.engine != "torch":
+        return [UnitOutput(t.text) for t in best]
+    sources, _ = translator.encode(units)
+    return [
+        unit_output(translator, unit, t, align(translator.model, src, t.tokens) if src else None)
+        for unit, src, t in zip(units, sources, best)
+    ]
+
+
+def translate_units(translator, units: list[str], *, alignment: bool, **search) -> list[UnitOutput]:
+    """``translator``'s translations of ``units`` (search options as Translator.translate), with
+    their alignments (aligned_outputs) when asked."""
+    if not alignment:
+        return [UnitOutput(t) for t in translator.translate(units, **search)]
+    return aligned_outputs(
+        translator, units, [r[0] for r in translator.translate_nbest(units, nbest=1, **search)]
+    )
+
+
+def translate_text(
+    translator, texts: list[str] | str, *, options: TextOptions = TextOptions(), **search
+) -> list[TextResult] | TextResult:
+    """Each text translated as ``options`` say (see the module's docstring); one str in, one
+    TextResult out. ``search``: Translator.translate's options (beam, alpha, ...)."""
+    one = isinstance(texts, str)
+    if one:
+        texts = [texts]
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts: expected a str or a list of str")
+    keep = fewer_pieces(translator.sp) if getattr(translator, "sp", None) is not None else None
+    job = TextJob(list(texts), options, keep_capital=keep)
+    results = job.finish(translate_units(translator, job.units, alignment=job.needs_alignment, **search))
+    return results[0] if one else results

@@ -1,0 +1,77 @@
+"""Which characters of a translation came from which characters of its source: the model's piece
+alignment (nmt.infer.attention) turned into character spans, or, without one, a monotone guess.
+
+    spans = piece_spans(sp, "Two dogs play.")            # [(0, 3), (3, 8), (8, 13), (13, 14)]
+    pairs = char_pairs(src_spans, tgt_spans, [(0, 0), (1, 1)])  # [(0, 3, 0, 4), (3, 8, 4, 10)]
+
+A pair (a, b, c, d) says that source characters [a, b) and output characters [c, d) were aligned.
+nmt.infer.markup places each tag around the output words aligned to the words it wrapped.
+"""
+
+from __future__ import annotations
+
+import re
+
+Pair = tuple[int, int, int, int]  # source [a, b) aligned with output [c, d), character offsets
+TOKEN = re.compile(r"\w+|[^\w\s]")  # a word, or one punctuation mark
+
+
+def byte_to_char(text: str) -> list[int]:
+    """For each UTF-8 byte offset of ``text`` (and its end), the character offset it falls in."""
+    out = []
+    for i, c in enumerate(text):
+        out += [i] * len(c.encode("utf-8"))
+    out.append(len(text))
+    return out
+
+
+def proto_spans(proto) -> list[tuple[int, int]]:
+    """Character spans of the pieces of a SentencePieceText (its offsets are UTF-8 bytes), each
+    without the space a word-initial piece carries."""
+    text = proto.text
+    to_char = byte_to_char(text)
+    spans = []
+    for p in proto.pieces:
+        a, b = to_char[min(p.begin, len(to_char) - 1)], to_char[min(p.end, len(to_char) - 1)]
+        while a < b and text[a].isspace():
+            a += 1
+        spans.append((a, b))
+    return spans
+
+
+def piece_spans(sp, text: str) -> list[tuple[int, int]]:
+    """Character spans in ``text`` of the pieces SentencePiece encodes it into."""
+    return proto_spans(sp.encode_as_proto(text))
+
+
+def decoded_spans(sp, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
+    """The text of output ids (reading order) and the character span of each of its pieces."""
+    proto = sp.decode_ids_as_proto(ids)
+    return proto.text, proto_spans(proto)
+
+
+def char_pairs(
+    src_spans: list[tuple[int, int]], tgt_spans: list[tuple[int, int]], pairs: list[tuple[int, int]]
+) -> list[Pair]:
+    """Piece alignment pairs (source piece i, output piece j) as character pairs; pairs naming a
+    piece out of range (EOS, a truncated source) are left out."""
+    out = []
+    for i, j in pairs:
+        if i < len(src_spans) and j < len(tgt_spans):
+            out.append((*src_spans[i], *tgt_spans[j]))
+    return out
+
+
+def monotone_pairs(src: str, tgt: str) -> list[Pair]:
+    """Without a model alignment: each output token (TOKEN) aligned with the source token at the
+    same relative position (a monotone, length-proportional guess)."""
+    s = [m.span() for m in TOKEN.finditer(src)]
+    t = [m.span() for m in TOKEN.finditer(tgt)]
+    if not s or not t:
+        return []
+    return [(*s[min(len(s) - 1, int((j + 0.5) * len(s) / len(t)))], *t[j]) for j in range(len(t))]
+
+
+def shift(pairs: list[Pair], src_offset: int, tgt_offset: int) -> list[Pair]:
+    """``pairs`` with both sides moved by these offsets (a sentence's pairs in its paragraph)."""
+    return [(a + src_offset, b + src_offset, c + tgt_offset, d + tgt_offset) for a, b, c, d in pairs]

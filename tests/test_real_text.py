@@ -1,0 +1,132 @@
+"""nmt.infer.real_text: paragraphs, capitals and long sentences through one batch, nothing dropped
+(a fake translator as fragile as a single-sentence model: tests/real_text_fixtures.py)."""
+
+import pytest
+from real_text_fixtures import FakeTranslator
+
+from nmt.infer.real_text import PLAIN, TextJob, TextOptions, UnitOutput, translate_text
+from nmt.infer.results import TranslateError
+
+
+def test_every_sentence_of_a_paragraph_is_translated_and_the_spacing_kept():
+    fake = FakeTranslator()
+    text = "Two dogs play in the snow. A man is riding a bike.\n\nThe children are laughing."
+    out = translate_text(fake, text)
+    assert (
+        out.text
+        == "Zwei Hunde spielen in dem Schnee. Ein Mann ist fährt ein Fahrrad.\n\nDem Kinder sind lachend."
+    )
+    assert fake.calls == [
+        ["Two dogs play in the snow.", "A man is riding a bike.", "The children are laughing."]
+    ]  # one batch
+    plain = translate_text(fake, text, options=PLAIN).text  # a line at a time: what is lost
+    assert plain == "Zwei Hunde spielen in dem Schnee.\n\nDem Kinder sind lachend."
+
+
+def test_all_caps_and_title_case_are_translated_in_normal_case_and_recased():
+    fake = FakeTranslator()
+    assert translate_text(fake, "TWO DOGS PLAY IN THE SNOW.").text == "ZWEI HUNDE SPIELEN IN DEM SCHNEE."
+    assert translate_text(fake, "Two Dogs Play In The Snow.").text == "Zwei Hunde Spielen In Dem Schnee."
+    assert fake.calls[0] == ["Two dogs play in the snow."]
+    off = TextOptions(recase=False)
+    assert translate_text(fake, "TWO DOGS PLAY.", options=off).text == "VAAAG VAAAG VAAAG."
+
+
+def test_a_long_sentence_is_translated_in_parts_and_the_cut_reported():
+    fake = FakeTranslator()
+    text = "Two dogs play in the snow near a house, and a man is riding a bike near the house."
+    out = translate_text(fake, text, options=TextOptions(max_words=10))
+    assert fake.calls == [
+        ["Two dogs play in the snow near a house,", "and a man is riding a bike near the house."]
+    ]
+    assert (
+        out.text
+        == "Zwei Hunde spielen in dem Schnee nahe ein Haus, und ein Mann ist fährt ein Fahrrad nahe dem Haus."
+    )
+    assert [c.message() for c in out.cuts] == [
+        "sentence 1: 19 words, translated in 2 parts of at most 10 (cut before 'and')"
+    ]
+    assert translate_text(fake, text, options=TextOptions(max_words=0)).cuts == []
+
+
+def test_empty_texts_and_blank_lines_are_kept_without_calling_the_model():
+    fake = FakeTranslator()
+    assert [r.text for r in translate_text(fake, ["", "  \n", "Two dogs."])] == ["", "  \n", "Zwei Hunde."]
+    assert fake.calls == [["Two dogs."]]
+
+
+def test_plain_options_give_exactly_the_per_line_translation():
+    fake = FakeTranslator()
+    lines = ["Two dogs play in the snow.", "", "A man is riding a bike."]
+    assert [r.text for r in translate_text(fake, lines, options=PLAIN)] == fake.translate(lines)
+    assert PLAIN.plain and not TextOptions().plain
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(TranslateError, match="format 'pdf'"):
+        TextOptions(format="pdf")
+    with pytest.raises(TranslateError, match="max_words -1"):
+        TextOptions(max_words=-1)
+
+
+def test_a_job_gives_units_then_texts_for_a_caller_that_translates_them_itself():
+    job = TextJob(["One dog. Two dogs.", "THREE DOGS."])
+    assert job.units == ["One dog.", "Two dogs.", "Three dogs."]
+    assert job.unit_text == [0, 0, 1]
+    out = job.finish([UnitOutput("Ein Hund."), UnitOutput("Zwei Hunde."), UnitOutput("Drei Hunde.")])
+    assert [r.text for r in out] == ["Ein Hund. Zwei Hunde.", "DREI HUNDE."]
+
+
+# ------------------------------------------------------------------ `nmt translate` (a tiny random model)
+def run(*argv: str) -> int:
+    from nmt.cli import main
+
+    return main(["translate", *argv])
+
+
+def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(checkpoint, tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    page = tmp_path / "a.html"
+    page.write_text('<p>der <b>hund</b> &amp; <a href="x?a=1&amp;b">die katze</a>.</p>\n\n<p>ein baum.</p>\n')
+    assert (
+        run(str(checkpoint), "-i", str(page), "-o", str(tmp_path / "b.html"), "--quiet", "--max-len-b", "3")
+        == 0
+    )
+    out = (tmp_path / "b.html").read_text()
+    ET.fromstring(f"<x>{out}</x>")
+    for tag in ("<p>", "<b>", "</b>", '<a href="x?a=1&amp;b">', "</a>", "</p>", "\n\n"):
+        assert out.count(tag) == page.read_text().count(tag)
+
+
+def test_per_line_options_translate_each_line_as_given(checkpoint, tmp_path, capsys):
+    from nmt import Translator
+
+    lines = ["der hund. DIE KATZE.", "", "ein baum"]
+    src = tmp_path / "in"
+    src.write_text("\n".join(lines) + "\n")
+    search = ["--max-len-b", "3", "--beam", "2", "--quiet", "-i", str(src)]
+    assert run(str(checkpoint), *search, "--no-split", "--no-recase", "--max-words", "0") == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert plain == Translator.load(checkpoint, precision="fp32").translate(lines, beam=2, max_len_b=3)
+    assert run(str(checkpoint), *search) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # a line in, a line out, the blank one kept
+    assert run(str(checkpoint), *search, "--format", "html", "--nbest", "2") == 2
+    assert "--format html: not with --nbest" in capsys.readouterr().err
+
+
+def test_a_line_too_long_for_the_model_is_cut_and_translated_whole_not_truncated(
+    checkpoint, tmp_path, capsys
+):
+    src = tmp_path / "in"
+    src.write_text(" ".join(["katze"] * 400) + "\n")
+    assert run(str(checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet") == 0
+    err = capsys.readouterr().err
+    assert "truncated" not in err
+    cut = "400 words, translated in 16 parts of at most 40 (cut before 'katze', 'katze', 'katze', ...)"
+    assert f"line 1: sentence 1: {cut}" in err
+    assert (
+        run(str(checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet", "--max-words", "0")
+        == 0
+    )
+    assert "line 1: 400 pieces, truncated to 255" in capsys.readouterr().err
