@@ -13,9 +13,9 @@
 # Estimates, not measured (no GPU run of this recipe yet; docs/gpu.md shows how each was computed):
 #   GPU time   the paper: 12 h on 8 P100 (96 P100-hours, float32). 9.6e12 FLOPs per update (6 x
 #              parameters x tokens), 9.6e17 in all, which is 30% of the P100s' float32 peak over those
-#              96 hours; at 15-30% of the bf16 peak: ~3-6 A100-hours, ~1-2 H100-hours.
-#   memory     per GPU at max_tokens 4096, bf16: ~PEAK_BASE GB (the weights, gradients and Adam
-#              moments: 1.0 GB of it); docs/gpu.md has max_tokens per memory size.
+#              96 hours; at 10-30% of the bf16 peak: ~3-9 A100-hours, ~1-3 H100-hours.
+#   memory     per GPU at max_tokens 4096, bf16: ~5 GB (the weights, gradients and Adam moments: 1.0
+#              GB of it; activations as measured on a CPU); docs/gpu.md has max_tokens per memory size.
 #   disk       ~10 GB: downloads 1.6 GB, extracted text ~1.4 GB, prepared data ~0.7 GB; checkpoints
 #              0.76 GB each (63.1M parameters x 12 bytes: weights and Adam's two moments in float32),
 #              keep_last 5 + best = 4.5 GB; the average 0.25 GB.

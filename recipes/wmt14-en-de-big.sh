@@ -12,10 +12,10 @@
 #
 # Estimates, not measured (no GPU run of this recipe yet; docs/gpu.md shows how each was computed):
 #   GPU time   the paper: 3.5 days on 8 P100 (672 P100-hours, float32). 3.2e13 FLOPs per update,
-#              9.7e18 in all (43% of the P100s' float32 peak over those hours); at 15-30% of the
-#              bf16 peak: ~30-60 A100-hours, ~9-18 H100-hours.
-#   memory     per GPU at max_tokens 4096, bf16: ~PEAK_BIG GB (the weights, gradients and Adam
-#              moments: 3.4 GB of it); docs/gpu.md has max_tokens per memory size.
+#              9.7e18 in all (43% of the P100s' float32 peak over those hours); at 10-30% of the
+#              bf16 peak: ~30-90 A100-hours, ~10-30 H100-hours.
+#   memory     per GPU at max_tokens 4096, bf16: ~9 GB (the weights, gradients and Adam moments: 3.4
+#              GB of it; activations as measured on a CPU); docs/gpu.md has max_tokens per memory size.
 #   disk       ~60 GB: data as the base recipe (~3.7 GB); checkpoints 2.57 GB each (214.2M parameters x
 #              12 bytes), keep_last 20 + best = 54 GB; the average 0.86 GB.
 set -eu

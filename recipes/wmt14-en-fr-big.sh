@@ -14,9 +14,9 @@
 #
 # Estimates, not measured (no GPU run of this recipe yet; docs/gpu.md shows how each was computed):
 #   GPU time   as en-de big (the paper gives no separate time): 3.2e13 FLOPs per update, 9.5e18 in
-#              all; at 15-30% of the bf16 peak: ~30-60 A100-hours, ~9-18 H100-hours. 300,000 updates
+#              all; at 10-30% of the bf16 peak: ~30-90 A100-hours, ~10-30 H100-hours. 300,000 updates
 #              of 25k tokens are ~2 epochs of the 36M pairs.
-#   memory     per GPU at max_tokens 4096, bf16: ~PEAK_BIG GB, as en-de big (docs/gpu.md).
+#   memory     per GPU at max_tokens 4096, bf16: ~9 GB, as en-de big (docs/gpu.md).
 #   disk       ~75 GB: downloads ~7 GB, extracted text ~10 GB, prepared data ~5.5 GB; checkpoints
 #              2.51 GB each (209.1M parameters x 12 bytes), keep_last 20 + best = 53 GB; the average 0.84 GB.
 set -eu

@@ -78,6 +78,32 @@ def test_cli_reference_writes_an_option_and_its_value_one_way_on_every_python(mo
     )  # 3.13+: what it replaces
 
 
+def test_presets_tables_match_nmt_config():
+    """docs/gpu.md's presets tables are what scripts/presets_table.py writes from nmt/config.py."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "presets_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_presets_tables_check_fails_when_a_default_differs(tmp_path, monkeypatch):
+    """small's lr_scale 2.0 written as 1 on the page: the check fails."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import presets_table
+    finally:
+        sys.path.pop(0)
+    page = presets_table.render(presets_table.OUT.read_text(encoding="utf-8"))
+    row = next(line for line in page.splitlines() if line.startswith("| `small` | 2,048 | 4,096 | 2 |"))
+    stale = tmp_path / "gpu.md"
+    stale.write_text(page.replace(row, row.replace("| 4,096 | 2 |", "| 4,096 | 1 |")), encoding="utf-8")
+    monkeypatch.setattr(presets_table, "OUT", stale)
+    monkeypatch.setattr(sys, "argv", ["presets_table.py", "--check"])
+    assert presets_table.main() == 1
+
+
 def test_readme_is_a_front_door_of_at_most_200_lines_and_2500_words():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 200

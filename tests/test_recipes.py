@@ -717,6 +717,7 @@ def run_wmt14_recipe(name: str, out: Path, url: str, tmp_path: Path, steps: int,
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_wmt14_en_de_base_recipe_end_to_end_on_2_processes_and_resumed_by_a_rerun(wmt14_mirror, tmp_path):
     """recipes/wmt14-en-de-base.sh at a tiny size: download, prepare (newstest2013 valid, newstest2014
     test), 2 processes x 5 updates, the last 5 checkpoints averaged, newstest2014 translated, both
@@ -740,6 +741,7 @@ def test_wmt14_en_de_base_recipe_end_to_end_on_2_processes_and_resumed_by_a_reru
     assert (out / "newstest2014.score.txt").read_text() == score
 
 
+@pytest.mark.slow
 def test_wmt14_en_fr_recipe_downloads_and_prepares_en_fr(wmt14_mirror, tmp_path):
     """recipes/wmt14-en-fr-big.sh's data (five corpora, Gigaword a .tar of .gz members) through the
     recipe, up to the prepared folder (UNTIL=prepare)."""
