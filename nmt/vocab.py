@@ -17,6 +17,12 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 
 
+def target_tag(lang: str) -> str:
+    """The target-language tag of a multi-target model's source sentences, one user-defined piece
+    of its vocabulary (Marian's and Hugging Face's convention): 'de' -> '>>de<<' (nmt.data.multilingual)."""
+    return f">>{lang}<<"
+
+
 def check_special_ids(recorded: dict | None, source: str) -> None:
     """Raise ValueError naming ``source`` when recorded special ids differ from ``SPECIAL_IDS``
     (``None``: nothing recorded, accepted)."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from . import download as dl
+from .multilingual import MULTIPLE, merge_tagged, target_langs
 from .prepare import DATASETS, SPLITS, WMT14_EN_FR_VOCAB, DataError, PrepareOptions, format_report, prepare
 
 
@@ -15,7 +17,14 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("dataset", choices=DATASETS)
     p.add_argument("--src", required=True, metavar="LANG", help="source language code, e.g. en")
-    p.add_argument("--tgt", required=True, metavar="LANG", help="target language code, e.g. de")
+    p.add_argument(
+        "--tgt",
+        required=True,
+        metavar="LANG",
+        help="target language code, e.g. de; several (de,fr,cs): one corpus per target, each source "
+        "tagged >>de<< etc. for one multi-target model (files: write {tgt} in the --train/--valid/--test "
+        "paths where the target's code goes)",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument(
         "--vocab-size",
@@ -99,12 +108,29 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
 def run_prepare(args: argparse.Namespace) -> int:
     """`nmt prepare`: the options checked, the corpus fetched or located, prepared, reported."""
     copies = check_prepare_args(args)
-    splits, downloads = locate_corpus(args)
-    for rel, digest in downloads.items():
-        print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
-    options = prepare_options(args, bpe_dropout_copies=copies)
-    splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
-    meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
+    langs = target_langs(args.tgt) if "," in args.tgt else []
+    if args.src in langs:
+        raise DataError(f"--src {args.src} is also one of --tgt {args.tgt}")
+    with tempfile.TemporaryDirectory(prefix=".nmt-prepare-tagged-") as tagged_dir:
+        if langs:  # one corpus per target, their sources tagged, concatenated
+            splits, downloads = {}, {}
+            for lang in langs:
+                splits[lang], found = locate_corpus(for_target(args, lang))
+                downloads.update(found)
+            splits = merge_tagged(
+                {
+                    lang: {s: (Path(a), Path(b)) for s, (a, b) in files.items()}
+                    for lang, files in splits.items()
+                },
+                Path(tagged_dir),
+            )
+        else:
+            splits, downloads = locate_corpus(args)
+        for rel, digest in downloads.items():
+            print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
+        options = prepare_options(args, bpe_dropout_copies=copies, tgt_langs=tuple(langs))
+        splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
+        meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
     print(format_report(meta))
     print(f"wrote {args.out}")
     return 0
@@ -132,6 +158,22 @@ def check_prepare_args(args: argparse.Namespace) -> int:
             if Path(path).exists() and not Path(path).is_file():
                 raise DataError(f"--{split} {path}: not a regular file (a text file, one sentence per line)")
     return copies
+
+
+def for_target(args: argparse.Namespace, lang: str) -> argparse.Namespace:
+    """The arguments of one target of several: --tgt LANG, and {tgt} in the file paths replaced."""
+    one = argparse.Namespace(**vars(args))
+    one.tgt = lang
+    for split in SPLITS:
+        paths = getattr(args, split)
+        if paths:
+            if not any("{tgt}" in p for p in paths):
+                raise DataError(
+                    f"--{split} {' '.join(paths)}: with several targets (--tgt {args.tgt}) write {{tgt}} "
+                    "where each target's code goes, e.g. --train train.en-{tgt}.en train.en-{tgt}.{tgt}"
+                )
+            setattr(one, split, [p.replace("{tgt}", lang) for p in paths])
+    return one
 
 
 def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -165,15 +207,19 @@ def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
     return splits, downloads
 
 
-def prepare_options(args: argparse.Namespace, *, bpe_dropout_copies: int) -> PrepareOptions:
-    """The recipe of `nmt prepare`'s options (the vocabulary size of WMT14 en-fr is the paper's)."""
+def prepare_options(
+    args: argparse.Namespace, *, bpe_dropout_copies: int, tgt_langs: tuple[str, ...] = ()
+) -> PrepareOptions:
+    """The recipe of `nmt prepare`'s options (the vocabulary size of WMT14 en-fr is the paper's);
+    with several targets ``tgt_langs``, the target language is "mul"."""
     vocab_size = args.vocab_size
     if vocab_size is None and args.dataset == "wmt14" and "fr" in (args.src, args.tgt):
         vocab_size = WMT14_EN_FR_VOCAB
     return PrepareOptions(
         dataset=args.dataset,
         src_lang=args.src,
-        tgt_lang=args.tgt,
+        tgt_lang=MULTIPLE if tgt_langs else args.tgt,
+        tgt_langs=tgt_langs,
         vocab_size=vocab_size,
         max_len=args.max_len,
         max_ratio=args.max_ratio,

@@ -50,7 +50,7 @@ from nmt.atomic import fsync_files, replace_dir, restore_aside
 from nmt.data import download as dl
 from nmt.data.binarize import binarize, binarize_samples
 from nmt.data.download import DataError
-from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids
+from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids, target_tag
 
 SPLITS = ("train", "valid", "test")
 CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
@@ -173,6 +173,9 @@ class PrepareOptions:
     # same vocabulary id for id, so that models trained on either data set can be ensembled or one
     # fine-tuned on the other (knowledge distillation, back-translation)
     spm_model: str | None = None
+    # one model for several target languages (nmt.data.multilingual): the targets, whose tags
+    # (>>de<<, nmt.vocab.target_tag) open the source sentences and are user-defined pieces
+    tgt_langs: tuple[str, ...] = ()
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
@@ -265,6 +268,7 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
         "dataset": options.dataset,
         "src_lang": options.src_lang,
         "tgt_lang": options.tgt_lang,
+        **({"tgt_langs": list(options.tgt_langs)} if options.tgt_langs else {}),
         "vocab_size": vocab.sp.get_piece_size(),
         "dtype": vocab.dtype,
         "special_ids": SPECIAL_IDS,
@@ -332,6 +336,9 @@ def _vocabulary(
     clock = time.perf_counter()
     if o.spm_model is not None:
         sp, record = _reuse_spm(Path(o.spm_model), tmp / "spm")
+        missing = [target_tag(t) for t in o.tgt_langs if sp.piece_to_id(target_tag(t)) == sp.unk_id()]
+        if missing:
+            raise DataError(f"--spm-model {o.spm_model}: no piece {', '.join(missing)} (the target tags)")
         log(f"vocabulary of {sp.get_piece_size()} reused from {o.spm_model}")
         return _Vocabulary(sp, record)
     record = dict(
@@ -350,6 +357,8 @@ def _vocabulary(
         hard_vocab_limit=False,
         num_threads=o.threads,
     )
+    if o.tgt_langs:  # each tag one piece, wherever it stands
+        record["user_defined_symbols"] = [target_tag(lang) for lang in o.tgt_langs]
     sp = train_spm(list(train_files), tmp / "spm", seed=o.seed, **record)
     log(f"vocabulary of {sp.get_piece_size()} learned in {time.perf_counter() - clock:.1f}s")
     return _Vocabulary(sp, record)

@@ -13,8 +13,9 @@ translates with the models served.
 The parameters come as JSON, as a form (urlencoded, as libretranslatepy sends them, or multipart)
 or in the query string. A language pair is served by the first model whose checkpoint's data has
 that source language and that target language (or, for a model of several target languages, has it
-among them). Each line of a text is translated as one sentence (nmt's models translate sentences);
-HTML keeps its tags and translates the text between them (nmt/serve/segments.py). Detection
+among them: its sentences then start with the target's tag, nmt.data.multilingual). Each line of a
+text is translated as one sentence (nmt's models translate sentences); HTML keeps its tags and
+translates the text between them (nmt/serve/segments.py). Detection
 cannot tell languages of one script apart: it ranks the source languages served by the share of
 the text's characters in each one's vocabulary (the confidence, 0 to 100). With ``--api-key`` a
 translation or detection needs the key (``api_key``, or the headers of nmt's API): missing is a
@@ -38,6 +39,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..languages import language_name
+from ..vocab import target_tag
 from .batcher import SearchOptions
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
 from .routes import answer
@@ -175,12 +177,14 @@ def detect(state: ServeState, text: str) -> list[dict]:
 
 @dataclass
 class Route:
-    """The model that translates a request, its pair, and the source detected (source "auto")."""
+    """The model that translates a request, its pair, the source detected (source "auto"), and the
+    target-language tag in front of each sentence for a multi-target model."""
 
     model: ServedModel
     source: str
     target: str
     detected: dict | None = None
+    tag: str | None = None
 
 
 def route(state: ServeState, source: str, target: str, texts: list[str]) -> Route:
@@ -201,7 +205,8 @@ def route(state: ServeState, source: str, target: str, texts: list[str]) -> Rout
             f"{language_name(target)} ({target}) is not available as a target language from "
             f"{language_name(source)} ({source})",
         )
-    return Route(pairs[source][target], source, target, detected)
+    m = pairs[source][target]
+    return Route(m, source, target, detected, target_tag(target) if m.info.get("tgt_langs") else None)
 
 
 # ------------------------------------------------------------------------------------ translate
@@ -255,7 +260,7 @@ async def translate(request: Request) -> Response:
         raise ApiError(400, f"{fmt} format is not supported")
     r = route(state, str(source), str(target), texts)
     templates = [html_template(t) if fmt == "html" else plain_template(t) for t in texts]
-    sentences = [s for t in templates for s in t.sentences]
+    sentences = [f"{r.tag} {s}" if r.tag else s for t in templates for s in t.sentences]
     check_limits(state, sentences)
     results = []
     if sentences:

@@ -198,6 +198,7 @@ def model_info(name: str, path: Path, translator) -> dict:
         "checkpoint": Path(path).resolve().name,
         "src_lang": data.get("src_lang"),
         "tgt_lang": data.get("tgt_lang"),
+        "tgt_langs": data.get("tgt_langs"),  # a multi-target model's (nmt.data.multilingual)
         "config": {"model": config.get("model", {})},
     }
     model = getattr(translator, "model", None)
