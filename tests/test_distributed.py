@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import tol
 from safetensors.torch import load_file
 
 from nmt import checkpoint as ckpt
@@ -187,6 +188,78 @@ def test_max_epochs_with_uneven_shards_stops_together(tiny_data, tmp_path):
     final = state_of(ckpt.list_step_checkpoints(run)[-1])
     assert final["step"] == 22 and final["accum"] == 1
     assert final["positions"] == [[2, 0], [2, 0]]  # every rank consumed exactly its shard, twice
+
+
+# ----------------------------------------------------------------------------- validation, best, patience
+def valid_records(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["split"] == "valid"]
+
+
+def reference_valid_loss(data: Path, checkpoint: Path) -> float:
+    """The label-smoothed loss per target token of the valid split under ``checkpoint``'s weights, in
+    one process from the composite definition (nmt.train.loss.label_smoothed_nll_loss), not the
+    trainer's fused one: what rank 0's validation must report for the whole split."""
+    from nmt.data.batching import collate
+    from nmt.data.prepare import ParallelDataset
+    from nmt.train.loss import label_smoothed_nll_loss
+
+    model, config = ckpt.load_model(checkpoint)
+    model.eval()
+    valid = ParallelDataset.load(data, "valid")
+    loss_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(valid), 16):
+            batch = collate([valid[i] for i in range(start, min(start + 16, len(valid)))])
+            loss, _, n = label_smoothed_nll_loss(
+                model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=config["train"]["label_smoothing"]
+            )
+            loss_sum, tokens = loss_sum + loss.item(), tokens + n
+    return loss_sum / tokens
+
+
+def test_two_processes_validate_the_whole_split_and_keep_the_best(tiny_data, tmp_path):
+    """2 processes, a validation every 4 updates: rank 0 validates the whole valid split (its loss is
+    the one-process loss of the same weights), the best checkpoint is the step of the lowest valid
+    loss and holds that step's weights, and both ranks finish (no collective left waiting)."""
+    run = tmp_path / "run"
+    rc, out = torchrun(
+        tiny_data, run, *UNEVEN, "--train.max_steps=12", "--train.valid_every_steps=4", timeout=120
+    )
+    assert rc == 0, out[-3000:]
+    records = valid_records(run)
+    assert [r["step"] for r in records] == [4, 8, 12]
+    best = min(records, key=lambda r: r["loss"])
+    assert state_of(run / "checkpoints" / "best")["step"] == best["step"]
+    assert_identical(run / "checkpoints" / "best", run / "checkpoints" / f"step_{best['step']:08d}")
+    # fp32 (TINY): the loss of the 680 valid tokens, summed in another order by another loss function
+    # (fused against composite, batches of other sizes); |loss| ~ 4, each token's log_softmax over W
+    # pieces after 2 x (d_model + d_ff) accumulations per layer
+    for r in records:
+        want = reference_valid_loss(tiny_data, run / "checkpoints" / f"step_{r['step']:08d}")
+        assert r["loss"] == pytest.approx(want, abs=tol(torch.float32, 680 + 2 * 2 * (32 + 64), scale=4.0))
+
+
+def test_two_processes_stop_together_on_patience(tiny_data, tmp_path):
+    """Early stopping under 2 processes: with a learning rate too small to move any weight
+    (lr_scale 1e-12: Adam's steps of ~1e-14 vanish in float32's rounding of weights ~0.1) every
+    validation ties the first, so none is better: patience 2 stops both ranks at the third
+    validation (rank 0 decides and broadcasts), exit 0, the best is the first."""
+    run = tmp_path / "run"
+    extra = [
+        "--train.max_steps=40",
+        "--train.valid_every_steps=4",
+        "--train.patience=2",
+        "--train.lr_scale=1e-12",
+    ]
+    rc, out = torchrun(tiny_data, run, *UNEVEN, *extra, timeout=120)
+    assert rc == 0, out[-3000:]
+    records = valid_records(run)
+    assert [r["step"] for r in records] == [4, 8, 12] and len({r["loss"] for r in records}) == 1
+    assert "early stopping: 2 validations without a better valid loss" in out
+    assert "stopped (patience) at step 12" in out
+    assert state_of(run / "checkpoints" / "best")["step"] == 4
+    assert state_of(ckpt.list_step_checkpoints(run)[-1])["step"] == 12
 
 
 # ----------------------------------------------------------------------------- exact resume, preemption
