@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .batcher import Cancelled, Measured, QueueFull, SearchOptions
 from .errors import ApiError, error_response
+from .real_text import text_body, text_job
 from .schemas import (
     POST_ERRORS,
     AttentionRequest,
@@ -38,6 +39,7 @@ from .validation import (
     read_json,
     search_alpha,
     served_model,
+    torch_model,
 )
 
 router = APIRouter()
@@ -147,12 +149,19 @@ async def translate(request: Request) -> Response:
     check_translate(req, sentences, m, state.limits)
     if not sentences:
         return JSONResponse({"model": m.name, "translations": []})
+    job = text_job(req, sentences, m.batcher.translator)  # real text (nmt.serve.real_text); None: plain
+    units = sentences if job is None else job.units
     constraints = checked_constraints(req, sentences, m)
-    measured = m.batcher.measure(sentences)
+    measured = m.batcher.measure(units)
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
     options = SearchOptions(req.beam, search_alpha(req.beam, req.alpha), req.nbest, req.mbr, constraints)
-    results = await answer(request, state, m, sentences, options, n_tokens=tokens, alignment=req.alignment)
+    aligned = req.alignment or (job is not None and job.needs_alignment and torch_model(m))
+    results = (
+        await answer(request, state, m, units, options, n_tokens=tokens, alignment=aligned) if units else []
+    )
     state.metrics.sentences.labels(model=m.name).inc(len(sentences))
+    if job is not None:
+        return JSONResponse(text_body(m.name, job, m.batcher.translator, results, measured.truncated))
     return JSONResponse(translation_body(m.name, results, measured, alignment=req.alignment))
 
 

@@ -4,7 +4,7 @@ tests/test_serve_fuzz.py, which checks every answer against them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,21 @@ class TranslateRequest(BaseModel):
         description="terminology: target phrases each translation must contain, in any order (hard lexical "
         "constraints, nmt.infer.constraints): a list of phrases for one text, a list of them per "
         "sentence for a list; torch engine",
+    )
+    format: Literal["text", "html", "xml"] = Field(
+        "text",
+        description="html / xml: tags taken out, the text translated, the tags put back around the aligned "
+        "words (nmt.infer.markup); not with nbest > 1, alignment or constraints",
+    )
+    split: bool = Field(
+        True,
+        description="split each text into sentences, join their translations (false: a text is one sentence)",
+    )
+    recase: bool = Field(
+        True, description="ALL-CAPS / Title-Case sentences translated in normal case, then recased"
+    )
+    max_words: int = Field(
+        40, ge=0, description="sentences of more words cut at clauses, with a warning (0: never)"
     )
 
 

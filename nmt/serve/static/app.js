@@ -73,16 +73,19 @@ async function translate(event) {
   event.preventDefault();
   const text = $("source").value.trim();
   if (!text) return;
-  const model = $("model").value, beam = Number($("beam").value) || 4;
-  const nbest = Math.min(Number($("nbest").value) || 1, beam);
+  const model = $("model").value, beam = Number($("beam").value) || 4, format = $("format").value;
+  // a paragraph or markup: its sentences translated and joined (nmt.infer.real_text), one output
+  const whole = format !== "text" || text.includes("\n") || /[.!?]\s+\S/.test(text);
+  const nbest = whole ? 1 : Math.min(Number($("nbest").value) || 1, beam);
   $("go").disabled = true; $("status").className = ""; $("status").textContent = "translating...";
   $("heatmap").dataset.drawn = "";
   try {
     const [tr, att] = await Promise.all([
-      post("/translate", { model, text, beam, nbest }),
+      post("/translate", { model, text, beam, nbest, format }),
       // an engine without attention maps (--engine ctranslate2) answers 400: translate without a heatmap
-      post("/attention", { model, text, beam })
-        .catch((e) => ({ cross: [], source_pieces: [], target_pieces: [], missing: e.message })),
+      whole ? { cross: [], source_pieces: [], target_pieces: [], missing: "one sentence at a time" }
+        : post("/attention", { model, text, beam })
+          .catch((e) => ({ cross: [], source_pieces: [], target_pieces: [], missing: e.message })),
     ]);
     const best = tr.translations[0];
     $("translation").textContent = best.text;
@@ -103,12 +106,23 @@ async function translate(event) {
     $("head").appendChild(mean);
     $("result").hidden = false;
     draw();
-    $("status").textContent = att.missing ? "no heatmap: " + att.missing : "";
+    $("status").textContent = [att.missing ? "no heatmap: " + att.missing : "", ...(tr.warnings || [])]
+      .filter(Boolean).join("; ");
   } catch (e) {
     $("status").className = "error"; $("status").textContent = e.message;
   } finally {
     $("go").disabled = false;
   }
+}
+
+// a dropped .txt, .md or .html file: its text in the box, the format from its name
+async function dropFile(event) {
+  const file = event.dataTransfer.files[0];
+  if (!file) return;
+  event.preventDefault();
+  $("source").value = await file.text();
+  $("format").value = /\.html?$/i.test(file.name) ? "html" : /\.xml$/i.test(file.name) ? "xml" : "text";
+  $("status").className = ""; $("status").textContent = file.name + ": " + file.size + " bytes";
 }
 
 async function init() {
@@ -123,6 +137,8 @@ async function init() {
   [...$("model").options].forEach((o, i) => { o.value = health.models[i]; });
   $("keyrow").hidden = !health.auth;
   $("form").addEventListener("submit", translate);
+  $("source").addEventListener("dragover", (e) => e.preventDefault());
+  $("source").addEventListener("drop", dropFile);
   $("layer").addEventListener("change", draw);
   $("head").addEventListener("change", draw);
   window.addEventListener("resize", draw);
