@@ -93,6 +93,15 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
         help="how many sampled segmentations (default 10 with --bpe-dropout)",
     )
     p.add_argument(
+        "--case-augment",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="not in the paper: rewrite each train pair with probability P in ALL CAPS or (as "
+        "likely) Title Case, both sides, before learning the vocabulary (Marian's --all-caps-every, "
+        "OpusTrainer's UpperCase/TitleCase); default 0: off",
+    )
+    p.add_argument(
         "--spm-model",
         default=None,
         metavar="FILE",
@@ -149,6 +158,8 @@ def check_prepare_args(args: argparse.Namespace) -> int:
             f"--bpe-dropout {args.bpe_dropout} --bpe-dropout-copies {copies}: need "
             "0 < P < 1 and K >= 1 (or P = 0 and no copies)"
         )
+    if not 0.0 <= args.case_augment <= 1.0:
+        raise DataError(f"--case-augment {args.case_augment}: must be in [0, 1] (a share of the train pairs)")
     if args.spm_model is not None and (args.vocab_size is not None or args.character_coverage is not None):
         raise DataError("--spm-model reuses a vocabulary: --vocab-size and --character-coverage do not apply")
     if args.vocab_size is not None and args.vocab_size < 1:
@@ -231,4 +242,5 @@ def prepare_options(
         bpe_dropout=args.bpe_dropout,
         bpe_dropout_copies=bpe_dropout_copies,
         spm_model=args.spm_model,
+        case_augment=args.case_augment,
     )

@@ -49,6 +49,7 @@ import numpy as np
 from nmt.atomic import fsync_files, replace_dir, restore_aside
 from nmt.data import download as dl
 from nmt.data.binarize import binarize, binarize_samples
+from nmt.data.case_augment import augment_case
 from nmt.data.download import DataError
 from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids, target_tag
 
@@ -176,6 +177,9 @@ class PrepareOptions:
     # one model for several target languages (nmt.data.multilingual): the targets, whose tags
     # (>>de<<, nmt.vocab.target_tag) open the source sentences and are user-defined pieces
     tgt_langs: tuple[str, ...] = ()
+    # not in the paper: this share of train pairs rewritten in ALL CAPS or Title Case, both sides
+    # (nmt.data.case_augment; Marian's --all-caps-every, OpusTrainer's UpperCase / TitleCase)
+    case_augment: float = 0.0
 
 
 def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
@@ -309,6 +313,8 @@ def _clean_splits(
         cleaning[split] = _clean_split(src_path, tgt_path, files, drop_empty=split == "train")
         if split == "train" and o.shuffle_train:
             _shuffle_pairs(files, seed=o.seed)
+        if split == "train" and o.case_augment > 0:
+            cleaning[split]["case_augmented"] = augment_case(files, fraction=o.case_augment, seed=o.seed)
         text_files[split] = files
         log(f"{split}: read {cleaning[split]['read']} pairs from {src_path}, {tgt_path}")
     return cleaning, text_files
