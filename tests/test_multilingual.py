@@ -68,7 +68,26 @@ def test_the_tag_chooses_the_target_language(multi_run):
     assert tagged(["a cat", "", " "], "fr") == [">>fr<< a cat", "", " "]
 
 
-def test_libretranslate_api_lists_and_translates_every_target(multi_run):
+def test_nmt_translate_target_lang_tags_every_sentence_or_names_the_targets(multi_run, tmp_path, capsys):
+    from nmt.infer.translate import Translator
+
+    src = tmp_path / "src.en"
+    src.write_text("\n".join(SENTENCES[:2]) + "\n\n")  # an empty line stays empty
+    assert (
+        main(["translate", str(multi_run), "-i", str(src), "-o", str(tmp_path / "fr"), "--target-lang", "fr"])
+        == 0
+    )
+    want = Translator.load(multi_run, device="cpu", precision="fp32").translate(tagged(SENTENCES[:2], "fr"))
+    assert (tmp_path / "fr").read_text().splitlines() == [*want, ""]
+    for lang, message in (("cs", "this model translates into de, fr"), (None, "choose one")):
+        assert (
+            main(["translate", str(multi_run), "-i", str(src), *(["--target-lang", lang] if lang else [])])
+            != 0
+        )
+        assert message in capsys.readouterr().err
+
+
+def test_both_http_apis_translate_into_every_target(multi_run):
     pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
     from fastapi.testclient import TestClient
 
@@ -90,11 +109,16 @@ def test_libretranslate_api_lists_and_translates_every_target(multi_run):
         assert r.json() == {"translatedText": want[0]}
         r = c.post("/libretranslate/translate", json={"q": SENTENCES[0], "source": "en", "target": "cs"})
         assert r.status_code == 400 and r.json() == {"error": "cs is not supported"}
+        r = c.post("/translate", json={"text": [SENTENCES[0], ""], "target_lang": "fr"})  # nmt's own API
+        assert [t["text"] for t in r.json()["translations"]] == [want[0], ""]
+        r = c.post("/translate", json={"text": SENTENCES[0]})
+        assert r.status_code == 422 and "translates into de, fr: choose one" in r.json()["error"]["message"]
 
 
 def test_wrong_targets_are_clear_errors(tmp_path, capsys):
     data = {"tgt_lang": "mul", "tgt_langs": ["de", "fr"]}
     assert check_target("fr", data) == ">>fr<<" and check_target(None, {"tgt_lang": "de"}) is None
+    assert check_target("fr", {}) == ">>fr<<" and check_target(None, {}) is None  # languages unknown
     with pytest.raises(ValueError, match="translates into de, fr"):
         check_target("cs", data)
     with pytest.raises(ValueError, match="choose one"):

@@ -41,8 +41,10 @@ def check_target(lang: str | None, data: dict) -> str | None:
     """The tag to put in front of the sentences for target ``lang`` with a model whose data (its
     checkpoint's meta.json) is ``data``: None for a model of one target (``lang`` None or that
     target); ValueError naming the targets for a language the model does not translate into, or
-    for a multi-target model without a target."""
+    for a multi-target model without a target. Where ``data`` names no language, ``lang``'s tag."""
     langs = data.get("tgt_langs")
+    if not data.get("tgt_lang") and not langs:  # languages unknown (an export): the tag as asked
+        return None if lang is None else target_tag(lang)
     if not langs:
         if lang is None or lang == data.get("tgt_lang"):
             return None
@@ -54,6 +56,18 @@ def check_target(lang: str | None, data: dict) -> str | None:
     if lang not in langs:
         raise ValueError(f"target language {lang!r}: this model translates into {', '.join(langs)}")
     return target_tag(lang)
+
+
+def checkpoint_target_tag(path: str | Path, lang: str | None) -> str | None:
+    """check_target for the checkpoint or run directory ``path`` (its config.json's data); for
+    another model directory (a CTranslate2 export) the languages are unknown."""
+    from ..checkpoint import CheckpointError, read_config, resolve_checkpoint
+
+    try:
+        data = read_config(resolve_checkpoint(path)).get("data") or {}
+    except CheckpointError:  # no checkpoint here: an export (a checkpoint's own errors come on loading)
+        data = {}
+    return check_target(lang, data)
 
 
 def merge_tagged(pairs: dict[str, dict[str, tuple[Path, Path]]], out: Path) -> dict[str, tuple[Path, Path]]:

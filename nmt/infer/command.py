@@ -15,6 +15,7 @@ import sys
 import torch
 
 from ..checkpoint import CheckpointError
+from ..data.multilingual import checkpoint_target_tag, tagged
 from ..precision import resolve_precision
 from .attention import align, format_alignment
 from .document import document_kind
@@ -121,6 +122,13 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         help="append '<TAB>s-t ...' per output: source-output piece alignment from the last "
         "layer's encoder-decoder attention averaged over heads (fairseq's convention)",
     )
+    parser.add_argument(
+        "--target-lang",
+        default=None,
+        metavar="LANG",
+        help="the target language of a model trained for several (nmt prepare --tgt de,fr,cs): each "
+        "sentence is given its tag, >>LANG<< (--alignment then counts the tag's pieces)",
+    )
     add_real_text_args(parser)
 
 
@@ -147,9 +155,14 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     rerank = load_rerank(args, args.rerank_weight)
     document = document_kind(args.input) is not None
     lines, prefix, constraints = ([], None, None) if document else read_translate_inputs(args)
+    try:  # checked before the model is loaded
+        tag = checkpoint_target_tag(args.checkpoint[0], args.target_lang)
+    except ValueError as e:
+        raise TranslateError(f"--target-lang: {e}") from None
     translator = translator_from_args(args)
 
     def search(sentences: list[str], line_of: list[int] | None = None) -> list[list[Translation]]:
+        sentences = tagged(sentences, args.target_lang) if tag else sentences
         results = translate_lines(
             args,
             translator,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -203,10 +204,8 @@ class OnnxTranslator:
 
         from ..data.prepare import clean_line
         from ..vocab import BOS, EOS, PAD
-        from .options import SearchOptions
         from .text import add_eos
 
-        limits = SearchOptions(max_len_a=max_len_a, max_len_b=max_len_b)
         cleaned = [clean_line(s) for s in sentences]
         rows = [i for i, s in enumerate(cleaned) if s]
         out = [""] * len(sentences)
@@ -216,9 +215,11 @@ class OnnxTranslator:
         src = np.full((len(rows), max(map(len, sources))), PAD, dtype=np.int64)  # (B, S)
         for r, ids in enumerate(sources):
             src[r, : len(ids)] = ids
-        max_len = np.array(
-            [limits.max_len(len(ids), self.max_positions) for ids in sources]
-        )  # |Y| <= max_len
+        # |Y| <= floor(a * |x| + b), at most the model's positions, at least 1 (nmt.infer.search)
+        limit = [
+            max(1, min(math.floor(max_len_a * len(ids) + max_len_b), self.max_positions)) for ids in sources
+        ]
+        max_len = np.array(limit)
         memory = self.encoder.run(None, {"src_tokens": src})[0]  # (B, S, D)
         tgt = np.full((len(rows), 1), BOS, dtype=np.int64)  # (B, 1)
         done = np.zeros(len(rows), dtype=bool)

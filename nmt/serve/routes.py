@@ -36,6 +36,7 @@ from .validation import (
     check_translate,
     check_work,
     checked_constraints,
+    checked_target,
     read_json,
     search_alpha,
     served_model,
@@ -151,6 +152,8 @@ async def translate(request: Request) -> Response:
         return JSONResponse({"model": m.name, "translations": []})
     job = text_job(req, sentences, m.batcher.translator)  # real text (nmt.serve.real_text); None: plain
     units = sentences if job is None else job.units
+    tag = checked_target(req, m, markup=job is not None and job.needs_alignment)
+    units = [f"{tag} {u}" if tag and u.strip() else u for u in units]  # a multi-target model's target
     constraints = checked_constraints(req, sentences, m)
     measured = m.batcher.measure(units)
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)

@@ -14,6 +14,11 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
     model: str | None = Field(None, description="model name (default: the first one served)")
     text: str | list[str] = Field(description="one sentence or a list of sentences")
+    target_lang: str | None = Field(
+        None,
+        description="the target language of a model trained for several (nmt prepare --tgt de,fr,cs): "
+        "each sentence is given its tag >>LANG<< (nmt.data.multilingual); needed by such a model",
+    )
     beam: int = Field(4, ge=1, le=32, description="beam size (paper: 4; 1 = greedy)")
     alpha: float | None = Field(
         None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)"

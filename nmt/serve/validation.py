@@ -10,6 +10,7 @@ import json
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from ..data.multilingual import check_target
 from ..infer.results import TranslateError
 from ..infer.search import default_alpha
 from .batcher import Measured
@@ -161,6 +162,22 @@ def checked_constraints(
     except TranslateError as e:
         raise ApiError(422, f"constraints: {e}")
     return tuple(tuple(c) for c in constraints)
+
+
+def checked_target(req: TranslateRequest, m: ServedModel, *, markup: bool) -> str | None:
+    """The tag of ``req.target_lang`` for model ``m`` (None: no tag), or 422 naming the model's
+    targets; 422 for markup (its tags are placed by the alignment, which a tag would shift)."""
+    try:
+        tag = check_target(
+            req.target_lang, {"tgt_lang": m.info.get("tgt_lang"), "tgt_langs": m.info.get("tgt_langs")}
+        )
+    except ValueError as e:
+        raise ApiError(422, f"target_lang: model {m.name!r}: {e}")
+    if tag is not None and markup:
+        raise ApiError(
+            422, "target_lang: not with format html or xml (the target tag would shift the alignment)"
+        )
+    return tag
 
 
 def check_attention(req: AttentionRequest, m: ServedModel, limits: Limits) -> None:
