@@ -208,7 +208,8 @@ def translate_chunks(
     translator = Translator.load(
         [str(t) for t in teachers], device=options.device, precision=options.teacher_precision
     )
-    done = sum(len(c) for k, c in enumerate(chunks) if k not in set(todo))
+    pending = set(todo)
+    done = sum(len(c) for k, c in enumerate(chunks) if k not in pending)
     bar = tqdm(total=sum(len(c) for c in chunks), initial=done, unit="sent", desc="distill", file=sys.stderr)
     clock = time.perf_counter()
     for k in todo:
