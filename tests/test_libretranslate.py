@@ -81,14 +81,36 @@ def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_ans
     assert multipart.json() == {"translatedText": best[0][0].text}
 
 
-def test_html_keeps_its_tags_and_translates_the_text_between_them(client, translator):
+@pytest.mark.parametrize(
+    "fmt, q",
+    [
+        ("text", f"{SENTENCES[0].upper()}. {SENTENCES[1]}.\n\n{SENTENCES[2]}"),
+        (
+            "html",
+            f"<p>{SENTENCES[0]} <b>{SENTENCES[7]}</b> {SENTENCES[5]}</p>\n<ul><li>{SENTENCES[3]}</li></ul>",
+        ),
+    ],
+)
+def test_text_and_html_are_translated_as_nmts_own_api_translates_real_text(client, fmt, q):
+    """Sentences split, ALL CAPS recased, inline tags placed around the aligned words: what
+    POST /translate does with format text or html (nmt.serve.real_text)."""
+    ours = client.post("/translate", json={"text": q, "format": fmt}).json()["translations"][0]["text"]
+    r = client.post(f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": fmt})
+    assert r.json() == {"translatedText": ours}
+    if fmt == "html":
+        assert ours.count("<b>") == ours.count("</b>") == 1 and ours.startswith("<p>") and "<li>" in ours
+
+
+def test_with_alternatives_each_line_is_one_sentence_and_html_keeps_its_tags(client, translator):
     q = f"<p>{SENTENCES[0]}</p><!-- a cat --><b>{SENTENCES[7]}</b>"
-    r = client.post(f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": "html"})
+    body = {"q": q, "source": "en", "target": "de", "format": "html", "alternatives": 1}
+    r = client.post(f"{BASE}/translate", json=body)
     first, second = (
         t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         for t in translator.translate([SENTENCES[0], SENTENCES[7]])
     )
-    assert r.json() == {"translatedText": f"<p>{first}</p><!-- a cat --><b>{second}</b>"}
+    assert r.json()["translatedText"] == f"<p>{first}</p><!-- a cat --><b>{second}</b>"
+    assert len(r.json()["alternatives"]) <= 1
 
 
 @pytest.mark.parametrize(

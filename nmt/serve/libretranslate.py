@@ -13,9 +13,10 @@ translates with the models served.
 The parameters come as JSON, as a form (urlencoded, as libretranslatepy sends them, or multipart)
 or in the query string. A language pair is served by the first model whose checkpoint's data has
 that source language and that target language (or, for a model of several target languages, has it
-among them: its sentences then start with the target's tag, nmt.data.multilingual). Each line of a
-text is translated as one sentence (nmt's models translate sentences); HTML keeps its tags and
-translates the text between them (nmt/serve/segments.py). Detection
+among them: its sentences then start with the target's tag, nmt.data.multilingual). Text and HTML
+are translated as nmt's own /translate translates real text (nmt.serve.real_text: sentences split,
+recased, inline tags placed by the alignment); with alternatives, or a target tag, each line is one
+sentence and HTML keeps its tags around the text it translates (nmt/serve/segments.py). Detection
 cannot tell languages of one script apart: it ranks the source languages served by the share of
 the text's characters in each one's vocabulary (the confidence, 0 to 100). With ``--api-key`` a
 translation or detection needs the key (``api_key``, or the headers of nmt's API): missing is a
@@ -42,10 +43,12 @@ from ..languages import language_name
 from ..vocab import target_tag
 from .batcher import SearchOptions
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
+from .real_text import text_body, text_job
 from .routes import answer
+from .schemas import TranslateRequest
 from .segments import Template, html_template, plain_template
 from .state import ServedModel, ServeState, serve_state
-from .validation import check_text, check_work, search_alpha
+from .validation import check_text, check_work, search_alpha, torch_model
 
 router = APIRouter(prefix=LIBRETRANSLATE_PREFIX, tags=["LibreTranslate"])
 
@@ -210,6 +213,18 @@ def route(state: ServeState, source: str, target: str, texts: list[str]) -> Rout
 
 
 # ------------------------------------------------------------------------------------ translate
+def real_text_job(texts: list[str], fmt: str, r: Route, n_alternatives: int):
+    """The real-text job of nmt's own /translate for these texts (nmt.serve.real_text: sentences
+    split, ALL-CAPS recased, long sentences cut at clauses, and for html the inline tags placed
+    around the aligned words), or None where each line is translated as one sentence instead
+    (nmt/serve/segments.py): alternatives asked, or a target tag (it would shift the alignment)."""
+    if n_alternatives or r.tag is not None:
+        return None
+    defaults = {name: field.default for name, field in TranslateRequest.model_fields.items()}
+    req = TranslateRequest(text=texts, format=fmt, split=True, recase=True, max_words=defaults["max_words"])
+    return text_job(req, texts, r.model.batcher.translator)
+
+
 def check_limits(state: ServeState, sentences: list[str]) -> None:
     limits = state.limits
     if len(sentences) > limits.max_sentences:
@@ -259,8 +274,16 @@ async def translate(request: Request) -> Response:
     if fmt not in ("text", "html"):
         raise ApiError(400, f"{fmt} format is not supported")
     r = route(state, str(source), str(target), texts)
-    templates = [html_template(t) if fmt == "html" else plain_template(t) for t in texts]
-    sentences = [f"{r.tag} {s}" if r.tag else s for t in templates for s in t.sentences]
+    job = real_text_job(texts, fmt, r, n_alternatives)
+    templates = (
+        [] if job is not None else [html_template(t) if fmt == "html" else plain_template(t) for t in texts]
+    )
+    sentences = (
+        job.units
+        if job is not None
+        else [f"{r.tag} {s}" if r.tag else s for t in templates for s in t.sentences]
+    )
+    aligned = job is not None and job.needs_alignment and torch_model(r.model)
     check_limits(state, sentences)
     results = []
     if sentences:
@@ -268,9 +291,16 @@ async def translate(request: Request) -> Response:
         measured = r.model.batcher.measure(sentences)
         tokens = check_work(measured, beam, max_request_work=state.limits.max_request_work)
         options = SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1)
-        results = await answer(request, state, r.model, sentences, options, n_tokens=tokens)
+        results = await answer(
+            request, state, r.model, sentences, options, n_tokens=tokens, alignment=aligned
+        )
         state.metrics.sentences.labels(model=r.model.name).inc(len(sentences))
-    translated, alternatives = rendered(templates, results, n_alternatives)
+    if job is not None:
+        truncated = measured.truncated if sentences else []
+        out = text_body(r.model.name, job, r.model.batcher.translator, results, truncated)["translations"]
+        translated, alternatives = [t["text"] for t in out], []
+    else:
+        translated, alternatives = rendered(templates, results, n_alternatives)
     single = isinstance(params["q"], str)
     body: dict[str, Any] = {"translatedText": translated[0] if single else translated}
     if n_alternatives:
