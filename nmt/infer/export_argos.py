@@ -45,12 +45,18 @@ def package_name(src: str, tgt: str, version: str) -> str:
     return f"translate-{src}_{tgt}-{version.replace('.', '_')}"
 
 
-def checkpoint_languages(source: Path) -> tuple[str, str]:
-    """The source and target language of the checkpoint's data (ExportError when it has none)."""
+def checkpoint_languages(source: Path, given: tuple[str, str] | None = None) -> tuple[str, str]:
+    """The source and target language: ``given``, else the checkpoint's data's (ExportError when
+    it has none, or for a model of several target languages)."""
     from ..checkpoint import read_config
 
     data = read_config(source).get("data") or {}
-    src, tgt = data.get("src_lang"), data.get("tgt_lang")
+    if data.get("tgt_langs"):
+        raise ExportError(
+            f"{source}: a model of several target languages ({', '.join(data['tgt_langs'])}): an Argos "
+            "package has no source-side target tag; serve it with nmt serve (its LibreTranslate API)"
+        )
+    src, tgt = given or (data.get("src_lang"), data.get("tgt_lang"))
     if not src or not tgt:
         raise ExportError(
             f"{source}: the checkpoint records no languages (data.src_lang / data.tgt_lang); "
@@ -90,7 +96,7 @@ def export_argos(
     if out_file.is_dir():
         raise ExportError(f"{out_file}: is a directory; give the package's file name")
     source = resolve_checkpoint(checkpoint)
-    src, tgt = languages or checkpoint_languages(source)
+    src, tgt = checkpoint_languages(source, languages)
     name = package_name(src, tgt, version)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".argos-", dir=out_file.parent) as tmp:
