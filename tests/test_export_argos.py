@@ -107,17 +107,3 @@ def test_a_wrong_package_name_or_languages_is_one_line(run_dir, tmp_path, capsys
     assert main(["export", "argos", str(run_dir), str(tmp_path / out), *languages]) != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / out).exists()
-
-
-def test_a_model_of_several_target_languages_is_refused(run_dir, tmp_path, capsys):
-    """An Argos package has no source-side tag (its target_prefix is the decoder's): such a model
-    would translate untagged sentences."""
-    import shutil
-
-    ckpt = tmp_path / "multi"
-    shutil.copytree(run_dir / "checkpoints" / "best", ckpt)
-    config = json.loads((ckpt / "config.json").read_text())
-    config["data"].update(tgt_lang="mul", tgt_langs=["de", "fr"])
-    (ckpt / "config.json").write_text(json.dumps(config))
-    assert main(["export", "argos", str(ckpt), str(tmp_path / "m.argosmodel"), "--languages", "en-de"]) != 0
-    assert "a model of several target languages (de, fr)" in capsys.readouterr().err

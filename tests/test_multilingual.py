@@ -135,3 +135,12 @@ def test_wrong_targets_are_clear_errors(tmp_path, capsys):
     assert "write {tgt} where each target's code goes" in capsys.readouterr().err
     assert main([*args[:5], "en,de", *args[6:], "--train", "a.{tgt}", "b.{tgt}"]) != 0
     assert "--src en is also one of --tgt en,de" in capsys.readouterr().err
+
+
+def test_an_argos_package_of_a_multi_target_model_is_refused(multi_run, tmp_path, capsys):
+    """An Argos package has no source-side tag (its target_prefix is the decoder's): it would
+    translate untagged sentences."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    out = tmp_path / "m.argosmodel"
+    assert main(["export", "argos", str(multi_run), str(out), "--languages", "en-de"]) != 0
+    assert "a model of several target languages (de, fr)" in capsys.readouterr().err and not out.exists()
