@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
+from ..progress import progress
 
 
 class DataError(Exception):
@@ -302,7 +302,7 @@ def download(
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(part, "wb") as out:
             total = int(resp.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
+            with progress(total=total, unit="B", desc=dest.name, leave=False) as bar:
                 received = 0
                 while chunk := resp.read(1 << 20):
                     out.write(chunk)

@@ -311,7 +311,7 @@ def translate_lines(
     """``translator.translate_nbest`` of ``lines`` with the search options of ``args``; truncation
     warnings (naming line ``line_of[i]`` of sentence i, from 0; default i) and a progress bar (not
     for stdin or --quiet) on stderr; a ConstraintsError names the --constraints file."""
-    from tqdm import tqdm
+    from ..progress import progress
 
     limit = translator.model.cfg.max_positions
 
@@ -319,10 +319,10 @@ def translate_lines(
         message = truncation_message(i if line_of is None else line_of[i], n, limit)
         print(f"nmt translate: warning: {message}", file=sys.stderr)
 
-    bar = tqdm(
+    bar = progress(
         total=sum(1 for s in lines if s.strip()),
         unit="sent",
-        file=sys.stderr,
+        desc="translate",
         disable=args.quiet or args.input == "-",
     )
     try:

@@ -201,16 +201,15 @@ def translate_chunks(
 ) -> None:
     """Translate the chunks ``todo`` with the teacher(s), each written as a whole when done; a bar of
     sentences (all chunks, the finished ones counted) on stderr."""
-    from tqdm import tqdm
-
     from ..infer.translate import Translator
+    from ..progress import progress
 
     translator = Translator.load(
         [str(t) for t in teachers], device=options.device, precision=options.teacher_precision
     )
     pending = set(todo)
     done = sum(len(c) for k, c in enumerate(chunks) if k not in pending)
-    bar = tqdm(total=sum(len(c) for c in chunks), initial=done, unit="sent", desc="distill", file=sys.stderr)
+    bar = progress(total=sum(len(c) for c in chunks), initial=done, unit="sent", desc="distill")
     clock = time.perf_counter()
     for k in todo:
         bar.set_postfix_str(f"chunk {k + 1}/{len(chunks)}")

@@ -108,11 +108,9 @@ class LossWindow:
 
 def progress_bar(*, max_steps: int, max_time: float, step: int, elapsed: float):
     """A tqdm bar of training seconds when the time limit binds (its ETA then counts them), else of
-    updates (of max_steps, if set)."""
-    from tqdm import tqdm
+    updates (of max_steps, if set). nmt.progress: plain lines where stderr is no terminal."""
+    from ..progress import progress
 
     if max_time:
-        return tqdm(
-            total=round(max_time * 60), initial=round(elapsed), unit="s", dynamic_ncols=True, desc="train"
-        )
-    return tqdm(total=max_steps or None, initial=step, unit="step", dynamic_ncols=True, desc="train")
+        return progress(total=round(max_time * 60), initial=round(elapsed), unit="s", desc="train")
+    return progress(total=max_steps or None, initial=step, unit="step", desc="train")
