@@ -69,6 +69,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nmt.infer.options import SearchOptions
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.config import ModelConfig, TrainConfig, base, big, tiny  # noqa: E402
@@ -448,17 +450,11 @@ def decode_row(
     cell_start = time.perf_counter()
     reset_memory(device)
     length = dict(max_len_a=0.0, max_len_b=fixed_len, min_len=fixed_len) if fixed_len else {}
+    options = SearchOptions(beam=beam, **length)
 
     def search(chunk):
         return search_sources(
-            model,
-            chunk,
-            beam=beam,
-            batch_tokens=10**9,
-            max_sentences=batch,
-            device=device,
-            dtype=dtype,
-            **length,
+            model, chunk, options, batch_tokens=10**9, max_sentences=batch, device=device, dtype=dtype
         )
 
     search(sources[:batch])  # warm-up: allocations, kernels for this batch size
@@ -563,14 +559,11 @@ def profile_steps(
         search_sources(
             model,
             sources,
-            beam=4,
+            SearchOptions(beam=4, max_len_a=0.0, max_len_b=30, min_len=30),
             batch_tokens=10**9,
             max_sentences=batch,
             device=device,
             dtype=dtype,
-            max_len_a=0.0,
-            max_len_b=30,
-            min_len=30,
         )
 
     search()

@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
+from nmt.infer.options import SearchOptions
 from nmt.infer.translate import Translator, search_sources  # noqa: E402
 
 
@@ -42,18 +43,11 @@ def main() -> int:
     t = Translator.load(args.checkpoint, device="cpu", precision=args.precision, shortlist=args.shortlist)
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     sources, _ = t.encode(lines)
-    kw = dict(
-        beam=args.beam,
-        alpha=0.6 if args.beam > 1 else 0.0,
-        batch_tokens=10**9,
-        max_sentences=args.batch,
-        dtype=t.dtype,
-        stopping=args.stopping,
-        shortlist=t.shortlist,
-    )
-    search_sources(t.model, sources[:4], **kw)  # warm-up
+    options = SearchOptions(beam=args.beam, alpha=0.6 if args.beam > 1 else 0.0, stopping=args.stopping)
+    kw = dict(batch_tokens=10**9, max_sentences=args.batch, dtype=t.dtype, shortlist=t.shortlist)
+    search_sources(t.model, sources[:4], options, **kw)  # warm-up
     start = time.perf_counter()
-    search_sources(t.model, sources, **kw)
+    search_sources(t.model, sources, options, **kw)
     plain = time.perf_counter() - start
     print(
         f"{len(sources)} sentences, beam {args.beam} ({args.stopping}), batch {args.batch}, "
@@ -61,11 +55,11 @@ def main() -> int:
         f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)"
     )
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        search_sources(t.model, sources, **kw)
+        search_sources(t.model, sources, options, **kw)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     profiler = cProfile.Profile()
     profiler.enable()
-    search_sources(t.model, sources, **kw)
+    search_sources(t.model, sources, options, **kw)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(args.rows)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer import search  # noqa: E402
+from nmt.infer.options import SearchOptions
 from nmt.infer.translate import Translator, search_sources  # noqa: E402
 
 
@@ -64,8 +65,15 @@ def main() -> int:
         counts = {"steps": 0, "rows": 0, "losing": 0}
         search.still_searching = counting(counts)
         try:
-            kw = dict(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens, stopping=rule)
-            search_sources(t.model, sources, dtype=t.dtype, shortlist=t.shortlist, **kw)
+            options = SearchOptions(beam=args.beam, alpha=0.6, stopping=rule)
+            search_sources(
+                t.model,
+                sources,
+                options,
+                batch_tokens=args.batch_tokens,
+                dtype=t.dtype,
+                shortlist=t.shortlist,
+            )
         finally:
             search.still_searching = original
         rows[rule] = counts["rows"]

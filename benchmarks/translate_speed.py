@@ -49,6 +49,8 @@ from pathlib import Path
 
 import torch
 
+from nmt.infer.options import SearchOptions
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
@@ -231,24 +233,19 @@ def main() -> int:
         hyps = search_sources(
             t.model,
             sources,
-            beam=beam,
-            alpha=args.alpha if beam > 1 else 0.0,
+            SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, stopping=stopping, **length),
             batch_tokens=args.batch_tokens,
             dtype=t.dtype,
-            stopping=stopping,
             shortlist=shortlist if listed else None,
-            **length,
         )
         return [h[0].tokens for h in hyps]
 
     def run_ct2(t, beam, listed=False):
         hyps = t.search_ids(
             sources,
-            beam=beam,
-            alpha=args.alpha if beam > 1 else 0.0,
+            SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, **length),
             batch_tokens=args.batch_tokens,
             use_vmap=listed,
-            **length,
         )
         return [h[0][0] for h in hyps]
 
@@ -282,13 +279,15 @@ def main() -> int:
             search_sources(
                 t.model,
                 small,
-                beam=beam,
+                SearchOptions(beam=beam),
                 batch_tokens=args.batch_tokens,
                 dtype=t.dtype,
                 shortlist=shortlist if listed else None,
             )
             if name == "nmt"
-            else t.search_ids(small, beam=beam, batch_tokens=args.batch_tokens, use_vmap=listed)
+            else t.search_ids(
+                small, SearchOptions(beam=beam), batch_tokens=args.batch_tokens, use_vmap=listed
+            )
         )
     for r in range(args.repeat):  # every row once per round, the fastest round kept: the machine's
         for i in timed:  # drifts in speed fall on all rows alike, not on the rows timed last

@@ -13,6 +13,7 @@ import torch
 
 from nmt.config import tiny
 from nmt.infer.constraints import row_argmax
+from nmt.infer.options import SearchOptions
 from nmt.infer.search import EOS, beam_search, length_penalty
 from nmt.model import Transformer
 
@@ -136,16 +137,13 @@ def test_every_phrase_appears_in_the_models_order_not_the_given_one():
     constrained search; [C], [B D] gives B D C. Outputs and scores are those of the best output
     meeting the constraints (found here by enumeration), the unconstrained one being []."""
     model = Bigram({9: STOP_EARLY})
-    [[free]] = beam_search(model, src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6)
+    [[free]] = beam_search(model, src(9), SearchOptions(beam=4, alpha=0.6, max_len_a=0, max_len_b=6))
     assert free.tokens == []
     for phrases, want in (([[C_], [D_]], [D_, C_]), ([[C_], [B_, D_]], [B_, D_, C_])):
         [hyps] = beam_search(
             Bigram({9: STOP_EARLY}),
             src(9),
-            beam=4,
-            alpha=0.6,
-            max_len_a=0,
-            max_len_b=6,
+            SearchOptions(beam=4, alpha=0.6, max_len_a=0, max_len_b=6),
             constraints=[phrases],
         )
         tokens, score = best_meeting(STOP_EARLY, phrases, 6, 0.6)
@@ -158,16 +156,14 @@ def test_multi_piece_phrase_stays_contiguous():
     """The model writes B A D; the constraint [B D] must appear as B D: B D (p after B of D:
     0.05) is the best output holding it, not B A D, which holds B and D apart."""
     gap = table({2: {B_: 0.9}, B_: {A: 0.9, D_: 0.05}, A: {D_: 0.9}, D_: {EOS: 0.9}})
-    [[free]] = beam_search(Bigram({9: gap}), src(9), beam=4, alpha=0.6, max_len_a=0, max_len_b=6)
+    [[free]] = beam_search(
+        Bigram({9: gap}), src(9), SearchOptions(beam=4, alpha=0.6, max_len_a=0, max_len_b=6)
+    )
     assert free.tokens == [B_, A, D_]
     [hyps] = beam_search(
         Bigram({9: gap}),
         src(9),
-        beam=4,
-        alpha=0.6,
-        max_len_a=0,
-        max_len_b=6,
-        nbest=4,
+        SearchOptions(beam=4, alpha=0.6, nbest=4, max_len_a=0, max_len_b=6),
         constraints=[[[B_, D_]]],
     )
     assert hyps[0].tokens == best_meeting(gap, [[B_, D_]], 6, 0.6)[0] == [B_, D_]
@@ -184,7 +180,10 @@ def test_beam_allocation_keeps_the_unlikely_start():
         {2: {A: 0.5, B_: 0.4, C_: 0.02}, A: {A: 0.6, B_: 0.3}, B_: {A: 0.6, B_: 0.3}, C_: {EOS: 0.9}}
     )
     [hyps] = beam_search(
-        Bigram({9: model_table}), src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, constraints=[[[C_]]]
+        Bigram({9: model_table}),
+        src(9),
+        SearchOptions(beam=2, alpha=0.6, max_len_a=0, max_len_b=6),
+        constraints=[[[C_]]],
     )
     tokens, score = best_meeting(model_table, [[C_]], 6, 0.6)
     assert hyps[0].tokens == tokens == [C_]
@@ -203,7 +202,10 @@ def test_phrase_found_after_a_false_start():
         return p / p.sum()
 
     [hyps] = beam_search(
-        Fake(dist), src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=5, constraints=[[[A, A, B_]]]
+        Fake(dist),
+        src(9),
+        SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=5),
+        constraints=[[[A, A, B_]]],
     )
     assert hyps[0].tokens == [A, A, A, B_]
 
@@ -215,7 +217,10 @@ def test_constraints_forced_into_the_last_steps():
     model = Bigram({9: STOP_EARLY})
     phrases = [[A, F_], [E_, E_]]
     [hyps] = beam_search(
-        model, src(9), beam=3, alpha=0.6, max_len_a=0, max_len_b=5, nbest=2, constraints=[phrases]
+        model,
+        src(9),
+        SearchOptions(beam=3, alpha=0.6, nbest=2, max_len_a=0, max_len_b=5),
+        constraints=[phrases],
     )
     assert sorted(h.tokens for h in hyps) == [[A, F_, E_, E_], [E_, E_, A, F_]]
     tokens, score = best_meeting(STOP_EARLY, phrases, 5, 0.6)
@@ -238,8 +243,8 @@ def test_every_output_meets_its_constraints(seed):
     ]
     for beam, stopping in itertools.product((1, 2, 4), ("exact", "fast")):
         alpha = 0.0 if beam == 1 else rng.choice([0.0, 0.6, 1.0])
-        kw = dict(beam=beam, alpha=alpha, max_len_a=0, max_len_b=9, nbest=beam, stopping=stopping)
-        batch = beam_search(Bigram(tables), src(*firsts), constraints=cons, **kw)
+        opts = SearchOptions(beam=beam, alpha=alpha, max_len_a=0, max_len_b=9, nbest=beam, stopping=stopping)
+        batch = beam_search(Bigram(tables), src(*firsts), opts, constraints=cons)
         for first, phrases, hyps in zip(firsts, cons, batch):
             assert hyps, (beam, phrases)
             for h in hyps:
@@ -248,7 +253,7 @@ def test_every_output_meets_its_constraints(seed):
                 assert h.score == pytest.approx(
                     h.log_prob / length_penalty(len(h.tokens) + 1, alpha), abs=1e-5
                 )
-            [alone] = beam_search(Bigram(tables), src(first), constraints=[phrases], **kw)
+            [alone] = beam_search(Bigram(tables), src(first), opts, constraints=[phrases])
             assert [h.tokens for h in alone] == [h.tokens for h in hyps]
 
 
@@ -260,16 +265,24 @@ def test_impossible_constraints_are_a_clear_error():
         r"maximum output length 5",
     ):
         beam_search(
-            model, src(9, 9), beam=2, max_len_a=0, max_len_b=5, constraints=[[[A]], [[A, B_], [C_, D_, E_]]]
+            model,
+            src(9, 9),
+            SearchOptions(beam=2, alpha=0.6, max_len_a=0, max_len_b=5),
+            constraints=[[[A]], [[A, B_], [C_, D_, E_]]],
         )
     with pytest.raises(ValueError, match="may not hold PAD, BOS or EOS"):
-        beam_search(model, src(9), beam=2, constraints=[[[A, EOS]]])
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6), constraints=[[[A, EOS]]])
     with pytest.raises(ValueError, match="phrase is empty"):
-        beam_search(model, src(9), beam=2, constraints=[[[]]])
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6), constraints=[[[]]])
     with pytest.raises(ValueError, match="not with a prefix"):
-        beam_search(model, src(9), beam=2, constraints=[[[A]]], prefix=[[B_]])
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6), constraints=[[[A]]], prefix=[[B_]])
     # exactly fitting (4 tokens + EOS = 5) is fine
-    [hyps] = beam_search(model, src(9), beam=2, max_len_a=0, max_len_b=5, constraints=[[[A, B_], [C_, D_]]])
+    [hyps] = beam_search(
+        model,
+        src(9),
+        SearchOptions(beam=2, alpha=0.6, max_len_a=0, max_len_b=5),
+        constraints=[[[A, B_], [C_, D_]]],
+    )
     assert meets(hyps[0].tokens, [[A, B_], [C_, D_]]) and len(hyps[0].tokens) == 4
 
 
@@ -327,11 +340,11 @@ def test_sentences_without_constraints_search_as_before(model, sources, beam, al
     (the bigram model), the same tokens with the Transformer (whose float sums depend on the
     batch's rows in the last bits, as without constraints); beam 1 with alpha 0 (greedy search):
     the same tokens, the score summed in float32 rather than in Python."""
-    kw = dict(beam=beam, alpha=alpha, max_len_b=6, nbest=beam, stopping=stopping)
-    free = beam_search(model, sources, **kw)
-    assert exact(beam_search(model, sources, constraints=[[] for _ in range(5)], **kw)) == exact(free)
+    opts = SearchOptions(beam=beam, alpha=alpha, max_len_b=6, nbest=beam, stopping=stopping)
+    free = beam_search(model, sources, opts)
+    assert exact(beam_search(model, sources, opts, constraints=[[] for _ in range(5)])) == exact(free)
     mixed = [[], [[5], [7, 8]], [], [[10, 11, 12]], [[13], [13]]]
-    out = beam_search(model, sources, constraints=mixed, **kw)
+    out = beam_search(model, sources, opts, constraints=mixed)
     for i, phrases in enumerate(mixed):
         if phrases:
             assert all(meets(h.tokens, phrases) for h in out[i]) and out[i][0].tokens != free[i][0].tokens
@@ -341,9 +354,9 @@ def test_sentences_without_constraints_search_as_before(model, sources, beam, al
     gen = torch.Generator().manual_seed(0)
     tables = {s: torch.softmax(3 * torch.randn(W, W, generator=gen), dim=1) for s in range(4, 9)}
     mixed = [[], [[A], [B_, C_]], [], [[D_, E_, F_]], [[A], [A]]]
-    kw.update(max_len_a=0, max_len_b=8)
-    free = beam_search(Bigram(tables), src(4, 5, 6, 7, 8), **kw)
-    out = beam_search(Bigram(tables), src(4, 5, 6, 7, 8), constraints=mixed, **kw)
+    opts = opts.replace(max_len_a=0, max_len_b=8)
+    free = beam_search(Bigram(tables), src(4, 5, 6, 7, 8), opts)
+    out = beam_search(Bigram(tables), src(4, 5, 6, 7, 8), opts, constraints=mixed)
     if beam > 1:
         assert exact([out[0], out[2]]) == exact([free[0], free[2]])
     else:  # greedy search sums a hypothesis's log-probabilities in Python, the beam loop in float32

@@ -13,6 +13,7 @@ from test_search import B_, LONG_WINS, A, FakeModel, src
 
 from nmt.attention import MultiheadAttention
 from nmt.config import tiny
+from nmt.infer.options import Sampling, SearchOptions
 from nmt.infer.search import (
     BOS,
     EOS,
@@ -41,12 +42,12 @@ def test_pad_and_bos_are_never_chosen():
     """p(PAD) = 0.4 is the most probable token, p(BOS) = 0.2 the next: neither may be output,
     and the other tokens keep the model's log-probabilities (no renormalisation)."""
     model = FakeModel({9: {(): {PAD: 0.4, BOS: 0.2, A: 0.25, EOS: 0.15}, (A,): {PAD: 0.5, EOS: 0.5}}})
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=5, nbest=2)
+    [hyps] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=5))
     assert [h.tokens for h in hyps] == [[], [A]]
     assert [h.score for h in hyps] == pytest.approx([L(0.15), L(0.25) + L(0.5)])
-    [greedy] = greedy_search(model, src(9), max_len_a=0, max_len_b=5)
+    [greedy] = greedy_search(model, src(9), SearchOptions(max_len_a=0, max_len_b=5))
     assert greedy.tokens == [A] and greedy.score == pytest.approx(L(0.25) + L(0.5))  # argmax A, then EOS
-    [drawn] = sample(model, src(9), rngs=[random.Random(0)], max_len_a=0, max_len_b=5)
+    [drawn] = sample(model, src(9), SearchOptions(max_len_a=0, max_len_b=5), rngs=[random.Random(0)])
     assert PAD not in drawn.tokens and BOS not in drawn.tokens
 
 
@@ -54,25 +55,34 @@ def test_pad_and_bos_are_never_chosen():
 def test_prefix_forces_the_start_then_searches_on():
     model = FakeModel({9: LONG_WINS})
     # unconstrained, alpha 0: [] wins; forced to start with A, the search continues to A A A EOS
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2, prefix=[[A]])
+    [hyps] = beam_search(
+        model, src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=10), prefix=[[A]]
+    )
     assert [h.tokens for h in hyps] == [[A, A, A], [A]]
     assert hyps[0].positional_scores == pytest.approx([L(0.5), L(0.95), L(0.95), L(0.95)])
     assert hyps[1].score == pytest.approx(L(0.5) + L(0.05))
     # a prefix the model finds unlikely (p = 0.05) is still forced, and scored with its own p
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, prefix=[[B_]])
+    [hyps] = beam_search(
+        model, src(9), SearchOptions(beam=2, alpha=0.6, max_len_a=0, max_len_b=10), prefix=[[B_]]
+    )
     assert hyps[0].tokens == [B_] and hyps[0].score == pytest.approx(L(0.05) / lp(2))
     # a prefix longer than max length: the max length grows to hold it plus EOS
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=1, prefix=[[A, A]])
+    [hyps] = beam_search(
+        model, src(9), SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=1), prefix=[[A, A]]
+    )
     assert hyps[0].tokens == [A, A]
     # a batch: per-sentence prefixes ([] = none) equal each sentence searched alone
     both = beam_search(
-        FakeModel({9: LONG_WINS}), src(9, 9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, prefix=[[], [A]]
+        FakeModel({9: LONG_WINS}),
+        src(9, 9),
+        SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=10),
+        prefix=[[], [A]],
     )
     assert [h[0].tokens for h in both] == [[], [A, A, A]]
     with pytest.raises(ValueError, match="no room for EOS"):
-        beam_search(model, src(9), beam=2, prefix=[[A] * 64])
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6), prefix=[[A] * 64])
     with pytest.raises(ValueError, match="PAD, BOS or EOS"):
-        beam_search(model, src(9), beam=2, prefix=[[A, EOS]])
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6), prefix=[[A, EOS]])
 
 
 @torch.no_grad()
@@ -81,7 +91,7 @@ def test_prefix_on_a_real_model_scores_are_teacher_forced():
     model = Transformer(tiny(40)).eval()
     source = torch.tensor([[5, 9, 12, 7, EOS], [8, 8, 30, EOS, PAD]])
     prefixes = [[11, 12, 13], [20]]
-    result = beam_search(model, source, beam=3, alpha=0.6, max_len_b=6, prefix=prefixes)
+    result = beam_search(model, source, SearchOptions(beam=3, alpha=0.6, max_len_b=6), prefix=prefixes)
     for i, (pre, [best]) in enumerate(zip(prefixes, result)):
         assert best.tokens[: len(pre)] == pre
         tgt = torch.tensor([[BOS] + best.tokens])  # teacher forcing the found output
@@ -103,14 +113,12 @@ def test_filter_probs_topk_topp():
 ONE_STEP = {9: {(): {A: 0.5, B_: 0.3, EOS: 0.2}}}  # then EOS with p = 1
 
 
-def first_token_freq(n, **kw):
+def first_token_freq(n, **sampling):
     hyps = sample(
         FakeModel(ONE_STEP),
         src(*[9] * n),
+        SearchOptions(max_len_a=0, max_len_b=4, sampling=Sampling(**sampling)),
         rngs=[sentence_rng(1, i) for i in range(n)],
-        max_len_a=0,
-        max_len_b=4,
-        **kw,
     )
     return {tok: sum((h.tokens[:1] or [EOS]) == [tok] for h in hyps) / n for tok in (A, B_, EOS)}, hyps
 
@@ -155,7 +163,10 @@ def test_sampling_is_reproducible_by_seed_and_independent_of_batching():
         return [
             h.tokens
             for h in sample(
-                model, source, rngs=[sentence_rng(seed, i) for i in indices], max_len_b=8, topk=20
+                model,
+                source,
+                SearchOptions(max_len_b=8, sampling=Sampling(topk=20)),
+                rngs=[sentence_rng(seed, i) for i in indices],
             )
         ]
 
@@ -164,7 +175,7 @@ def test_sampling_is_reproducible_by_seed_and_independent_of_batching():
     assert [draw(7, [i], batch[i : i + 1])[0] for i in range(3)] == first  # alone = in a batch
     assert draw(8, range(3), batch) != first
     # with prefix forcing
-    [out] = sample(model, batch[:1], rngs=[sentence_rng(0, 0)], max_len_b=8, prefix=[[17, 18]])
+    [out] = sample(model, batch[:1], SearchOptions(max_len_b=8), rngs=[sentence_rng(0, 0)], prefix=[[17, 18]])
     assert out.tokens[:2] == [17, 18]
 
 
@@ -181,11 +192,13 @@ def test_ensemble_averages_log_probabilities():
     m1.cfg = m2.cfg = VocabCfg()
     # mean log p: A sqrt(.12), EOS sqrt(.32), renormalised by the search
     z = math.sqrt(0.12) + math.sqrt(0.32)
-    [hyps] = beam_search(Ensemble([m1, m2]), src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=4, nbest=2)
+    [hyps] = beam_search(
+        Ensemble([m1, m2]), src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=4)
+    )
     assert [h.tokens for h in hyps] == [[], [A]]
     assert [h.score for h in hyps] == pytest.approx([L(math.sqrt(0.32) / z), L(math.sqrt(0.12) / z)])
     # alone, m1 prefers [A]
-    [alone] = beam_search(m1, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=4)
+    [alone] = beam_search(m1, src(9), SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=4))
     assert alone[0].tokens == [A]
 
 
@@ -194,8 +207,10 @@ def test_ensemble_of_a_model_with_itself_equals_the_model():
     torch.manual_seed(0)
     model = Transformer(tiny(40)).eval()
     source = torch.tensor([[5, 9, 12, 7, EOS], [8, 8, 30, EOS, PAD]])
-    alone = beam_search(model, source, beam=3, max_len_b=6, nbest=2)
-    twice = beam_search(Ensemble([model, model]), source, beam=3, max_len_b=6, nbest=2)
+    alone = beam_search(model, source, SearchOptions(beam=3, alpha=0.6, nbest=2, max_len_b=6))
+    twice = beam_search(
+        Ensemble([model, model]), source, SearchOptions(beam=3, alpha=0.6, nbest=2, max_len_b=6)
+    )
     for a, b in zip(alone, twice):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
@@ -229,7 +244,7 @@ def test_int8_quantizes_every_linear_and_stays_close():
             m.fused_qkv = m.fused_kv = None
     torch.testing.assert_close(q(source, tgt), separate(source, tgt), atol=1e-5, rtol=1e-5)
     # incremental decoding and search run on the quantized model
-    assert len(beam_search(q, source, beam=2, max_len_b=4)) == 2
+    assert len(beam_search(q, source, SearchOptions(beam=2, alpha=0.6, max_len_b=4))) == 2
 
 
 # ----------------------------------------------------------------------------- the CLI and the API

@@ -7,6 +7,7 @@ import torch
 from conftest import tol
 
 from nmt.config import ConfigError, ModelConfig, apply_overrides, base, big, tiny
+from nmt.infer.options import SearchOptions
 from nmt.model import Transformer, sinusoidal_table
 from nmt.parameter_counts import parameter_counts
 
@@ -340,8 +341,8 @@ def test_checkpoint_written_before_the_model_split_translates_identically(name):
         for t in range(tgt_in.size(1)):
             step, cache = model.decode_step(tgt_in[:, t : t + 1], memory, cache)
             steps.append(step)
-        beams = beam_search(model, src, beam=4, nbest=4, max_len_a=0, max_len_b=12)
-        greedy = greedy_search(model, src, max_len_a=0, max_len_b=12)
+        beams = beam_search(model, src, SearchOptions(beam=4, nbest=4, max_len_a=0, max_len_b=12))
+        greedy = greedy_search(model, src, SearchOptions(max_len_a=0, max_len_b=12))
     # float32 on any CPU path (these models are not autocast): a logit is reached through ~2 x 2
     # layers of (d_model + d_ff + positions) accumulations and the output projection
     cfg = model.cfg

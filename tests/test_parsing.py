@@ -18,6 +18,7 @@ from nmt.experiments.trees import (
     per_word,
     split_per_word,
 )
+from nmt.infer.options import SearchOptions
 
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
 
@@ -134,10 +135,7 @@ def constrained_outputs(leaf, sentences, *, beam, seed):
     hyps = beam_search(
         model,
         src,
-        beam=beam,
-        alpha=0.3,
-        max_len_b=40,
-        nbest=beam,
+        SearchOptions(beam=beam, alpha=0.3, nbest=beam, max_len_b=40),
         constraint=TreeConstraint(PIECES, leaves=None if leaf == "words" else {"XX"}),
     )
     return [[[PIECES[i].lstrip("\u2581") for i in h.tokens] for h in per_sentence] for per_sentence in hyps]
@@ -298,7 +296,10 @@ def test_per_word_constraint_mask_and_search():
             torch.manual_seed(seed)
             model = Transformer(tiny(len(PER_WORD))).eval()
             hyps = beam_search(
-                model, src, beam=beam, alpha=0.3, max_len_b=20, nbest=beam, constraint=constraint
+                model,
+                src,
+                SearchOptions(beam=beam, alpha=0.3, nbest=beam, max_len_b=20),
+                constraint=constraint,
             )
             for m, per_sentence in zip((5, 1, 3), hyps):  # one word: only 3 labels open and close the root
                 assert len(per_sentence) == (min(beam, 3) if m == 1 else beam)

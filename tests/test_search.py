@@ -11,6 +11,7 @@ from conftest import tol
 
 from nmt.config import tiny
 from nmt.infer.beam_rows import beam_slots, fill_from_end
+from nmt.infer.options import SearchOptions
 from nmt.infer.search import (
     EOS,
     Ensemble,
@@ -20,6 +21,8 @@ from nmt.infer.search import (
     greedy_search,
     length_penalty,
     max_score_bound,
+    sample,
+    sentence_rng,
 )
 from nmt.infer.topk import beam_topk, row_topk
 from nmt.model import Transformer
@@ -105,12 +108,12 @@ def test_length_penalty_changes_the_winner():
     model = FakeModel({9: LONG_WINS})
     short = Hypothesis([], L(0.45), [L(0.45)])
     long_logp = [L(0.5), L(0.95), L(0.95), L(0.95)]
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2)
+    [hyps] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=10))
     assert [h.tokens for h in hyps] == [[], [A, A, A]]
     assert hyps[0].score == pytest.approx(L(0.45))
     assert hyps[1].score == pytest.approx(sum(long_logp))
     assert hyps[1].positional_scores == pytest.approx(long_logp)
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2)
+    [hyps] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=10))
     assert [h.tokens for h in hyps] == [[A, A, A], []]
     assert hyps[0].score == pytest.approx(sum(long_logp) / ((5 + 4) / 6) ** 0.6)  # |Y| = 4 with EOS
     assert hyps[1].score == pytest.approx(short.score)
@@ -122,7 +125,7 @@ def test_early_termination_is_exact_not_too_soon():
     the worst finished, so the search goes on; step 4 finishes [A A A EOS] (-0.663), the best.
     Then the active [A A A A] (-3.79) is bounded by -3.79/lp(10) = -2.19 < -0.799: stop."""
     model = FakeModel({9: LONG_WINS})
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2)
+    [hyps] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=10))
     # [B] (finished at step 2, score log(0.05)/lp(2)) was displaced: stopping once k=2
     # hypotheses were finished would have returned [[], [B]]
     assert [h.tokens for h in hyps] == [[A, A, A], []]
@@ -135,10 +138,10 @@ def test_exact_stops_once_the_returned_nbest_cannot_change():
     hypothesis ([A EOS], step 2). The best output is the same either way."""
     table = {(): {EOS: 0.9, A: 0.06, B_: 0.04}}  # (A,) and (B,) are not in it: p(EOS) = 1 next
     model = FakeModel({9: table})
-    [one] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10)
+    [one] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=10))
     assert [h.tokens for h in one] == [[]] and model.steps == 1
     model = FakeModel({9: table})
-    [two] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2)
+    [two] = beam_search(model, src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=10))
     assert [h.tokens for h in two] == [[], [A]] and model.steps == 2
     assert one[0].score == two[0].score
 
@@ -148,11 +151,13 @@ def test_first_step_runs_one_row_per_sentence():
     B*k; the result equals each sentence searched alone."""
     tables = {9: LONG_WINS, 11: {(): {A: 0.7, B_: 0.3}, (A,): {A: 1.0}}}
     model = FakeModel(tables)
-    batch = beam_search(model, src(9, 11), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2)
+    batch = beam_search(
+        model, src(9, 11), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=6)
+    )
     assert model.rows[:2] == [2, 4]
     for i, first in enumerate((9, 11)):
         [alone] = beam_search(
-            FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+            FakeModel(tables), src(first), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=6)
         )
         assert [h.tokens for h in batch[i]] == [h.tokens for h in alone]
 
@@ -163,23 +168,25 @@ def test_fast_stopping_is_ctranslate2s_rule():
     the search stops, two steps before the exact rule, returning the [[], [B]] it warns of."""
     model = FakeModel({9: LONG_WINS})
     [hyps] = beam_search(
-        model, src(9), beam=2, alpha=0.6, max_len_a=0, max_len_b=10, nbest=2, stopping="fast"
+        model, src(9), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=10, stopping="fast")
     )
     assert [h.tokens for h in hyps] == [[], [B_]]
     assert model.steps == 2
     # the best extension is EOS at step 1: one finished hypothesis is enough for nbest=1
     eos_first = {(): {EOS: 0.6, A: 0.4}, (A,): {EOS: 0.99, A: 0.01}}
     model = FakeModel({9: eos_first})
-    [hyps] = beam_search(model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, stopping="fast")
+    [hyps] = beam_search(
+        model, src(9), SearchOptions(beam=2, alpha=0.0, max_len_a=0, max_len_b=10, stopping="fast")
+    )
     assert [h.tokens for h in hyps] == [[]] and model.steps == 1
     # ...but not for nbest=2, which waits for a second finished hypothesis
     model = FakeModel({9: eos_first})
     [hyps] = beam_search(
-        model, src(9), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, nbest=2, stopping="fast"
+        model, src(9), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=10, stopping="fast")
     )
     assert [h.tokens for h in hyps] == [[], [A]] and model.steps == 2
     with pytest.raises(ValueError, match="stopping"):
-        beam_search(model, src(9), beam=2, stopping="soon")
+        beam_search(model, src(9), SearchOptions(beam=2, alpha=0.6, stopping="soon"))
 
 
 def test_max_length_finalizes_active_and_min_length():
@@ -194,13 +201,17 @@ def test_max_length_finalizes_active_and_min_length():
         }
     )
     # max length 3 (a=1 * |x|=2 + b=1): at step 3 only EOS may be chosen, scored with its real p
-    [hyps] = beam_search(model, src(9, length=2), beam=2, alpha=0.0, max_len_a=1, max_len_b=1, nbest=2)
+    [hyps] = beam_search(
+        model, src(9, length=2), SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=1, max_len_b=1)
+    )
     assert [h.tokens for h in hyps] == [[A, A], []]
     assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5))
     assert model.steps == 3
     # min_len = max length: no early EOS, the output length is fixed
     [hyps] = beam_search(
-        model, src(9, length=2), beam=2, alpha=0.0, max_len_a=0, max_len_b=4, min_len=4, nbest=2
+        model,
+        src(9, length=2),
+        SearchOptions(beam=2, alpha=0.0, nbest=2, max_len_a=0, max_len_b=4, min_len=4),
     )
     assert [h.tokens for h in hyps] == [[A, A, A]]  # the only finite-probability output
     assert hyps[0].score == pytest.approx(2 * L(0.9) + L(0.5) + L(0.1))
@@ -210,11 +221,11 @@ def test_batch_of_fake_sentences_and_finished_rows_dropped():
     """Three sentences with different tables searched together equal each searched alone."""
     tables = {9: LONG_WINS, 10: {(): {B_: 0.6, EOS: 0.4}}, 11: {(): {A: 0.7, B_: 0.3}, (A,): {A: 1.0}}}
     batch = beam_search(
-        FakeModel(tables), src(9, 10, 11), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+        FakeModel(tables), src(9, 10, 11), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=6)
     )
     for i, first in enumerate((9, 10, 11)):
         [alone] = beam_search(
-            FakeModel(tables), src(first), beam=2, alpha=0.6, max_len_a=0, max_len_b=6, nbest=2
+            FakeModel(tables), src(first), SearchOptions(beam=2, alpha=0.6, nbest=2, max_len_a=0, max_len_b=6)
         )
         assert [(h.tokens, round(h.score, 9)) for h in batch[i]] == [
             (h.tokens, round(h.score, 9)) for h in alone
@@ -275,7 +286,7 @@ def plain_greedy(model, src, max_len):
 
 @torch.no_grad()
 def test_beam1_is_greedy(model, sources):
-    hyps = greedy_search(model, padded(sources), max_len_a=1, max_len_b=6)
+    hyps = greedy_search(model, padded(sources), SearchOptions(max_len_a=1, max_len_b=6))
     assert [h.tokens for h in hyps] == [plain_greedy(model, s, len(s) + 6) for s in sources]
     assert any(len(h.tokens) < len(s) + 5 for h, s in zip(hyps, sources))  # some stop early
     for h, s in zip(hyps, sources):  # score: the model's log-probability of the output and EOS
@@ -288,9 +299,9 @@ def test_beam1_is_greedy(model, sources):
 
 
 def test_same_alone_and_in_batch(model, sources):
-    batch = beam_search(model, padded(sources), beam=4, alpha=0.6, max_len_b=6, nbest=3)
+    batch = beam_search(model, padded(sources), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6))
     for s, hyps in zip(sources, batch):
-        [alone] = beam_search(model, padded([s]), beam=4, alpha=0.6, max_len_b=6, nbest=3)
+        [alone] = beam_search(model, padded([s]), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6))
         assert [h.tokens for h in hyps] == [h.tokens for h in alone]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
@@ -302,10 +313,10 @@ def test_exact_nbest_is_the_best_of_a_longer_search(model, sources, alpha, with_
     search that waits for k finished ones (nbest=k), on the real model: with and without a length
     penalty, a negative one (whose bound uses the next length), and a forced prefix."""
     prefix = [[5, 6], [], [7], [8, 9, 10], []] if with_prefix else None
-    kw = dict(beam=4, alpha=alpha, max_len_b=6, prefix=prefix)
-    four = beam_search(model, padded(sources), nbest=4, **kw)
+    opts = SearchOptions(beam=4, alpha=alpha, max_len_b=6)
+    four = beam_search(model, padded(sources), opts.replace(nbest=4), prefix=prefix)
     for nbest in (1, 2):
-        fewer = beam_search(model, padded(sources), nbest=nbest, **kw)
+        fewer = beam_search(model, padded(sources), opts.replace(nbest=nbest), prefix=prefix)
         for a, b in zip(fewer, four):
             assert [h.tokens for h in a] == [h.tokens for h in b[:nbest]]
             assert [h.score for h in a] == pytest.approx([h.score for h in b[:nbest]], abs=1e-5)
@@ -317,21 +328,23 @@ def test_sentences_ending_at_the_first_step(model, sources):
     """Max length 1 for the 2-token source (max_len_a 0.5, b 0): it ends at the first step, which
     runs one row per sentence; the others go on with their cache expanded to k rows each. The
     result equals each sentence searched alone and the search re-running the whole prefix."""
-    kw = dict(beam=4, alpha=0.6, max_len_a=0.5, max_len_b=0, nbest=2)
-    batch = beam_search(model, padded(sources), **kw)
+    opts = SearchOptions(beam=4, alpha=0.6, max_len_a=0.5, max_len_b=0, nbest=2)
+    batch = beam_search(model, padded(sources), opts)
     assert [len(h[0].tokens) for h in batch][0] == 0  # |Y| = 1: only EOS
-    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), **kw)
+    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), opts)
     for s, hyps, other in zip(sources, batch, naive):
-        [alone] = beam_search(model, padded([s]), **kw)
+        [alone] = beam_search(model, padded([s]), opts)
         assert [h.tokens for h in hyps] == [h.tokens for h in alone] == [h.tokens for h in other]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
 def test_cache_reuse_equals_recomputing_prefix(model, sources):
     assert isinstance(model.inner, Transformer)
-    cached = beam_search(model, padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3)
+    cached = beam_search(model, padded(sources), SearchOptions(beam=3, alpha=0.6, nbest=3, max_len_b=5))
     naive = beam_search(
-        EarlyEos(RecomputePrefix(model.inner)), padded(sources), beam=3, alpha=0.6, max_len_b=5, nbest=3
+        EarlyEos(RecomputePrefix(model.inner)),
+        padded(sources),
+        SearchOptions(beam=3, alpha=0.6, nbest=3, max_len_b=5),
     )
     for a, b in zip(cached, naive):
         assert [h.tokens for h in a] == [h.tokens for h in b]
@@ -392,12 +405,12 @@ def test_beam_search_same_with_block_selection(monkeypatch):
     inner = Transformer(tiny(300)).eval()
     g = torch.Generator().manual_seed(4)
     srcs = [torch.randint(4, 300, (n,), generator=g).tolist() + [EOS] for n in (3, 9, 6, 12)]
-    fast = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
+    fast = beam_search(EarlyEos(inner), padded(srcs), SearchOptions(beam=4, alpha=0.6, nbest=2, max_len_b=6))
     import nmt.infer.search as search
 
     plain = search.beam_topk
     monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, block=10**6))
-    slow = beam_search(EarlyEos(inner), padded(srcs), beam=4, alpha=0.6, max_len_b=6, nbest=2)
+    slow = beam_search(EarlyEos(inner), padded(srcs), SearchOptions(beam=4, alpha=0.6, nbest=2, max_len_b=6))
     for a, b in zip(fast, slow):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
@@ -467,9 +480,11 @@ def test_in_place_reorder_gives_the_search_of_copies(transformer, beam, stopping
     sentences finishing at different steps: at their max length, or earlier with MildEos)."""
     g = torch.Generator().manual_seed(5)
     srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (1, 9, 3, 12, 6, 2, 8, 4, 10)]
-    kw = dict(beam=beam, alpha=0.6 if beam > 1 else 0.0, max_len_b=3, nbest=min(beam, 2), stopping=stopping)
-    in_place = beam_search(wrap(transformer), padded(srcs), **kw)
-    copies = beam_search(Functional(wrap(transformer)), padded(srcs), **kw)
+    opts = SearchOptions(
+        beam=beam, alpha=0.6 if beam > 1 else 0.0, max_len_b=3, nbest=min(beam, 2), stopping=stopping
+    )
+    in_place = beam_search(wrap(transformer), padded(srcs), opts)
+    copies = beam_search(Functional(wrap(transformer)), padded(srcs), opts)
     assert len({len(h[0].tokens) for h in in_place}) > 3  # sentences end at different steps
     for a, b in zip(in_place, copies):
         assert [h.tokens for h in a] == [h.tokens for h in b]
@@ -516,8 +531,10 @@ def test_an_ensemble_of_two_different_models_searches_their_averaged_log_probabi
     # log-sum-exp; |log p| <= ~10 per token, <= 8 tokens per score
     n_accum = 2 * cfg.n_layers * (cfg.d_model + cfg.d_ff + 16) + cfg.tgt_vocab_size
     score_tol = 8 * tol(torch.float32, n_accum, scale=10.0)
-    greedy = greedy_search(ensemble, sources, max_len_a=0, max_len_b=8)
-    beams = beam_search(ensemble, sources, beam=4, nbest=4, alpha=0.6, max_len_a=0, max_len_b=8)
+    greedy = greedy_search(ensemble, sources, SearchOptions(max_len_a=0, max_len_b=8))
+    beams = beam_search(
+        ensemble, sources, SearchOptions(beam=4, alpha=0.6, nbest=4, max_len_a=0, max_len_b=8)
+    )
     for i, (hyp, nbest) in enumerate(zip(greedy, beams)):
         src = sources[i : i + 1, : int(sources[i].ne(PAD).sum())]
         path: list[int] = []
@@ -535,6 +552,58 @@ def test_an_ensemble_of_two_different_models_searches_their_averaged_log_probabi
             assert h.score == pytest.approx(reference_score([m1, m2], src, h.tokens, 0.6), abs=score_tol)
     # the two members disagree, so the test tells one member, or a mix of them, from the ensemble
     assert (
-        greedy_search(m1, sources, max_len_a=0, max_len_b=8) != greedy
-        or greedy_search(m2, sources, max_len_a=0, max_len_b=8) != greedy
+        greedy_search(m1, sources, SearchOptions(max_len_a=0, max_len_b=8)) != greedy
+        or greedy_search(m2, sources, SearchOptions(max_len_a=0, max_len_b=8)) != greedy
     )
+
+
+# ----------------------------------------------------------------------------- the n-gram block
+def looping_table(depth: int = 10) -> dict:
+    """A model that loops A B A B ...: after A, p(B) = 0.6, p(A) = 0.3; after B (or at the start),
+    p(A) = 0.6, p(B) = 0.3; p(EOS) = 0.1 always."""
+    table, frontier = {}, [()]
+    for _ in range(depth):
+        nxt = []
+        for prefix in frontier:
+            last_a = bool(prefix) and prefix[-1] == A
+            table[prefix] = {B_: 0.6, A: 0.3, EOS: 0.1} if last_a else {A: 0.6, B_: 0.3, EOS: 0.1}
+            nxt += [prefix + (A,), prefix + (B_,)]
+        frontier = nxt
+    return {9: table}
+
+
+def repeats_an_ngram(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def test_no_repeat_ngram_forbids_the_tokens_that_would_repeat_one():
+    """Greedy, by hand: A, B, A (B A is new), then B would repeat A B: A (0.3), then A and B would
+    both repeat a bigram: EOS. Without the block the model loops to the length limit."""
+    greedy = SearchOptions(beam=1, alpha=0.0, max_len_a=0, max_len_b=9)
+    [[loop]] = beam_search(FakeModel(looping_table()), src(9), greedy)
+    assert loop.tokens == [A, B_, A, B_, A, B_, A, B_]  # 8 tokens and the forced EOS
+    [[blocked]] = beam_search(FakeModel(looping_table()), src(9), greedy.replace(no_repeat_ngram=2))
+    assert blocked.tokens == [A, B_, A, A]
+    assert blocked.score == pytest.approx(L(0.6) + L(0.6) + L(0.6) + L(0.3) + L(0.1))
+    # beam search: no hypothesis of the n-best repeats a trigram; sampling alike
+    beam = SearchOptions(beam=4, nbest=4, max_len_a=0, max_len_b=9, no_repeat_ngram=3)
+    [nbest] = beam_search(FakeModel(looping_table()), src(9), beam)
+    assert len(nbest) == 4 and not any(repeats_an_ngram(h.tokens, 3) for h in nbest)
+    assert any(
+        repeats_an_ngram(h.tokens, 3)
+        for h in beam_search(FakeModel(looping_table()), src(9), beam.replace(no_repeat_ngram=0))[0]
+    )
+    drawn = sample(
+        FakeModel(looping_table()),
+        src(*[9] * 20),
+        beam.replace(beam=1, nbest=1),
+        rngs=[sentence_rng(0, i) for i in range(20)],
+    )
+    assert not any(repeats_an_ngram(h.tokens, 3) for h in drawn)
+
+
+def test_no_repeat_ngram_keeps_a_prefix_as_given():
+    greedy = SearchOptions(beam=1, alpha=0.0, max_len_a=0, max_len_b=9, no_repeat_ngram=2)
+    [[h]] = beam_search(FakeModel(looping_table()), src(9), greedy, prefix=[[A, B_, A, B_]])
+    assert h.tokens[:4] == [A, B_, A, B_] and not repeats_an_ngram(h.tokens[3:], 2)

@@ -22,9 +22,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 from serve_fixtures import SENTENCES, Server, request  # noqa: E402
 
 from nmt.cli import main  # noqa: E402
+from nmt.infer.options import SearchOptions  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
-from nmt.serve.batcher import Batcher, SearchOptions  # noqa: E402
+from nmt.serve.batcher import Batcher, JobOptions  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
 
 
@@ -229,7 +230,9 @@ def test_batching_never_changes_a_translation(translator):
     sentences = [s for s in SENTENCES if s] * 2
 
     async def all_at_once():
-        futures = [batcher.submit([s], SearchOptions(4, 0.6, 2)) for s in sentences]
+        futures = [
+            batcher.submit([s], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=2))) for s in sentences
+        ]
         batcher.start()  # all are queued before the worker looks: it cannot take the first alone
         return await asyncio.gather(*futures)
 
@@ -256,12 +259,17 @@ def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_dat
     sentences = [s for s in SENTENCES if s]
 
     async def all_at_once():
-        futures = [batcher.submit([s], SearchOptions(4, 0.6, 1)) for s in sentences]
+        futures = [
+            batcher.submit([s], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1))) for s in sentences
+        ]
         batcher.start()  # all are queued before the worker looks
         return await asyncio.gather(*futures)
 
     async def one_at_a_time():
-        return [await batcher.submit([s], SearchOptions(4, 0.6, 1)) for s in sentences]
+        return [
+            await batcher.submit([s], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1)))
+            for s in sentences
+        ]
 
     try:
         batched = asyncio.run(all_at_once())
@@ -283,7 +291,7 @@ class EchoTranslator:
         self.batches: list[list[str]] = []
         self.inside: Callable[[], None] | None = None
 
-    def translate_nbest(self, sentences, **kwargs):
+    def translate_nbest(self, sentences, options=None, **kwargs):
         from nmt.infer.search import Hypothesis
 
         self.batches.append(list(sentences))
@@ -304,7 +312,7 @@ def test_worker_waits_only_for_the_requests_it_expects():
     group still waiting when a batch ends merges with the group that batch answered."""
     fake = EchoTranslator()
     batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=NO_END)
-    opts = SearchOptions(1, 0.0, 1)
+    opts = JobOptions(SearchOptions(beam=1, alpha=0.0, nbest=1))
     in_batch, go = threading.Event(), threading.Event()
 
     def hold():  # the worker stays in its batch until the test holds the lock
@@ -356,7 +364,7 @@ def test_worker_wait_is_bounded_by_max_wait():
     less: it cannot take the request before its deadline), then takes it alone."""
     fake = EchoTranslator()
     batcher = Batcher(fake, max_batch_tokens=10_000, max_wait_ms=500)
-    opts = SearchOptions(1, 0.0, 1)
+    opts = JobOptions(SearchOptions(beam=1, alpha=0.0, nbest=1))
 
     async def scenario():
         with batcher._cond:  # the 4 are one batch: 4 expected next

@@ -21,9 +21,10 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from fastapi.testclient import TestClient  # noqa: E402
 from serve_fixtures import SENTENCES, Server, request  # noqa: E402
 
+from nmt.infer.options import SearchOptions  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
-from nmt.serve.batcher import Batcher, QueueFull, SearchOptions  # noqa: E402
+from nmt.serve.batcher import Batcher, JobOptions, QueueFull  # noqa: E402
 from nmt.serve.options import add_serve_args, build_models  # noqa: E402
 
 LONG = [s for s in SENTENCES if s]
@@ -97,12 +98,12 @@ def test_a_short_request_runs_between_the_steps_of_a_long_one(translator):
     done = []
 
     async def scenario():
-        long = batcher.submit(LONG, SearchOptions(32, 0.6, 2))
+        long = batcher.submit(LONG, JobOptions(SearchOptions(beam=32, alpha=0.6, nbest=2)))
         long.add_done_callback(lambda f: done.append("long"))
         assert await asyncio.to_thread(model.paused.wait, 60)
-        other = batcher.submit(LONG, SearchOptions(31, 0.6, 1))
+        other = batcher.submit(LONG, JobOptions(SearchOptions(beam=31, alpha=0.6, nbest=1)))
         other.add_done_callback(lambda f: done.append("other long"))
-        short = batcher.submit([SENTENCES[0]], SearchOptions(1, 0.0, 1))
+        short = batcher.submit([SENTENCES[0]], JobOptions(SearchOptions(beam=1, alpha=0.0, nbest=1)))
         short.add_done_callback(lambda f: done.append("short"))
         model.resume.set()
         return await long, await other, await short
@@ -125,9 +126,9 @@ def test_cancelled_requests_are_dropped_from_the_queue_or_their_search_abandoned
     batcher = Batcher(t, max_wait_ms=0)
 
     async def scenario():
-        running = batcher.submit(LONG, SearchOptions(4, 0.6, 1))
+        running = batcher.submit(LONG, JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1)))
         assert await asyncio.to_thread(model.paused.wait, 60)
-        queued = batcher.submit(["the green house"], SearchOptions(5, 0.6, 1))
+        queued = batcher.submit(["the green house"], JobOptions(SearchOptions(beam=5, alpha=0.6, nbest=1)))
         assert batcher.queue_length == 1
         queued.cancel()
         await asyncio.sleep(0)  # the futures' done callbacks run
@@ -135,7 +136,7 @@ def test_cancelled_requests_are_dropped_from_the_queue_or_their_search_abandoned
         running.cancel()
         await asyncio.sleep(0)
         model.resume.set()
-        return await batcher.submit([SENTENCES[1]], SearchOptions(1, 0.0, 1))
+        return await batcher.submit([SENTENCES[1]], JobOptions(SearchOptions(beam=1, alpha=0.0, nbest=1)))
 
     batcher.start()
     try:
@@ -275,8 +276,10 @@ def test_work_budgets_per_request_and_per_queue(run_dir, translator):
 
 
 async def _submit_twice(batcher: Batcher) -> None:
-    batcher.submit([SENTENCES[0]], SearchOptions(4, 0.6, 1))  # the worker is not started: it waits
-    batcher.submit([SENTENCES[1]], SearchOptions(4, 0.6, 1))
+    batcher.submit(
+        [SENTENCES[0]], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1))
+    )  # the worker is not started: it waits
+    batcher.submit([SENTENCES[1]], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1)))
 
 
 def test_alignment_is_computed_for_the_returned_translation_only(run_dir, monkeypatch):

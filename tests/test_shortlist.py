@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt.cli import main
+from nmt.infer.options import SearchOptions
 from nmt.infer.restricted import ShortlistModel
 from nmt.infer.shortlist import (
     BuildOptions,
@@ -172,7 +173,9 @@ def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortli
     src = torch.tensor([s + [0] * (width - len(s)) for s in sources])  # (B, S)
     rows = small_shortlist.rows(src)
     assert rows.numel() < t.model.cfg.tgt_vocab_size
-    hyps = search_sources(t.model, sources, beam=1, batch_tokens=10**6, shortlist=small_shortlist)
+    hyps = search_sources(
+        t.model, sources, SearchOptions(beam=1), batch_tokens=10**6, shortlist=small_shortlist
+    )
     differs = False
     for i, (h,) in enumerate(hyps):
         assert set(h.tokens) <= set(rows.tolist())

@@ -11,6 +11,7 @@ from translate_fixtures import cli
 from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.data.batching import make_batches
+from nmt.infer.options import SearchOptions
 from nmt.infer.translate import Sampling, TranslateError, Translator, search_sources, translate_ids
 from nmt.model import Transformer
 
@@ -85,7 +86,9 @@ def test_translate_ids_restores_training_mode(checkpoint):
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     model = t.model.train()
     ids = [t.sp.encode("der hund"), [], t.sp.encode("ein baum und eine katze")]
-    out = translate_ids(model, ids, beam=1, alpha=0.0, max_len_a=0, max_len_b=5, batch_tokens=100)
+    out = translate_ids(
+        model, ids, SearchOptions(beam=1, alpha=0.0, max_len_a=0, max_len_b=5), batch_tokens=100
+    )
     assert model.training and len(out) == 3 and out[1] == []
     assert all(3 not in o for o in out) and all(len(o) <= 4 for o in out)
     model.eval()
@@ -209,19 +212,21 @@ def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, opt
     [
         (dict(beam=0), r"beam=0: must be an integer >= 1"),
         (dict(beam=1, nbest=2), r"nbest=2: must be between 1 and beam=1"),
-        (dict(beam=4, nbest=2, sampling=Sampling()), r"nbest=2: sampling draws one output per sentence"),
-        (dict(sampling=Sampling(temperature=-1.0)), r"temperature=-1.0, topk=0, topp=1.0: need 0 < T < inf"),
+        (dict(beam=4, nbest=2, sampling={}), r"nbest=2: sampling draws one output per sentence"),
+        (dict(sampling={"temperature": -1.0}), r"temperature=-1.0, topk=0, topp=1.0: need 0 < T < inf"),
         (dict(alpha=1e308), r"alpha=1e\+308: must be a number in \[-100, 100\]"),
         (dict(alpha=float("nan")), r"alpha=nan: must be a number in \[-100, 100\]"),
-        (dict(sampling=Sampling(topp=0.0)), r"temperature=1.0, topk=0, topp=0.0: need 0 < T < inf"),
+        (dict(sampling={"topp": 0.0}), r"temperature=1.0, topk=0, topp=0.0: need 0 < T < inf"),
     ],
 )
 @pytest.mark.parametrize("lines", [["", " "], ["der hund"]])
 def test_search_options_are_checked_before_any_input_is_read(checkpoint, lines, option, message):
     """Also for a batch of empty lines, which needs no search (was: returned without a word), and
-    nbest > 1 with sampling, which draws one output (was: silently one)."""
+    nbest > 1 with sampling, which draws one output (was: silently one). Sampling's own range is
+    checked when the Sampling is made."""
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match=message):
+        option = {k: Sampling(**v) if k == "sampling" else v for k, v in option.items()}
         t.translate_nbest(lines, **option)
 
 
@@ -233,7 +238,9 @@ def test_search_sources_needs_one_prefix_or_constraint_list_per_source(checkpoin
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     sources = t.encode(["der hund", "blau"])[0]
     with pytest.raises(ValueError, match=rf"^{per_sentence}: {count} lists for 2 sources$"):
-        search_sources(t.model, sources, beam=2, max_len_a=0, max_len_b=4, **{per_sentence: [[]] * count})
+        search_sources(
+            t.model, sources, SearchOptions(beam=2, max_len_a=0, max_len_b=4), **{per_sentence: [[]] * count}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +274,17 @@ def test_the_ctranslate2_engine_checks_search_options_as_the_torch_engine(
     for t in (torch_translator, ct2_translator):
         with pytest.raises(ValueError, match=message):
             t.translate_nbest(lines, **option)
+
+
+def test_search_options_as_one_value_or_as_keywords_translate_alike(checkpoint):
+    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    lines = ["der hund", "blau", "die katze schlaeft"]
+    options = SearchOptions(beam=3, alpha=0.8, nbest=2, max_len_b=5)
+    by_value = t.translate_nbest(lines, options)
+    by_keywords = t.translate_nbest(lines, beam=3, alpha=0.8, nbest=2, max_len_b=5)
+    assert [[(h.text, h.score) for h in hs] for hs in by_value] == [
+        [(h.text, h.score) for h in hs] for hs in by_keywords
+    ]
+    assert t.translate(lines, options) == [hs[0].text for hs in by_value]
+    with pytest.raises(TypeError, match="not search options"):
+        t.translate(lines, beams=3)

@@ -8,6 +8,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 from translate_fixtures import make_checkpoint
 
+from nmt.infer.options import SearchOptions, with_fields
 from nmt.infer.tune import PAPER_ALPHA, tune_alpha
 from nmt.infer.tune_command import parse_alphas
 
@@ -20,7 +21,9 @@ class LengthTranslator:
     def __init__(self, references):
         self.references, self.calls = references, []
 
-    def translate(self, sentences, *, beam, alpha, batch_tokens, **max_len):
+    def translate(self, sentences, options=None, *, batch_tokens, mbr=None, **fields):
+        options = with_fields(options, fields)
+        beam, alpha = options.beam, options.alpha
         self.calls.append((tuple(sentences), beam, alpha))
 
         def keep(ref):
@@ -32,7 +35,7 @@ class LengthTranslator:
 def test_the_alpha_with_the_best_bleu_wins_and_rows_are_sacrebleu():
     refs = ["the cat sits on the mat today", "two dogs run in the snow", "a man rides a red bike home"]
     fake = LengthTranslator(refs)
-    best, rows = tune_alpha(fake, SOURCES, refs, alphas=(0.4, 0.7, 1.0, 1.3), beam=4)
+    best, rows = tune_alpha(fake, SOURCES, refs, SearchOptions(beam=4), alphas=(0.4, 0.7, 1.0, 1.3))
     assert [r.alpha for r in rows] == [0.4, 0.7, 1.0, 1.3]
     assert [c[1:] for c in fake.calls] == [(4, 0.4), (4, 0.7), (4, 1.0), (4, 1.3)]  # a search per alpha
     # alpha >= 1 gives the references themselves: BLEU 100, and of the tied 1.0 and 1.3 the one

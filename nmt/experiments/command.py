@@ -16,6 +16,7 @@ from ..atomic import write_text
 from ..checkpoint import load_model, read_config, resolve_checkpoint
 from ..config import ConfigError, apply_overrides
 from ..data.download import DataError
+from ..infer.options import SearchOptions
 from ..infer.translate import read_text_lines
 from ..train.command import build_configs
 from ..vocab import load_spm
@@ -145,9 +146,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         model,
         sp,
         [line.split() for line in lines],
-        beam=args.beam,
-        alpha=args.alpha,
-        max_len_b=args.max_len_b,
+        SearchOptions(beam=args.beam, alpha=args.alpha, max_len_b=args.max_len_b),
         device=args.device,
         leaves=word_leaves(ptb_meta),
         constrain=args.constrain,

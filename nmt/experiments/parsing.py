@@ -50,6 +50,7 @@ from torch import Tensor
 
 from ..atomic import replace_dir
 from ..data.download import DataError
+from ..infer.options import SearchOptions
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
 from .trees import (
     LEAF_KINDS,
@@ -67,6 +68,7 @@ from .trees import (
 FORMS = ("brackets", "per-word")  # the paper's bracket sequence, or one token per word (trees.per_word)
 SPLIT_FILES = {"train": range(1, 180), "valid": range(180, 190), "test": range(190, 200)}
 BEAM, ALPHA, MAX_LEN_B = 21, 0.3, 300  # section 6.3
+PAPER_SEARCH = SearchOptions(beam=BEAM, alpha=ALPHA, max_len_a=1.0, max_len_b=MAX_LEN_B)  # |x| + 300
 
 
 def read_treebank(path: str | Path) -> dict[str, list[Tree]]:
@@ -553,18 +555,16 @@ def parse_sentences(
     model,
     sp,
     sentences: list[list[str]],
+    options: SearchOptions = PAPER_SEARCH,
     *,
-    beam: int = BEAM,
-    alpha: float = ALPHA,
-    max_len_b: int = MAX_LEN_B,
     device=None,
     leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
     constrain: bool = False,
     limits: dict | None = None,
     form: str = "brackets",
 ) -> tuple[list[Tree], int]:
-    """Trees for tokenised sentences (beam search over the linearised trees, then repair) and how
-    many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
+    """Trees for tokenised sentences (beam search with ``options`` over the linearised trees, then
+    repair) and how many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
     ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``:
     search only well-formed trees (:class:`TreeConstraint`, with ``limits``: meta.json's
     ``ptb.max_open_run`` / ``max_depth``);
@@ -582,10 +582,7 @@ def parse_sentences(
     outputs = translate_ids(
         model,
         [word_ids(sp, s) for s in sentences],
-        beam=beam,
-        alpha=alpha,
-        max_len_a=1.0,
-        max_len_b=max_len_b,
+        options,
         device=device or "cpu",
         constraint=constraint,
     )

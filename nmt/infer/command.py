@@ -21,12 +21,13 @@ from .attention import align, format_alignment
 from .document import document_kind
 from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES, mbr_results
+from .options import SearchOptions
 from .real_text_command import add_real_text_args, text_options, translate_file, translate_real_text
 from .rerank import Rerank
 from .results import ConstraintsError, TranslateError, Translation
 from .search import MAX_ALPHA, STOPPING, default_alpha
 from .text import TextTranslator, truncation_message
-from .translate import Sampling, Translator, check_output, read_text_lines, write_output
+from .translate import Translator, check_output, read_text_lines, write_output
 
 
 # ----------------------------------------------------------------------------- `nmt translate`
@@ -60,6 +61,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--nbest", type=int, default=1, help="K > 1: write up to K lines per input, 'LINE<TAB>SCORE<TAB>TEXT'"
+    )
+    parser.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N > 0: no output repeats one of its own N-grams (fairseq's --no-repeat-ngram-size; "
+        "guards against loops on unusual input; default 0: off, the paper's search; torch engine)",
     )
     parser.add_argument("--batch-tokens", type=int, default=2048, help="padded source tokens per batch")
     parser.add_argument(
@@ -150,7 +159,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     searched (then the MBR or reranked choice), the outputs written (stdout, or -o atomically)."""
     if overrides:
         raise TranslateError(f"--{next(iter(overrides))}.*: translate takes no configuration overrides")
-    sampling, mbr = check_translate_args(args)
+    search_options, mbr = check_translate_args(args)
     options = text_options(args)  # real text (nmt.infer.real_text): checked before anything is read
     rerank = load_rerank(args, args.rerank_weight)
     document = document_kind(args.input) is not None
@@ -167,9 +176,8 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
             args,
             translator,
             sentences,
-            nbest=args.beam if mbr or rerank else args.nbest,
+            search_options.replace(nbest=args.beam) if mbr or rerank else search_options,
             prefix=prefix,
-            sampling=sampling,
             constraints=constraints,
             line_of=line_of,
         )
@@ -179,7 +187,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
             return [
                 r[: args.nbest]
                 for r in translator.rerank(
-                    sentences, results, rerank, alpha=args.alpha, batch_tokens=args.batch_tokens
+                    sentences, results, rerank, alpha=search_options.penalty, batch_tokens=args.batch_tokens
                 )
             ]
         return results
@@ -200,9 +208,9 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
-def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR | None]:
+def check_translate_args(args: argparse.Namespace) -> tuple[SearchOptions, MBR | None]:
     """The options of `nmt translate` that can be checked before anything is read or loaded (sets
-    --threads, and --alpha's default); returns the Sampling and the MBR they ask for (or None)."""
+    --threads, and --alpha's default); returns the SearchOptions and the MBR they ask for (or None)."""
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise TranslateError(
             f"--beam {args.beam} --nbest {args.nbest}: need beam >= 1 and 1 <= nbest <= beam"
@@ -213,7 +221,6 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
     if args.alpha is None:
         args.alpha = default_alpha(args.beam)
     check_output(args.output)  # before translating anything
-    sampling = None
     if args.sampling:
         if args.nbest != 1:
             raise TranslateError(f"--sampling --nbest {args.nbest}: sampling gives one output per line")
@@ -222,7 +229,11 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
                 f"--temperature {args.temperature} --topk {args.topk} --topp {args.topp}: "
                 "need 0 < T < inf, K >= 0 (0: all), 0 < P <= 1"
             )
-        sampling = Sampling(args.temperature, args.topk, args.topp, args.seed)
+    if args.no_repeat_ngram < 0:
+        raise TranslateError(f"--no-repeat-ngram {args.no_repeat_ngram}: must be >= 0 (0: off)")
+    if args.no_repeat_ngram and args.engine != "torch":
+        raise TranslateError("--no-repeat-ngram: the torch engine's search (not --engine ctranslate2)")
+    options = SearchOptions.from_args(args)
     mbr = mbr_from_args(args)
     if mbr is not None and (args.sampling or args.nbest != 1):
         raise TranslateError(
@@ -236,7 +247,7 @@ def check_translate_args(args: argparse.Namespace) -> tuple[Sampling | None, MBR
             "--alignment reads one torch model's cross-attention: not with an ensemble "
             "or --engine ctranslate2"
         )
-    return sampling, mbr
+    return options, mbr
 
 
 def read_translate_inputs(
@@ -301,14 +312,13 @@ def translate_lines(
     args: argparse.Namespace,
     translator: TextTranslator,
     lines: list[str],
+    options: SearchOptions,
     *,
-    nbest: int,
     prefix: list[str] | None,
-    sampling: Sampling | None,
     constraints: list[list[str]] | None,
     line_of: list[int] | None = None,
 ) -> list[list[Translation]]:
-    """``translator.translate_nbest`` of ``lines`` with the search options of ``args``; truncation
+    """``translator.translate_nbest`` of ``lines`` searched with ``options``; truncation
     warnings (naming line ``line_of[i]`` of sentence i, from 0; default i) and a progress bar (not
     for stdin or --quiet) on stderr; a ConstraintsError names the --constraints file."""
     from ..progress import progress
@@ -328,17 +338,11 @@ def translate_lines(
     try:
         results = translator.translate_nbest(
             lines,
-            beam=args.beam,
-            alpha=args.alpha,
-            max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b,
-            nbest=nbest,
+            options,
             batch_tokens=args.batch_tokens,
             on_truncate=warn,
             on_batch=bar.update,
             prefix=prefix,
-            sampling=sampling,
-            **({} if args.stopping is None else {"stopping": args.stopping}),
             **({} if constraints is None else {"constraints": constraints}),
         )
     except ConstraintsError as e:  # its line is the constraints file's

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +32,9 @@ from ..config import ModelConfig, from_dict
 from ..data.batching import make_batches
 from ..vocab import UNK, load_spm
 from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
+from .options import SearchOptions, with_fields
 from .results import TranslateError, Translation
-from .search import check_search_range, default_alpha, length_penalty
+from .search import length_penalty
 from .text import TextTranslator, one_or_many
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -189,35 +189,33 @@ class CTranslate2Translator(TextTranslator):
     def translate_nbest(
         self,
         sentences: list[str] | str,
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        alpha: float | None = None,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
-        nbest: int = 1,
         batch_tokens: int = 2048,
         on_truncate: Callable[[int, int], None] | None = None,
         on_batch: Callable[[int], None] | None = None,
-        min_len: int = 1,
         prefix: list[str] | None = None,
-        sampling=None,
-        stopping: str = "fast",
+        **fields,
     ) -> list[list[Translation]]:
-        if prefix is not None or sampling is not None or stopping != "fast":
+        """As the torch engine's (nmt.infer.translate.Translator.translate_nbest), searched by
+        CTranslate2 with its own stopping rule ("fast"): TranslateError for prefixes, sampling, the
+        exact stopping rule and the n-gram block, which are the torch engine's."""
+        options = with_fields(options, fields)
+        if (
+            prefix is not None
+            or options.sampling is not None
+            or options.stopping_rule("fast") != "fast"
+            or options.no_repeat_ngram
+        ):
             raise TranslateError(
-                "prefix-constrained decoding, sampling and the exact stopping rule are the "
-                "torch engine's (--engine torch); CTranslate2 stops as --stopping fast"
+                "prefix-constrained decoding, sampling, the exact stopping rule and --no-repeat-ngram "
+                "are the torch engine's (--engine torch); CTranslate2 stops as --stopping fast"
             )
         sources, truncated = self.encode(sentences)
         self.report_truncated(truncated, on_truncate)
         hyps = self.search_ids(
             sources,
-            beam=beam,
-            alpha=alpha,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            nbest=nbest,
-            min_len=min_len,
+            options,
             batch_tokens=batch_tokens,
             on_batch=on_batch,
             use_vmap=self.shortlist is not None,
@@ -227,25 +225,18 @@ class CTranslate2Translator(TextTranslator):
     def search_ids(
         self,
         sources: list[list[int]],
+        options: SearchOptions = SearchOptions(),
         *,
-        beam: int = 4,
-        alpha: float | None = None,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
-        nbest: int = 1,
-        min_len: int = 1,
         batch_tokens: int = 2048,
         max_sentences: int | None = None,
         on_batch: Callable[[int], None] | None = None,
         use_vmap: bool = False,
     ) -> list[list[tuple[list[int], float]]]:
         """Search token-id sources (ending with EOS; [] gives one empty output) in the torch engine's
-        length-sorted batches: per source, up to ``nbest`` (ids without BOS/EOS, score).
-        ``alpha=None``: the torch engine's default (0 for beam 1, else the paper's 0.6).
-        ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt. ValueError
-        for an option out of range (nmt.infer.search.check_search_range), as the torch engine."""
-        check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
-        alpha = default_alpha(beam) if alpha is None else alpha
+        length-sorted batches, with ``options`` (beam, alpha resolved as the torch engine does,
+        nbest, length limits, min_len): per source, up to ``nbest`` (ids without BOS/EOS, score).
+        ``use_vmap``: restrict each batch's target vocabulary with the model's vmap.txt."""
+        alpha = options.penalty
         limit = self.model.cfg.max_positions
         results: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
@@ -254,15 +245,15 @@ class CTranslate2Translator(TextTranslator):
         ):
             rows = [sources[todo[j]] for j in batch]
             # |Y| (with EOS) <= a*|x| + b, |x| counting EOS; CTranslate2 appends the EOS itself
-            max_len = [max(1, min(math.floor(max_len_a * len(r) + max_len_b), limit)) for r in rows]
+            max_len = [options.max_len(len(r), limit) for r in rows]
             out = self.model.translator.translate_batch(
                 [[self.vocab[t] for t in r[:-1]] for r in rows],
-                beam_size=beam,
+                beam_size=options.beam,
                 length_penalty=alpha,
-                num_hypotheses=nbest,
+                num_hypotheses=options.nbest,
                 return_scores=True,
                 max_decoding_length=max(max_len),
-                min_decoding_length=max(0, min_len - 1),
+                min_decoding_length=max(0, options.min_len - 1),
                 max_input_length=0,
                 use_vmap=use_vmap,
             )

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .options import SearchOptions
+
 
 class PlotAttentionError(Exception):
     """A user-facing error of `nmt plot-attention`."""
@@ -58,11 +60,12 @@ def draw(weights, rows: list[str], cols: list[str], title: str, path: Path) -> N
 
 
 def plot_attention(
-    translator, sentence: str, out: Path, *, beam: int = 4, max_len_b: int = 50
+    translator, sentence: str, out: Path, options: SearchOptions = SearchOptions()
 ) -> tuple[str, int]:
-    """Translate ``sentence`` with ``translator`` (a torch-engine Translator; beam search, alpha 0.6,
-    0 for beam 1) and write the PNG files and attention.json of the module docstring into ``out``
-    (created if needed). Returns (the translation, the number of PNG files written)."""
+    """Translate ``sentence`` with ``translator`` (a torch-engine Translator) searched with
+    ``options`` (default: beam 4, alpha 0.6) and write the PNG files and attention.json of the
+    module docstring into ``out`` (created if needed). Returns (the translation, the number of
+    PNG files written)."""
     from .attention import attention_maps
 
     sources, _ = translator.encode([sentence])
@@ -72,9 +75,7 @@ def plot_attention(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file there, or above it
         raise PlotAttentionError(f"-o {out}: cannot create the folder: {e.strerror or e}") from None
-    best = translator.translate_nbest(
-        [sentence], beam=beam, alpha=0.0 if beam == 1 else 0.6, max_len_b=max_len_b
-    )[0][0]
+    best = translator.translate_nbest([sentence], options.replace(nbest=1))[0][0]
     maps = attention_maps(translator.model, sources[0], best.tokens)
     src = piece_labels(translator.sp, sources[0])
     tgt = ["<s>"] + piece_labels(translator.sp, best.tokens)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..checkpoint import CheckpointError
+from .options import SearchOptions
 from .plot_attention import PlotAttentionError, plot_attention
 from .translate import Translator
 
@@ -31,7 +32,8 @@ def run_plot_attention(args: argparse.Namespace, overrides: dict) -> int:
     except CheckpointError as e:
         raise PlotAttentionError(str(e)) from None
     out = Path(args.output)
-    text, figures = plot_attention(translator, args.sentence, out, beam=args.beam, max_len_b=args.max_len_b)
+    options = SearchOptions(beam=args.beam, max_len_b=args.max_len_b)
+    text, figures = plot_attention(translator, args.sentence, out, options)
     print(
         f"{text}\nnmt plot-attention: wrote {figures} PNG files and attention.json to {out}", file=sys.stderr
     )

@@ -32,8 +32,6 @@ Definitions (all pinned by tests/test_search.py):
 
 from __future__ import annotations
 
-import math
-import numbers
 import random
 from dataclasses import dataclass, field
 
@@ -44,9 +42,18 @@ from torch import Tensor
 from ..vocab import BOS, EOS, PAD
 from .beam_rows import Beams, fill_from_end, reorder_owned
 from .constraints import LexicalConstraints
+from .options import (  # noqa: F401  (re-exported: the search's option checks live with the options)
+    GREEDY,
+    MAX_ALPHA,
+    STOPPING,
+    Sampling,
+    SearchOptions,
+    check_lengths,
+    check_sampling_range,
+    check_search_range,
+    default_alpha,
+)
 from .topk import Candidates, beam_topk, row_topk
-
-STOPPING = ("exact", "fast")  # beam_search's early termination rules (see still_searching)
 
 
 def right_to_left(model) -> bool:
@@ -64,11 +71,6 @@ def reading_order(model, tokens: list[int]) -> list[int]:
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT length penalty lp = ((5 + length) / 6) ** alpha; length counts EOS."""
     return ((5.0 + length) / 6.0) ** alpha
-
-
-def default_alpha(beam: int) -> float:
-    """The paper's length penalty alpha=0.6 for beam search; 0 for beam 1 (plain greedy search)."""
-    return 0.0 if beam == 1 else 0.6
 
 
 def max_score_bound(logp_sum: float, length: int, max_len: int, alpha: float) -> float:
@@ -101,50 +103,14 @@ def _add_finished(finished: list[Hypothesis], hyp: Hypothesis, k: int) -> None:
     del finished[k:]
 
 
-MAX_ALPHA = 100.0  # |alpha| above ~138 overflows ((5 + |Y|) / 6) ** alpha at |Y| = 1,024
-
-
-def check_search_range(
-    *, beam, nbest, max_len_a: float, max_len_b: float, alpha: float | None = None
-) -> None:
-    """ValueError naming a search option out of range: ``beam`` an integer >= 1, ``nbest`` one in
-    [1, beam], ``max_len_a`` and ``max_len_b`` finite, ``alpha`` (None: the default) within
-    [-MAX_ALPHA, MAX_ALPHA] (both engines check them before any input is read, so that a batch of
-    empty lines is refused alike)."""
-    if alpha is not None and not -MAX_ALPHA <= alpha <= MAX_ALPHA:  # nan too
-        raise ValueError(f"alpha={alpha}: must be a number in [-{MAX_ALPHA:g}, {MAX_ALPHA:g}]")
-    if not isinstance(beam, numbers.Integral) or beam < 1:
-        raise ValueError(f"beam={beam!r}: must be an integer >= 1")
-    if not isinstance(nbest, numbers.Integral) or not 1 <= nbest <= beam:
-        raise ValueError(f"nbest={nbest!r}: must be between 1 and beam={beam}")
-    check_lengths(max_len_a, max_len_b)
-
-
-def check_lengths(max_len_a: float, max_len_b: float) -> None:
-    """ValueError unless the output length limit a * |x| + b has finite ``max_len_a``, ``max_len_b``."""
-    if not (math.isfinite(max_len_a) and math.isfinite(max_len_b)):
-        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b}: must be finite numbers")
-
-
-def check_sampling_range(*, temperature: float, topk: int, topp: float) -> None:
-    """ValueError unless 0 < temperature < inf (nan and inf leave no distribution), topk >= 0 (0:
-    all tokens) and 0 < topp <= 1."""
-    if not 0 < temperature < math.inf or topk < 0 or not 0 < topp <= 1:
-        raise ValueError(
-            f"temperature={temperature}, topk={topk}, topp={topp}: need 0 < T < inf, "
-            "topk >= 0 (0: all), 0 < topp <= 1"
-        )
-
-
 def output_lengths(
-    model, src_tokens: Tensor, *, max_len_a: float, max_len_b: int, prefix: list[list[int]] | None
+    model, src_tokens: Tensor, options: SearchOptions, *, prefix: list[list[int]] | None
 ) -> list[int]:
-    """The max output length |Y| of each sentence (see the module docstring); ValueError for a
-    ``max_len_a`` or ``max_len_b`` that is not finite."""
-    check_lengths(max_len_a, max_len_b)
+    """The max output length |Y| of each sentence (SearchOptions.max_len), at least a prefix's
+    length + 1; ValueError for a prefix holding PAD, BOS or EOS, or leaving no room for EOS."""
     src_len = src_tokens.ne(PAD).sum(dim=1).tolist()  # |x| per sentence
     limit = model.cfg.max_positions
-    max_len = [max(1, min(int(math.floor(max_len_a * n + max_len_b)), limit)) for n in src_len]
+    max_len = [options.max_len(n, limit) for n in src_len]
     if prefix is not None:
         if len(prefix) != len(max_len):
             raise ValueError(f"{len(prefix)} prefixes for {len(max_len)} sentences")
@@ -165,7 +131,8 @@ class Rules:
     """What every step of a search checks (see the module docstring): per sentence its max output
     length |Y| (``max_len``), EOS not before ``min_len``, the ``prefix`` tokens it must start with;
     for beam search also the beam size ``k``, how many hypotheses it returns (``nbest``), the length
-    penalty ``alpha`` and the ``stopping`` rule (greedy search and sampling: one row, no penalty)."""
+    penalty ``alpha`` and the ``stopping`` rule (greedy search and sampling: one row, no penalty);
+    ``no_repeat_ngram`` n > 0: no row repeats one of its n-grams (``block_repeats``)."""
 
     max_len: list[int]
     min_len: int = 1
@@ -174,6 +141,29 @@ class Rules:
     nbest: int = 1
     alpha: float = 0.0
     stopping: str = "exact"
+    no_repeat_ngram: int = 0
+
+    @classmethod
+    def of(cls, options: SearchOptions, max_len: list[int], prefix: list[list[int]] | None, *, beam: bool):
+        """The rules of a search with ``options``: beam search (``beam``: k, nbest, alpha and the
+        stopping rule of ``options``) or one row per sentence (sampling: no length penalty)."""
+        if not beam:
+            return cls(
+                max_len=max_len,
+                min_len=options.min_len,
+                prefix=prefix,
+                no_repeat_ngram=options.no_repeat_ngram,
+            )
+        return cls(
+            max_len=max_len,
+            min_len=options.min_len,
+            prefix=prefix,
+            k=options.beam,
+            nbest=options.nbest,
+            alpha=options.penalty,
+            stopping=options.stopping_rule(),
+            no_repeat_ngram=options.no_repeat_ngram,
+        )
 
 
 def mask_step(logp: Tensor, t: int, alive: list[int], rules: Rules) -> Tensor:
@@ -202,39 +192,56 @@ def mask_step(logp: Tensor, t: int, alive: list[int], rules: Rules) -> Tensor:
     return logp
 
 
+def block_repeats(logp: Tensor, tokens: Tensor, t: int, alive: list[int], rules: Rules) -> Tensor:
+    """The log-probabilities (N, W) of step t with -inf for every token that would complete an
+    n-gram (n = rules.no_repeat_ngram) already in its row's output ``tokens`` (N, 1+t) (BOS first),
+    as fairseq's --no-repeat-ngram-size; EOS is never blocked (every row can end), nor a token a
+    prefix forces. Rows i*k..(i+1)*k-1 search sentence ``alive[i]``."""
+    n = rules.no_repeat_ngram
+    if n <= 0 or t + 1 < n:  # fewer than n - 1 tokens written: no n-gram to complete
+        return logp
+    k, prefix = rules.k, rules.prefix
+    rows = tokens[:, 1:].tolist()  # (N, t) the output so far, BOS dropped
+    banned_rows, banned_tokens = [], []
+    for r, out in enumerate(rows):
+        if prefix is not None and t < len(prefix[alive[r // k]]):
+            continue  # the prefix decides this step
+        tail = out[len(out) - (n - 1) :] if n > 1 else []
+        for i in range(len(out) - n + 1):
+            if out[i : i + n - 1] == tail and out[i + n - 1] != EOS:
+                banned_rows.append(r)
+                banned_tokens.append(out[i + n - 1])
+    if banned_rows:
+        logp = logp.index_put(
+            (torch.tensor(banned_rows, device=logp.device), torch.tensor(banned_tokens, device=logp.device)),
+            torch.tensor(float("-inf"), device=logp.device, dtype=logp.dtype),
+        )
+    return logp
+
+
 # ----------------------------------------------------------------------------- beam search
 @torch.inference_mode()  # no autograd bookkeeping at all: ~5% of a small step's overhead
 def beam_search(
     model,
     src_tokens: Tensor,
+    options: SearchOptions = SearchOptions(),
     *,
-    beam: int = 4,
-    alpha: float = 0.6,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 1,
-    nbest: int = 1,
     prefix: list[list[int]] | None = None,
-    stopping: str = "exact",
     constraint=None,
     constraints: list[list[list[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Search each sentence of ``src_tokens`` (B, S) (padded with PAD); returns, per sentence,
-    its ``nbest`` (<= beam) best finished hypotheses, best first. ``min_len`` masks EOS until
-    |Y| >= min_len (min_len = max length forces a fixed output length, for benchmarks).
-    ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts with.
-    ``stopping``: "exact" (the paper's early termination) or "fast" (CTranslate2's rule).
-    ``constraint``: see ``apply_constraints`` (None: every token but PAD and BOS allowed).
+    """Search each sentence of ``src_tokens`` (B, S) (padded with PAD) with ``options`` (beam k,
+    length penalty, nbest, length limits, stopping rule, n-gram block; sampling is ``sample``'s);
+    returns, per sentence, its ``nbest`` (<= k) best finished hypotheses, best first. ``min_len``
+    masks EOS until |Y| >= min_len (min_len = max length forces a fixed output length, for
+    benchmarks). ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts
+    with. ``constraint``: see ``apply_constraints`` (None: every token but PAD and BOS allowed).
     ``constraints[i]``: target phrases (lists of ids) output i must contain, searched with dynamic
     beam allocation (nmt.infer.constraints; not with ``prefix`` or ``constraint``)."""
-    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
-    if stopping not in STOPPING:
-        raise ValueError(f"stopping={stopping!r}: must be one of {', '.join(STOPPING)}")
-    k, n_src, device = beam, src_tokens.size(0), src_tokens.device
-    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
-    rules = Rules(
-        max_len=max_len, min_len=min_len, prefix=prefix, k=k, nbest=nbest, alpha=alpha, stopping=stopping
-    )
+    k, n_src, device = options.beam, src_tokens.size(0), src_tokens.device
+    max_len = output_lengths(model, src_tokens, options, prefix=prefix)
+    rules = Rules.of(options, max_len, prefix, beam=True)
+    alpha = rules.alpha
     memory = model.encode(src_tokens)
     constrain = None if constraint is None else constraint(src_tokens)
     lexical = lexical_constraints(constraints, rules, device=device, others=constraint is not None)
@@ -245,6 +252,7 @@ def beam_search(
     for t in range(max(max_len)):  # t tokens generated so far; this step makes token t+1
         logp = beams.log_probs(model)  # (B*k, W) log p(next token) of every active hypothesis
         logp = mask_step(logp, t, beams.alive, rules)  # forbidden choices -inf
+        logp = block_repeats(logp, beams.tokens, t, beams.alive, rules)  # (B*k, W)
         logp = apply_constraints(logp, t, beams, rules, constrain)  # (B*k, W)
         # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
         top = beam_topk(logp, beams.scores, min(2 * k, k * logp.size(-1)))  # (B, 2k) each
@@ -259,7 +267,7 @@ def beam_search(
         if not going:
             break
         beams.advance(top, sel, scores, going)
-    return [f[:nbest] for f in finished]
+    return [f[: options.nbest] for f in finished]
 
 
 def lexical_constraints(
@@ -374,6 +382,7 @@ def _greedy(
     for t in range(max(rules.max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
         logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
+        logp = block_repeats(logp, tokens, t, alive, rules)  # (B, W)
         if constrain is not None:
             steps_left = torch.tensor([rules.max_len[s] - t for s in alive], device=device)  # (B,)
             logp = constrain(logp, tokens, alive, 1, steps_left)
@@ -422,15 +431,11 @@ def _extend_single(
     return done, (tokens, pos_scores, memory, cache, alive)
 
 
-def greedy_search(
-    model, src_tokens: Tensor, *, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 1
-) -> list[Hypothesis]:
-    """Greedy search: beam_search with beam=1, alpha=0 (argmax each step until EOS). With beam=1
-    and alpha>0, beam_search keeps extending past a finished hypothesis while a longer output could
-    still score higher."""
-    hyps = beam_search(
-        model, src_tokens, beam=1, alpha=0.0, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len
-    )
+def greedy_search(model, src_tokens: Tensor, options: SearchOptions = GREEDY) -> list[Hypothesis]:
+    """Greedy search: beam_search with beam=1, alpha=0 (argmax each step until EOS) and the length
+    limits, min_len and n-gram block of ``options``. With beam=1 and alpha>0, beam_search keeps
+    extending past a finished hypothesis while a longer output could still score higher."""
+    hyps = beam_search(model, src_tokens, options.replace(beam=1, alpha=0.0, nbest=1))
     return [h[0] for h in hyps]
 
 
@@ -459,14 +464,9 @@ def filter_probs(probs: Tensor, *, topk: int = 0, topp: float = 1.0) -> Tensor:
 def sample(
     model,
     src_tokens: Tensor,
+    options: SearchOptions,
     *,
     rngs: list[random.Random],
-    temperature: float = 1.0,
-    topk: int = 0,
-    topp: float = 1.0,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 1,
     prefix: list[list[int]] | None = None,
 ) -> list[Hypothesis]:
     """One sampled output per sentence of ``src_tokens`` (B, S), each token drawn from
@@ -475,11 +475,13 @@ def sample(
     for back-translation). Sentence i draws with ``rngs[i]`` (see ``sentence_rng``: its own
     generator seeded by (seed, i), so the output does not depend on batching) by inverting the
     cumulative distribution. Length limits, PAD/BOS and ``prefix`` as in beam_search; ``score`` is
-    the model's log-probability (T=1) of the output."""
-    check_sampling_range(temperature=temperature, topk=topk, topp=topp)
+    the model's log-probability (T=1) of the output. The sampling parameters are
+    ``options.sampling``'s (default Sampling(): T=1, no restriction); ``no_repeat_ngram`` applies."""
+    s = options.sampling or Sampling()
+    temperature, topk, topp = s.temperature, s.topk, s.topp
     n_src, device = src_tokens.size(0), src_tokens.device
-    max_len = output_lengths(model, src_tokens, max_len_a=max_len_a, max_len_b=max_len_b, prefix=prefix)
-    rules = Rules(max_len=max_len, min_len=min_len, prefix=prefix)
+    max_len = output_lengths(model, src_tokens, options, prefix=prefix)
+    rules = Rules.of(options, max_len, prefix, beam=False)
     memory = model.encode(src_tokens)
     alive = list(range(n_src))
     tokens = torch.full((n_src, 1), BOS, dtype=torch.long, device=device)  # (B, 1+t)
@@ -489,6 +491,7 @@ def sample(
     for t in range(max(max_len)):
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
         logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
+        logp = block_repeats(logp, tokens, t, alive, rules)  # (B, W)
         probs = F.softmax(logp / temperature, dim=-1)  # (B, W) = softmax(logits / T) where allowed
         lost = probs.isnan().any(dim=-1)  # (B,) T so small that every logp / T overflowed to -inf
         if lost.any():  # its limit T -> 0: the most probable allowed token

@@ -17,9 +17,10 @@ from typing import Callable
 from ..data.prepare import clean_line
 from ..vocab import EOS
 from .mbr import MBR, mbr_results
+from .options import SearchOptions, with_fields
 from .rerank import Rerank, rerank_results
 from .results import TranslateError, Translation
-from .search import default_alpha, reading_order
+from .search import reading_order
 
 
 def add_eos(pieces: list[int], max_positions: int) -> tuple[list[int], bool]:
@@ -101,54 +102,42 @@ class TextTranslator:
     def translate(
         self,
         sentences: list[str] | str,
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        alpha: float | None = None,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
         batch_tokens: int = 2048,
         prefix: list[str] | None = None,
-        sampling=None,
-        stopping: str | None = None,
         mbr: MBR | None = None,
         rerank: Rerank | None = None,
         constraints: list[list[str]] | None = None,
+        **fields,
     ) -> list[str]:
-        """The best translation of each sentence; one str in, one str out. ``alpha`` None:
-        default_alpha(beam) (the CLI's default too: beam 1 is greedy search, alpha 0); ``stopping``
-        None: the engine's own rule ("exact" for torch, "fast" for CTranslate2). ``mbr``: the
-        minimum-Bayes-risk choice among the beam's ``beam``-best instead of the top one;
-        ``rerank``: the best of the beam's ``beam``-best rescored with a second (right-to-left)
-        model (nmt.infer.rerank). ``constraints[i]``: phrases translation i must contain (see
-        translate_nbest; the torch engine only)."""
+        """The best translation of each sentence; one str in, one str out. ``options``: how to
+        search (nmt.infer.options.SearchOptions; its fields may also be given as keywords,
+        ``beam=4, alpha=0.6``; alpha None: beam 1 is greedy search; stopping None: the engine's own
+        rule, "exact" for torch, "fast" for CTranslate2). ``mbr``: the minimum-Bayes-risk choice
+        among the beam's ``beam``-best instead of the top one; ``rerank``: the best of the beam's
+        ``beam``-best rescored with a second (right-to-left) model (nmt.infer.rerank).
+        ``constraints[i]``: phrases translation i must contain (see translate_nbest; the torch
+        engine only)."""
+        options = with_fields(options, fields)
         if constraints is not None and self.engine != "torch":
             raise TranslateError("constraints: the torch engine's beam search only (not CTranslate2)")
-        if (mbr is not None or rerank is not None) and sampling is not None:
+        if (mbr is not None or rerank is not None) and options.sampling is not None:
             raise TranslateError("mbr and rerank choose among the beam's n-best: not with sampling")
         if mbr is not None and rerank is not None:
             raise TranslateError("choose one of mbr and rerank")
         results = self.translate_nbest(
             sentences,
-            beam=beam,
-            alpha=alpha,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            nbest=1 if mbr is None and rerank is None else beam,
+            options.replace(nbest=1 if mbr is None and rerank is None else options.beam),
             batch_tokens=batch_tokens,
             prefix=prefix,
-            sampling=sampling,
-            **({} if stopping is None else {"stopping": stopping}),
             **({} if constraints is None else {"constraints": constraints}),
         )
         if mbr is not None:
             results = mbr_results(results, mbr)
         elif rerank is not None:
             results = self.rerank(
-                sentences,
-                results,
-                rerank,
-                alpha=default_alpha(beam) if alpha is None else alpha,
-                batch_tokens=batch_tokens,
+                sentences, results, rerank, alpha=options.penalty, batch_tokens=batch_tokens
             )
         return [t[0].text for t in results]
 

@@ -3,6 +3,7 @@
     from nmt import Translator
     t = Translator.load("runs/wmt14/checkpoints/best")
     t.translate(["Hello world."], beam=4)                 # -> ["Hallo Welt."]
+    t.translate(["Hello world."], SearchOptions(beam=4))  # the same: the options as one value
     t.translate_nbest(["Hello world."], beam=4, nbest=2)  # -> [[Translation(text, score, tokens), ...]]
     t.translate(["Hello world."], beam=8, mbr=MBR())       # MBR among the beam's 8-best (nmt.infer.mbr)
     t.translate(["Hello world."], constraints=[["Welt"]])  # holding the phrases (nmt.infer.constraints)
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +33,7 @@ from ..precision import autocast, resolve_precision
 from ..vocab import PAD, check_special_ids, load_spm
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
+from .options import Sampling, SearchOptions, with_fields  # noqa: F401  (Sampling: re-exported)
 from .packed import pack_linears
 from .quantize import quantize_int8
 from .results import ConstraintsError, TranslateError, Translation
@@ -39,9 +41,7 @@ from .search import (
     Ensemble,
     Hypothesis,
     beam_search,
-    check_sampling_range,
-    check_search_range,
-    default_alpha,
+    default_alpha,  # noqa: F401  (re-exported)
     output_lengths,
     right_to_left,
     sample,
@@ -52,65 +52,36 @@ from .text import TextTranslator, add_eos, one_or_many, pieces
 ENGINES = ("torch", "ctranslate2")
 
 
-@dataclass
-class Sampling:
-    """Sample one output per sentence instead of searching (nmt.infer.search.sample):
-    softmax(logits / temperature), restricted to the ``topk`` (0: all) most probable tokens and the
-    ``topp`` nucleus; sentence i of the input draws from a stream seeded by (seed, i)."""
-
-    temperature: float = 1.0
-    topk: int = 0
-    topp: float = 1.0
-    seed: int = 0
-
-
 # ----------------------------------------------------------------------------- ids in, ids out
 def search_sources(
     model,
     sources: list[list[int]],
+    options: SearchOptions = SearchOptions(),
     *,
-    beam: int = 4,
-    alpha: float | None = None,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 1,
-    nbest: int = 1,
     batch_tokens: int = 2048,
     max_sentences: int | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     on_batch: Callable[[int], None] | None = None,
     prefix: list[list[int]] | None = None,
-    sampling: Sampling | None = None,
-    stopping: str = "exact",
     constraint=None,
     shortlist=None,
     constraints: list[list[list[int]]] | None = None,
     union_groups: list | None = None,
 ) -> list[list[Hypothesis]]:
     """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
-    with score 0) in length-sorted batches; results in input order. ``on_batch(n)`` after each.
-    ``prefix[i]``: target ids output i must start with; ``sampling``: sample instead of search;
+    with score 0) with ``options`` in length-sorted batches; results in input order.
+    ``on_batch(n)`` after each. ``prefix[i]``: target ids output i must start with;
     ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
     each batch searched over its union only, or with ``union_groups`` (a group per source) each
     source over the union of its group, whatever batch it is in; ``constraints[i]``: target phrases
     (ids) output i must contain (nmt.infer.constraints; search only, not with a shortlist).
     ValueError unless ``prefix``, ``constraints`` and ``union_groups`` hold one item per source."""
     per_source = dict(prefix=prefix, constraints=constraints, union_groups=union_groups)
-    options = dict(sampling=sampling, constraint=constraint, shortlist=shortlist)
-    lengths = dict(max_len_a=max_len_a, max_len_b=max_len_b)
-    check_search_options(len(sources), per_source, beam=beam, nbest=nbest, alpha=alpha, **lengths, **options)
     search = BatchedSearch(
-        beam=beam,
-        alpha=default_alpha(beam) if alpha is None else alpha,
-        min_len=min_len,
-        nbest=nbest,
-        stopping=stopping,
-        device=torch.device(device),
-        dtype=dtype,
-        **lengths,
-        **options,
+        options, device=torch.device(device), dtype=dtype, constraint=constraint, shortlist=shortlist
     )
+    search.check(len(sources), per_source)
     return search.sources(
         model,
         sources,
@@ -123,22 +94,35 @@ def search_sources(
 
 @dataclass(frozen=True)
 class BatchedSearch:
-    """The search of search_sources, batch by batch: beam (or greedy) search with these options,
-    or ``sampling``, over the full vocabulary or a ``shortlist``'s union per batch, on ``device``
-    with autocast to ``dtype``; ``alpha`` is resolved (never None)."""
+    """The search of search_sources, batch by batch: beam (or greedy) search with ``options``, or
+    sampling (``options.sampling``), over the full vocabulary or a ``shortlist``'s union per batch,
+    on ``device`` with autocast to ``dtype``; ``constraint``: beam_search's token mask."""
 
-    beam: int
-    alpha: float
-    max_len_a: float
-    max_len_b: int
-    min_len: int
-    nbest: int
-    stopping: str
-    constraint: object
-    sampling: Sampling | None
-    shortlist: object
-    device: torch.device
-    dtype: torch.dtype | None
+    options: SearchOptions
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    dtype: torch.dtype | None = None
+    constraint: object = None
+    shortlist: object = None
+
+    def check(self, n_sources: int, per_source: dict) -> None:
+        """ValueError for options that do not go together, or (``per_source``: name -> a list or
+        None) lists that do not hold one item per source; checked before any input is read, so
+        that a batch of empty lines is refused alike."""
+        for name, items in per_source.items():
+            if items is not None and len(items) != n_sources:
+                raise ValueError(f"{name}: {len(items)} lists for {n_sources} sources")
+        sampling = self.options.sampling
+        if self.constraint is not None and sampling is not None:
+            raise ValueError("constraint: only for beam/greedy search, not sampling")
+        if self.constraint is not None and self.shortlist is not None:
+            raise ValueError(
+                "constraint: masks the full vocabulary, not a shortlist's (use one or the other)"
+            )
+        if per_source.get("constraints") is not None and (sampling is not None or self.shortlist is not None):
+            raise ValueError(
+                "constraints: only for beam/greedy search over the full vocabulary, "
+                "not sampling or a shortlist"
+            )
 
     def sources(
         self,
@@ -213,80 +197,20 @@ class BatchedSearch:
     ) -> list[list[Hypothesis]]:
         """beam_search of ``src`` (B, S), or one sample per row (sentence i's stream seeded with
         (seed, i), ``ids`` giving i)."""
-        if self.sampling is None:
+        sampling = self.options.sampling
+        if sampling is None:
             return beam_search(
-                model,
-                src,
-                beam=self.beam,
-                alpha=self.alpha,
-                max_len_a=self.max_len_a,
-                max_len_b=self.max_len_b,
-                min_len=self.min_len,
-                nbest=self.nbest,
-                prefix=prefix,
-                stopping=self.stopping,
-                constraint=self.constraint,
-                constraints=constraints,
+                model, src, self.options, prefix=prefix, constraint=self.constraint, constraints=constraints
             )
-        s = self.sampling
-        samples = sample(
-            model,
-            src,
-            rngs=[sentence_rng(s.seed, i) for i in ids],
-            temperature=s.temperature,
-            topk=s.topk,
-            topp=s.topp,
-            max_len_a=self.max_len_a,
-            max_len_b=self.max_len_b,
-            min_len=self.min_len,
-            prefix=prefix,
-        )
-        return [[h] for h in samples]
-
-
-def check_search_options(
-    n_sources: int,
-    per_source: dict,
-    *,
-    beam,
-    nbest,
-    max_len_a,
-    max_len_b,
-    alpha=None,
-    sampling,
-    constraint,
-    shortlist,
-) -> None:
-    """ValueError for the options of search_sources that are out of range (check_search_range), do
-    not go together, or (``per_source``: name -> a list or None) do not hold one item per source;
-    checked before any input is read, so that a batch of empty lines is refused alike."""
-    for name, items in per_source.items():
-        if items is not None and len(items) != n_sources:
-            raise ValueError(f"{name}: {len(items)} lists for {n_sources} sources")
-    constraints = per_source.get("constraints")
-    check_search_range(beam=beam, nbest=nbest, max_len_a=max_len_a, max_len_b=max_len_b, alpha=alpha)
-    if sampling is not None:
-        check_sampling_range(temperature=sampling.temperature, topk=sampling.topk, topp=sampling.topp)
-        if nbest != 1:
-            raise ValueError(f"nbest={nbest}: sampling draws one output per sentence (nbest 1)")
-    if constraint is not None and sampling is not None:
-        raise ValueError("constraint: only for beam/greedy search, not sampling")
-    if constraint is not None and shortlist is not None:
-        raise ValueError("constraint: masks the full vocabulary, not a shortlist's (use one or the other)")
-    if constraints is not None and (sampling is not None or shortlist is not None):
-        raise ValueError(
-            "constraints: only for beam/greedy search over the full vocabulary, not sampling or a shortlist"
-        )
+        rngs = [sentence_rng(sampling.seed, i) for i in ids]
+        return [[h] for h in sample(model, src, self.options, rngs=rngs, prefix=prefix)]
 
 
 def translate_ids(
     model,
     src_id_lists: list[list[int]],
+    options: SearchOptions = SearchOptions(),
     *,
-    beam: int = 4,
-    alpha: float | None = None,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
     batch_tokens: int = 2048,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
@@ -294,7 +218,7 @@ def translate_ids(
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source given as pieces without EOS (as stored by
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
-    gives []. alpha None: default_alpha(beam) (beam 1 is greedy). ``constraint``: beam_search's.
+    gives []. ``options``: how to search (alpha None: beam 1 is greedy). ``constraint``: beam_search's.
     The model is put in eval mode and restored."""
     sources = [add_eos(ids, model.cfg.max_positions)[0] if len(ids) else [] for ids in src_id_lists]
     was_training = model.training
@@ -303,10 +227,7 @@ def translate_ids(
         hyps = search_sources(
             model,
             sources,
-            beam=beam,
-            alpha=alpha,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
+            options,
             batch_tokens=batch_tokens,
             device=device,
             dtype=dtype,
@@ -457,58 +378,45 @@ class Translator(TextTranslator):
     def translate_nbest(
         self,
         sentences: list[str] | str,
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        alpha: float | None = None,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
-        nbest: int = 1,
         batch_tokens: int = 2048,
         on_truncate: Callable[[int, int], None] | None = None,
         on_batch: Callable[[int], None] | None = None,
         prefix: list[str] | None = None,
-        sampling: Sampling | None = None,
-        stopping: str = "exact",
         constraints: list[list[str]] | None = None,
         union_groups: list | None = None,
+        **fields,
     ) -> list[list[Translation]]:
-        """Up to ``nbest`` translations per sentence, best first. ``on_truncate(index, n_pieces)``
-        is called for each sentence cut to the model's positions (default: a warning counting
-        sentences from 1). ``alpha`` None: default_alpha(beam), so beam 1 is greedy search. One str
-        instead of a list gives the one sentence's list of translations.
-        ``prefix[i]``: text translation i must start with ("" = none); ``sampling``: one sampled
-        translation per sentence instead of beam search; ``stopping``: "exact" (the paper's early
-        termination) or "fast" (CTranslate2's rule, see nmt.infer.search). ``constraints[i]``:
-        phrases (text) translation i must contain, in any order (nmt.infer.constraints; [] = none).
-        ``union_groups[i]``: a shortlist's union is that of sentence i's group, not of its batch."""
+        """Up to ``options.nbest`` translations per sentence, best first, searched with ``options``
+        (nmt.infer.options.SearchOptions; its fields may also be given as keywords, ``beam=4``,
+        which change ``options``). ``on_truncate(index, n_pieces)`` is called for each sentence cut
+        to the model's positions (default: a warning counting sentences from 1). One str instead of
+        a list gives the one sentence's list of translations. ``prefix[i]``: text translation i
+        must start with ("" = none). ``constraints[i]``: phrases (text) translation i must contain,
+        in any order (nmt.infer.constraints; [] = none). ``union_groups[i]``: a shortlist's union is
+        that of sentence i's group, not of its batch."""
+        options = with_fields(options, fields)
         sources, truncated = self.encode(sentences)
         constraint_ids = None
         if constraints is not None:
-            if prefix is not None or sampling is not None or self.shortlist is not None:
+            if prefix is not None or options.sampling is not None or self.shortlist is not None:
                 raise TranslateError(
                     "constraints: beam search over the full vocabulary only (not with a prefix, "
                     "sampling or a shortlist)"
                 )
-            constraint_ids = self.constraint_ids(
-                sources, constraints, max_len_a=max_len_a, max_len_b=max_len_b
-            )
+            constraint_ids = self.constraint_ids(sources, constraints, options)
         prefix_ids = None if prefix is None else self.prefix_ids(prefix, n_sentences=len(sentences))
         self.report_truncated(truncated, on_truncate)
         hyps = search_sources(
             self.model,
             sources,
-            beam=beam,
-            alpha=alpha,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            nbest=nbest,
+            options,
             batch_tokens=batch_tokens,
             device=self.device,
             dtype=self.dtype,
             on_batch=on_batch,
             prefix=prefix_ids,
-            sampling=sampling,
-            stopping=stopping,
             shortlist=self.shortlist,
             constraints=constraint_ids,
             union_groups=union_groups,
@@ -543,22 +451,13 @@ class Translator(TextTranslator):
         return prefix_ids
 
     def constraint_ids(
-        self,
-        sources: list[list[int]],
-        constraints: list[list[str]],
-        *,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
+        self, sources: list[list[int]], constraints: list[list[str]], options: SearchOptions = SearchOptions()
     ) -> list[list[list[int]]]:
         """The phrases ``constraints[i]`` (text) of each source (ids from ``encode``) as target ids
         (nmt.infer.constraints.encode_constraints), each sentence's checked against its maximum
         output length: ConstraintsError naming the sentence (from 1), TypeError for wrong types."""
         max_len = [
-            output_lengths(
-                self.model, torch.tensor([s]), max_len_a=max_len_a, max_len_b=max_len_b, prefix=None
-            )[0]
-            if s
-            else 0
+            output_lengths(self.model, torch.tensor([s]), options, prefix=None)[0] if s else 0
             for s in sources
         ]
         try:

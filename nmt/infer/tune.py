@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .options import SearchOptions
 from .rerank import combine, rescore
 from .results import TranslateError
 
@@ -40,19 +41,17 @@ def tune_alpha(
     translator,
     sources: list[str],
     references: list[str],
+    options: SearchOptions = SearchOptions(),
     *,
     alphas=DEFAULT_ALPHAS,
-    beam: int = 4,
     tokenize: str = "13a",
     batch_tokens: int = 2048,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
     on_alpha=None,
     mbr=None,
     rerank=None,
     rerank_weights=(0.5,),
 ) -> tuple[float, list[AlphaRow]]:
-    """Translate ``sources`` with each alpha and score against ``references`` (sacreBLEU, the
+    """Translate ``sources`` with ``options`` at each alpha and score against ``references`` (sacreBLEU, the
     ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha in the given order);
     ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs.
     ``rerank`` (nmt.infer.rerank.Rerank; its weight is ignored): one row per alpha and weight of
@@ -64,15 +63,21 @@ def tune_alpha(
         raise TranslateError("no alpha to try")
     if not sources:
         raise TranslateError("no development sentences to tune on")
-    search = dict(beam=beam, batch_tokens=batch_tokens, max_len_a=max_len_a, max_len_b=max_len_b)
     encoded = None if rerank is None else translator.encode(sources)[0]
     rows = []
     for alpha in alphas:
+        at_alpha = options.replace(alpha=alpha)
         if rerank is None:
-            outputs = [(None, translator.translate(sources, alpha=alpha, mbr=mbr, **search))]
+            outputs = [(None, translator.translate(sources, at_alpha, mbr=mbr, batch_tokens=batch_tokens))]
         else:
             outputs = reranked_outputs(
-                translator, sources, encoded, rerank, weights=rerank_weights, alpha=alpha, **search
+                translator,
+                sources,
+                encoded,
+                rerank,
+                at_alpha,
+                weights=rerank_weights,
+                batch_tokens=batch_tokens,
             )
         for weight, hyps in outputs:
             rows.append(score_row(hyps, references, alpha=alpha, weight=weight, tokenize=tokenize))
@@ -82,14 +87,24 @@ def tune_alpha(
 
 
 def reranked_outputs(
-    translator, sources: list[str], encoded: list[list[int]], rerank, *, weights, alpha: float, **search
+    translator,
+    sources: list[str],
+    encoded: list[list[int]],
+    rerank,
+    options: SearchOptions,
+    *,
+    weights,
+    batch_tokens: int,
 ) -> Iterator[tuple[float, list[str]]]:
-    """(w, the reranked first choices) for each weight w: the beam's n-best at ``alpha`` searched
-    and rescored by ``rerank``'s models once, then combined with each weight (nmt.infer.rerank)."""
-    nbest = translator.translate_nbest(sources, alpha=alpha, nbest=search["beam"], **search)
-    theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=search["batch_tokens"])
+    """(w, the reranked first choices) for each weight w: the beam's n-best searched with
+    ``options`` and rescored by ``rerank``'s models once, then combined with each weight
+    (nmt.infer.rerank)."""
+    nbest = translator.translate_nbest(
+        sources, options.replace(nbest=options.beam), batch_tokens=batch_tokens
+    )
+    theirs = rescore(nbest, encoded, translator, rerank.translator, batch_tokens=batch_tokens)
     for weight in weights:
-        yield float(weight), [r[0].text for r in combine(nbest, theirs, weight=weight, alpha=alpha)]
+        yield float(weight), [r[0].text for r in combine(nbest, theirs, weight=weight, alpha=options.penalty)]
 
 
 def score_row(

@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 from .command import add_mbr_args, add_rerank_option, load_rerank, mbr_from_args, set_precision
 from .mbr import MBR
+from .options import SearchOptions
 from .results import TranslateError
 from .search import MAX_ALPHA
 from .translate import Translator, check_output, read_text_lines, write_output
@@ -98,12 +99,10 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
         translator,
         sources,
         references,
+        SearchOptions(beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b),
         alphas=args.alphas,
-        beam=args.beam,
         tokenize=args.tokenize,
         batch_tokens=args.batch_tokens,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
         on_alpha=lambda row: print_tune_row(row, reranked=reranked),
         mbr=mbr,
         rerank=rerank,

@@ -50,6 +50,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..infer.options import SearchOptions
+
 MERGE_RATIO = 8  # requests batched together differ in work by at most this factor (and a search
 #                  is interrupted only for requests this many times smaller) ...
 MERGE_FLOOR = 2048  # ... unless both have at most this much work (pieces x beam)
@@ -65,10 +67,11 @@ class Cancelled(Exception):
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    beam: int = 4
-    alpha: float = 0.6
-    nbest: int = 1
+class JobOptions:
+    """What a request asks of the search: how to search (requests with equal ``search`` and
+    ``mbr`` share batches), the MBR choice and each sentence's phrases."""
+
+    search: SearchOptions = SearchOptions()
     mbr: bool = False  # the MBR choice among the beam's n-best (nmt.infer.mbr's defaults)
     # each sentence's phrases (hard lexical constraints, nmt.infer.constraints): a request's own, so
     # requests with different ones still share a batch
@@ -89,7 +92,7 @@ class Measured:
 class Job:
     kind: str  # "translate" or "attention"
     sentences: list[str]
-    options: SearchOptions
+    options: JobOptions
     alignment: bool
     n_tokens: int
     future: asyncio.Future
@@ -100,7 +103,7 @@ class Job:
 
     @property
     def work(self) -> int:
-        return self.n_tokens * self.options.beam
+        return self.n_tokens * self.options.search.beam
 
     def gone(self, now: float) -> bool:
         return self.cancelled or now > self.deadline
@@ -208,7 +211,7 @@ class Batcher:
     def submit(
         self,
         sentences: list[str],
-        options: SearchOptions,
+        options: JobOptions,
         *,
         alignment: bool = False,
         kind: str = "translate",
@@ -461,9 +464,7 @@ class Batcher:
             groups["union_groups"] = [k for k, job in enumerate(jobs) for _ in job.sentences]
         results = translator.translate_nbest(
             sentences,
-            beam=opts.beam,
-            alpha=opts.alpha,
-            nbest=opts.beam if opts.mbr else opts.nbest,
+            opts.search.replace(nbest=opts.search.beam) if opts.mbr else opts.search,
             batch_tokens=max(self.max_batch_tokens, 1),
             on_truncate=lambda i, n: None,
             on_batch=lambda n: self._check_point(running),
@@ -495,7 +496,7 @@ class Batcher:
 
         opts = job.options
         best = self._translator(running).translate_nbest(
-            job.sentences, beam=opts.beam, alpha=opts.alpha, on_truncate=lambda i, n: None
+            job.sentences, opts.search.replace(nbest=1), on_truncate=lambda i, n: None
         )[0][0]
         sources, _ = self.translator.encode(job.sentences)
         if not sources[0]:

@@ -39,9 +39,10 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from ..infer.options import SearchOptions
 from ..languages import language_name
 from ..vocab import target_tag
-from .batcher import SearchOptions
+from .batcher import JobOptions
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
 from .real_text import text_body, text_job
 from .routes import answer
@@ -290,7 +291,9 @@ async def translate(request: Request) -> Response:
         beam = max(BEAM, n_alternatives + 1)
         measured = r.model.batcher.measure(sentences)
         tokens = check_work(measured, beam, max_request_work=state.limits.max_request_work)
-        options = SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1)
+        options = JobOptions(
+            SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1)
+        )
         results = await answer(
             request, state, r.model, sentences, options, n_tokens=tokens, alignment=aligned
         )

@@ -14,7 +14,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .batcher import Cancelled, Measured, QueueFull, SearchOptions
+from ..infer.options import SearchOptions
+from .batcher import Cancelled, JobOptions, Measured, QueueFull
 from .errors import ApiError, error_response
 from .real_text import text_body, text_job
 from .schemas import (
@@ -58,7 +59,7 @@ async def answer(
     state: ServeState,
     m: ServedModel,
     sentences: list[str],
-    options: SearchOptions,
+    options: JobOptions,
     *,
     n_tokens: int,
     alignment: bool = False,
@@ -157,7 +158,8 @@ async def translate(request: Request) -> Response:
     constraints = checked_constraints(req, sentences, m)
     measured = m.batcher.measure(units)
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
-    options = SearchOptions(req.beam, search_alpha(req.beam, req.alpha), req.nbest, req.mbr, constraints)
+    search = SearchOptions(beam=req.beam, alpha=search_alpha(req.beam, req.alpha), nbest=req.nbest)
+    options = JobOptions(search, mbr=req.mbr, constraints=constraints)
     aligned = req.alignment or (job is not None and job.needs_alignment and torch_model(m))
     results = (
         await answer(request, state, m, units, options, n_tokens=tokens, alignment=aligned) if units else []
@@ -209,7 +211,7 @@ async def attention(request: Request) -> Response:
     measured = m.batcher.measure([req.text])
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
     check_attention_cells(m, tokens, max_cells=state.limits.max_attention_cells)
-    options = SearchOptions(req.beam, search_alpha(req.beam, req.alpha), 1)
+    options = JobOptions(SearchOptions(beam=req.beam, alpha=search_alpha(req.beam, req.alpha)))
     maps, best = await answer(request, state, m, [req.text], options, n_tokens=tokens, kind="attention")
     head = attention_head(m, req.text, best, measured)
     return Response(await asyncio.to_thread(render_attention, head, maps), media_type="application/json")

@@ -9,8 +9,9 @@ import numpy as np
 import torch
 
 from ..data.prepare import ParallelDataset, read_lines
+from ..infer.options import SearchOptions
 from ..infer.search import reading_order
-from ..infer.translate import default_alpha, translate_ids
+from ..infer.translate import translate_ids
 from ..metrics import corpus_scores
 from ..vocab import load_spm
 
@@ -64,8 +65,7 @@ def bleu_on_split(
     ids = translate_ids(
         model,
         [data[i][0].tolist() for i in range(n)],
-        beam=beam,
-        alpha=default_alpha(beam) if alpha is None else alpha,
+        SearchOptions(beam=beam, alpha=alpha),
         batch_tokens=batch_tokens,
         device=device,
         dtype=amp_dtype,
