@@ -1,10 +1,13 @@
 # Two commands for a new user (README): `make demo` and `make test`.
-# Both create .venv and install what they need. torch is pinned to the CPU wheel first so that
-# pip never pulls a multi-GB CUDA build.
+# Both create .venv and install what they need. torch is pinned and installed first, from pip's
+# index: on PyPI, torch==2.13.0 for Linux x86_64 is the CUDA build (several GB, runs on CPUs too);
+# `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes PyTorch's CPU-only build.
+# The install prints which build it got.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
+TORCH_INDEX ?=
 # real corpora: ../shared/data when it exists (else nmt prepare downloads to ~/.cache/nmt/data)
 NMT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export NMT_DATA_DIR
@@ -16,7 +19,8 @@ export NMT_DATA_DIR
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
+	@$(PY) -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU-only build)')"
 	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs,docx,argos,onnx]"
 	touch $@
 
