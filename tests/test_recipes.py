@@ -822,3 +822,30 @@ def test_wmt14_recipe_without_a_gpu_says_so(tmp_path):
         text=True,
     )
     assert proc.returncode == 2 and "no GPU visible to torch" in proc.stderr and "GPUS=K" in proc.stderr
+
+
+@pytest.mark.parametrize("written, averaged", [(7, 5), (3, 3)])
+def test_demo_averages_the_last_5_checkpoints_or_all_a_slow_cpu_wrote(tmp_path, written, averaged):
+    """A CPU too slow or too busy for 5 checkpoints in 13 minutes still gets a model: the demo
+    averages the ones written and says so (nmt average --last 5 refuses fewer than 5)."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "nmt"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'if [ "$1" = train ]; then\n'
+        f'  for i in $(seq 1 {written}); do mkdir -p "$4/checkpoints/step_$i"; done\n'
+        "fi\n"
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "NMT": str(fake), "PY": sys.executable, "NMT_DATA_DIR": str(tmp_path)}
+    out = subprocess.run(
+        ["sh", str(ROOT / "recipes/demo.sh"), str(tmp_path / "demo")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    [average] = [c for c in log.read_text().splitlines() if c.startswith("average ")]
+    assert average.split()[2:4] == ["--last", str(averaged)]
+    assert (f"only {written} checkpoints" in out) == (written < 5)
