@@ -36,6 +36,34 @@ AVX2_ONLY = {
 CPU_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "CT2_FORCE_CPU_ISA", "NMT_PRECISION")
 
 
+# `make test-fast` (pytest -m "not slow"), the edit loop: these files, and every test that uses one of
+# these fixtures (each trains a model first), are marked slow. The rest runs in under 2 minutes on
+# 2 cores; `make test` runs everything.
+SLOW_FILES = {
+    "test_benchmarks.py",
+    "test_cuda.py",
+    "test_distill.py",
+    "test_distributed.py",
+    "test_export_onnx.py",
+    "test_finetune.py",
+    "test_libreoffice.py",
+    "test_multilingual.py",
+    "test_paper_training.py",
+    "test_recipes.py",
+    "test_serve_fuzz.py",
+    "test_serve_limits.py",
+    "test_train_chaos.py",
+    "test_variations.py",
+}
+SLOW_FIXTURES = {"distilled", "multi_run", "parent", "run_dir", "straight", "teacher", "trained"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def auto_dtype_here() -> torch.dtype:
     """The dtype of matrix products under `auto` on this process's CPU path (bf16 or fp32)."""
     from nmt.precision import resolve_precision
