@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 from .atomic import fsync_dir as _fsync_dir  # noqa: F401 (replace_dir: part of this API)
 from .atomic import fsync_files, replace_dir
 from .config import ConfigError, ModelConfig, from_dict
+from .errors import UserError
 from .model import Transformer
 
 MANIFEST = "MANIFEST.json"
@@ -38,7 +39,7 @@ REQUIRED = ("model.safetensors", "config.json")  # a manifest that lists neither
 MAX_HEADER_BYTES = 100 << 20  # a safetensors JSON header larger than this is not ours
 
 
-class CheckpointError(Exception):
+class CheckpointError(UserError):
     """A missing, truncated or altered checkpoint file; the message names it."""
 
 

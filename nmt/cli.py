@@ -10,6 +10,7 @@ import traceback
 from . import __version__
 from .config import ConfigError, apply_overrides, parse_overrides, preset
 from .config_file import load_model_config
+from .errors import UserError
 
 REPORT = (
     "this is a bug in nmt: please report it on the nmt issue tracker with the command line "
@@ -215,36 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    from .checkpoint import CheckpointError
-    from .data.prepare import DataError
-    from .infer.export_ctranslate2 import ExportError
-    from .infer.plot_attention import PlotAttentionError
-    from .infer.shortlist import ShortlistError
-    from .infer.translate import TranslateError
-    from .metrics import ScoreError
-    from .serve.options import ServeError
-    from .train.average import AverageError
-    from .train.trainer import TrainError
 
     try:
         overrides = parse_overrides(rest)
         if overrides and args.command not in ("model-info", "train", "distill"):
             raise ConfigError(f"{rest[0]}: unrecognised argument for `nmt {args.command}`")
         return args.func(args, overrides)
-    except (
-        ConfigError,
-        DataError,
-        TrainError,
-        CheckpointError,
-        TranslateError,
-        ScoreError,
-        AverageError,
-        ExportError,
-        PlotAttentionError,
-        ServeError,
-        ShortlistError,
-        FileNotFoundError,
-    ) as e:
+    except (UserError, FileNotFoundError) as e:  # nmt.errors: every layer's error a user can fix
         if args.debug:
             traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)

@@ -15,10 +15,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
+from .errors import UserError
 from .vocab import PAD
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """An invalid configuration value: the message names the field, the value and why; ``field``
     ("section.name") is the field it is about, when it is about one."""
 

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from .errors import UserError
+
 PAPER_BLEU_LABEL = "tokenized BLEU (paper-era, compound-split; not comparable to sacreBLEU)"
 _COMPOUND = re.compile(r"(\S)-(\S)")  # get_ende_bleu.sh: s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g
 
 
-class ScoreError(Exception):
+class ScoreError(UserError):
     """A user-facing error of `nmt score` (unreadable file, line counts differ)."""
 
 

@@ -29,10 +29,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UserError
 from ..progress import progress
 
 
-class DataError(Exception):
+class DataError(UserError):
     """A user-facing data problem; the CLI prints `error: <message>` and exits with status 2."""
 
 

@@ -25,10 +25,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..errors import UserError
+
 QUANTIZATIONS = ("int8", "int8_float32", "float16", "bfloat16")
 
 
-class ExportError(Exception):
+class ExportError(UserError):
     """A checkpoint that cannot be exported (missing extra, unsupported configuration)."""
 
 

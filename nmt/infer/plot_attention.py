@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import UserError
 from .options import SearchOptions
 
 
-class PlotAttentionError(Exception):
+class PlotAttentionError(UserError):
     """A user-facing error of `nmt plot-attention`."""
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import UserError
 
-class TranslateError(Exception):
+
+class TranslateError(UserError):
     """A user-facing error of `nmt translate` (bad input, bad option); the message says which."""
 
 

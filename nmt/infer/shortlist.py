@@ -54,6 +54,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import UserError
 from ..vocab import BOS, EOS, PAD, UNK
 from .restricted import Restriction, batch_model, sentence_model
 
@@ -62,7 +63,7 @@ MAGIC = "nmt-shortlist"
 VERSION = 1
 
 
-class ShortlistError(Exception):
+class ShortlistError(UserError):
     """A bad shortlist file or option; the message names the file (and line)."""
 
 

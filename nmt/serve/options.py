@@ -12,8 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import UserError
 
-class ServeError(Exception):
+
+class ServeError(UserError):
     """A user-facing error of `nmt serve`."""
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint as ckpt
+from ..errors import UserError
 from ..model import Transformer
 
 
-class AverageError(Exception):
+class AverageError(UserError):
     """A user-facing error of `nmt average`; the message names the directory."""
 
 

@@ -32,6 +32,7 @@ from ..allocator import keep_freed_memory
 from ..config import ConfigError, ModelConfig, TrainConfig, to_dict
 from ..data.batching import Batch, TokenBatchSampler, collate
 from ..data.prepare import ParallelDataset
+from ..errors import UserError
 from ..model import Transformer
 from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
@@ -46,7 +47,7 @@ from .run_dir import RunDirError, RunLock
 from .run_log import LossWindow, RunLog, progress_bar
 
 
-class TrainError(Exception):
+class TrainError(UserError):
     """A problem the user must fix before (or while) training; the message says which."""
 
 
