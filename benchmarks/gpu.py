@@ -363,7 +363,7 @@ def train_row(
             )
             if mode == "compile":
                 compile_layers(trainer.model, sizes.backend)
-            stream = trainer.micro_batches()
+            stream = trainer.data.micro_batches(trainer.cfg)
             warm_start = time.perf_counter()
             for _ in range(sizes.warmup + (mode == "compile")):
                 one_update(trainer, stream)
@@ -536,7 +536,7 @@ def profile_steps(
         max_tokens=sizes.max_tokens,
         update_tokens=sizes.update_tokens,
     )
-    stream = trainer.micro_batches()
+    stream = trainer.data.micro_batches(trainer.cfg)
     for _ in range(2):
         one_update(trainer, stream)
     lines = [

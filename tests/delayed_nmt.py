@@ -45,7 +45,7 @@ if pause:
         step_before_pause = trainer.Trainer.train_step
 
         def paused_step(self, *args, **kwargs):
-            if self.step + 1 == int(update):
+            if self.progress.update + 1 == int(update):
                 Path(path).touch()
                 deadline = time.time() + 300
                 while time.time() < deadline and not (until == "signal" and self.preemption.requested):

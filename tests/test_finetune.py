@@ -74,7 +74,7 @@ def test_init_starts_from_the_checkpoint_weights_with_a_new_optimizer_and_step(t
         assert expected.keys() == actual.keys()
         for name in expected:
             assert torch.equal(expected[name], actual[name]), name
-        assert trainer.step == 0 and trainer.optimizer.state_dict()["state"] == {}
+        assert trainer.progress.update == 0 and trainer.optimizer.state_dict()["state"] == {}
     finally:
         trainer.release(remove_empty=True)
 
@@ -211,7 +211,7 @@ def scripted_validation(monkeypatch, losses: list[float]) -> list[int]:
     calls: list[int] = []
 
     def validate(self):
-        calls.append(self.step)
+        calls.append(self.progress.update)
         loss = losses[len(calls) - 1]
         return {"loss": loss, "nll": loss, "ppl": 1.0}
 

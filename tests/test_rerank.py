@@ -69,13 +69,13 @@ def test_config_right_to_left_is_checked_and_defaults_off():
 def test_training_reverses_targets(tiny_data, tmp_path, monkeypatch):
     """A right-to-left run learns each target reversed (its source as it is); a left-to-right run
     of the same seed sees the same pairs the usual way round."""
-    import nmt.train.trainer as trainer_module
+    import nmt.train.run_data as run_data_module
     from nmt.cli import main
     from nmt.data.prepare import ParallelDataset
 
     seen = []
-    real = trainer_module.collate
-    monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real(ex))
+    real = run_data_module.collate
+    monkeypatch.setattr(run_data_module, "collate", lambda ex: seen.append(ex) or real(ex))
     pairs = {s.tobytes(): t for s, t in ParallelDataset.load(tiny_data, "train")}
     args = [
         "--preset",

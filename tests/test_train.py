@@ -296,7 +296,7 @@ def test_a_paper_sized_model_on_the_cpu_warns_with_its_time_per_update_and_per_r
     model_cfg, train_cfg, meta = build_configs(tiny_data, preset_name=preset, config_file=None, overrides={})
     trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu")
     try:
-        trainer.step = 1
+        trainer.progress.update = 1
         trainer._warn_on_cpu(120.0, tokens=25_000)
     finally:
         trainer.release()
@@ -464,7 +464,7 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
     epoch boundary (the next epoch's copy is taken from the saved position)."""
     from train_fixtures import prepare_tiny
 
-    import nmt.train.trainer as trainer_module
+    import nmt.train.run_data as run_data_module
 
     data = prepare_tiny(tmp_path / "bpe", bpe_dropout=0.2, bpe_dropout_copies=2)
     meta = json.loads((data / "meta.json").read_text())
@@ -473,8 +473,8 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
         for name in ("train", "train.bpe1", "train.bpe2")
     }
     seen = []
-    real_collate = trainer_module.collate
-    monkeypatch.setattr(trainer_module, "collate", lambda ex: seen.append(ex) or real_collate(ex))
+    real_collate = run_data_module.collate
+    monkeypatch.setattr(run_data_module, "collate", lambda ex: seen.append(ex) or real_collate(ex))
 
     def all_in(batches, name):  # every example of these batches is a pair of segmentation `name`
         return all((s.tobytes(), t.tobytes()) in pairs[name] for b in batches for s, t in b)

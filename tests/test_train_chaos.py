@@ -170,7 +170,7 @@ def test_second_train_on_a_live_run_is_refused_and_touches_nothing(
         real = trainer_module.Trainer.train_step
 
         def train_step(self, micro, total_tokens):
-            if self.step == pause_at and not go.exists():
+            if self.progress.update == pause_at and not go.exists():
                 paused.touch()
                 deadline = time.time() + 120
                 while not go.exists() and time.time() < deadline:
@@ -219,7 +219,7 @@ def in_step_2(path) -> bool:
 
 PHASES = {
     # name: (what the child patches, the module attribute, when to SIGKILL)
-    "validating step 2": (trainer_module.Trainer, "validate", lambda self: self.step == 2),
+    "validating step 2": (trainer_module.Trainer, "validate", lambda self: self.progress.update == 2),
     "writing step_2": (
         ckpt,
         "_save_tensors",
@@ -379,9 +379,9 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
     calls = []
 
     def endless_validation(self):  # step 2's validation: the signal comes, then it goes on for a long time
-        if self.step != 2:
+        if self.progress.update != 2:
             return real(self)
-        calls.append(self.step)
+        calls.append(self.progress.update)
         os.kill(os.getpid(), signum)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -419,7 +419,7 @@ def test_ctrl_c_between_updates_writes_a_checkpoint(
     real = trainer_module.Trainer.train_step
 
     def train_step(self, micro, total_tokens):
-        if self.step == 0:
+        if self.progress.update == 0:
             os.kill(os.getpid(), signal.SIGINT)  # during the first update
         return real(self, micro, total_tokens)
 

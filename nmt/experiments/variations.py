@@ -157,8 +157,8 @@ def run_row(
         data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=device, progress=False
     )
     try:
-        done = (train_cfg.max_steps and trainer.step >= train_cfg.max_steps) or (
-            train_cfg.max_time and trainer.elapsed >= train_cfg.max_time * 60
+        done = (train_cfg.max_steps and trainer.progress.update >= train_cfg.max_steps) or (
+            train_cfg.max_time and trainer.progress.elapsed >= train_cfg.max_time * 60
         )
         if not done:
             trainer.run()
@@ -176,8 +176,8 @@ def run_row(
     finally:
         trainer.release()  # Trainer.run released it; a row trained earlier is only evaluated
     log(
-        f"{run_dir.name}: step {trainer.step}, dev ppl {dev['ppl']:.2f}, dev BLEU {bleu['bleu']:.2f} "
-        f"(evaluation {time.time() - t0:.0f} s)"
+        f"{run_dir.name}: step {trainer.progress.update}, dev ppl {dev['ppl']:.2f}, "
+        f"dev BLEU {bleu['bleu']:.2f} (evaluation {time.time() - t0:.0f} s)"
     )
     return row_result(trainer, dev=dev, bleu=bleu, dev_sentences=dev_sentences)
 
@@ -197,8 +197,8 @@ def row_result(trainer, *, dev: dict, bleu: dict, dev_sentences: int) -> dict:
         "eps_ls": trainer.cfg.label_smoothing,
         "window": m.attention_window or "",
         "positional": m.positional,
-        "steps": trainer.step,
-        "train_min": round(trainer.elapsed / 60, 2),
+        "steps": trainer.progress.update,
+        "train_min": round(trainer.progress.elapsed / 60, 2),
         "dev_ppl": round(dev["ppl"], 2),
         "dev_bleu": round(bleu["bleu"], 2),
         "params_M": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 2),

@@ -168,7 +168,7 @@ def run_train(args, overrides: dict) -> int:
         raise TrainError(str(e)) from None
     except torch.OutOfMemoryError as e:
         raise TrainError(
-            out_of_memory_message(e, train_cfg, step=trainer.step if trainer else None)
+            out_of_memory_message(e, train_cfg, step=trainer.progress.update if trainer else None)
         ) from None
     except KeyboardInterrupt:  # Ctrl-C before the loop, or a second one: the first one checkpoints
         print(

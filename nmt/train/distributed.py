@@ -1,5 +1,5 @@
-"""Multi-process training: the process group, collectives on its device, and one decision per update
-that every rank takes identically (so a job never hangs), plus SIGTERM / SIGINT-driven preemption.
+"""Multi-process training: the process group, the collectives of the training loop on its device (with
+errors naming rank, update and collective), and SIGTERM / SIGINT-driven preemption.
 
 Under ``torchrun`` (which sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
 
@@ -9,11 +9,8 @@ Under ``torchrun`` (which sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER
 
 The rules that keep every rank in the same collective at the same time:
 
-- Stop (max_steps, max_time, max_epochs), save, validate and preemption are decided once per update
-  by :meth:`Collectives.decide`: rank 0 fills in what its step counter and its clock say, every rank
-  adds whether it received SIGTERM, and one all-reduce(MAX) of a 4-integer tensor gives every rank
-  the same answer. "This rank's data is exhausted" is summed with the update's token count before
-  the update, so all ranks stop together.
+- Stop, save, validate and preemption are decided once per update for the whole job
+  (`stopping.after_update`, the rules; :meth:`Collectives.max`, the all-reduce that shares them).
 - Gradient accumulation is computed from the batches of all shards (one all-reduce at set-up).
 - ``torch.cuda.set_device`` is called before ``init_process_group``; the backend is nccl on CUDA
   and gloo on CPU; every tensor handed to a collective lives on the trainer's device.
@@ -30,13 +27,12 @@ import os
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 import torch.distributed as dist
 
-# Reasons a run stops; the index is the code exchanged between ranks (0 = keep going).
-STOP_REASONS = (None, "max_steps", "max_time", "max_epochs", "preempted", "decay_end")
+T = TypeVar("T")
 
 
 class DistributedError(Exception):
@@ -73,6 +69,33 @@ def resolve_device(device: str | None, local_rank: int) -> torch.device:
     return resolved
 
 
+class DeviceError(Exception):
+    """A device this machine cannot train on; the message says why."""
+
+
+def train_device(device: str | None, local_rank: int) -> torch.device:
+    """The device to train on (`resolve_device`), or a DeviceError saying why it cannot be."""
+    try:
+        resolved = resolve_device(device, local_rank)
+    except RuntimeError:
+        raise DeviceError(f"--device {device}: not a device (cpu, cuda, cuda:1 ...)") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(f"--device {device}: CUDA is not available on this machine")
+    if resolved.type == "cuda" and resolved.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        gpus = f"{count} CUDA device{'s' if count != 1 else ''}"
+        if device and torch.device(device).index is not None:  # --device cuda:3 on a 1-GPU machine
+            raise DeviceError(f"--device {device}: this machine has {gpus} (cuda:0 to cuda:{count - 1})")
+        # torchrun --nproc-per-node 2 on a machine with one GPU: local rank 1 would take cuda:1
+        raise DeviceError(
+            f"local rank {local_rank} would train on {resolved}, but this machine has "
+            f"{gpus}: start at most {count} process{'es' if count != 1 else ''} per machine "
+            "(torchrun --nproc-per-node), give --device cuda:0 where each process sees only "
+            "its own GPU (CUDA_VISIBLE_DEVICES), or train on the CPU with --device cpu"
+        )
+    return resolved
+
+
 def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
@@ -86,56 +109,6 @@ def init_process_group(device: torch.device, *, timeout_minutes: float) -> None:
         dist.init_process_group("nccl", timeout=timeout, device_id=device)
     else:
         dist.init_process_group("gloo", timeout=timeout)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What every rank does after an update."""
-
-    stop: str | None  # one of STOP_REASONS
-    save: bool
-    validate: bool
-    decay: bool = False  # the learning-rate decay (train.decay_fraction) starts after this update
-
-
-def local_decision(
-    *,
-    step: int,
-    elapsed: float,
-    since_save: float,
-    max_steps: int,
-    max_time: float,
-    save_every_steps: int,
-    save_every_minutes: float,
-    valid_every_steps: int,
-    decay_fraction: float = 0.0,
-    decay_end: int = 0,
-) -> list[int]:
-    """Rank 0's view after update ``step``: [stop code, save, validate, start the decay] (times in
-    seconds, limits in the config's units: max_time and save_every_minutes in minutes).
-
-    ``decay_end`` is the last update of a decay already under way (0 = none): reaching it stops the
-    run. The decay starts once the run has used ``1 - decay_fraction`` of max_steps or of max_time."""
-    stop = 0
-    if max_steps and step >= max_steps:
-        stop = STOP_REASONS.index("max_steps")
-    elif decay_end and step >= decay_end:
-        stop = STOP_REASONS.index("decay_end")
-    elif max_time and elapsed >= max_time * 60:
-        stop = STOP_REASONS.index("max_time")
-    save = bool(
-        (save_every_steps and step % save_every_steps == 0)
-        or (save_every_minutes and since_save >= save_every_minutes * 60)
-    )
-    validate = bool(valid_every_steps and step % valid_every_steps == 0)
-    keep = 1.0 - decay_fraction
-    decay = bool(
-        decay_fraction
-        and not decay_end
-        and not stop
-        and ((max_steps and step >= keep * max_steps) or (max_time and elapsed >= keep * max_time * 60))
-    )
-    return [stop, int(save), int(validate), int(decay)]
 
 
 class Collectives:
@@ -186,19 +159,21 @@ class Collectives:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
-    def decide(self, local: Sequence[int], *, preempted: bool) -> Decision:
-        """One decision for the whole job: rank 0's ``local`` ([stop, save, validate, decay]; other
-        ranks' are ignored) combined with every rank's SIGTERM flag by one all-reduce(MAX)."""
-        flags = [*(local if self.rank == 0 else [0, 0, 0, 0]), int(preempted)]
-        if self.active:
-            t = torch.tensor(flags, dtype=torch.int64, device=self.device)
-            with self.guard("the stop/save/validate decision"):
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            flags = t.tolist()
-        stop, save, validate, decay, preempt = flags
-        if not stop and preempt:
-            stop = STOP_REASONS.index("preempted")
-        return Decision(stop=STOP_REASONS[stop], save=bool(save), validate=bool(validate), decay=bool(decay))
+    def max(self, values: Sequence[int], *, what: str) -> list[int]:
+        """Element-wise maximum over ranks of a few integers (flags: any rank's 1 wins)."""
+        if not self.active:
+            return [int(v) for v in values]
+        t = torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.device)
+        with self.guard(what):
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+
+    def broadcast_objects(self, objects: list[Any], *, what: str) -> list[Any]:
+        """Rank 0's JSON-able ``objects`` on every rank (in place, and returned)."""
+        if self.active and self.world > 1:
+            with self.guard(what):
+                dist.broadcast_object_list(objects, src=0)
+        return objects
 
     def gather_objects(self, obj: Any, *, what: str) -> list[Any]:
         """Every rank's JSON-able ``obj``, in rank order (object collectives use the current device,
@@ -214,6 +189,19 @@ class Collectives:
         if self.active:
             with self.guard(what):
                 dist.barrier()
+
+
+def join_job(topo: Topology, device: torch.device, *, timeout_minutes: float) -> Collectives:
+    """The process group of a torchrun job (none for a single process) and its collectives."""
+    if (topo.launched or topo.world > 1) and not dist.is_initialized():
+        init_process_group(device, timeout_minutes=timeout_minutes)
+    return Collectives(
+        device=device,
+        rank=topo.rank,
+        world=topo.world,
+        active=dist.is_initialized(),
+        timeout_minutes=timeout_minutes,
+    )
 
 
 class Interrupted(Exception):
@@ -255,6 +243,15 @@ class Preemption:
             yield
         finally:
             self._interruptible = False
+
+    def until_signal(self, work: Callable[[], T]) -> tuple[T | None, bool]:
+        """``work()`` as an `interruptible` phase: its result and False, or None and True when a stop
+        signal cut it short."""
+        try:
+            with self.interruptible():
+                return work(), False
+        except Interrupted:
+            return None, True
 
     def __enter__(self) -> "Preemption":
         if threading.current_thread() is threading.main_thread():

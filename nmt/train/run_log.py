@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,23 @@ class LossWindow:
         self._restart()
         return loss, nll, rate
 
+    def record(self, stats: dict, *, update: int, epoch: int, elapsed: float) -> dict:
+        """The train record (metrics.jsonl) of update ``update`` (``stats``: its `train_step`
+        statistics): loss, nll and rate over the window, which then starts again."""
+        loss, nll, rate = self.take()
+        return {
+            "split": "train",
+            "step": update,
+            "epoch": epoch,
+            "loss": loss,
+            "nll": nll,
+            "ppl": math.exp(min(nll, 50)),
+            "lr": stats["lr"],
+            "grad_norm": stats["grad_norm"],
+            "tgt_tokens_per_s": rate,
+            "elapsed": elapsed,
+        }
+
 
 def progress_bar(*, max_steps: int, max_time: float, step: int, elapsed: float):
     """A tqdm bar of training seconds when the time limit binds (its ETA then counts them), else of
@@ -114,3 +132,33 @@ def progress_bar(*, max_steps: int, max_time: float, step: int, elapsed: float):
     if max_time:
         return progress(total=round(max_time * 60), initial=round(elapsed), unit="s", desc="train")
     return progress(total=max_steps or None, initial=step, unit="step", desc="train")
+
+
+class TrainBar:
+    """The training run's `progress_bar` (none unless ``enabled``): moved on after every update, its
+    postfix the latest train record's update, loss, learning rate and rate."""
+
+    def __init__(self, *, enabled: bool, max_steps: int, max_time: float, step: int, elapsed: float):
+        self.max_time = max_time
+        self.bar = (
+            progress_bar(max_steps=max_steps, max_time=max_time, step=step, elapsed=elapsed)
+            if enabled
+            else None
+        )
+
+    def advance(self, record: dict | None, *, elapsed: float) -> None:
+        """After an update (``record``: its train record, if it has one; ``elapsed``: training seconds)."""
+        if self.bar is None:
+            return
+        if record is not None:
+            self.bar.set_postfix(
+                step=record["step"],
+                loss=f"{record['loss']:.3f}",
+                lr=f"{record['lr']:.2e}",
+                tok_s=f"{record['tgt_tokens_per_s']:.0f}",
+            )
+        self.bar.update(round(elapsed) - self.bar.n if self.max_time else 1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

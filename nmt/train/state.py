@@ -1,13 +1,49 @@
-"""What exact resume restores besides the weights: the random number generators and Adam's state,
-in forms a checkpoint holds without pickles (base64 text in JSON; flat named tensors in
-safetensors plus JSON-able parameter groups)."""
+"""What exact resume restores besides the weights: how far the run is (`Progress`), the random number
+generators and Adam's state, in forms a checkpoint holds without pickles (JSON; base64 text in JSON;
+flat named tensors in safetensors plus JSON-able parameter groups)."""
 
 from __future__ import annotations
 
 import base64
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+
+
+@dataclass
+class Progress:
+    """How far a run is, saved and restored whole (``trainer_state.json``, whose keys are these
+    fields' names, ``update`` saved as ``step``). The data position (epoch, batch) is the sampler's
+    state and the decay window the `optim.Schedule`'s; both are saved beside these."""
+
+    update: int = 0  # updates (optimizer steps) done
+    best: float | None = None  # the best validation score so far, lower is better (-BLEU or the loss)
+    best_step: int | None = None  # the update whose checkpoint `best` holds (or is being given)
+    since_best: int = 0  # validations since `best` last improved (train.patience)
+    validation_pending: bool = False  # a stop signal cut the validation of the last checkpoint short
+    elapsed: float = 0.0  # training seconds, counted on across resumes
+    tokens_seen: int = 0  # target tokens of every update on every rank
+
+    def to_dict(self) -> dict:
+        state = asdict(self)
+        return {"step": state.pop("update"), **state}
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "Progress":
+        """A `to_dict`, or the state of a checkpoint written before best_step, since_best and
+        validation_pending were saved (they start at None, 0 and False). A missing or mistyped
+        counter raises KeyError, TypeError or ValueError."""
+        best, best_step = state["best"], state.get("best_step")
+        return cls(
+            update=int(state["step"]),
+            best=None if best is None else float(best),
+            best_step=None if best_step is None else int(best_step),
+            since_best=int(state.get("since_best", 0)),
+            validation_pending=bool(state.get("validation_pending", False)),
+            elapsed=float(state["elapsed"]),
+            tokens_seen=int(state["tokens_seen"]),
+        )
 
 
 def _b64(t: torch.Tensor) -> str:

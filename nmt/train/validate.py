@@ -3,11 +3,14 @@ positions, as translation truncates) and its BLEU (greedy or beam search, sacreB
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 
+from ..data.batching import Batch, TokenBatchSampler
 from ..data.prepare import ParallelDataset, read_lines
 from ..infer.options import SearchOptions
 from ..infer.search import reading_order
@@ -28,6 +31,27 @@ def too_long(dataset: ParallelDataset, max_positions: int) -> int:
 def truncate(pair: tuple[np.ndarray, np.ndarray], max_positions: int) -> tuple[np.ndarray, np.ndarray]:
     """Cut both sides to ``max_positions - 1`` pieces (collate adds EOS / BOS)."""
     return pair[0][: max_positions - 1], pair[1][: max_positions - 1]
+
+
+@torch.no_grad()
+def valid_loss(
+    dataset: ParallelDataset,
+    *,
+    max_tokens: int,
+    batch_of: Callable[[list[int]], Batch],
+    loss_of: Callable[[Batch], tuple[torch.Tensor, torch.Tensor, int]],
+) -> dict:
+    """The loss, nll and perplexity per target token of ``dataset``, in batches of <= ``max_tokens``
+    tokens taken in length order; ``batch_of``: the batch of some pair indices, ``loss_of``: its
+    (loss, nll, target tokens) sums."""
+    sampler = TokenBatchSampler(
+        src_lengths=dataset.src_lengths, tgt_lengths=dataset.tgt_lengths, max_tokens=max_tokens, shuffle=False
+    )
+    loss_sum = nll_sum = tokens = 0.0
+    for indices in sampler.batches(0):
+        loss, nll, n = loss_of(batch_of(indices))
+        loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + n
+    return {"loss": loss_sum / tokens, "nll": nll_sum / tokens, "ppl": math.exp(min(nll_sum / tokens, 50))}
 
 
 def reference_lines(data_dir: str | Path, split: str, n: int) -> list[str]:

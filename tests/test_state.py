@@ -1,0 +1,37 @@
+"""nmt/train/state.py: `Progress`, how far a run is, saved and restored whole."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nmt.train.state import Progress
+
+
+def test_progress_round_trips_whole_under_the_checkpoint_keys():
+    progress = Progress(
+        update=40,
+        best=-21.5,
+        best_step=30,
+        since_best=1,
+        validation_pending=True,
+        elapsed=61.5,
+        tokens_seen=9000,
+    )
+    saved = progress.to_dict()
+    assert saved["step"] == 40 and "update" not in saved  # trainer_state.json's key
+    assert set(saved) == {f.name for f in dataclasses.fields(Progress)} - {"update"} | {"step"}
+    assert Progress.from_dict(saved) == progress
+
+
+def test_progress_reads_a_trainer_state_saved_before_best_step_and_patience():
+    """A trainer_state.json of a run from before best_step, since_best, validation_pending and the
+    decay were saved: those start as a fresh run's."""
+    old = {"step": 12, "epoch": 1, "position": 3, "best": 4.25, "elapsed": 30, "tokens_seen": 5000, "rng": {}}
+    assert Progress.from_dict(old) == Progress(update=12, best=4.25, elapsed=30.0, tokens_seen=5000)
+
+
+def test_a_trainer_state_without_its_counters_is_refused():
+    with pytest.raises(KeyError):
+        Progress.from_dict({"step": 1})
