@@ -120,7 +120,9 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
     check_record(out, settings(options, corpus, teachers))
     distilled = distill_targets(options, corpus, teachers)
     data = student_data(options, corpus, distilled, teachers[0])
-    if not (out / "average" / ckpt.MANIFEST).exists():
+    if (out / "average" / ckpt.MANIFEST).exists():
+        print(f"3/4 student: {out / 'student'} is averaged (skipped)")
+    else:
         shape = " + ".join(x for x in (options.preset, options.config) if x)
         print(f"3/4 student: {shape} on {data} -> {out / 'student'}")
         status = train_student(options, data, overrides)
