@@ -1,9 +1,13 @@
-"""Atomic replacement of a directory: the one way nmt swaps a finished output (a checkpoint,
-`best`, an averaged model, a prepared corpus, an export) into place; and atomic small files."""
+"""Files written whole: atomic replacement of a directory, the one way nmt swaps a finished output (a
+checkpoint, `best`, an averaged model, a prepared corpus, an export) into place; the one atomic file
+writer (`write_bytes`, `write_text`); and the one sha256 of a file (`sha256_file`)."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,13 +32,22 @@ def fsync_files(directory: Path) -> None:
     fsync_dir(directory)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``path`` as a whole or not at all: a temporary sibling, fsync'ed, renamed over it.
-    A failure (a full disk) or a kill leaves the previous file as it was."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``path`` as a whole or not at all: a new temporary sibling ``.NAME.tmp-*`` (created with
+    the permissions a plain open gives, 0666 less the umask), fsync'ed, renamed over it, the folder
+    fsync'ed. A failure (a full disk) or a kill leaves the previous file as it was; two writers never
+    share a temporary."""
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+            break
+        except FileExistsError:
+            continue
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -42,6 +55,21 @@ def write_text(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """`write_bytes` of ``text`` in UTF-8 (lines end as they are in ``text``)."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def sha256_file(path: str | Path, *, gunzip: bool = False) -> str:
+    """The sha256 hex digest of a file's bytes (or with ``gunzip`` of its decompressed content), read
+    in 1 MiB blocks: checkpoint manifests, --init records, downloads, prepared inputs."""
+    h = hashlib.sha256()
+    with gzip.open(path, "rb") if gunzip else open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def replace_dir(new: Path, directory: Path) -> None:

@@ -15,7 +15,6 @@ into place, so a crash (even SIGKILL) mid-write leaves the previous checkpoints 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .atomic import fsync_dir as _fsync_dir  # noqa: F401 (replace_dir: part of this API)
-from .atomic import fsync_files, replace_dir
+from .atomic import fsync_files, replace_dir, sha256_file
 from .config import ConfigError, ModelConfig, from_dict
 from .errors import UserError
 from .model import Transformer
@@ -41,15 +40,6 @@ MAX_HEADER_BYTES = 100 << 20  # a safetensors JSON header larger than this is no
 
 class CheckpointError(UserError):
     """A missing, truncated or altered checkpoint file; the message names it."""
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 hex digest of a file, read in 1 MiB blocks (manifests, --init records)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -29,6 +29,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import sha256_file
 from ..errors import UserError
 from ..progress import progress
 
@@ -272,15 +273,6 @@ LIBREOFFICE_SHA256 = {
         "bd68e741ec665db09f82ab9a1dadd0d9b99c1ef7ad16e9f4fb50ae875798deb6",
     ),
 }
-
-
-def sha256_file(path: str | Path, *, gunzip: bool = False) -> str:
-    """Hex sha256 of a file's bytes (or of its decompressed content with `gunzip=True`)."""
-    h = hashlib.sha256()
-    with gzip.open(path, "rb") if gunzip else open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def download(

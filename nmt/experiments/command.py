@@ -213,14 +213,12 @@ def constraint_limits(args: argparse.Namespace, ptb_meta: dict) -> dict:
 
 
 def write_trees(path: str, trees: list[Tree]) -> None:
-    """One tree per line to ``path`` (through a temporary file, renamed) or stdout ("-")."""
+    """One tree per line to ``path`` (written whole: `atomic.write_text`) or stdout ("-")."""
     text = "".join(f"{t}\n" for t in trees)
     if path == "-":
         sys.stdout.write(text)
     else:
-        tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_text(path, text)
 
 
 def add_variations_args(parser: argparse.ArgumentParser) -> None:

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_text
+from ..atomic import write_bytes, write_text
 from ..config import ConfigError, ModelConfig, TrainConfig, apply_overrides
 
 LETTERS = "ABCDEF"
@@ -238,7 +237,7 @@ def write_table(results: list[dict], out: Path) -> None:
     ax.set_ylabel("dev BLEU (beam 4)")
     ax.set_title("Table 3 variations")
     fig.tight_layout()
-    tmp = out / ".table3.png.tmp.png"
-    fig.savefig(tmp, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
-    os.replace(tmp, out / "table3.png")
+    write_bytes(out / "table3.png", png.getvalue())

@@ -44,8 +44,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +52,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..atomic import write_text
 from ..errors import UserError
 from ..vocab import BOS, EOS, PAD, UNK
 from .restricted import Restriction, batch_model, sentence_model
@@ -320,19 +319,6 @@ def _best_targets(
 
 
 # ----------------------------------------------------------------------------- the file
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary sibling renamed into place (never half-written)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def dumps(shortlist: Shortlist) -> str:
@@ -351,7 +337,7 @@ def save(shortlist: Shortlist, path: str | Path) -> Path:
         raise ShortlistError(f"{path}: is a directory; --out takes a file name")
     if not path.parent.is_dir():
         raise ShortlistError(f"{path}: cannot write: folder {path.parent} does not exist")
-    _write_atomic(path, dumps(shortlist))
+    write_text(path, dumps(shortlist))
     return path
 
 
@@ -478,5 +464,5 @@ def write_vmap(shortlist: Shortlist, model_dir: str | Path) -> Path:
         spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.is_file() else "",
     )
     out = model_dir / "vmap.txt"
-    _write_atomic(out, vmap_text(shortlist, vocab))
+    write_text(out, vmap_text(shortlist, vocab))
     return out

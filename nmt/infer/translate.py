@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from .. import atomic
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve_precision
@@ -503,18 +504,7 @@ def write_output(path: str, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed): a
     failure leaves no partial output, and an existing file is replaced whole or not at all."""
     p = Path(path)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.tmp-", dir=p.parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain write would give 0666 & ~umask
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-        os.replace(tmp, p)
-        tmp = None
+        atomic.write_text(p, text)
     except OSError as e:
         raise TranslateError(f"{p}: cannot write ({e.strerror})") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)

@@ -1,0 +1,52 @@
+"""nmt/atomic.py: the one atomic file writer and the one sha256 of a file."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import stat
+
+import pytest
+
+from nmt import atomic
+
+
+def test_write_text_fsyncs_and_gives_the_umask_permissions(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    old = os.umask(0o027)
+    try:
+        atomic.write_text(tmp_path / "out.txt", "ä line\n")
+    finally:
+        os.umask(old)
+    path = tmp_path / "out.txt"
+    assert path.read_bytes() == "ä line\n".encode()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # as open() would make it, not mkstemp's 0600
+    assert len(synced) == 2  # the file, then its folder
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "table.md"
+    atomic.write_text(path, "before\n")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        atomic.write_bytes(path, b"after\n")
+    assert path.read_text() == "before\n" and [p.name for p in tmp_path.iterdir()] == ["table.md"]
+
+
+def test_sha256_file_of_the_bytes_or_of_the_decompressed_content(tmp_path):
+    data = b"x" * (3 << 20)  # more than one block
+    (tmp_path / "a").write_bytes(data)
+    (tmp_path / "a.gz").write_bytes(gzip.compress(data))
+    digest = hashlib.sha256(data).hexdigest()
+    assert atomic.sha256_file(tmp_path / "a") == atomic.sha256_file(tmp_path / "a.gz", gunzip=True) == digest
+    assert (
+        atomic.sha256_file(tmp_path / "a.gz") == hashlib.sha256((tmp_path / "a.gz").read_bytes()).hexdigest()
+    )
