@@ -199,9 +199,9 @@ def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
     seen = []
     real = tr.beam_search
 
-    def recording(*args, **kwargs):
-        seen.append((kwargs["beam"], kwargs["alpha"]))
-        return real(*args, **kwargs)
+    def recording(model, src, options, **kwargs):
+        seen.append((options.beam, options.penalty))
+        return real(model, src, options, **kwargs)
 
     monkeypatch.setattr(tr, "beam_search", recording)
     t = tr.Translator.load(checkpoint, device="cpu", precision="fp32")
