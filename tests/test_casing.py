@@ -1,6 +1,6 @@
 """nmt.infer.casing: ALL CAPS and Title Case detected, translated in sentence case, recased."""
 
-from nmt.infer.casing import NORMAL, TITLE, UPPER, case_of, normal_case, recase, same_length
+from nmt.infer.casing import NORMAL, TITLE, UPPER, case_of, lower_first, normal_case, recase, same_length
 
 
 def test_case_of_tells_all_caps_title_case_and_normal_text_apart():
@@ -32,3 +32,10 @@ def test_recase_matches_the_input_and_keeps_the_length():
     assert recase("Zwei Hunde.", NORMAL) == "Zwei Hunde."
     assert recase("große Straße", UPPER) == "GROẞE STRAẞE"  # one character each: offsets stay valid
     assert len(same_length("İstanbul", str.lower)) == len("İstanbul")
+
+
+def test_lower_first_lowers_a_word_the_model_writes_in_lower_case_inside_a_sentence():
+    known = {"eine", "in"}.__contains__
+    assert lower_first("Eine Frau geht.", lambda w: known(w.lower())) == "eine Frau geht."
+    assert lower_first("Kinder spielen.", lambda w: known(w.lower())) == "Kinder spielen."
+    assert lower_first("Eine Frau.", None) == "Eine Frau."

@@ -130,3 +130,13 @@ def test_a_line_too_long_for_the_model_is_cut_and_translated_whole_not_truncated
         == 0
     )
     assert "line 1: 400 pieces, truncated to 255" in capsys.readouterr().err
+
+
+def test_a_part_that_starts_in_lower_case_gets_its_first_word_lower_case_where_the_model_writes_it_so():
+    text = "Two dogs play in the snow near a house, while a man is riding a bike near the house."
+    job = TextJob([text], TextOptions(max_words=10), lower_known=lambda w: w.lower() == "während")
+    assert job.units[1].startswith("while")
+    out = job.finish(
+        [UnitOutput("Zwei Hunde spielen nahe einem Haus."), UnitOutput("Während ein Mann Rad fährt.")]
+    )
+    assert out[0].text == "Zwei Hunde spielen nahe einem Haus, während ein Mann Rad fährt."

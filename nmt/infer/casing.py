@@ -96,3 +96,19 @@ def fewer_pieces(sp) -> Callable[[str], bool]:
         return cache[word]
 
     return keep
+
+
+def known_lower(sp) -> Callable[[str], bool]:
+    """For a SentencePiece model: True when a word's lower-case form is one piece (a word the model
+    writes in lower case inside a sentence: "eine", "in", not "Kinder")."""
+    unk = sp.unk_id()
+    return lambda word: sp.piece_to_id("▁" + word.lower()) != unk
+
+
+def lower_first(text: str, lower_known: Callable[[str], bool] | None) -> str:
+    """``text`` with its first word in lower case when it is capitalised and ``lower_known`` says the
+    model writes it in lower case (the start of a part of a cut sentence, not of a sentence)."""
+    m = WORD.match(text)
+    if m is None or lower_known is None or not m.group(0)[:1].isupper() or not lower_known(m.group(0)):
+        return text
+    return same_length(text[:1], str.lower) + text[1:]

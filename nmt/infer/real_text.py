@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..data.prepare import clean_line
-from .casing import NORMAL, case_of, fewer_pieces, normal_case, recase
+from .casing import NORMAL, case_of, fewer_pieces, known_lower, lower_first, normal_case, recase
 from .markup import FORMATS, Document, Projected, parse
 from .results import TranslateError
 from .search import reading_order
@@ -104,7 +104,10 @@ class Paragraph:
 
 class TextJob:
     """The units (sentences or parts of sentences, in normal case) that ``texts`` give the model,
-    and ``finish``: the texts from their translations. ``keep_capital``: nmt.infer.casing's."""
+    and ``finish``: the texts from their translations. ``keep_capital``: nmt.infer.casing's
+    (a word kept capitalised in normal case); ``lower_known``: a part of a cut sentence that starts
+    in lower case gets its translation's first word in lower case where this says the model
+    writes that word so (casing.known_lower)."""
 
     def __init__(
         self,
@@ -112,8 +115,9 @@ class TextJob:
         options: TextOptions = TextOptions(),
         *,
         keep_capital: Callable[[str], bool] | None = None,
+        lower_known: Callable[[str], bool] | None = None,
     ):
-        self.options, self.keep_capital = options, keep_capital
+        self.options, self.keep_capital, self.lower_known = options, keep_capital, lower_known
         self.units: list[str] = []
         self.unit_text: list[int] = []  # the text each unit comes from
         self.documents: list[Document | None] = []
@@ -193,6 +197,8 @@ class TextJob:
             out = outputs[u]
             src = plan.source[a:b]
             tgt = part_output(src, out.text, last=k == len(plan.spans) - 1)
+            if k > 0 and src[:1].islower():
+                tgt = lower_first(tgt, self.lower_known)
             if not tgt:
                 continue
             if pieces:
@@ -255,7 +261,12 @@ def translate_text(
         texts = [texts]
     if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
         raise TypeError("texts: expected a str or a list of str")
-    keep = fewer_pieces(translator.sp) if getattr(translator, "sp", None) is not None else None
-    job = TextJob(list(texts), options, keep_capital=keep)
+    sp = getattr(translator, "sp", None)
+    job = TextJob(
+        list(texts),
+        options,
+        keep_capital=None if sp is None else fewer_pieces(sp),
+        lower_known=None if sp is None else known_lower(sp),
+    )
     results = job.finish(translate_units(translator, job.units, alignment=job.needs_alignment, **search))
     return results[0] if one else results

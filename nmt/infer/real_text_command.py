@@ -105,9 +105,10 @@ def translate_real_text(
     (``search(units, line_of)``: each unit's n-best, --mbr / --rerank applied, warnings naming
     line ``line_of[i]`` of unit i); a warning per cut sentence on stderr. ``lines``: each text is
     a line of the input, and its translation one line (stripped, as a sentence's)."""
-    from .casing import fewer_pieces
+    from .casing import fewer_pieces, known_lower
 
-    job = TextJob(texts, options, keep_capital=fewer_pieces(translator.sp))
+    sp = translator.sp
+    job = TextJob(texts, options, keep_capital=fewer_pieces(sp), lower_known=known_lower(sp))
     results = search(job.units, job.unit_text)
     if job.needs_alignment:
         outputs = aligned_outputs(translator, job.units, [r[0] for r in results])

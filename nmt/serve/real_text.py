@@ -4,7 +4,7 @@ texts put back together from their translations (and, for html / xml, the batche
 
 from __future__ import annotations
 
-from ..infer.casing import fewer_pieces
+from ..infer.casing import fewer_pieces, known_lower
 from ..infer.real_text import TextJob, TextOptions, unit_output
 from ..infer.results import TranslateError
 from .errors import ApiError
@@ -30,7 +30,9 @@ def text_job(req, texts: list[str], translator) -> TextJob | None:
     if options.plain:
         return None
     sp = getattr(translator, "sp", None)
-    return TextJob(texts, options, keep_capital=None if sp is None else fewer_pieces(sp))
+    if sp is None:
+        return TextJob(texts, options)
+    return TextJob(texts, options, keep_capital=fewer_pieces(sp), lower_known=known_lower(sp))
 
 
 def text_body(name: str, job: TextJob, translator, results: list, truncated: list[tuple[int, int]]) -> dict:
