@@ -24,7 +24,7 @@ from nmt.attention import MultiheadAttention  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.fused_projections import unfused  # noqa: E402
 from nmt.infer.options import SearchOptions
-from nmt.infer.translate import Translator, search_sources  # noqa: E402
+from nmt.infer.translate import BatchedSearch, Translator  # noqa: E402
 
 
 def main() -> int:
@@ -55,15 +55,16 @@ def main() -> int:
         (4, 1000, None, 2048),
     ):
         options = SearchOptions(beam=beam, alpha=0.6 if beam > 1 else 0.0, stopping=args.stopping)
-        kw = dict(batch_tokens=batch_tokens, max_sentences=max_sentences, dtype=t.dtype)
-        search_sources(t.model, sources[:4], options, **kw)  # warm-up
+        search = BatchedSearch(options, dtype=t.dtype)
+        kw = dict(batch_tokens=batch_tokens, max_sentences=max_sentences)
+        search.sources(t.model, sources[:4], **kw)  # warm-up
         times: dict[bool, list[float]] = {False: [], True: []}
         outputs = {}
         for _ in range(args.repeat):
             for on in (False, True):
                 with contextlib.nullcontext() if on else unfused(t.model):
                     start = time.perf_counter()
-                    out = search_sources(t.model, sources[:n], options, **kw)
+                    out = search.sources(t.model, sources[:n], **kw)
                     times[on].append(time.perf_counter() - start)
                 outputs[on] = [h[0].tokens for h in out]
         same = sum(a == b for a, b in zip(outputs[False], outputs[True]))

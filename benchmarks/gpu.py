@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.config import ModelConfig, TrainConfig, base, big, tiny  # noqa: E402
 from nmt.data.binarize import write_offsets  # noqa: E402
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
-from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
+from nmt.infer.translate import BatchedSearch, Translator, add_eos  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 from nmt.train.trainer import Trainer  # noqa: E402
 from nmt.vocab import PAD, SPECIAL_IDS  # noqa: E402
@@ -316,7 +316,7 @@ def new_trainer(
         valid_every_steps=0,
     )
     run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-    return Trainer(data, run, cfg, train_cfg, meta, resume=False, device=str(device), progress=False)
+    return Trainer(data, run, cfg, train_cfg, meta, device=str(device), progress=False)
 
 
 def one_update(trainer: Trainer, stream) -> tuple[list, float, float, dict]:
@@ -450,12 +450,10 @@ def decode_row(
     cell_start = time.perf_counter()
     reset_memory(device)
     length = dict(max_len_a=0.0, max_len_b=fixed_len, min_len=fixed_len) if fixed_len else {}
-    options = SearchOptions(beam=beam, **length)
+    searcher = BatchedSearch(SearchOptions(beam=beam, **length), device=device, dtype=dtype)
 
     def search(chunk):
-        return search_sources(
-            model, chunk, options, batch_tokens=10**9, max_sentences=batch, device=device, dtype=dtype
-        )
+        return searcher.sources(model, chunk, batch_tokens=10**9, max_sentences=batch)
 
     search(sources[:batch])  # warm-up: allocations, kernels for this batch size
     sync(device)
@@ -556,14 +554,9 @@ def profile_steps(
     dtype = torch.bfloat16 if device.type == "cuda" else None
 
     def search():
-        search_sources(
-            model,
-            sources,
-            SearchOptions(beam=4, max_len_a=0.0, max_len_b=30, min_len=30),
-            batch_tokens=10**9,
-            max_sentences=batch,
-            device=device,
-            dtype=dtype,
+        options = SearchOptions(beam=4, max_len_a=0.0, max_len_b=30, min_len=30)
+        BatchedSearch(options, device=device, dtype=dtype).sources(
+            model, sources, batch_tokens=10**9, max_sentences=batch
         )
 
     search()

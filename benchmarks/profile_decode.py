@@ -4,7 +4,7 @@
         --limit 320 --beam 4 --batch 32 [--precision int8]
 
 Prints the top operators by self CPU time (torch.profiler) and the top Python functions by
-cumulative time (cProfile) of one search_sources call (after a warm-up).
+cumulative time (cProfile) of one BatchedSearch.sources call (after a warm-up).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer.options import SearchOptions
-from nmt.infer.translate import Translator, search_sources  # noqa: E402
+from nmt.infer.translate import BatchedSearch, Translator  # noqa: E402
 
 
 def main() -> int:
@@ -44,10 +44,11 @@ def main() -> int:
     lines = [clean_line(s) for s in read_lines(args.src_file)][: args.limit]
     sources, _ = t.encode(lines)
     options = SearchOptions(beam=args.beam, alpha=0.6 if args.beam > 1 else 0.0, stopping=args.stopping)
-    kw = dict(batch_tokens=10**9, max_sentences=args.batch, dtype=t.dtype, shortlist=t.shortlist)
-    search_sources(t.model, sources[:4], options, **kw)  # warm-up
+    search = BatchedSearch(options, dtype=t.dtype, shortlist=t.shortlist)
+    kw = dict(batch_tokens=10**9, max_sentences=args.batch)
+    search.sources(t.model, sources[:4], **kw)  # warm-up
     start = time.perf_counter()
-    search_sources(t.model, sources, options, **kw)
+    search.sources(t.model, sources, **kw)
     plain = time.perf_counter() - start
     print(
         f"{len(sources)} sentences, beam {args.beam} ({args.stopping}), batch {args.batch}, "
@@ -55,11 +56,11 @@ def main() -> int:
         f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)"
     )
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        search_sources(t.model, sources, options, **kw)
+        search.sources(t.model, sources, **kw)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     profiler = cProfile.Profile()
     profiler.enable()
-    search_sources(t.model, sources, options, **kw)
+    search.sources(t.model, sources, **kw)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(args.rows)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.data.prepare import clean_line, read_lines  # noqa: E402
 from nmt.infer import search  # noqa: E402
 from nmt.infer.options import SearchOptions
-from nmt.infer.translate import Translator, search_sources  # noqa: E402
+from nmt.infer.translate import BatchedSearch, Translator  # noqa: E402
 
 
 def counting(counts: dict):
@@ -66,13 +66,8 @@ def main() -> int:
         search.still_searching = counting(counts)
         try:
             options = SearchOptions(beam=args.beam, alpha=0.6, stopping=rule)
-            search_sources(
-                t.model,
-                sources,
-                options,
-                batch_tokens=args.batch_tokens,
-                dtype=t.dtype,
-                shortlist=t.shortlist,
+            BatchedSearch(options, dtype=t.dtype, shortlist=t.shortlist).sources(
+                t.model, sources, batch_tokens=args.batch_tokens
             )
         finally:
             search.still_searching = original

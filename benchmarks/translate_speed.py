@@ -60,7 +60,7 @@ from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2
 from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
 from nmt.infer.shortlist import SPECIAL, Shortlist  # noqa: E402
 from nmt.infer.shortlist import load as load_shortlist
-from nmt.infer.translate import Translator, add_eos, search_sources  # noqa: E402
+from nmt.infer.translate import BatchedSearch, Translator, add_eos  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 
 
@@ -197,7 +197,7 @@ def main() -> int:
     shortlist = None
     if args.shortlist:
         base.use_shortlist(load_shortlist(args.shortlist))  # checked against the model's vocabulary
-        shortlist, base.shortlist = base.shortlist, None  # the rows pass it to search_sources themselves
+        shortlist, base.shortlist = base.shortlist, None  # the rows give it to BatchedSearch themselves
     elif args.synthetic_shortlist:
         best, _, frequent = args.synthetic_shortlist.partition(",")
         shortlist = synthetic_shortlist(cfg.tgt_vocab_size, int(best), int(frequent or 100))
@@ -230,14 +230,9 @@ def main() -> int:
     length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}
 
     def run_nmt(t, beam, stopping, listed=False):
-        hyps = search_sources(
-            t.model,
-            sources,
-            SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, stopping=stopping, **length),
-            batch_tokens=args.batch_tokens,
-            dtype=t.dtype,
-            shortlist=shortlist if listed else None,
-        )
+        options = SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, stopping=stopping, **length)
+        search = BatchedSearch(options, dtype=t.dtype, shortlist=shortlist if listed else None)
+        hyps = search.sources(t.model, sources, batch_tokens=args.batch_tokens)
         return [h[0].tokens for h in hyps]
 
     def run_ct2(t, beam, listed=False):
@@ -276,14 +271,9 @@ def main() -> int:
         name, prec, beam, stop, listed, _ = rows[i]
         t, small = engines[(name, prec)], sources[:4]
         (
-            search_sources(
-                t.model,
-                small,
-                SearchOptions(beam=beam),
-                batch_tokens=args.batch_tokens,
-                dtype=t.dtype,
-                shortlist=shortlist if listed else None,
-            )
+            BatchedSearch(
+                SearchOptions(beam=beam), dtype=t.dtype, shortlist=shortlist if listed else None
+            ).sources(t.model, small, batch_tokens=args.batch_tokens)
             if name == "nmt"
             else t.search_ids(
                 small, SearchOptions(beam=beam), batch_tokens=args.batch_tokens, use_vmap=listed

@@ -183,3 +183,63 @@ def test_no_function_of_logic_is_longer_than_the_limit():
         for function, lines in long_functions(path.read_text(encoding="utf-8"))
     ]
     assert found == [], f"split these into named steps (tests/test_architecture.py): {found}"
+
+
+# a function takes at most this many parameters (self/cls aside; a ``*args``/``**kwargs`` catch-all is
+# not counted, as pylint's too-many-arguments): values that travel together are one dataclass
+MAX_PARAMETERS = 8
+
+
+def wide_functions(source: str, limit: int = MAX_PARAMETERS) -> list[tuple[str, int]]:
+    """(Class.name or name, parameters) of the functions in ``source`` with more than ``limit``
+    named parameters, but for argparse declarations (``DECLARATION_CALLS`` or more ``add_argument``
+    calls)."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                if names[:1] in (["self"], ["cls"]):
+                    names = names[1:]
+                declarations = sum(
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "add_argument"
+                    for call in ast.walk(child)
+                )
+                if len(names) > limit and declarations < DECLARATION_CALLS:
+                    found.append((f"{prefix}{child.name}", len(names)))
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_wide_function_finder_counts_named_parameters_but_self_and_argparse_declarations():
+    nine = ", ".join(f"p{i}" for i in range(9))
+    options = "\n".join(f"    p.add_argument('--o{i}')" for i in range(10))
+    source = (
+        f"def wide(a, /, b, *c, {', '.join(f'k{i}' for i in range(7))}, **d):\n    pass\n\n"
+        f"class C:\n    def method(self, {', '.join(f'p{i}' for i in range(8))}):\n"
+        f"        def inner({nine}):\n            pass\n\n"
+        f"    @classmethod\n    def make(cls, {', '.join(f'p{i}' for i in range(8))}):\n        pass\n\n"
+        f"def options(p, {nine}):\n{options}\n"
+    )
+    assert wide_functions(source) == [("wide", 9), ("C.method.inner", 9)]
+
+
+def test_no_function_takes_more_than_the_limit_of_parameters():
+    found = [
+        f"{name}:{function} ({count})"
+        for name, path in modules().items()
+        for function, count in wide_functions(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], (
+        f"group the values that travel together into a dataclass (tests/test_architecture.py): {found}"
+    )

@@ -512,8 +512,8 @@ from nmt.vocab import load_spm
 data, out = Path(sys.argv[1]), Path(sys.argv[2])
 out.mkdir()
 files = (data.parent / "train.en", data.parent / "train.de.txt")
-binarize.binarize_samples(load_spm(data), files, out, keep=np.ones(60, bool), p=0.3, copies=2, seed=5,
-                          max_len=1000, dtype=np.dtype("uint16"))
+binarize.binarize_samples(load_spm(data), files, out, binarize.BPEDropout(p=0.3, copies=2, seed=5),
+                          keep=np.ones(60, bool), max_len=1000, dtype=np.dtype("uint16"))
 """
 
 
@@ -691,10 +691,8 @@ def test_bpe_dropout_refuses_a_byte_fallback_model(tmp_path):
             sp,
             (tmp_path / "train.en", tmp_path / "train.de"),
             out,
+            binarize.BPEDropout(p=0.1, copies=1, seed=1),
             keep=np.ones(60, bool),
-            p=0.1,
-            copies=1,
-            seed=1,
             max_len=1000,
             dtype=np.dtype("uint16"),
         )

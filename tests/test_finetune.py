@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import Start, Trainer
 
 TINY = [
     "--preset",
@@ -66,7 +66,7 @@ def test_init_starts_from_the_checkpoint_weights_with_a_new_optimizer_and_step(t
         tiny_data, init, preset_name=None, config_file=None, overrides={"train": {"max_steps": "4"}}
     )
     trainer = Trainer(
-        tiny_data, tmp_path / "ft", model_cfg, train_cfg, meta, resume=False, progress=False, init=init
+        tiny_data, tmp_path / "ft", model_cfg, train_cfg, meta, Start(init=init), progress=False
     )
     try:
         expected = ckpt.load_state(source)

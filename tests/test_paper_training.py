@@ -69,9 +69,7 @@ def test_the_trainer_steps_with_the_papers_adam_schedule_and_smoothing(tiny_data
     meta = load_meta(tiny_data)
     model_cfg = dataclasses.replace(tiny(meta["vocab_size"]), dropout=0.0)
     train_cfg = dataclasses.replace(train_preset("base"), precision="fp32", save_every_minutes=0.0)
-    trainer = Trainer(
-        tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu", progress=False
-    )
+    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, device="cpu", progress=False)
     assert type(trainer.optimizer) is torch.optim.Adam and len(trainer.optimizer.param_groups) == 1
     group = trainer.optimizer.param_groups[0]
     assert (group["betas"], group["eps"]) == ((0.9, 0.98), 1e-9)

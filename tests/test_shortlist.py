@@ -26,7 +26,7 @@ from nmt.infer.shortlist import (
     load,
     vmap_text,
 )
-from nmt.infer.translate import TranslateError, Translator, search_sources
+from nmt.infer.translate import BatchedSearch, TranslateError, Translator
 
 TINY = [
     "--preset",
@@ -173,8 +173,8 @@ def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortli
     src = torch.tensor([s + [0] * (width - len(s)) for s in sources])  # (B, S)
     rows = small_shortlist.rows(src)
     assert rows.numel() < t.model.cfg.tgt_vocab_size
-    hyps = search_sources(
-        t.model, sources, SearchOptions(beam=1), batch_tokens=10**6, shortlist=small_shortlist
+    hyps = BatchedSearch(SearchOptions(beam=1), shortlist=small_shortlist).sources(
+        t.model, sources, batch_tokens=10**6
     )
     differs = False
     for i, (h,) in enumerate(hyps):
@@ -246,11 +246,8 @@ def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch(
 def test_shortlist_with_a_constraint_is_an_error(trained, lines, small_shortlist):
     t = Translator.load(trained, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match="constraint"):
-        search_sources(
-            t.model,
-            sources_of(t, lines[:2]),
-            shortlist=small_shortlist,
-            constraint=lambda src: (lambda logp, *a: logp),
+        BatchedSearch(shortlist=small_shortlist, constraint=lambda src: (lambda logp, *a: logp)).sources(
+            t.model, sources_of(t, lines[:2])
         )
 
 

@@ -294,7 +294,7 @@ def test_a_paper_sized_model_on_the_cpu_warns_with_its_time_per_update_and_per_r
     from nmt.train.trainer import Trainer
 
     model_cfg, train_cfg, meta = build_configs(tiny_data, preset_name=preset, config_file=None, overrides={})
-    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, resume=False, device="cpu")
+    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, device="cpu")
     try:
         trainer.progress.update = 1
         trainer._warn_on_cpu(120.0, tokens=25_000)

@@ -285,7 +285,7 @@ def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
     """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
     from nmt.config import ModelConfig, from_dict
     from nmt.data.prepare import load_meta
-    from nmt.train.trainer import Trainer
+    from nmt.train.trainer import Start, Trainer
 
     saved = json.loads((run_copy / "config.json").read_text())
     state = json.loads((ckpt.list_step_checkpoints(run_copy)[-1] / "trainer_state.json").read_text())
@@ -295,7 +295,7 @@ def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
         from_dict(ModelConfig, saved["model"]),
         from_dict(TrainConfig, saved["train"], section="train"),
         load_meta(tiny_data),
-        resume=True,
+        Start(resume=True),
     )
     assert state["position"] > 0
     assert t.sampler.state_dict() == {"epoch": state["epoch"], "position": state["position"]}

@@ -12,7 +12,14 @@ from nmt.checkpoint import save
 from nmt.config import tiny
 from nmt.data.batching import make_batches
 from nmt.infer.options import SearchOptions
-from nmt.infer.translate import Sampling, TranslateError, Translator, search_sources, translate_ids
+from nmt.infer.translate import (
+    BatchedSearch,
+    Sampling,
+    SentenceInputs,
+    TranslateError,
+    Translator,
+    translate_ids,
+)
 from nmt.model import Transformer
 
 FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
@@ -232,14 +239,14 @@ def test_search_options_are_checked_before_any_input_is_read(checkpoint, lines, 
 
 @pytest.mark.parametrize("per_sentence", ["prefix", "constraints"])
 @pytest.mark.parametrize("count", [1, 3])
-def test_search_sources_needs_one_prefix_or_constraint_list_per_source(checkpoint, per_sentence, count):
+def test_batched_search_needs_one_prefix_or_constraint_list_per_source(checkpoint, per_sentence, count):
     """Two sources: one list is not one per source (was an IndexError), three are not either
     (the third was ignored without a word)."""
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
     sources = t.encode(["der hund", "blau"])[0]
     with pytest.raises(ValueError, match=rf"^{per_sentence}: {count} lists for 2 sources$"):
-        search_sources(
-            t.model, sources, SearchOptions(beam=2, max_len_a=0, max_len_b=4), **{per_sentence: [[]] * count}
+        BatchedSearch(SearchOptions(beam=2, max_len_a=0, max_len_b=4)).sources(
+            t.model, sources, SentenceInputs(**{per_sentence: [[]] * count})
         )
 
 

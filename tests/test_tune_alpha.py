@@ -9,7 +9,7 @@ from sacrebleu.metrics import BLEU
 from translate_fixtures import make_checkpoint
 
 from nmt.infer.options import SearchOptions, with_fields
-from nmt.infer.tune import PAPER_ALPHA, tune_alpha
+from nmt.infer.tune import PAPER_ALPHA, Grid, tune_alpha
 from nmt.infer.tune_command import parse_alphas
 
 SOURCES = ["a b c", "d e", "f g h i"]
@@ -35,7 +35,7 @@ class LengthTranslator:
 def test_the_alpha_with_the_best_bleu_wins_and_rows_are_sacrebleu():
     refs = ["the cat sits on the mat today", "two dogs run in the snow", "a man rides a red bike home"]
     fake = LengthTranslator(refs)
-    best, rows = tune_alpha(fake, SOURCES, refs, SearchOptions(beam=4), alphas=(0.4, 0.7, 1.0, 1.3))
+    best, rows = tune_alpha(fake, SOURCES, refs, SearchOptions(beam=4), Grid(alphas=(0.4, 0.7, 1.0, 1.3)))
     assert [r.alpha for r in rows] == [0.4, 0.7, 1.0, 1.3]
     assert [c[1:] for c in fake.calls] == [(4, 0.4), (4, 0.7), (4, 1.0), (4, 1.3)]  # a search per alpha
     # alpha >= 1 gives the references themselves: BLEU 100, and of the tied 1.0 and 1.3 the one
@@ -49,7 +49,7 @@ def test_the_alpha_with_the_best_bleu_wins_and_rows_are_sacrebleu():
 
 def test_ties_keep_the_alpha_nearest_the_papers():
     refs = ["x y z", "y z", "z"]
-    best, rows = tune_alpha(LengthTranslator(refs), SOURCES, refs, alphas=(1.2, 1.6, 1.0))
+    best, rows = tune_alpha(LengthTranslator(refs), SOURCES, refs, grid=Grid(alphas=(1.2, 1.6, 1.0)))
     assert len({r.bleu for r in rows}) == 1 and best == 1.0 and PAPER_ALPHA == 0.6
 
 

@@ -104,7 +104,7 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
     from nmt.data.prepare import load_meta
     from nmt.experiments.variations import run_row
     from nmt.train import validate
-    from nmt.train.trainer import Trainer
+    from nmt.train.trainer import Start, Trainer
 
     meta = load_meta(tiny_data)
     model_cfg = dataclasses.replace(tiny(meta["vocab_size"]), n_layers=1, d_model=32, d_ff=64, n_heads=2)
@@ -130,7 +130,9 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
         row()
     assert not (run / "train.lock").exists()
     # the directory is free for the next owner in this process (flock: a lock held here would refuse it)
-    Trainer(tiny_data, run, model_cfg, train_cfg, meta, resume=True, device="cpu", progress=False).release()
+    Trainer(
+        tiny_data, run, model_cfg, train_cfg, meta, Start(resume=True), device="cpu", progress=False
+    ).release()
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002"]
 
 

@@ -14,6 +14,7 @@ import itertools
 import random
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from nmt.data.download import DataError
 CHUNK = 10_000  # lines per encode call
 
 __all__ = [
+    "BPEDropout",
     "CHUNK",
     "binarize",
     "binarize_samples",
@@ -188,25 +190,34 @@ def _check_bpe(sp, merges: dict, texts: list[str]):
             )
 
 
+@dataclass(frozen=True)
+class BPEDropout:
+    """BPE-dropout's sampling: ``copies`` segmentations, every merge skipped with probability
+    ``p``, each (copy k, side) drawing from its own generator seeded from (``seed``, k, side)."""
+
+    p: float
+    copies: int
+    seed: int
+
+
 def binarize_samples(
     sp,
     files: tuple[Path, Path],
     out: Path,
+    dropout: BPEDropout,
     *,
     keep: np.ndarray,
-    p: float,
-    copies: int,
-    seed: int,
     max_len: int,
     dtype: np.dtype,
 ) -> dict:
-    """BPE-dropout: write `train.bpe{k}` for k = 1..`copies` into `out`, each a sampled
+    """BPE-dropout: write `train.bpe{k}` for k = 1..`dropout.copies` into `out`, each a sampled
     segmentation of the train pairs `keep` selects (the pairs and order of `train`), every merge
-    skipped with probability `p`. A side whose sample is longer than `max_len` keeps its usual
-    segmentation (so the model's positions still hold every example).
+    skipped with probability `dropout.p`. A side whose sample is longer than `max_len` keeps its
+    usual segmentation (so the model's positions still hold every example).
 
     Deterministic, the same bytes in every process: each (copy k, side) draws from its own
-    generator seeded from (`seed`, k, side) (see `bpe_dropout`)."""
+    generator seeded from (`dropout.seed`, k, side) (see `bpe_dropout`)."""
+    p, copies, seed = dropout.p, dropout.copies, dropout.seed
     merges = bpe_merges(sp)
     names, src_tokens, tgt_tokens = [], [], []
     for k in range(1, copies + 1):

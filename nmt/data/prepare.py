@@ -48,7 +48,7 @@ import numpy as np
 
 from nmt.atomic import fsync_files, replace_dir, restore_aside
 from nmt.data import download as dl
-from nmt.data.binarize import binarize, binarize_samples
+from nmt.data.binarize import BPEDropout, binarize, binarize_samples
 from nmt.data.case_augment import augment_case
 from nmt.data.download import DataError
 from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids, target_tag
@@ -422,10 +422,8 @@ def _encode_train(
             vocab.sp,
             files,
             tmp,
+            BPEDropout(p=o.bpe_dropout, copies=o.bpe_dropout_copies, seed=o.seed),
             keep=keep,
-            p=o.bpe_dropout,
-            copies=o.bpe_dropout_copies,
-            seed=o.seed,
             max_len=o.max_len,
             dtype=np.dtype(vocab.dtype),
         )

@@ -21,7 +21,7 @@ from ..infer.translate import read_text_lines
 from ..train.command import build_configs
 from ..vocab import load_spm
 from . import evalb
-from .parsing import ALPHA, BEAM, FORMS, MAX_LEN_B, parse_sentences, prepare_ptb
+from .parsing import ALPHA, BEAM, FORMS, MAX_LEN_B, Linearisation, parse_sentences, prepare_ptb
 from .trees import LEAF_KINDS, Tree, parse_brackets
 from .variations import (
     DEFAULT_BASE,
@@ -148,10 +148,9 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         [line.split() for line in lines],
         SearchOptions(beam=args.beam, alpha=args.alpha, max_len_b=args.max_len_b),
         device=args.device,
-        leaves=word_leaves(ptb_meta),
+        linearisation=Linearisation(ptb_meta.get("form", "brackets"), leaves=word_leaves(ptb_meta)),
         constrain=args.constrain,
         limits=limits,
-        form=ptb_meta.get("form", "brackets"),
     )
     write_trees(args.output, trees)
     print(

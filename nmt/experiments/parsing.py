@@ -551,6 +551,20 @@ class PerWordConstraint:
         return mask
 
 
+@dataclass(frozen=True)
+class Linearisation:
+    """How a model writes a tree as tokens (meta.json's ``ptb``): ``form`` "brackets" (the paper's
+    bracket sequence) or "per-word" (one token per word, XX leaves); ``leaves``: the tokens that stand
+    for a word (``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token)."""
+
+    form: str = "brackets"
+    leaves: frozenset[str] | None = frozenset({"XX"})
+
+    def __post_init__(self) -> None:
+        if self.form not in FORMS:
+            raise ValueError(f"form={self.form!r}: must be one of {', '.join(FORMS)}")
+
+
 def parse_sentences(
     model,
     sp,
@@ -558,21 +572,17 @@ def parse_sentences(
     options: SearchOptions = PAPER_SEARCH,
     *,
     device=None,
-    leaves: frozenset[str] | set[str] | None = frozenset({"XX"}),
+    linearisation: Linearisation = Linearisation(),
     constrain: bool = False,
     limits: dict | None = None,
-    form: str = "brackets",
 ) -> tuple[list[Tree], int]:
-    """Trees for tokenised sentences (beam search with ``options`` over the linearised trees, then
-    repair) and how many outputs needed repair. ``leaves``: the tokens that stand for a word (meta.json
-    ``ptb.leaves``; None for a ``--leaves words`` model: every non-bracket token); ``constrain``:
-    search only well-formed trees (:class:`TreeConstraint`, with ``limits``: meta.json's
-    ``ptb.max_open_run`` / ``max_depth``);
-    ``form``: meta.json's ``ptb.form`` ("per-word": :class:`PerWordConstraint`, XX leaves)."""
+    """Trees for tokenised sentences (beam search with ``options`` over the trees written as
+    ``linearisation`` says, then repair) and how many outputs needed repair. ``constrain``: search
+    only well-formed trees (:class:`TreeConstraint`, or :class:`PerWordConstraint` for the per-word
+    form, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``)."""
     from ..infer.translate import translate_ids
 
-    if form not in FORMS:
-        raise ValueError(f"form={form!r}: must be one of {', '.join(FORMS)}")
+    form, leaves = linearisation.form, linearisation.leaves
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     constraint = None
     if constrain and form == "per-word":

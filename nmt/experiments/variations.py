@@ -144,7 +144,8 @@ def run_row(
     """Train (or resume) one row, then measure dev perplexity and dev BLEU (beam 4, alpha 0.6). The
     row's run directory is released when the row ends, also on an error."""
     from .. import checkpoint as ckpt
-    from ..train.trainer import Trainer
+    from ..infer.options import SearchOptions
+    from ..train.trainer import Start, Trainer
     from ..train.validate import bleu_on_split
 
     resume = bool(ckpt.list_step_checkpoints(run_dir))
@@ -153,7 +154,7 @@ def run_row(
 
         shutil.rmtree(run_dir)
     trainer = Trainer(
-        data_dir, run_dir, model_cfg, train_cfg, meta, resume=resume, device=device, progress=False
+        data_dir, run_dir, model_cfg, train_cfg, meta, Start(resume=resume), device=device, progress=False
     )
     try:
         done = (train_cfg.max_steps and trainer.progress.update >= train_cfg.max_steps) or (
@@ -167,8 +168,7 @@ def run_row(
             trainer.model,
             data_dir,
             "valid",
-            beam=4,
-            alpha=0.6,
+            SearchOptions(beam=4, alpha=0.6),
             max_sentences=dev_sentences,
             device=trainer.device,
         )

@@ -54,64 +54,48 @@ ENGINES = ("torch", "ctranslate2")
 
 
 # ----------------------------------------------------------------------------- ids in, ids out
-def search_sources(
-    model,
-    sources: list[list[int]],
-    options: SearchOptions = SearchOptions(),
-    *,
-    batch_tokens: int = 2048,
-    max_sentences: int | None = None,
-    device: str | torch.device = "cpu",
-    dtype: torch.dtype | None = None,
-    on_batch: Callable[[int], None] | None = None,
-    prefix: list[list[int]] | None = None,
-    constraint=None,
-    shortlist=None,
-    constraints: list[list[list[int]]] | None = None,
-    union_groups: list | None = None,
-) -> list[list[Hypothesis]]:
-    """Search every source (token ids ending with EOS; an empty list gives one empty hypothesis
-    with score 0) with ``options`` in length-sorted batches; results in input order.
-    ``on_batch(n)`` after each. ``prefix[i]``: target ids output i must start with;
-    ``constraint``: beam_search's (search only); ``shortlist``: an nmt.infer.shortlist.Shortlist,
-    each batch searched over its union only, or with ``union_groups`` (a group per source) each
-    source over the union of its group, whatever batch it is in; ``constraints[i]``: target phrases
-    (ids) output i must contain (nmt.infer.constraints; search only, not with a shortlist).
-    ValueError unless ``prefix``, ``constraints`` and ``union_groups`` hold one item per source."""
-    per_source = dict(prefix=prefix, constraints=constraints, union_groups=union_groups)
-    search = BatchedSearch(
-        options, device=torch.device(device), dtype=dtype, constraint=constraint, shortlist=shortlist
-    )
-    search.check(len(sources), per_source)
-    return search.sources(
-        model,
-        sources,
-        batch_tokens=batch_tokens,
-        max_sentences=max_sentences,
-        on_batch=on_batch,
-        **per_source,
-    )
+@dataclass(frozen=True)
+class SentenceInputs:
+    """What belongs to each source sentence, one item per source (None: nothing for any):
+    ``prefix[i]``: target ids output i must start with; ``constraints[i]``: target phrases (ids)
+    output i must contain (nmt.infer.constraints; search only, not with a shortlist);
+    ``union_groups[i]``: with a shortlist, source i is searched over the union of its group, whatever
+    batch it is in (else over its batch's union)."""
+
+    prefix: list[list[int]] | None = None
+    constraints: list[list[list[int]]] | None = None
+    union_groups: list | None = None
+
+    def check(self, n_sources: int) -> None:
+        """ValueError naming the first list that does not hold one item per source."""
+        for name in ("prefix", "constraints", "union_groups"):
+            items = getattr(self, name)
+            if items is not None and len(items) != n_sources:
+                raise ValueError(f"{name}: {len(items)} lists for {n_sources} sources")
 
 
 @dataclass(frozen=True)
 class BatchedSearch:
-    """The search of search_sources, batch by batch: beam (or greedy) search with ``options``, or
-    sampling (``options.sampling``), over the full vocabulary or a ``shortlist``'s union per batch,
-    on ``device`` with autocast to ``dtype``; ``constraint``: beam_search's token mask."""
+    """Search sources (token ids ending with EOS) in length-sorted batches: beam (or greedy) search
+    with ``options``, or sampling (``options.sampling``), over the full vocabulary or a
+    ``shortlist``'s union per batch (an nmt.infer.shortlist.Shortlist), on ``device`` with autocast
+    to ``dtype``; ``constraint``: beam_search's token mask (search only). Made once, then
+    ``sources`` is called with the data."""
 
-    options: SearchOptions
+    options: SearchOptions = SearchOptions()
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     dtype: torch.dtype | None = None
     constraint: object = None
     shortlist: object = None
 
-    def check(self, n_sources: int, per_source: dict) -> None:
-        """ValueError for options that do not go together, or (``per_source``: name -> a list or
-        None) lists that do not hold one item per source; checked before any input is read, so
-        that a batch of empty lines is refused alike."""
-        for name, items in per_source.items():
-            if items is not None and len(items) != n_sources:
-                raise ValueError(f"{name}: {len(items)} lists for {n_sources} sources")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device", torch.device(self.device))  # "cpu" -> torch.device("cpu")
+
+    def check(self, n_sources: int, inputs: SentenceInputs) -> None:
+        """ValueError for options that do not go together, or ``inputs`` that do not hold one item
+        per source; checked before any input is read, so that a batch of empty lines is refused
+        alike."""
+        inputs.check(n_sources)
         sampling = self.options.sampling
         if self.constraint is not None and sampling is not None:
             raise ValueError("constraint: only for beam/greedy search, not sampling")
@@ -119,7 +103,7 @@ class BatchedSearch:
             raise ValueError(
                 "constraint: masks the full vocabulary, not a shortlist's (use one or the other)"
             )
-        if per_source.get("constraints") is not None and (sampling is not None or self.shortlist is not None):
+        if inputs.constraints is not None and (sampling is not None or self.shortlist is not None):
             raise ValueError(
                 "constraints: only for beam/greedy search over the full vocabulary, "
                 "not sampling or a shortlist"
@@ -129,19 +113,20 @@ class BatchedSearch:
         self,
         model,
         sources: list[list[int]],
+        inputs: SentenceInputs = SentenceInputs(),
         *,
-        prefix: list[list[int]] | None,
-        constraints: list[list[list[int]]] | None,
-        batch_tokens: int,
-        max_sentences: int | None,
-        on_batch: Callable[[int], None] | None,
-        union_groups: list | None = None,
+        batch_tokens: int = 2048,
+        max_sentences: int | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> list[list[Hypothesis]]:
-        """Every source's hypotheses, searched in length-sorted batches, in input order; with a
-        shortlist and ``union_groups``, each source over its group's union (Shortlist.group_keeps)."""
+        """Every source's hypotheses (an empty source: one empty hypothesis with score 0), searched
+        in batches of at most ``batch_tokens`` padded source tokens (and ``max_sentences``), in input
+        order; ``on_batch(n)`` after each. ValueError (``check``) before anything is searched."""
+        self.check(len(sources), inputs)
+        prefix, constraints = inputs.prefix, inputs.constraints
         keeps = None
-        if self.shortlist is not None and union_groups is not None:
-            keeps = self.shortlist.group_keeps(sources, union_groups, prefix, self.device)  # (W,) each
+        if self.shortlist is not None and inputs.union_groups is not None:
+            keeps = self.shortlist.group_keeps(sources, inputs.union_groups, prefix, self.device)  # (W,) each
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
         for batch in make_batches(
@@ -225,15 +210,8 @@ def translate_ids(
     was_training = model.training
     model.eval()
     try:
-        hyps = search_sources(
-            model,
-            sources,
-            options,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            constraint=constraint,
-        )
+        search = BatchedSearch(options, device=device, dtype=dtype, constraint=constraint)
+        hyps = search.sources(model, sources, batch_tokens=batch_tokens)
     finally:
         model.train(was_training)
     return [h[0].tokens if h else [] for h in hyps]  # none: a constraint left nothing to finish
@@ -409,18 +387,13 @@ class Translator(TextTranslator):
             constraint_ids = self.constraint_ids(sources, constraints, options)
         prefix_ids = None if prefix is None else self.prefix_ids(prefix, n_sentences=len(sentences))
         self.report_truncated(truncated, on_truncate)
-        hyps = search_sources(
+        search = BatchedSearch(options, device=self.device, dtype=self.dtype, shortlist=self.shortlist)
+        hyps = search.sources(
             self.model,
             sources,
-            options,
+            SentenceInputs(prefix=prefix_ids, constraints=constraint_ids, union_groups=union_groups),
             batch_tokens=batch_tokens,
-            device=self.device,
-            dtype=self.dtype,
             on_batch=on_batch,
-            prefix=prefix_ids,
-            shortlist=self.shortlist,
-            constraints=constraint_ids,
-            union_groups=union_groups,
         )
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
 

@@ -17,10 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .options import SearchOptions
 from .rerank import combine, rescore
 from .results import TranslateError
+
+if TYPE_CHECKING:
+    from .mbr import MBR
+    from .rerank import Rerank
 
 PAPER_ALPHA = 0.6
 DEFAULT_ALPHAS = (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
@@ -37,26 +42,35 @@ class AlphaRow:
     rerank_weight: float | None = None  # with rerank: the rescoring models' weight (nmt.infer.rerank)
 
 
+@dataclass(frozen=True)
+class Grid:
+    """What `nmt tune-alpha` tries: each alpha of ``alphas``, each output the beam's best, or with
+    ``mbr`` (nmt.infer.mbr.MBR) the MBR choice among its n-best, or with ``rerank``
+    (nmt.infer.rerank.Rerank; its weight is ignored) the n-best rescored once per alpha and
+    combined with each weight of ``rerank_weights`` (a row per alpha and weight)."""
+
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    mbr: MBR | None = None
+    rerank: Rerank | None = None
+    rerank_weights: tuple[float, ...] = (0.5,)
+
+
 def tune_alpha(
     translator,
     sources: list[str],
     references: list[str],
     options: SearchOptions = SearchOptions(),
+    grid: Grid = Grid(),
     *,
-    alphas=DEFAULT_ALPHAS,
     tokenize: str = "13a",
     batch_tokens: int = 2048,
     on_alpha=None,
-    mbr=None,
-    rerank=None,
-    rerank_weights=(0.5,),
 ) -> tuple[float, list[AlphaRow]]:
-    """Translate ``sources`` with ``options`` at each alpha and score against ``references`` (sacreBLEU, the
-    ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha in the given order);
-    ``on_alpha(row)`` is called after each. ``mbr`` (nmt.infer.mbr.MBR): MBR outputs.
-    ``rerank`` (nmt.infer.rerank.Rerank; its weight is ignored): one row per alpha and weight of
-    ``rerank_weights``, the beam's n-best searched and rescored once per alpha; the best row's
-    weight is then in ``best_row(rows).rerank_weight``."""
+    """Translate ``sources`` with ``options`` at each alpha of ``grid`` and score against ``references``
+    (sacreBLEU, the ``tokenize`` of `nmt score`). Returns (best alpha, one row per alpha, and rerank
+    weight, in the given order); ``on_alpha(row)`` is called after each; with a rerank the best
+    row's weight is in ``best_row(rows).rerank_weight``."""
+    alphas, mbr, rerank = grid.alphas, grid.mbr, grid.rerank
     if len(sources) != len(references):
         raise TranslateError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not alphas:
@@ -76,7 +90,7 @@ def tune_alpha(
                 encoded,
                 rerank,
                 at_alpha,
-                weights=rerank_weights,
+                weights=grid.rerank_weights,
                 batch_tokens=batch_tokens,
             )
         for weight, hyps in outputs:

@@ -18,7 +18,7 @@ from .options import SearchOptions
 from .results import TranslateError
 from .search import MAX_ALPHA
 from .translate import Translator, check_output, read_text_lines, write_output
-from .tune import DEFAULT_ALPHAS, AlphaRow, best_row, tune_alpha
+from .tune import DEFAULT_ALPHAS, AlphaRow, Grid, best_row, tune_alpha
 
 
 def parse_numbers(text: str, *, what: str, low: float = 0.0, high: float = math.inf) -> tuple[float, ...]:
@@ -100,13 +100,10 @@ def run_tune_alpha(args: argparse.Namespace, overrides: dict) -> int:
         sources,
         references,
         SearchOptions(beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b),
-        alphas=args.alphas,
+        Grid(args.alphas, mbr=mbr, rerank=rerank, rerank_weights=args.rerank_weights),
         tokenize=args.tokenize,
         batch_tokens=args.batch_tokens,
         on_alpha=lambda row: print_tune_row(row, reranked=reranked),
-        mbr=mbr,
-        rerank=rerank,
-        rerank_weights=args.rerank_weights,
     )
     weight = best_row(rows).rerank_weight
     if args.out:

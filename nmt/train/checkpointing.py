@@ -53,6 +53,18 @@ class RunState:
 
 
 @dataclass(frozen=True)
+class Start:
+    """How a run begins: ``resume`` RUN_DIR from its newest checkpoint (``fall_back``, --resume
+    auto: from the newest that verifies, setting aside the damaged ones after it with a warning
+    each); else a fresh start, with ``init``'s weights (and with its ``keep_optimizer`` its Adam
+    state) when given (--init, fine-tuning), the schedule and the update counter starting anew."""
+
+    resume: bool = False
+    fall_back: bool = False
+    init: InitFrom | None = None
+
+
+@dataclass(frozen=True)
 class Resumed:
     """What a resume found: the run's progress, and its config.json (None if it has none)."""
 
@@ -259,26 +271,24 @@ class Checkpoints:
         state: RunState,
         *,
         config: dict,
-        resume: bool,
-        fall_back: bool,
-        init: InitFrom | None,
+        start: Start,
         stale: list[str],
     ) -> Resumed | None:
-        """Start or resume RUN_DIR once `own` has removed the ``stale`` temporaries; returns what a
-        resume found (None for a start). A run
+        """Start or resume RUN_DIR as ``start`` says once `own` has removed the ``stale`` temporaries;
+        returns what a resume found (None for a start). A run
         directory with no complete checkpoint (killed before its first one, or stopped by the disk
         check) is not stuck: a plain start begins it again with the new configuration, ``--resume``
         begins it again with its saved config.json."""
         complete = ckpt.list_step_checkpoints(self.run_dir)
-        if resume and complete:
-            return self._resume(state, complete, fall_back=fall_back, stale=stale)
-        if resume and not (self.run_dir / "config.json").exists():
+        if start.resume and complete:
+            return self._resume(state, complete, fall_back=start.fall_back, stale=stale)
+        if start.resume and not (self.run_dir / "config.json").exists():
             raise RunDirError(f"--resume: {self.run_dir} holds no run to resume (no config.json)")
         if complete:
             raise RunDirError(
                 f"{self.run_dir} already holds a run; use --resume to continue it or choose another --out"
             )
-        self._start(state, config=config, stale=stale, init=init)
+        self._start(state, config=config, stale=stale, init=start.init)
         return None
 
     def _start(self, state: RunState, *, config: dict, stale: list[str], init: InitFrom | None) -> None:

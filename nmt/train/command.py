@@ -28,7 +28,7 @@ from ..config_file import apply_config, load_config_file
 from ..data.prepare import load_meta
 from . import distributed
 from .finetune import InitFrom, check_vocabulary, init_model_config, open_init, vocabulary_difference
-from .trainer import Trainer, TrainError
+from .trainer import Start, Trainer, TrainError
 
 
 def build_configs(
@@ -158,10 +158,8 @@ def run_train(args, overrides: dict) -> int:
             model_cfg,
             train_cfg,
             meta,
-            resume=resume,
-            fall_back=auto,
+            Start(resume=resume, fall_back=auto, init=None if resume else init),
             device=args.device,
-            init=None if resume else init,
         )
         trainer.run()
     except distributed.DistributedError as e:

@@ -30,15 +30,15 @@ from ..allocator import keep_freed_memory
 from ..config import ConfigError, ModelConfig, TrainConfig
 from ..data.batching import Batch, collate
 from ..errors import UserError
+from ..infer.options import SearchOptions
 from ..model import Transformer
 from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, UNK
 from . import distributed, stopping
 from . import validate as validation
-from .checkpointing import Checkpoints, RunState, run_config
+from .checkpointing import Checkpoints, RunState, Start, run_config
 from .cpu_warning import cpu_warning, paper_sized
-from .finetune import InitFrom
 from .loss import fused_label_smoothed_nll_loss
 from .optim import Schedule, build_adam, set_lr
 from .run_data import RunData
@@ -59,17 +59,13 @@ class Trainer:
         model_cfg: ModelConfig,
         train_cfg: TrainConfig,
         meta: dict,
+        start: Start = Start(),
         *,
-        resume: bool,
-        fall_back: bool = False,
         device: str | None = None,
         progress: bool = True,
-        init: InitFrom | None = None,
     ):
-        """``resume``: continue RUN_DIR from its newest checkpoint; ``fall_back`` (--resume auto): from
-        the newest that verifies, setting aside the damaged ones after it with a warning each.
-        ``init`` (--init, fine-tuning): a fresh start takes its weights (and with ``keep_optimizer`` its
-        Adam state) from that checkpoint; the schedule and the step counter start anew."""
+        """A run of ``data_dir`` in ``run_dir``, started or resumed as ``start`` (`checkpointing.Start`)
+        says; ``progress``: a progress bar on a terminal."""
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
         topo = distributed.Topology.from_env()
@@ -98,6 +94,7 @@ class Trainer:
             schedule=Schedule.of(model_cfg, train_cfg),  # eq. 3 and the final decay
             accum=self.accum,
         )
+        init = start.init
         self.init_record = init.record() if init is not None else None  # where the weights started
         self.logs = RunLog(run_dir, enabled=self.is_main)  # train.log, metrics.jsonl, tensorboard
         self.checkpoints = Checkpoints(  # RUN_DIR's: where, who writes
@@ -109,7 +106,7 @@ class Trainer:
         )
         self.preemption = distributed.Preemption()  # entered by run()
         self.stopped_by: str | None = None  # "SIGTERM" / "SIGINT" when a signal stopped the run
-        self._prepare_run_dir(resume, fall_back=fall_back, init=init)
+        self._prepare_run_dir(start)
 
     # -- set-up
     def _load_data(self) -> None:
@@ -414,7 +411,7 @@ class Trainer:
                     self.model,
                     self.data_dir,
                     "valid",
-                    beam=self.cfg.valid_bleu_beam,
+                    SearchOptions(beam=self.cfg.valid_bleu_beam),
                     max_sentences=self.cfg.valid_bleu_max_sentences,
                     device=self.device,
                     amp_dtype=self.amp_dtype,
@@ -467,7 +464,7 @@ class Trainer:
             self.model_cfg, self.cfg, meta=self.meta, data_dir=self.data_dir, init=self.init_record
         )
 
-    def _prepare_run_dir(self, resume: bool, *, fall_back: bool, init: InitFrom | None) -> None:
+    def _prepare_run_dir(self, start: Start) -> None:
         """Own RUN_DIR, then start or resume it (`Checkpoints`); the lock is released if that fails."""
         created = not self.run_dir.exists()
         try:
@@ -476,12 +473,7 @@ class Trainer:
             raise TrainError(str(e)) from None
         try:
             resumed = self.checkpoints.start_or_resume(
-                self.state,
-                config=self.full_config(),
-                resume=resume,
-                fall_back=fall_back,
-                init=init,
-                stale=stale,
+                self.state, config=self.full_config(), start=start, stale=stale
             )
         except RunDirError as e:
             self.release(remove_empty=created)

@@ -71,17 +71,16 @@ def bleu_on_split(
     model,
     data_dir: str | Path,
     split: str,
+    options: SearchOptions = SearchOptions(beam=1),
     *,
-    beam: int = 1,
-    alpha: float | None = None,
     max_sentences: int = 0,
     device: str | torch.device = "cpu",
     amp_dtype: torch.dtype | None = None,
     batch_tokens: int = 2048,
 ) -> dict:
-    """sacreBLEU of the model on a prepared split: translates the split's source ids,
-    detokenizes, scores against ``{split}.{tgt_lang}.txt``. ``alpha`` defaults to 0 for beam 1
-    (greedy) and the paper's 0.6 otherwise; ``max_sentences`` > 0: the first N."""
+    """sacreBLEU of the model on a prepared split: translates the split's source ids with ``options``
+    (alpha None: 0 for beam 1, greedy, and the paper's 0.6 otherwise), detokenizes, scores against
+    ``{split}.{tgt_lang}.txt``; ``max_sentences`` > 0: the first N."""
     data = ParallelDataset.load(data_dir, split)
     tgt_lang = data.meta.get("tgt_lang", "")
     n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
@@ -89,7 +88,7 @@ def bleu_on_split(
     ids = translate_ids(
         model,
         [data[i][0].tolist() for i in range(n)],
-        SearchOptions(beam=beam, alpha=alpha),
+        options,
         batch_tokens=batch_tokens,
         device=device,
         dtype=amp_dtype,
