@@ -62,7 +62,7 @@ class ModelConfig:
     share_embeddings: bool = True  # one matrix: source emb, target emb, pre-softmax (section 3.4)
     tie_output: bool = True  # pre-softmax projection = target embedding (section 3.4)
     layer_norm_eps: float = 1e-5
-    # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (issue 10, defect 3)
+    # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (the special ids have one source)
     # restricted self-attention (section 4, Table 1, "self-attention (restricted)"): encoder and
     # decoder self-attention see only keys within distance r of the query; None = full (the paper's models)
     attention_window: Optional[int] = None

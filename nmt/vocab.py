@@ -1,4 +1,4 @@
-"""The one place for special token ids (issue 10, defect 3).
+"""The one place for special token ids.
 
 `nmt prepare` trains SentencePiece with exactly these ids and records them in ``meta.json``
 (``special_ids``); everything else (the model's padding mask, ``collate``, the loss's

@@ -5,6 +5,7 @@ no function of logic over 60 lines."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,4 +243,31 @@ def test_no_function_takes_more_than_the_limit_of_parameters():
     ]
     assert found == [], (
         f"group the values that travel together into a dataclass (tests/test_architecture.py): {found}"
+    )
+
+
+# the history of a behaviour is git's: code and tests say what they pin, not which report asked for it
+HISTORY = re.compile(r"\b(?:issue|defect)s? #?\d+", re.IGNORECASE)
+
+
+def history_references(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of each line of ``text`` naming an issue or a defect by number."""
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1) if HISTORY.search(line)]
+
+
+def test_history_finder_finds_numbered_issues_and_defects_only():
+    numbered = [f"# see {word} {n}" for word, n in (("issue", 42), ("Defects", 9), ("ISSUE", "#7"))]
+    text = "\n".join([*numbered, "# an issue with 4 tokens", "# defective 3", "tissue 5"])
+    assert [n for n, _ in history_references(text)] == [1, 2, 3]
+
+
+def test_no_issue_or_defect_numbers_in_the_code_and_tests():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line}"
+        for folder in (PACKAGE, ROOT / "tests")
+        for path in sorted(folder.rglob("*.py"))
+        for n, line in history_references(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], "say what is pinned, not which issue asked for it (git keeps that):\n" + "\n".join(
+        found
     )

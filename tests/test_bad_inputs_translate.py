@@ -1,4 +1,4 @@
-"""Bad inputs walked through `nmt translate` and `nmt score` (issue 10, defect 18): each gives
+"""Bad inputs walked through `nmt translate` and `nmt score`: each gives
 exit status 2 and one line `nmt COMMAND: error: ...` naming the culprit (file or option), no
 traceback, nothing translated, and no output file (an existing one is left as it was)."""
 

@@ -1,7 +1,7 @@
-"""Issue 10, defects 9, 10, 11, 15, 17, 18: tampered checkpoint files are CheckpointErrors naming the
-file (nothing from a checkpoint is executed, nothing is allocated for an absurd configuration),
-`best` and old checkpoints are replaced / deleted without a moment where a partial one is listed,
-stale temporaries are cleaned, a full disk keeps the previous checkpoint."""
+"""Tampered checkpoint files are CheckpointErrors naming the file (nothing from a checkpoint is
+executed, nothing is allocated for an absurd configuration), `best` and old checkpoints are replaced /
+deleted without a moment where a partial one is listed, stale temporaries are cleaned, a full disk
+keeps the previous checkpoint."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def bad_config(path: Path, marker: Path) -> None:
     ],
 )
 def test_malformed_checkpoint_files_are_checkpoint_errors(checkpoint, tmp_path, name, tamper, message):
-    """Defects 9 and 17 (NaN): each tampered file, with a matching manifest, is a CheckpointError
+    """Each tampered file (NaN weights included), with a matching manifest, is a CheckpointError
     naming the file and what is wrong; nothing in it is executed."""
     marker = tmp_path / "pwned"
     tamper(checkpoint / name, marker)
@@ -157,7 +157,7 @@ def test_malformed_checkpoint_files_are_checkpoint_errors(checkpoint, tmp_path, 
 
 
 def test_no_checkpoint_code_is_executed_on_load_or_resume(run, tiny_data, tmp_path, capsys):
-    """Defect 9: pickles in place of every tensor file never run, on load, resume or average."""
+    """Pickles in place of every tensor file never run, on load, resume or average."""
     work = tmp_path / "run"
     shutil.copytree(run, work)
     marker = tmp_path / "pwned"
@@ -179,7 +179,7 @@ def test_no_checkpoint_code_is_executed_on_load_or_resume(run, tiny_data, tmp_pa
 
 
 def test_huge_config_fails_before_allocating(checkpoint):
-    """Defect 9: d_model=10^9 (32 TB of weights) is refused from the configuration alone."""
+    """d_model=10^9 (32 TB of weights) is refused from the configuration alone."""
     huge_config(checkpoint / "config.json", None)
     rewrite_manifest(checkpoint)
     import resource
@@ -207,7 +207,8 @@ LOAD = "import sys; from nmt import checkpoint as c; c.load_model(sys.argv[1])"
 
 
 def test_symlink_to_dev_zero_is_refused_not_read(checkpoint):
-    """Defect 17: a manifest matching a symlink to /dev/zero (size 0, sha256 of nothing) hung forever."""
+    """A manifest matching a symlink to /dev/zero (size 0, sha256 of nothing) is refused, not read
+    (for ever)."""
     target = checkpoint / "model.safetensors"
     target.unlink()
     target.symlink_to("/dev/zero")
@@ -233,14 +234,15 @@ def test_symlink_to_dev_zero_is_refused_not_read(checkpoint):
     ],
 )
 def test_empty_or_partial_manifest_is_an_error(checkpoint, manifest, message):
-    """Defect 17: MANIFEST.json = {} verified nothing."""
+    """A MANIFEST.json that lists nothing (or not every file) does not verify."""
     (checkpoint / ckpt.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ckpt.CheckpointError, match=message):
         ckpt.load_model(checkpoint)
 
 
 def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monkeypatch):
-    """Defect 10: `best` was deleted, then replaced; an error (or kill) in between left no best."""
+    """An error (or kill) while `best` is replaced leaves a best: it is not deleted before the new
+    one is in place."""
     from nmt.train.trainer import Trainer
 
     losses = iter([3.0, 2.0])
@@ -263,7 +265,7 @@ def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monke
 
 
 def test_best_set_aside_by_a_kill_is_restored(run, tmp_path):
-    """Defect 10: killed between the two renames, the old best is found aside and put back."""
+    """Killed between the two renames, the old best is found aside and put back."""
     work = tmp_path / "run"
     shutil.copytree(run, work)
     folder = work / "checkpoints"
@@ -276,7 +278,7 @@ def test_best_set_aside_by_a_kill_is_restored(run, tmp_path):
 
 
 def test_dead_code_is_gone(tmp_path):
-    """Defect 11: no unreachable `checkpoint_avg` fallback, no ignored `final` argument."""
+    """No unreachable `checkpoint_avg` fallback, no ignored `final` argument."""
     import inspect
 
     from nmt.train.trainer import Trainer
@@ -289,7 +291,7 @@ def test_dead_code_is_gone(tmp_path):
 
 
 def test_stale_temporaries_are_removed_at_start(run, tiny_data, tmp_path):
-    """Defect 15: `.step_N.tmp-*`, `.best.tmp`, `.*.deleting-*` of a killed run are removed on resume,
+    """`.step_N.tmp-*`, `.best.tmp`, `.*.deleting-*` of a killed run are removed on resume,
     and a killed `nmt prepare`'s `.OUT.tmp-PID` when prepare runs again."""
     work = tmp_path / "run"
     shutil.copytree(run, work)
@@ -333,8 +335,8 @@ def test_stale_temporaries_are_removed_at_start(run, tiny_data, tmp_path):
 
 
 def test_kill_while_deleting_old_checkpoint_never_lists_a_partial_one(tiny_data, tmp_path, monkeypatch):
-    """Defect 15: old checkpoints are renamed aside before deletion; a kill during the deletion left a
-    directory with a MANIFEST but no weights, listed as complete."""
+    """Old checkpoints are renamed aside before deletion: a kill during the deletion never leaves a
+    directory with a MANIFEST but no weights listed as complete."""
     run = tmp_path / "run"
     real_rmtree = shutil.rmtree
 
@@ -362,7 +364,7 @@ def test_kill_while_deleting_old_checkpoint_never_lists_a_partial_one(tiny_data,
             )
             == 130
         )
-    except KeyboardInterrupt:  # not caught by nmt (before issue 42): fail this test, not the session
+    except KeyboardInterrupt:  # escaped nmt's handling: fail this test, not the session
         pytest.fail("KeyboardInterrupt escaped `nmt train`")
     monkeypatch.setattr(shutil, "rmtree", real_rmtree)
     listed = ckpt.list_step_checkpoints(run)
@@ -372,8 +374,8 @@ def test_kill_while_deleting_old_checkpoint_never_lists_a_partial_one(tiny_data,
 
 
 def test_full_disk_during_checkpoint_write_is_a_clean_error(tiny_data, tmp_path, monkeypatch, capsys):
-    """Defect 18: a full disk inside safetensors raised SafetensorError (not an OSError), a traceback;
-    now one line, exit 2, the previous checkpoint intact, no temporary left."""
+    """A full disk inside safetensors (a SafetensorError, not an OSError) is one line, exit 2, the
+    previous checkpoint intact, no temporary left."""
     from safetensors import SafetensorError
 
     run = tmp_path / "run"
@@ -403,7 +405,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_real_write_error_inside_safetensors_is_a_clean_error(tiny_data, tmp_path):
-    """Defect 18: a real OS write error inside safetensors (files limited to 20 kB) during a checkpoint."""
+    """A real OS write error inside safetensors (files limited to 20 kB) during a checkpoint."""
     run = tmp_path / "run"
     train(tiny_data, run, "--train.max_steps=1")
     proc = subprocess.run(
@@ -432,10 +434,10 @@ def test_real_write_error_inside_safetensors_is_a_clean_error(tiny_data, tmp_pat
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
 
 
-# ----------------------------------------------------------------------------- issue 42, defect 10
+# ----------------------------------------------------------------------------- durable replacement (fsync)
 def test_replace_dir_deletes_the_old_copy_only_after_the_rename_is_on_disk(tmp_path, monkeypatch):
-    """Issue 42, defect 10: the old directory was deleted before the parent directory was fsync'ed,
-    so a power cut could lose both the old and the new one."""
+    """The old directory is deleted only after the parent directory is fsync'ed, so that a power
+    cut cannot lose both the old and the new one."""
     from nmt import atomic
 
     events = []
@@ -468,7 +470,7 @@ def test_replace_dir_deletes_the_old_copy_only_after_the_rename_is_on_disk(tmp_p
 
 
 def test_copy_to_best_fsyncs_every_copied_file(run, tmp_path, monkeypatch):
-    """Issue 42, defect 10: `copy_checkpoint` renamed a copy whose files were never fsync'ed."""
+    """`copy_checkpoint` fsyncs every copied file before it renames the copy into place."""
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(

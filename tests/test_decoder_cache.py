@@ -1,4 +1,4 @@
-"""The decoder cache layout (issue 11): cross-attention keys/values held once per sentence and
+"""The decoder cache layout: cross-attention keys/values held once per sentence and
 shared by its beams, self-attention keys/values in preallocated buffers written in place. Every
 layout must give the logits of the full (teacher-forced) forward pass."""
 

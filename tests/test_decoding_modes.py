@@ -1,5 +1,5 @@
 """Decoding modes of nmt.infer.search on hand-built distributions and a tiny model: PAD/BOS never
-chosen (issue 10, defect 4), prefix-constrained decoding, sampling, ensembles, int8."""
+chosen, prefix-constrained decoding, sampling, ensembles, int8."""
 
 import copy
 import math

@@ -73,7 +73,7 @@ def test_schedule_values():
 
 
 def test_declared_torch_floor_covers_fused_cpu_adam():
-    """Issue 10, defect 8: build_adam uses fused=True, which CPU tensors support from torch 2.4;
+    """build_adam uses fused=True, which CPU tensors support from torch 2.4;
     pyproject.toml must not promise an older torch. (The declared floor, not the installed torch.)"""
     import re
     from pathlib import Path

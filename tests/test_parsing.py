@@ -1,4 +1,4 @@
-"""Constituency parsing (issue 13, section 6.3): trees, linearisation, repair, EVALB scoring."""
+"""Constituency parsing (section 6.3): trees, linearisation, repair, EVALB scoring."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""API fuzzing of `nmt serve` with schemathesis against its own OpenAPI schema (issue 42): for
+"""API fuzzing of `nmt serve` with schemathesis against its own OpenAPI schema: for
 requests made from the schema, valid and invalid, every answer has a documented status, is JSON
 where the schema says so and matches the documented body, and none is a 500; the server is
 healthy afterwards. Bounded: a fixed number of examples per operation (derandomized), a tiny

@@ -1,4 +1,4 @@
-"""`nmt serve` under hostile clients and on bad days (issue 42): fair scheduling between the steps
+"""`nmt serve` under hostile clients and on bad days: fair scheduling between the steps
 of a long search, cancellation (client gone, --timeout), work budgets, body/Host/Content-Type
 checks, JSON errors from the worker, /health that notices a dead or stuck worker, truncation
 warnings, and SIGTERM that gives up on orphaned work. No test depends on speed: a search is

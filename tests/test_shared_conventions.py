@@ -1,7 +1,7 @@
 """Conventions with one definition that preparation, training and translation share: text
 cleaning (control characters), the special token ids, the label-smoothing kind, the greedy
 default alpha (API and CLI), what the Python API accepts as input, `--threads`, and the one
-length batcher. (Issue 10's defects 1, 3, 6, 7, 19: each docstring says what was wrong before.)"""
+length batcher."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def checkpoint(tmp_path_factory):
 FAST = ("--max-len-a", "0", "--max-len-b", "3", "--quiet")
 
 
-# ----------------------------------------------------------------------------- defect 1
+# ----------------------------------------------------------------------------- text cleaning
 def test_clean_line_turns_control_characters_into_spaces(tmp_path):
-    """Defect 1: a "\\r" (or another control character) inside a line became part of the
-    sentence; now every C0/C1 control, DEL and U+2028/2029 is one space, U+FEFF is removed, and
-    `nmt prepare` counts the sentences it changed."""
+    """A "\\r" (or another control character) inside a line is not part of the sentence: every
+    C0/C1 control, DEL and U+2028/2029 is one space, U+FEFF is removed, and `nmt prepare` counts the
+    sentences it changed."""
     from nmt.data.prepare import PrepareOptions, clean_line, format_report, prepare, read_lines
 
     assert clean_line("first half\rsecond half") == "first half second half"
@@ -68,11 +68,10 @@ def test_clean_line_turns_control_characters_into_spaces(tmp_path):
     assert "control chars 4" in next(r for r in report if r.startswith("valid"))
 
 
-# ----------------------------------------------------------------------------- defect 3
+# ----------------------------------------------------------------------------- special token ids
 def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
-    """Defect 3: `pad_id=1` passed validation and the encoder mask and loss followed it while
-    collate and search kept 0; now ModelConfig has no pad_id (old config.json files with
-    pad_id 0 load), the model, collate and the loss read nmt.vocab, and training and translation
+    """The special ids have one source, nmt.vocab: ModelConfig has no pad_id (config.json files
+    with pad_id 0 load), the model, collate and the loss read nmt.vocab, and training and translation
     reject data / checkpoints whose recorded special ids differ, naming the file."""
     from nmt.config import ConfigError, ModelConfig, apply_overrides, from_dict, tiny, to_dict
     from nmt.data.batching import collate
@@ -137,11 +136,11 @@ def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
     assert len(err) == 1 and str(other / "spm.model") in err[0] and not out.exists()
 
 
-# ----------------------------------------------------------------------------- defect 6
+# ----------------------------------------------------------------------------- label smoothing
 @pytest.mark.parametrize("kind", ["uniform", "fairseq"])
 def test_label_smoothing_kinds_by_hand(kind):
-    """Defect 6: nmt's smoothing is Szegedy et al.'s (every token eps/W); tensor2tensor / fairseq
-    give the gold token exactly 1 - eps and the others eps/(W-1): a named TrainConfig option now."""
+    """nmt's smoothing is Szegedy et al.'s (every token eps/W); tensor2tensor / fairseq give the
+    gold token exactly 1 - eps and the others eps/(W-1): a named TrainConfig option chooses."""
     from nmt.config import ConfigError, TrainConfig
     from nmt.train.loss import label_smoothed_nll_loss
 
@@ -190,10 +189,10 @@ def test_label_smoothing_kinds_by_hand(kind):
     assert losses["uniform"] != pytest.approx(losses["fairseq"], rel=1e-9)
 
 
-# ----------------------------------------------------------------------------- defect 7
+# ----------------------------------------------------------------------------- greedy default alpha
 def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
-    """Defect 7: Translator.translate(beam=1) kept alpha 0.6 while the CLI used 0; one default now
-    (default_alpha: 0 for beam 1, the paper's 0.6 otherwise)."""
+    """Translator.translate(beam=1) and the CLI share one default (default_alpha: 0 for beam 1,
+    the paper's 0.6 otherwise)."""
     import nmt.infer.translate as tr
 
     seen = []
@@ -212,10 +211,10 @@ def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
     assert seen == [(1, 0.0), (4, 0.6), (1, 0.0)]
 
 
-# ----------------------------------------------------------------------------- defect 19
+# ----------------------------------------------------------------------------- Python API input, --threads
 def test_python_api_str_none_bom_and_line_numbers(checkpoint):
-    """Defect 19: a str was translated character by character, [None] raised AttributeError, a
-    BOM was kept, and the API counted sentences from 0 (the CLI from 1)."""
+    """The Python API translates a str as one sentence, refuses [None] with a TypeError naming
+    the position, removes a BOM, and counts sentences from 1, as the CLI does."""
     from nmt.infer.translate import Translator
 
     t = Translator.load(checkpoint, device="cpu", precision="fp32")
@@ -235,7 +234,7 @@ def test_python_api_str_none_bom_and_line_numbers(checkpoint):
 
 
 def test_translate_threads_option(checkpoint, tmp_path):
-    """Defect 19: `nmt translate --threads N` sets torch's intra-op threads (did not exist)."""
+    """`nmt translate --threads N` sets torch's intra-op threads."""
     (tmp_path / "in.txt").write_text("der hund\n")
     before = torch.get_num_threads()
     try:

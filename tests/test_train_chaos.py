@@ -1,4 +1,4 @@
-"""Issue 42, training chaos: two `nmt train` on one run directory, a SIGKILL at every phase of saving
+"""Training chaos: two `nmt train` on one run directory, a SIGKILL at every phase of saving
 a checkpoint and of replacing `best`, a corrupt latest checkpoint under --resume auto, a log that
 cannot be written (RLIMIT_FSIZE, as a full disk), SIGINT and SIGTERM during validation and between
 updates. In every case the run stops with one clear line (or is killed), then resumes to the
@@ -139,7 +139,7 @@ def best_is_recoverable(run: Path) -> None:
     ckpt.verify(newest)
     best_step = state(newest).get(
         "best_step", newest.name == "step_00000002" and 2 or 1
-    )  # before issue 42: by score
+    )  # a checkpoint that records no best_step: the better score
     folder = run / "checkpoints"
     places = [
         folder / "best",
@@ -161,9 +161,9 @@ def best_is_recoverable(run: Path) -> None:
 def test_second_train_on_a_live_run_is_refused_and_touches_nothing(
     tiny_data, tmp_path, straight, pause_at, capfd
 ):
-    """Defect 9: a second `nmt train --out RUN` while the first trains (before its first checkpoint,
-    when it looked like a killed start, and after) was accepted and wrote into the live run. Now it
-    is refused, changes no file, and the first ends exactly as alone."""
+    """A second `nmt train --out RUN` while the first trains (before its first checkpoint, when it
+    looks like a killed start, and after) is refused, changes no file, and the first ends exactly as
+    alone."""
     run, paused, go = tmp_path / "run", tmp_path / "paused", tmp_path / "go"
 
     def first() -> int:
@@ -280,9 +280,9 @@ def copying_best() -> None:
 def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(
     tiny_data, tmp_path, straight, phase
 ):
-    """Defect 10: killed at each phase of update 2's checkpoint, its copy to best and the deletion of
-    step_1, the best model so far is always a complete checkpoint, and `--resume auto` ends as the
-    uninterrupted run (a kill during the copy used to leave the old best for good)."""
+    """Killed at each phase of update 2's checkpoint, its copy to best and the deletion of step_1,
+    the best model so far is always a complete checkpoint (a kill during the copy does not leave the
+    old best for good), and `--resume auto` ends as the uninterrupted run."""
     run = tmp_path / "run"
 
     def body() -> int:
@@ -300,8 +300,8 @@ def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(
 
 # ----------------------------------------------------------------------------- a damaged checkpoint
 def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_path, straight, capsys):
-    """Defect 11: --resume auto failed on every relaunch (exit 2) when the latest checkpoint was
-    damaged; now it warns, sets it aside and resumes from the newest one that verifies."""
+    """--resume auto with a damaged latest checkpoint warns, sets it aside and resumes from the
+    newest one that verifies (not exit 2 on every relaunch)."""
     run = tmp_path / "run"
     assert train(tiny_data, run, "--train.keep_last=2") == 0
     bad = run / "checkpoints" / "step_00000002"
@@ -324,10 +324,10 @@ def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_
 def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
     tiny_data, tmp_path, straight, capfd
 ):
-    """Defect 12: a full disk while writing metrics.jsonl / train.log was an internal error without a
-    checkpoint. With a real write error (RLIMIT_FSIZE: a metrics.jsonl already past the limit), the
-    run stops at the update with one clear line and a checkpoint that holds the unwritten lines;
-    the resumed run ends as the uninterrupted one, every metrics record included."""
+    """A full disk while writing metrics.jsonl / train.log: with a real write error (RLIMIT_FSIZE: a
+    metrics.jsonl already past the limit), the run stops at the update with one clear line and a
+    checkpoint that holds the unwritten lines; the resumed run ends as the uninterrupted one, every
+    metrics record included."""
     run = tmp_path / "run"
     step_1 = ckpt.list_step_checkpoints(straight)[-1]
     limit = max(f.stat().st_size for f in step_1.iterdir()) + 20_000  # every checkpoint file fits
@@ -370,10 +370,9 @@ def ctrl_c():
 def test_signal_during_validation_interrupts_it_and_resume_validates_first(
     tiny_data, tmp_path, straight, monkeypatch, capsys, signum, status, ctrl_c
 ):
-    """Defect 12: SIGTERM during a long validation waited for it to end (past a scheduler's grace
-    period) and Ctrl-C wrote no checkpoint. Now the signal ends the validation at once: checkpoint
-    step_2 with its validation pending, one line; the resume validates it first and ends as the
-    uninterrupted run (same best)."""
+    """SIGTERM or Ctrl-C during a long validation ends it at once (within a scheduler's grace
+    period): checkpoint step_2 with its validation pending, one line; the resume validates it first
+    and ends as the uninterrupted run (same best)."""
     run = tmp_path / "run"
     real = trainer_module.Trainer.validate
     calls = []
@@ -412,9 +411,8 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
 def test_ctrl_c_between_updates_writes_a_checkpoint(
     tiny_data, tmp_path, straight, monkeypatch, capsys, ctrl_c
 ):
-    """Defect 12: Ctrl-C raised KeyboardInterrupt (a traceback, no checkpoint). Now the update ends,
-    checkpoint step_1 is written with step 1's validation pending, exit 130, and the resume ends as
-    the uninterrupted run."""
+    """Ctrl-C between updates is no traceback: the update ends, checkpoint step_1 is written with
+    step 1's validation pending, exit 130, and the resume ends as the uninterrupted run."""
     run = tmp_path / "run"
     real = trainer_module.Trainer.train_step
 

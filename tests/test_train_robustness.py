@@ -1,6 +1,6 @@
-"""Issue 10, defects 2, 5, 12, 13, 14, 16, 18 and the one resume position: long validation pairs,
-the big preset, `nmt average --out`, stuck and finished run directories, options that were
-silently ignored, and the CLI's last line of defence (--debug)."""
+"""Long validation pairs, the big preset, `nmt average --out`, stuck and finished run directories,
+the resume position, options that would be silently ignored, the CLI's last line of defence
+(--debug), and the run directory's lock, free space and data files."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def run_copy(finished, tmp_path):
     return tmp_path / "run"
 
 
-# ----------------------------------------------------------------------------- defect 2
+# ----------------------------------------------------------------------------- long validation pairs
 @pytest.fixture(scope="module")
 def long_valid_data(tmp_path_factory):
     """The tiny corpus with one 400-word valid pair (longer than the tiny preset's 256 positions)."""
@@ -82,7 +82,7 @@ def long_valid_data(tmp_path_factory):
 
 
 def test_prepare_warns_about_long_valid_pairs(long_valid_data):
-    """Defect 2: prepare counts (and keeps) valid/test pairs longer than --max-len."""
+    """prepare counts (and keeps) valid/test pairs longer than --max-len."""
     data, lines = long_valid_data
     meta = json.loads((data / "meta.json").read_text())
     assert meta["cleaning"]["valid"]["longer_than_max_len"] == 1
@@ -97,8 +97,8 @@ def test_prepare_warns_about_long_valid_pairs(long_valid_data):
 
 
 def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp_path, capsys):
-    """Defect 2: a 400-piece valid pair raised `sequence of length ... exceeds model.max_positions`
-    at the first validation; now validation (loss and BLEU) truncates it, with one warning."""
+    """A 400-piece valid pair (longer than model.max_positions) is truncated by validation (loss and
+    BLEU), with one warning, not an error at the first validation."""
     data, _ = long_valid_data
     assert (
         train(
@@ -122,9 +122,9 @@ def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp
     assert [r["step"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)
 
 
-# ----------------------------------------------------------------------------- defect 5
+# ----------------------------------------------------------------------------- the big preset
 def test_big_has_its_own_training_preset():
-    """Defect 5: section 5.2, base 100k steps, big 300k steps (3.5 days on 8 P100)."""
+    """Section 5.2: base 100k steps, big 300k steps (3.5 days on 8 P100)."""
     assert train_preset("base").max_steps == 100_000
     big = train_preset("big")
     assert big.max_steps == 300_000
@@ -133,9 +133,9 @@ def test_big_has_its_own_training_preset():
     }
 
 
-# ----------------------------------------------------------------------------- defect 12
+# ----------------------------------------------------------------------------- nmt average --out
 def test_average_out_refuses_existing_dir_and_the_run(run_copy, tmp_path, capsys):
-    """Defect 12: --out deleted an existing directory, and --out RUN wiped the run (exit 0)."""
+    """--out is refused for an existing directory and for the run itself (none of them is deleted)."""
     before = sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*"))
     for out in (run_copy, run_copy.parent, run_copy / "checkpoints", run_copy / "checkpoints" / "best"):
         assert main(["average", str(run_copy), "--last", "2", "--out", str(out), "--force"]) == 2
@@ -190,11 +190,11 @@ def test_average_of_a_checkpoint_directory_says_it_needs_the_run_directory(run_c
         assert f"nmt average: error: {given}: " in err and f"give the run directory {run_copy}" in err
 
 
-# ----------------------------------------------------------------------------- defect 13
+# ----------------------------------------------------------------------------- stuck runs
 @pytest.mark.parametrize("resume", [False, True])
 def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_copy, resume):
-    """Defect 13: a run dir with config.json and no complete checkpoint could neither --resume
-    ('no complete checkpoint') nor restart ('already holds a run')."""
+    """A run dir with config.json and no complete checkpoint can be resumed (--resume) and
+    restarted (neither 'no complete checkpoint' nor 'already holds a run')."""
     shutil.rmtree(run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
     extra = ["--resume"] if resume else TINY
     assert (
@@ -217,8 +217,8 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_c
 
 
 def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path, monkeypatch, capsys):
-    """Defects 13 and 18: the early disk check counted one checkpoint (x2), not keep_last of them,
-    and wrote config.json before failing, so the directory was stuck."""
+    """The early disk check asks room for keep_last checkpoints (with best and one being written),
+    not for one, and fails before it writes config.json, so that the directory is not stuck."""
     import nmt.train.run_dir as run_dir
 
     class Usage:
@@ -240,9 +240,9 @@ def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path
     assert train(tiny_data, run, "--train.max_steps=1", "--train.keep_last=2") == 0
 
 
-# ----------------------------------------------------------------------------- defect 14
+# ----------------------------------------------------------------------------- a finished run
 def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, run_copy, capsys):
-    """Defect 14: --resume of a run at max_steps trained step 3 of 2."""
+    """--resume of a run at max_steps trains nothing (not step 3 of 2) and says so."""
     before = (run_copy / "metrics.jsonl").read_text()
     assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume"]) == 0
     assert "the run already finished at step 2 (max_steps=2); nothing to do" in capsys.readouterr().err
@@ -303,7 +303,7 @@ def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
     assert (t.epoch, t.position) == (5, 0)
 
 
-# ----------------------------------------------------------------------------- defect 16
+# ----------------------------------------------------------------------------- options that would be ignored
 def test_misspelled_yaml_section_is_an_error(tiny_data, tmp_path, capsys):
     for section in ("modle", "trian"):
         path = tmp_path / f"{section}.yaml"
@@ -338,7 +338,8 @@ def test_model_options_with_resume_are_checked_not_dropped(tiny_data, run_copy, 
     ],
 )
 def test_nonsense_train_options_are_refused(tiny_data, tmp_path, capsys, argv, message):
-    """Defects 16 and 18 (fp16 on CPU was a ValueError traceback)."""
+    """Nonsense train options are one-line errors naming the option (fp16 on CPU too, not a ValueError
+    traceback)."""
     import torch
 
     if "fp16" in message and torch.cuda.is_available():
@@ -390,9 +391,9 @@ def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
         assert "Traceback (most recent call last)" in err and "RuntimeError: something nobody expected" in err
 
 
-# ----------------------------------------------------------------------------- issue 42, defects 9, 12, 13
+# ----------------------------------------------------------------------------- locks, disks, data
 def test_finished_run_leaves_no_lock_and_a_dead_owners_lock_is_taken_over(tiny_data, tmp_path):
-    """Issue 42, defect 9: RUN/train.lock names its owner while a run lives; a killed owner's file
+    """RUN/train.lock names its owner while a run lives; a killed owner's file
     (the kernel released its lock) does not block the next start."""
     run = tmp_path / "run"
     run.mkdir()
@@ -422,7 +423,7 @@ def test_a_run_directory_that_cannot_be_cleaned_is_an_error_and_gives_its_lock_b
 
 
 def test_lock_without_flock_judges_the_owner_by_its_pid(tiny_data, tmp_path, monkeypatch, capsys):
-    """Issue 42, defect 9: on a file system without locks (flock fails), a lock file naming a live
+    """On a file system without locks (flock fails), a lock file naming a live
     process of this host, or any process of another host, refuses the start (saying how to clear a
     stale lock) and changes nothing; one naming a dead process of this host is taken over."""
     import fcntl
@@ -477,8 +478,8 @@ def test_an_ignored_sigint_stays_ignored_while_training():
 
 
 def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, capsys):
-    """Issue 42, defect 12: the disk check ran on a fresh start only. On resume the run's own
-    checkpoints count as room (they are replaced, not added to)."""
+    """The disk check runs on resume as on a fresh start; on resume the run's own checkpoints count
+    as room (they are replaced, not added to)."""
     import nmt.train.run_dir as run_dir
 
     class Usage:
@@ -499,8 +500,8 @@ def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, c
 
 
 def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
-    """Issue 42, defect 12: config.json was written in place: a full disk (here RLIMIT_FSIZE) left
-    it cut, and `--resume auto` then failed on it for good."""
+    """config.json is written whole or not at all: a full disk (here RLIMIT_FSIZE) does not leave it
+    cut, on which `--resume auto` would fail for good."""
     import resource
 
     shutil.rmtree(run_copy / "checkpoints")  # a start killed before its first checkpoint: restarted
@@ -524,7 +525,7 @@ def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
 
 
 def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):
-    """Issue 42, defect 13: a .bin file shorter than its offsets say gave silently short examples."""
+    """A .bin file shorter than its offsets say is an error naming it, not silently short examples."""
     from nmt.data.prepare import DataError, ParallelDataset
 
     data = tmp_path / "data"
@@ -545,8 +546,8 @@ def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):
 
 
 def test_prepare_killed_inside_its_swap_gets_the_old_data_back(tmp_path):
-    """Issue 42, defect 13: a kill between prepare's two renames left OUT missing and the previous
-    data under .OUT.old-*, never restored. The next `nmt prepare` puts it back first."""
+    """A kill between prepare's two renames leaves OUT missing and the previous data under
+    .OUT.old-*; the next `nmt prepare` puts it back first."""
     import signal
 
     from train_fixtures import write_corpus

@@ -81,9 +81,9 @@ def test_validation_bleu_is_sacrebleu_of_the_translations_of_the_split(tmp_path,
 
 
 def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, monkeypatch):
-    """Defect 1 (reference reading): `Path.read_text().split("\\n")` (universal newlines turn a lone
-    "\\r" into "\\n") split a line at its "\\r" and shifted every later reference. Read with
-    `read_lines` (only "\\n" ends a line), the references scored against themselves give 100."""
+    """References are read with `read_lines` (only "\\n" ends a line; universal newlines would turn a
+    lone "\\r" into "\\n", split that line and shift every later reference): the references, one
+    with a "\\r" inside, scored against themselves give 100."""
     data, _ = prepared(tmp_path)
     refs = [
         "the first half\rsecond half of a line",

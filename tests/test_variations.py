@@ -1,4 +1,4 @@
-"""`nmt variations` (issue 13): Table 3 rows, resumable per-row runs, markdown/CSV/PNG table."""
+"""`nmt variations`: Table 3 rows, resumable per-row runs, markdown/CSV/PNG table."""
 
 import csv
 import json

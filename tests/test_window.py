@@ -1,4 +1,4 @@
-"""Restricted self-attention (issue 13; section 4 and Table 1 of the paper)."""
+"""Restricted self-attention (section 4 and Table 1 of the paper)."""
 
 import pytest
 import torch

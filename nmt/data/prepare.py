@@ -617,7 +617,7 @@ def load_meta(data_dir: str | Path) -> dict:
         raise DataError(f"{path}: not a readable meta.json ({e}); prepare the data again") from None
     if not isinstance(meta, dict):
         raise DataError(f"{path}: not the meta.json of `nmt prepare` (altered); prepare the data again")
-    try:  # the ids the data was written with must be nmt.vocab's (issue 10, defect 3)
+    try:  # the ids the data was written with must be nmt.vocab's (the one source of special ids)
         check_special_ids(meta.get("special_ids"), str(path))
     except ValueError as e:
         raise DataError(str(e)) from None

@@ -1,4 +1,4 @@
-"""Vocabulary shortlists: score only the target pieces a batch's source makes likely (issue 41).
+"""Vocabulary shortlists: score only the target pieces a batch's source makes likely.
 
 Most of a decoding step's output layer goes to pieces the sentence will never use. A shortlist
 (Marian's lexical shortlist, Sockeye's top-k lexicon, CTranslate2's vocabulary map) lists, for
