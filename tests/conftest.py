@@ -58,10 +58,16 @@ SLOW_FILES = {
 SLOW_FIXTURES = {"distilled", "multi_run", "parent", "run_dir", "straight", "teacher", "trained"}
 
 
+# numerics tests in files that are not numerics as a whole (their other tests check logic, not floats)
+NUMERICS_TESTS = {"test_benchmarks.py": {"test_tiny_run_on_the_cpu_prints_one_table_of_every_kind_of_row"}}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if item.originalname in NUMERICS_TESTS.get(item.path.name, ()):
+            item.add_marker(pytest.mark.numerics)
 
 
 def auto_dtype_here() -> torch.dtype:
@@ -100,6 +106,15 @@ def tol(dtype: torch.dtype, n_accum: int, *, scale: float = 1.0, c: float = 4.0)
     the errors are known to add up in one direction (it says why beside the assert).
     """
     return c * torch.finfo(dtype).eps * math.sqrt(n_accum) * scale
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The suite's one thread again after a test that changed it (a run with num_threads 2 set it for
+    the process: the next tests then ran 2 threads on shared cores, 5x slower under load)."""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
