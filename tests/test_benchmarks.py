@@ -4,11 +4,13 @@ mode) and benchmarks/stopping_rules.py (its row counts)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from conftest import CPU_PATH_VARIABLES
 from test_train import train
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -80,13 +82,21 @@ def table(stdout: str) -> list[dict]:
     return [dict(zip(header, (c.strip() for c in line[1:-1].split("|")))) for line in lines[2:]]
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """A bare environment for a benchmark process, keeping the CPU path this run takes (conftest:
+    ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, CT2_FORCE_CPU_ISA, NMT_PRECISION), so that the process
+    picks the precision and kernels the test expects of it."""
+    kept = {k: os.environ[k] for k in CPU_PATH_VARIABLES if k in os.environ}
+    return {**kept, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", **extra}
+
+
 def bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--tiny", "--device", "cpu", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env=clean_env(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -202,7 +212,7 @@ def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decode
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env=clean_env(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [
@@ -239,12 +249,7 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
         capture_output=True,
         text=True,
         timeout=240,
-        env={
-            "PYTHONPATH": str(REPO),
-            "OMP_NUM_THREADS": "1",
-            "PATH": "/usr/bin:/bin",
-            "NMT_CACHE_DIR": str(tmp_path / "cache"),
-        },
+        env=clean_env(NMT_CACHE_DIR=str(tmp_path / "cache")),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
