@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from conftest import tol
 from safetensors.torch import load_file
+from train_fixtures import tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -30,21 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = [
     "--device",
     "cpu",
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.log_every_steps=1",
-    "--train.save_every_minutes=0",
-    "--train.save_every_steps=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
-    "--train.keep_last=100",
+    *tiny_args("--train.log_every_steps=1", "--train.save_every_steps=0", "--train.keep_last=100"),
 ]
 # tiny data at max_tokens=512: 11 batches per rank per epoch, and a per-shard mean of 427 / 454 target
 # tokens, so a per-shard accumulation count would differ between the ranks (2 / 1 at update_tokens=1300)

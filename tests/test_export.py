@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import tol
+from train_fixtures import tiny_args
 
 from nmt.checkpoint import load_model, save
 from nmt.cli import main
@@ -21,21 +22,7 @@ from nmt.model import Transformer
 # kernel- and precision-sensitive: `make test` runs this file again on the AVX2-only path (conftest)
 pytestmark = pytest.mark.numerics
 
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.log_every_steps=1000",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
-]
+TINY = tiny_args("--train.log_every_steps=1000")
 
 
 @pytest.fixture(scope="module")

@@ -9,28 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from train_fixtures import tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.train.trainer import Start, Trainer
 
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.log_every_steps=1",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
-    "--train.max_tokens=512",
-    "--train.accum_steps=1",
-]
+TINY = tiny_args("--train.log_every_steps=1", "--train.max_tokens=512", "--train.accum_steps=1")
 
 
 def train(*argv) -> int:

@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+from train_fixtures import tiny_args
 
 from nmt.cli import main
 from nmt.config import TrainConfig, tiny, train_preset
@@ -88,22 +89,13 @@ def test_the_trainer_steps_with_the_papers_adam_schedule_and_smoothing(tiny_data
 
 
 # ----------------------------------------------------------------------------- bf16 on CPU
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
+# the precision is each test's (TINY's fp32 left out)
+TINY = tiny_args(
     "--train.log_every_steps=1",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
     "--train.max_tokens=512",
     "--train.accum_steps=1",
-]
+    leave_out=("--train.precision=fp32",),
+)
 
 
 def cpu_runs_bf16() -> bool:

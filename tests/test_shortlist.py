@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from train_fixtures import tiny_args
 
 from nmt.cli import main
 from nmt.infer.options import SearchOptions
@@ -28,21 +29,7 @@ from nmt.infer.shortlist import (
 )
 from nmt.infer.translate import BatchedSearch, TranslateError, Translator
 
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.log_every_steps=1000",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
-]
+TINY = tiny_args("--train.log_every_steps=1000")
 
 
 @pytest.fixture(scope="module")

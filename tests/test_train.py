@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from train_fixtures import tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -23,21 +24,7 @@ from nmt.data.batching import TokenBatchSampler
 from nmt.data.prepare import ParallelDataset
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.log_every_steps=1",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
-]
+TINY = tiny_args("--train.log_every_steps=1")
 
 
 def train(data, out, *extra):

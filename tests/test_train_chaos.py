@@ -20,27 +20,19 @@ import traceback
 from pathlib import Path
 
 import pytest
+from train_fixtures import tiny_args
 
 from nmt import atomic
 from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.train import trainer as trainer_module
 
-TINY = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
-    "--train.save_every_minutes=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
+# validation as each test sets it (TINY's valid_every_steps=0 left out)
+TINY = tiny_args(
     "--train.max_tokens=512",
     "--train.log_every_steps=1",
-]
+    leave_out=("--train.valid_every_steps=0",),
+)
 # validations at updates 1 and 2 (both improve: best moves from step_1 to step_2), keep_last=1 (step_1
 # is deleted at update 2): every phase of saving, replacing best and rotating happens at update 2
 RUN = [

@@ -66,3 +66,29 @@ def prepare_tiny(folder: Path, *, vocab_size: int = 120, **options) -> Path:
         log=lambda *a: None,
     )
     return out
+
+
+# `nmt train`'s options for the tests' tiny model: the tiny preset at width 32, fp32, one thread, a short
+# warm-up, no validation and no time-based checkpoints. A test file makes its own list with
+# ``tiny_args``, naming the options it adds or leaves out.
+TINY = [
+    "--preset",
+    "tiny",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.d_k=16",
+    "--model.d_v=16",
+    "--train.precision=fp32",
+    "--train.save_every_minutes=0",
+    "--train.valid_every_steps=0",
+    "--train.warmup_steps=10",
+    "--train.num_threads=1",
+]
+
+
+def tiny_args(*extra: str, leave_out: tuple[str, ...] = ()) -> list[str]:
+    """TINY without the options of ``leave_out`` (each given exactly as in TINY), then ``extra``."""
+    missing = set(leave_out) - set(TINY)
+    assert not missing, f"not in TINY: {sorted(missing)}"
+    return [a for a in TINY if a not in leave_out] + list(extra)
