@@ -103,7 +103,7 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
     from nmt.config import tiny, train_preset
     from nmt.data.prepare import load_meta
     from nmt.experiments.variations import run_row
-    from nmt.train import validate
+    from nmt.train import validation
     from nmt.train.trainer import Start, Trainer
 
     meta = load_meta(tiny_data)
@@ -125,7 +125,7 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
     def failing_bleu(*args, **kwargs):
         raise RuntimeError("evaluation failed")
 
-    monkeypatch.setattr(validate, "bleu_on_split", failing_bleu)
+    monkeypatch.setattr(validation, "bleu_on_split", failing_bleu)
     with pytest.raises(RuntimeError, match="evaluation failed"):
         row()
     assert not (run / "train.lock").exists()

@@ -146,7 +146,7 @@ def run_row(
     from .. import checkpoint as ckpt
     from ..infer.options import SearchOptions
     from ..train.trainer import Start, Trainer
-    from ..train.validate import bleu_on_split
+    from ..train.validation import bleu_on_split
 
     resume = bool(ckpt.list_step_checkpoints(run_dir))
     if not resume and run_dir.exists():  # stopped before its first checkpoint: nothing to keep

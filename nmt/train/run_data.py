@@ -14,7 +14,7 @@ from ..config import TrainConfig
 from ..data.batching import TokenBatchSampler, collate
 from ..data.download import DataError
 from ..data.prepare import ParallelDataset
-from . import validate as validation
+from . import validation
 from .distributed import Collectives
 from .stopping import epochs_done
 

@@ -35,8 +35,7 @@ from ..model import Transformer
 from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, UNK
-from . import distributed, stopping
-from . import validate as validation
+from . import distributed, stopping, validation
 from .checkpointing import Checkpoints, RunState, Start, run_config
 from .cpu_warning import cpu_warning, paper_sized
 from .loss import fused_label_smoothed_nll_loss

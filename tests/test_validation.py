@@ -1,4 +1,4 @@
-"""Validation BLEU during training (nmt.train.validate)."""
+"""Validation BLEU during training (nmt.train.validation)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from nmt.config import tiny
 from nmt.data.prepare import PrepareOptions, prepare
 from nmt.infer.options import SearchOptions
 from nmt.model import Transformer
-from nmt.train import validate
+from nmt.train import validation
 
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt"]
 
@@ -39,7 +39,7 @@ def test_bleu_on_split_for_training(tmp_path):
     data, meta = prepared(tmp_path)
     torch.manual_seed(0)
     model = Transformer(tiny(meta["vocab_size"]))
-    out = validate.bleu_on_split(model, data, "valid", SearchOptions(beam=1), max_sentences=4)
+    out = validation.bleu_on_split(model, data, "valid", SearchOptions(beam=1), max_sentences=4)
     assert 0.0 <= out["bleu"] <= 100.0 and "tok:13a" in out["bleu_signature"]
 
 
@@ -75,7 +75,7 @@ def test_validation_bleu_is_sacrebleu_of_the_translations_of_the_split(tmp_path,
     (data / "valid.en.txt").write_text("\n".join(refs + unread) + "\n", encoding="utf-8")
     want = BLEU(tokenize="13a").corpus_score(hyps, [refs]).score
     assert 0.0 < want < 100.0
-    out = validate.bleu_on_split(model, data, "valid", SearchOptions(beam=beam), max_sentences=4)
+    out = validation.bleu_on_split(model, data, "valid", SearchOptions(beam=beam), max_sentences=4)
     assert out["bleu"] == pytest.approx(want, rel=1e-9)
     assert out["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score, rel=1e-9)
 
@@ -94,14 +94,14 @@ def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, 
         "the woman walks on the street",
     ]
     (data / "valid.en.txt").write_bytes(("\n".join(refs) + "\n").encode())
-    assert validate.reference_lines(data, "valid", 6) == refs
+    assert validation.reference_lines(data, "valid", 6) == refs
 
     class Pieces:  # a stand-in SentencePiece model: hypothesis i decodes to reference i
         def decode(self, ids):
             return refs[ids[0]]
 
     monkeypatch.setattr(
-        validate, "translate_ids", lambda model, sources, options, **kw: [[i] for i in range(len(sources))]
+        validation, "translate_ids", lambda model, sources, options, **kw: [[i] for i in range(len(sources))]
     )
-    monkeypatch.setattr(validate, "load_spm", lambda data_dir: Pieces())
-    assert validate.bleu_on_split(None, data, "valid")["bleu"] == pytest.approx(100.0)
+    monkeypatch.setattr(validation, "load_spm", lambda data_dir: Pieces())
+    assert validation.bleu_on_split(None, data, "valid")["bleu"] == pytest.approx(100.0)
