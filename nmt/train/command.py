@@ -128,7 +128,7 @@ def run_train(args, overrides: dict) -> int:
     init = open_init(args.init, keep_optimizer=args.init_optimizer) if args.init else None
     auto = args.resume == "auto"
     # --resume auto with nothing to resume is a fresh start (a start killed before its first checkpoint
-    # begins again: see checkpointing.start_or_resume); --resume (strict) needs a run
+    # begins again: see run_checkpoints.start_or_resume); --resume (strict) needs a run
     resume = bool(args.resume) and not (auto and not ckpt.list_step_checkpoints(run_dir))
     if resume and not auto and not (run_dir / "config.json").exists():
         raise TrainError(

@@ -7,7 +7,7 @@ whole update across ranks, backpropagate the label-smoothed loss sum divided by 
 and one decision for the whole job (`stopping.py`): validate (keeping the best), checkpoint, or stop.
 
 Run under ``torchrun --nproc_per_node=K -m nmt train ...`` for DistributedDataParallel (gloo on CPU,
-nccl on CUDA); rank 0 writes checkpoints (`checkpointing.RunState`) and logs (`run_log.py`). SIGTERM
+nccl on CUDA); rank 0 writes checkpoints (`run_checkpoints.RunState`) and logs (`run_log.py`). SIGTERM
 (exit 0) and Ctrl-C (exit 130) checkpoint at the next update, or at once during validation. RUN_DIR
 has one owner (`run_dir.RunLock`); a crash loses no checkpoint and no best model (`Checkpoints.keep_best`,
 `run_dir.mend_best`); a log that cannot be written (a full disk) stops the run with a checkpoint that
@@ -36,10 +36,10 @@ from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, UNK
 from . import distributed, stopping, validation
-from .checkpointing import Checkpoints, RunState, Start, run_config
 from .cpu_warning import cpu_warning, paper_sized
 from .loss import fused_label_smoothed_nll_loss
 from .optim import Schedule, build_adam, set_lr
+from .run_checkpoints import Checkpoints, RunState, Start, run_config
 from .run_data import RunData
 from .run_dir import RunDirError
 from .run_log import LossWindow, RunLog, TrainBar
@@ -63,7 +63,7 @@ class Trainer:
         device: str | None = None,
         progress: bool = True,
     ):
-        """A run of ``data_dir`` in ``run_dir``, started or resumed as ``start`` (`checkpointing.Start`)
+        """A run of ``data_dir`` in ``run_dir``, started or resumed as ``start`` (`run_checkpoints.Start`)
         says; ``progress``: a progress bar on a terminal."""
         self.data_dir, self.run_dir, self.meta = data_dir, run_dir, meta
         self.model_cfg, self.cfg = model_cfg, train_cfg
@@ -438,7 +438,7 @@ class Trainer:
                 "checkpoint written, its validation pending"
             )
 
-    # -- checkpoints (`checkpointing.py`)
+    # -- checkpoints (`run_checkpoints.py`)
     def save(self, *, rotate: bool = True) -> Path:
         """Write checkpoint step_N (collective); ``rotate``: then delete those past keep_last."""
         try:

@@ -1,4 +1,4 @@
-"""nmt/train/checkpointing.py: what trainer_state.json holds and what a resume restores from it."""
+"""nmt/train/run_checkpoints.py: what trainer_state.json holds and what a resume restores from it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 
 from nmt.config import ModelConfig, TrainConfig
 from nmt.data.batching import TokenBatchSampler
-from nmt.train.checkpointing import RunState, restore, trainer_state
 from nmt.train.optim import Schedule
+from nmt.train.run_checkpoints import RunState, restore, trainer_state
 from nmt.train.state import Progress, rng_state
 
 
