@@ -161,7 +161,7 @@ def commands() -> list[tuple[str, object, object]]:
     from .infer import plot_attention_command as plot_attention
     from .infer import shortlist_command as shortlist
     from .infer import tune_command as tune
-    from .serve import options as serve
+    from .serve import command as serve
     from .train import command as train
     from .train import distill_command as distill
 

@@ -477,7 +477,7 @@ def test_http_constraints_field(checkpoint):
 
     from nmt.infer.translate import Translator
     from nmt.serve.app import create_app
-    from nmt.serve.options import add_serve_args, build_models
+    from nmt.serve.command import add_serve_args, build_models
 
     parser = argparse.ArgumentParser()
     add_serve_args(parser)

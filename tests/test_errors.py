@@ -18,7 +18,7 @@ def test_every_layers_user_error_is_a_user_error():
     from nmt.infer.results import ConstraintsError, TranslateError
     from nmt.infer.shortlist import ShortlistError
     from nmt.metrics import ScoreError
-    from nmt.serve.options import ServeError
+    from nmt.serve.command import ServeError
     from nmt.train.average import AverageError
     from nmt.train.trainer import TrainError
 

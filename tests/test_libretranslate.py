@@ -14,7 +14,7 @@ from serve_fixtures import SENTENCES, Server  # noqa: E402
 
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
-from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
 BASE = "/libretranslate"
 

@@ -93,7 +93,7 @@ def test_both_http_apis_translate_into_every_target(multi_run):
 
     from nmt.infer.translate import Translator
     from nmt.serve.app import create_app
-    from nmt.serve.options import add_serve_args, build_models
+    from nmt.serve.command import add_serve_args, build_models
 
     parser = argparse.ArgumentParser()
     add_serve_args(parser)

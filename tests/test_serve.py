@@ -26,7 +26,7 @@ from nmt.infer.options import SearchOptions  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, JobOptions  # noqa: E402
-from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
 
 @pytest.fixture(scope="module")

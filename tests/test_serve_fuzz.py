@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 from serve_fixtures import SENTENCES  # noqa: E402
 
 from nmt.serve.app import Limits, create_app  # noqa: E402
-from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
 CHECKS = [
     not_a_server_error,

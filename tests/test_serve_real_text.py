@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from nmt.infer.real_text import PLAIN, TextOptions, translate_text  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import create_app  # noqa: E402
-from nmt.serve.options import add_serve_args, build_models  # noqa: E402
+from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
 TEXTS = ["der hund. DIE KATZE SPRINGT.\n\nein baum", "", "Der Rote Hund Springt."]
 HTML = '<p>der <b>hund</b> &amp; <a href="x?a=1&amp;b">die katze</a>.</p>'

@@ -433,7 +433,7 @@ def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny
     from fastapi.testclient import TestClient
 
     from nmt.serve.app import create_app
-    from nmt.serve.options import ServeError, add_serve_args, build_models
+    from nmt.serve.command import ServeError, add_serve_args, build_models
 
     path = tmp_path / "s.txt"
     assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0

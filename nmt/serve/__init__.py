@@ -11,6 +11,6 @@ pip install "nmt[serve]".
 - prometheus: the metrics at /metrics
 - batcher: the queue, fair scheduling and one worker thread per model
 - page (+ static/): the web page at /
-- options: the command line and model loading
+- command: `nmt serve`'s arguments, model loading and run
 - server: uvicorn with a graceful shutdown on signals
 """
