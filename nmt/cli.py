@@ -153,7 +153,7 @@ HELP = {
 def commands() -> list[tuple[str, object, object]]:
     """Every subcommand as (name, add its arguments, run it), in the order of `nmt --help`; each
     layer's command-line module owns its arguments."""
-    from . import plot
+    from . import plot_command as plot
     from .data import command as data
     from .experiments import command as experiments
     from .infer import command as translate

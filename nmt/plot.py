@@ -1,4 +1,4 @@
-"""`nmt plot RUN_DIR`: loss, perplexity and learning-rate curves from RUN_DIR/metrics.jsonl as PNG."""
+"""Loss, perplexity and learning-rate curves from RUN_DIR/metrics.jsonl as PNG (`nmt plot RUN_DIR`)."""
 
 from __future__ import annotations
 
@@ -61,14 +61,3 @@ def plot(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
-
-
-def add_plot_args(parser) -> None:
-    parser.add_argument("run_dir")
-    parser.add_argument("--out", help="folder for the PNG files (default: RUN_DIR)")
-
-
-def run_plot(args, overrides: dict) -> int:
-    for path in plot(args.run_dir, args.out):
-        print(path)
-    return 0
