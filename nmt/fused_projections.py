@@ -16,7 +16,7 @@ blocked weight layout (nmt.infer.packed), and a fused projection may also be pac
 ``fused.applies(x)`` is True (the switch, the fused module's own), and else the separate
 projections. nmt.infer.packed fuses with oneDNN-packed weights (float32 CPU inference),
 nmt.infer.quantize with int8 ones. ``unfused(model)`` switches them off for a block (code that
-hooks the separate projections, as nmt.infer.attention does, or an A/B of the two paths).
+hooks the separate projections, as nmt.infer.attention_maps does, or an A/B of the two paths).
 """
 
 from __future__ import annotations

@@ -406,7 +406,7 @@ def test_right_to_left_refusals(checkpoint, r2l, tmp_path):
 
 def test_right_to_left_alignment_in_reading_order(r2l):
     """--alignment of a right-to-left model gives target positions in reading order."""
-    from nmt.infer.attention import align, attention_maps, hard_alignment
+    from nmt.infer.attention_maps import align, attention_maps, hard_alignment
 
     t = Translator.load(r2l, device="cpu", precision="fp32")
     src = t.encode(["ein baum und eine katze"])[0][0]

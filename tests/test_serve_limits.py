@@ -283,11 +283,11 @@ async def _submit_twice(batcher: Batcher) -> None:
 
 
 def test_alignment_is_computed_for_the_returned_translation_only(run_dir, monkeypatch):
-    import nmt.infer.attention as attention
+    import nmt.infer.attention_maps as attention_maps
 
     calls = []
-    real = attention.align
-    monkeypatch.setattr(attention, "align", lambda *a: calls.append(1) or real(*a))
+    real = attention_maps.align
+    monkeypatch.setattr(attention_maps, "align", lambda *a: calls.append(1) or real(*a))
     app, _ = make_app(run_dir)
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": SENTENCES[:3], "beam": 4, "nbest": 3, "alignment": True})

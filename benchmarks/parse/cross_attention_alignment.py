@@ -1,4 +1,4 @@
-"""Where the last decoder layer's cross-attention (heads averaged, nmt.infer.attention.align) puts
+"""Where the last decoder layer's cross-attention (heads averaged, nmt.infer.attention_maps.align) puts
 its maximum for each label of a --form per-word parser (label i belongs to source word i), first
 60 valid trees. Usage: python benchmarks/parse/cross_attention_alignment.py RUN_DIR [CHECKPOINT]."""
 
@@ -8,7 +8,7 @@ import sentencepiece as spm
 
 from nmt.checkpoint import load_model
 from nmt.experiments.parsing import word_ids
-from nmt.infer.attention import align
+from nmt.infer.attention_maps import align
 
 R = sys.argv[1] if len(sys.argv) > 1 else "runs/ptb-perword"
 CK = sys.argv[2] if len(sys.argv) > 2 else f"{R}/average"

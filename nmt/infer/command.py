@@ -17,7 +17,7 @@ import torch
 from ..checkpoint import CheckpointError
 from ..data.multilingual import checkpoint_target_tag, tagged
 from ..precision import resolve_precision
-from .attention import align, format_alignment
+from .attention_maps import align, format_alignment
 from .document import document_kind
 from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES, mbr_results
@@ -355,7 +355,7 @@ def output_lines(
     args: argparse.Namespace, translator: TextTranslator, lines: list[str], results: list[list[Translation]]
 ) -> list[str]:
     """One line per output: its text, or 'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1; --alignment
-    appends '<TAB>s-t ...' (nmt.infer.attention: last layer, heads averaged, 0-based piece indices)."""
+    appends '<TAB>s-t ...' (nmt.infer.attention_maps: last layer, heads averaged, 0-based piece indices)."""
     if args.nbest == 1:
         out = [r[0].text for r in results]
     else:

@@ -1,6 +1,6 @@
 """Heatmaps of every attention layer and head.
 
-The sentence is translated (beam search), then ``nmt.infer.attention.attention_maps`` gives the
+The sentence is translated (beam search), then ``nmt.infer.attention_maps.attention_maps`` gives the
 weights of the encoder self-attention, the decoder self-attention and the encoder-decoder
 attention; each (kind, layer) becomes one PNG with one heatmap per head, as in the paper's
 appendix (Figures 3-5 show encoder self-attention heads of layer 5 of 6):
@@ -67,7 +67,7 @@ def plot_attention(
     ``options`` (default: beam 4, alpha 0.6) and write the PNG files and attention.json of the
     module docstring into ``out`` (created if needed). Returns (the translation, the number of
     PNG files written)."""
-    from .attention import attention_maps
+    from .attention_maps import attention_maps
 
     sources, _ = translator.encode([sentence])
     if not sources[0]:

@@ -217,7 +217,7 @@ class TextJob:
 def unit_output(
     translator, source: str, translation, piece_pairs: list[tuple[int, int]] | None
 ) -> UnitOutput:
-    """A Translation of ``source`` with its piece alignment (nmt.infer.attention, reading order)
+    """A Translation of ``source`` with its piece alignment (nmt.infer.attention_maps, reading order)
     as character pairs; without pairs when its pieces cannot be traced to characters."""
     if piece_pairs is None or clean_line(source) != source:
         return UnitOutput(translation.text, None)
@@ -229,8 +229,8 @@ def unit_output(
 
 def aligned_outputs(translator, units: list[str], best: list) -> list[UnitOutput]:
     """Each unit's best Translation with its character pairs from the model's cross-attention
-    (nmt.infer.attention.align; the torch engine: other engines give None, a monotone guess)."""
-    from .attention import align
+    (nmt.infer.attention_maps.align; the torch engine: other engines give None, a monotone guess)."""
+    from .attention_maps import align
 
     if translator.engine != "torch":
         return [UnitOutput(t.text) for t in best]

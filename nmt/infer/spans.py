@@ -1,5 +1,5 @@
 """Which characters of a translation came from which characters of its source: the model's piece
-alignment (nmt.infer.attention) turned into character spans, or, without one, a monotone guess.
+alignment (nmt.infer.attention_maps) turned into character spans, or, without one, a monotone guess.
 
     spans = piece_spans(sp, "Two dogs play.")            # [(0, 3), (3, 8), (8, 13), (13, 14)]
     pairs = char_pairs(src_spans, tgt_spans, [(0, 0), (1, 1)])  # [(0, 3, 0, 4), (3, 8, 4, 10)]

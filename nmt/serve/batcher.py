@@ -28,7 +28,7 @@ search therefore gets at least one slice in turn with the short batches, and a s
 waits about one slice and one decoding step for it, not the whole search; requests of similar
 work take turns. The CTranslate2 engine can only be interrupted between its search batches.
 Every model call (search, alignment, attention) runs on the worker thread, one at a time, so the
-attention hooks of nmt.infer.attention never see another request.
+attention hooks of nmt.infer.attention_maps never see another request.
 
 Batching and preemption must not change a translation: a sentence is searched independently of
 the other rows of its batch (padding is masked), and a search resumed after another one continues
@@ -485,14 +485,14 @@ class Batcher:
 
     def _add_alignments(self, sentences: list[str], results: list) -> None:
         """The alignment of each sentence's best translation (the only one the API returns)."""
-        from ..infer.attention import align
+        from ..infer.attention_maps import align
 
         sources, _ = self.translator.encode(sentences)
         for src, nbest in zip(sources, results):
             nbest[0].alignment = align(self.translator.model, src, nbest[0].tokens)
 
     def _attention(self, job: Job, running: Running):
-        from ..infer.attention import attention_maps
+        from ..infer.attention_maps import attention_maps
 
         opts = job.options
         best = self._translator(running).translate_nbest(

@@ -1,4 +1,4 @@
-"""Attention weights (nmt.infer.attention), `nmt translate --alignment`, `nmt plot-attention`."""
+"""Attention weights (nmt.infer.attention_maps), `nmt translate --alignment`, `nmt plot-attention`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from nmt.checkpoint import save
 from nmt.cli import main
 from nmt.config import tiny
-from nmt.infer.attention import attention_maps, format_alignment, hard_alignment
+from nmt.infer.attention_maps import attention_maps, format_alignment, hard_alignment
 from nmt.infer.translate import Translator
 from nmt.model import Transformer
 from nmt.vocab import EOS
