@@ -16,7 +16,6 @@ from train_fixtures import tiny_args
 
 from nmt.cli import main
 from nmt.infer.options import SearchOptions
-from nmt.infer.restricted import ShortlistModel
 from nmt.infer.shortlist import (
     BuildOptions,
     Shortlist,
@@ -28,6 +27,7 @@ from nmt.infer.shortlist import (
     vmap_text,
 )
 from nmt.infer.translate import BatchedSearch, TranslateError, Translator
+from nmt.infer.vocab_restriction import ShortlistModel
 
 TINY = tiny_args("--train.log_every_steps=1000")
 
@@ -124,7 +124,7 @@ def test_sentence_restriction_gives_each_sentence_the_full_logits_of_its_own_ids
     rows sharing a sentence's memory, after the search reorders them, positions in and out. int8:
     the rows are dequantized (a float32 product, where the int8 layer also quantizes its input), so
     only as close as int8 is to float32."""
-    from nmt.infer.restricted import sentence_model
+    from nmt.infer.vocab_restriction import sentence_model
 
     tol = dict(rtol=1e-5, atol=1e-5) if precision == "fp32" else dict(rtol=0.0, atol=0.1)
     model = Translator.load(trained, device="cpu", precision=precision).model

@@ -27,7 +27,7 @@ ids. U starts with the four special ids, so they keep their ids inside U and the
 (PAD and BOS never chosen, EOS last) apply unchanged. Where U is the whole vocabulary the model
 runs unchanged (outputs equal the full vocabulary's bit for bit). With ``union_groups`` (one group
 per request in ``nmt serve``) each sentence is searched over its group's union instead, whatever
-batch it shares (``group_keeps``, ``restrict_rows``; nmt.infer.restricted).
+batch it shares (``group_keeps``, ``restrict_rows``; nmt.infer.vocab_restriction).
 
 File format (UTF-8 text, one record a line, ids in the SentencePiece model's numbering):
     nmt-shortlist<TAB>1<TAB>{"vocab_size": W, "spm_sha256": ..., "statistic": ..., ...}
@@ -55,7 +55,7 @@ from torch import Tensor
 from ..atomic import write_text
 from ..errors import UserError
 from ..vocab import BOS, EOS, PAD, UNK
-from .restricted import Restriction, batch_model, sentence_model
+from .vocab_restriction import Restriction, batch_model, sentence_model
 
 SPECIAL = (PAD, UNK, BOS, EOS)  # always scored; ascending, so they keep their ids inside the union
 MAGIC = "nmt-shortlist"
