@@ -68,7 +68,9 @@ def text_options(args: argparse.Namespace, *, document_format: str | None = None
         max_words=args.max_words,
         language=args.language or source_language(args.checkpoint[0]),
     )
-    per_line = [f"--{o.replace('_', '-')}" for o in PER_LINE if getattr(args, o) not in (None, False, 1)]
+    given = {"nbest": args.nbest > 1, "alignment": args.alignment}
+    given.update((o, getattr(args, o) is not None) for o in ("prefix_file", "constraints"))
+    per_line = [f"--{o.replace('_', '-')}" for o in PER_LINE if given[o]]
     if per_line:
         if fmt != "text":
             raise TranslateError(f"--format {fmt}: not with {', '.join(per_line)} (one output per line)")
