@@ -1,0 +1,340 @@
+"""Real text through nmt.infer.real_text, measured: sentences kept, capitals, inline markup, the
+issue's six inputs, and plain test BLEU (each handling on, and off as plain per-line translation).
+
+    python benchmarks/real_text.py --checkpoint runs/demo/average --data runs/demo/data \\
+        --tagged ../shared/data/libreoffice_help/en-de --out results/real-text
+
+Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.txt):
+1. sentences kept: test lines joined 3 by 3 into one line; sentences out (sentencex on the
+   output, --tgt-lang) per line, the share of lines with all 3, BLEU against the 3 references
+   joined; default (split) against --no-split.
+2. capitals: test BLEU lower-cased (sacreBLEU ``lowercase=True``) of the source as is, UPPER CASED
+   and Title Cased, recase on and off; the loop rate (outputs holding a token 4-gram or shorter
+   repeated 3 times in a row, or a character 6 times in a row), and with --no-repeat-ngram N
+   where the search offers it.
+3. markup: the tagged set (--tagged DIR/valid.tagged.{en,de}.gz and .src.tsv.gz) translated with
+   format html: the share of outputs well formed (an XML parse of the output wrapped in one
+   element) holding exactly the source's tags; text BLEU (tags removed) against translating the
+   same sentences untagged; tag placement: per tag of the output, the token F1 of the words it
+   wraps against the words the reference's same tag wraps (the n-th tag of that name and
+   attributes), mean and share >= 0.5; single-wrapper lines (column 4 of .src.tsv.gz) apart.
+4. the issue's six inputs, as before (plain) and now (default).
+5. plain test BLEU: default options against plain per-line translation (must not be lower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sacrebleu  # noqa: E402
+import torch  # noqa: E402
+
+from nmt.infer.markup import TAG, parse  # noqa: E402
+from nmt.infer.real_text import PLAIN, TextOptions, translate_text  # noqa: E402
+from nmt.infer.segment import split_text  # noqa: E402
+from nmt.infer.translate import Translator  # noqa: E402
+
+SIX = [
+    "Two dogs play in the snow. A man is riding a bike. The children are laughing.",
+    "TWO DOGS PLAY IN THE SNOW.",
+    "Two Dogs Play In The Snow.",
+    "<b>Two dogs</b> play in the <i>snow</i>.",
+    'Two dogs play in the <a href="https://example.com">snow</a> near a house.',
+    "A man in a red shirt is standing on a tall ladder next to a building, while a woman with a small "
+    "brown dog walks past him on the sidewalk and three children in yellow raincoats are jumping in "
+    "puddles near an old man who is sitting on a bench reading a newspaper, and a street musician "
+    "plays the guitar for the people passing by on their way home from work in the late evening.",
+]
+
+
+def read(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def bleu(hyps: list[str], refs: list[str], *, lowercase: bool = False) -> float:
+    return sacrebleu.corpus_bleu(hyps, [refs], lowercase=lowercase).score
+
+
+def looping(text: str) -> bool:
+    """A token n-gram (n <= 4) three times in a row, or a character six times in a row."""
+    if re.search(r"(\w)\1{5}", text):
+        return True
+    tokens = text.split()
+    for n in range(1, 5):
+        for i in range(len(tokens) - 3 * n + 1):
+            if tokens[i : i + n] == tokens[i + n : i + 2 * n] == tokens[i + 2 * n : i + 3 * n]:
+                return True
+    return False
+
+
+def title(s: str) -> str:
+    return re.sub(r"[^\W\d_]+", lambda m: m.group(0)[:1].upper() + m.group(0)[1:], s)
+
+
+class Bench:
+    def __init__(self, translator, search: dict, out: Path | None):
+        self.t, self.search, self.out = translator, search, out
+        self.tables: list[str] = []
+
+    def run(self, texts: list[str], options: TextOptions, name: str, **extra) -> list[str]:
+        start = time.perf_counter()
+        outs = [r.text for r in translate_text(self.t, texts, options=options, **self.search, **extra)]
+        print(f"  {name}: {len(texts)} texts in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        if self.out is not None:
+            (self.out / f"{name}.txt").write_text("".join(o.replace("\n", " ") + "\n" for o in outs))
+        return outs
+
+    def table(self, title_: str, header: list[str], rows: list[list]) -> None:
+        lines = [f"### {title_}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+        text = "\n".join(lines) + "\n"
+        print(text, flush=True)
+        self.tables.append(text)
+
+
+def sentences_kept(b: Bench, src: list[str], ref: list[str], tgt_lang: str, no_repeat: int) -> None:
+    n = len(src) // 3 * 3
+    joined = [" ".join(src[i : i + 3]) for i in range(0, n, 3)]
+    refs = [" ".join(ref[i : i + 3]) for i in range(0, n, 3)]
+    rows = []
+    variants = [
+        ("split (default)", "split", TextOptions(), {}),
+        ("--no-split", "nosplit", TextOptions(split=False), {}),
+        (
+            f"--no-split, no_repeat_ngram {no_repeat}",
+            "nosplit-norepeat",
+            TextOptions(split=False),
+            {"no_repeat_ngram": no_repeat},
+        ),
+    ]
+    for name, short, options, extra in variants:
+        if extra and not no_repeat:
+            continue
+        outs = b.run(joined, options, f"joined3-{short}", **extra)
+        counts = [len(split_text(o, language=tgt_lang).sentences) for o in outs]
+        words = sum(len(o.split()) for o in outs) / max(1, sum(len(r.split()) for r in refs))
+        rows.append(
+            [
+                name,
+                len(joined),
+                f"{sum(counts) / len(counts):.2f}",
+                f"{100 * sum(c >= 3 for c in counts) / len(counts):.1f}%",
+                f"{words:.2f}",
+                f"{bleu(outs, refs):.2f}",
+                f"{100 * sum(map(looping, outs)) / len(outs):.1f}%",
+            ]
+        )
+    b.table(
+        "1. Three test sentences on one line",
+        [
+            "handling",
+            "lines",
+            "sentences out per line",
+            "lines with 3 out",
+            "output/ref words",
+            "BLEU",
+            "loops",
+        ],
+        rows,
+    )
+
+
+def capitals(b: Bench, src: list[str], ref: list[str], no_repeat: int) -> None:
+    rows = []
+    guard = {"no_repeat_ngram": no_repeat} if no_repeat else None
+    variants = [
+        ("recase (default)", "recase", TextOptions(), {}),
+        ("--no-recase", "norecase", TextOptions(recase=False), {}),
+        (f"--no-recase, no_repeat_ngram {no_repeat}", "norecase-norepeat", TextOptions(recase=False), guard),
+        (f"recase, no_repeat_ngram {no_repeat}", "recase-norepeat", TextOptions(), guard),
+    ]
+    for form, texts in (
+        ("as is", src),
+        ("UPPER", [s.upper() for s in src]),
+        ("Title", [title(s) for s in src]),
+    ):
+        for name, short, options, extra in variants:
+            if extra is None or (form == "as is" and short not in ("recase", "norecase")):
+                continue
+            outs = b.run(texts, options, f"case-{form.split()[0]}-{short}", **extra)
+            loops = 100 * sum(map(looping, outs)) / len(outs)
+            rows.append([form, name, f"{bleu(outs, ref, lowercase=True):.2f}", f"{loops:.1f}%"])
+    b.table(
+        "2. Capitals: case-insensitive BLEU and loops",
+        ["source", "handling", "BLEU (lowercase)", "loops"],
+        rows,
+    )
+
+
+def tags_of(text: str) -> list[str]:
+    return [m.group(0) for m in TAG.finditer(text)]
+
+
+def well_formed(out: str, src: str) -> bool:
+    try:
+        ET.fromstring(f"<r>{out}</r>")
+    except ET.ParseError:
+        return False
+    return Counter(tags_of(out)) == Counter(tags_of(src))
+
+
+def tag_contents(text: str) -> list[tuple[str, list[str]]]:
+    """(opening tag, the lower-cased word tokens it wraps) for each element of a fragment."""
+    out, stack, pos = [], [], 0
+    for m in TAG.finditer(text):
+        tokens = re.findall(r"\w+", re.sub(r"&\w+;", " ", text[pos : m.start()]).lower())
+        for s in stack:
+            s[1].extend(tokens)
+        pos = m.end()
+        if m.group(1):  # closing
+            if stack:
+                out.append(tuple(stack.pop()))
+        elif m.group(2) and not m.group(3):
+            stack.append((m.group(0), []))
+    return out
+
+
+def f1(a: list[str], b: list[str]) -> float:
+    if not a and not b:
+        return 1.0
+    common = sum((Counter(a) & Counter(b)).values())
+    if common == 0:
+        return 0.0
+    p, r = common / len(a), common / len(b)
+    return 2 * p * r / (p + r)
+
+
+def placement(out: str, ref: str) -> list[float]:
+    """Per tag of the reference: token F1 of what the output's same tag (n-th of its kind) wraps."""
+    got: dict[str, list[list[str]]] = {}
+    for tag, words in tag_contents(out):
+        got.setdefault(tag, []).append(words)
+    seen: Counter = Counter()
+    scores = []
+    for tag, words in tag_contents(ref):
+        k = seen[tag]
+        seen[tag] += 1
+        mine = got.get(tag, [])
+        scores.append(f1(mine[k], words) if k < len(mine) else 0.0)
+    return scores
+
+
+def markup(b: Bench, folder: Path, limit: int | None) -> None:
+    src = read(folder / "valid.tagged.en.gz")[:limit]
+    ref = read(folder / "valid.tagged.de.gz")[:limit]
+    single = [line.split("\t")[3] == "1" for line in read(folder / "valid.tagged.src.tsv.gz")][:limit]
+    tagged = b.run(src, TextOptions(format="html"), "markup-html")
+    plain_src = [" ".join(r.text for r in parse(s, html=True).runs) for s in src]
+    untagged = b.run(plain_src, TextOptions(), "markup-untagged")
+    stripped = [" ".join(r.text for r in parse(o, html=True).runs) for o in tagged]
+    refs = [" ".join(r.text for r in parse(r_, html=True).runs) for r_ in ref]
+    rows = []
+    for name, keep in (
+        ("all", lambda i: True),
+        ("single wrapper", lambda i: single[i]),
+        ("the rest", lambda i: not single[i]),
+    ):
+        idx = [i for i in range(len(src)) if keep(i)]
+        if not idx:
+            continue
+        wf = 100 * sum(well_formed(tagged[i], src[i]) for i in idx) / len(idx)
+        scores = [s for i in idx for s in placement(tagged[i], ref[i])]
+        rows.append(
+            [
+                name,
+                len(idx),
+                f"{wf:.1f}%",
+                f"{bleu([stripped[i] for i in idx], [refs[i] for i in idx]):.2f}",
+                f"{bleu([untagged[i] for i in idx], [refs[i] for i in idx]):.2f}",
+                len(scores),
+                f"{sum(scores) / max(1, len(scores)):.3f}",
+                f"{100 * sum(s >= 0.5 for s in scores) / max(1, len(scores)):.1f}%",
+            ]
+        )
+    b.table(
+        "3. Inline markup (LibreOffice help, valid.tagged, format html)",
+        [
+            "lines",
+            "n",
+            "well formed, source's tags",
+            "BLEU tags removed",
+            "BLEU untagged",
+            "tags",
+            "placement F1",
+            "F1 >= 0.5",
+        ],
+        rows,
+    )
+
+
+def six(b: Bench) -> None:
+    rows = []
+    for text in SIX:
+        fmt = "html" if "<" in text else "text"
+        before = translate_text(b.t, text, options=PLAIN, **b.search).text
+        after = translate_text(b.t, text, options=TextOptions(format=fmt), **b.search)
+        cell = lambda s: s.replace("|", "\\|").replace("<", "&lt;")  # noqa: E731
+        note = "; ".join(c.message() for c in after.cuts)
+        rows.append([cell(text), cell(before), cell(after.text) + (f" ({note})" if note else "")])
+    b.table("4. The issue's six inputs", ["input", "plain (one line, one sentence)", "default"], rows)
+
+
+def plain_bleu(b: Bench, src: list[str], ref: list[str]) -> None:
+    rows = []
+    for name, options in (("plain", PLAIN), ("default", TextOptions())):
+        outs = b.run(src, options, f"test-{name}")
+        rows.append([name, f"{bleu(outs, ref):.2f}"])
+    b.table("5. Plain test BLEU", ["options", "BLEU"], rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data", required=True, help="a prepared DATA_DIR with test.{src,tgt}.txt")
+    p.add_argument("--src-lang", default="en")
+    p.add_argument("--tgt-lang", default="de")
+    p.add_argument("--tagged", default=None, help="a libreoffice_help/en-de folder")
+    p.add_argument("--limit", type=int, default=None, help="at most this many lines per set")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--no-repeat-ngram", type=int, default=3, help="the guard's rows (0: none)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--parts", default="1,2,3,4,5")
+    p.add_argument("--out", default=None, help="a folder for the outputs and the tables")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    t = Translator.load(args.checkpoint, precision="fp32")
+    b = Bench(t, {"beam": args.beam}, out)
+    data = Path(args.data)
+    src = read(data / f"test.{args.src_lang}.txt")[: args.limit]
+    ref = read(data / f"test.{args.tgt_lang}.txt")[: args.limit]
+    parts = set(args.parts.split(","))
+    if "4" in parts:
+        six(b)
+    if "5" in parts:
+        plain_bleu(b, src, ref)
+    if "1" in parts:
+        sentences_kept(b, src, ref, args.tgt_lang, args.no_repeat_ngram)
+    if "2" in parts:
+        capitals(b, src, ref, args.no_repeat_ngram)
+    if "3" in parts and args.tagged:
+        markup(b, Path(args.tagged), args.limit)
+    if out is not None:
+        (out / "README-tables.md").write_text("\n".join(b.tables))
+
+
+if __name__ == "__main__":
+    main()
