@@ -267,3 +267,20 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| teacher")]
     assert len(lines) == n_engines * 8 and all(line.split("|")[10].strip() == "1.00" for line in lines)
     assert "student against teacher, nmt int8 beam 4: BLEU +0.00" in proc.stdout
+
+
+def test_real_text_benchmark_scores_loops_well_formedness_and_tag_placement():
+    """benchmarks/real_text.py's measures on hand-written outputs (seen failing with each broken)."""
+    spec = importlib.util.spec_from_file_location("real_text_bench", REPO / "benchmarks" / "real_text.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.looping("VAAAAAAEEEE") and bench.looping("sie sie sie machen")
+    assert bench.looping("a b a b a b")
+    assert not bench.looping("Zwei Hunde spielen im Schnee. Zwei Hunde.")
+    src = '<b>Two dogs</b> play in the <a href="x">snow</a>.'
+    assert bench.well_formed('<b>Zwei Hunde</b> spielen im <a href="x">Schnee</a>.', src)
+    assert not bench.well_formed("<b>Zwei Hunde</b> spielen im Schnee.", src)  # a tag lost
+    assert not bench.well_formed('<b>Zwei <a href="x">Hunde</b> spielen</a>.', src)  # crossed
+    ref = '<b>Zwei Hunde</b> spielen im <a href="x">Schnee</a>.'
+    assert bench.placement(ref, ref) == [1.0, 1.0]
+    assert bench.placement('Zwei <b>Hunde</b> spielen im Schnee <a href="x"></a>.', ref) == [2 / 3, 0.0]
