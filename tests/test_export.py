@@ -257,7 +257,19 @@ def test_ctranslate2_engine_keeps_the_translate_contract(trained, tmp_path, caps
     assert main([*base, "-i", str(src), "-o", str(tmp_path / "o.txt")]) == 2
     assert "line 5: invalid UTF-8" in capsys.readouterr().err
     assert not (tmp_path / "o.txt").exists()
-    assert main([*base, "-i", str(src), "-o", str(tmp_path / "o.txt"), "--errors", "replace"]) == 0
+    # --max-words 0: a long sentence is truncated to the model's positions, not cut into parts
+    replace = [
+        *base,
+        "-i",
+        str(src),
+        "-o",
+        str(tmp_path / "o.txt"),
+        "--errors",
+        "replace",
+        "--max-words",
+        "0",
+    ]
+    assert main(replace) == 0
     out = (tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")
     assert len(out) == len(lines) + 1 and out[-1] == ""
     assert [o == "" for o in out[:-1]] == [line.strip() == "" for line in lines]

@@ -432,11 +432,17 @@ def test_a_truncated_sentence_is_reported(run_dir, translator):
     n = len(translator.sp.encode(long))
     assert n > 255
     with TestClient(app) as c:
-        r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1})
+        # one sentence per text (split and recase off): the plain path's warning
+        plain = {"split": False, "recase": False, "max_words": 0}
+        r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1, **plain})
         assert r.status_code == 200
         assert r.json()["warnings"] == [
             f"sentence 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"
         ]
+        # real text (the default) with max_words 0: truncated, not cut into parts; by text
+        r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1, "max_words": 0})
+        assert r.status_code == 200
+        assert r.json()["warnings"] == [f"text 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"]
         assert "warnings" not in c.post("/translate", json={"text": SENTENCES[0], "beam": 1}).json()
         r = c.post("/attention", json={"text": long, "beam": 1})
         assert r.status_code == 200 and r.json()["warnings"] == [

@@ -13,8 +13,9 @@ from .markup import FORMATS
 from .real_text import TextJob, TextOptions, UnitOutput, aligned_outputs
 from .results import TranslateError
 
-# options that need one output per input line as the model gave it
-PER_LINE = ("nbest", "alignment", "prefix_file", "constraints")
+# options that need one output per input line as the model gave it (--sampling: line i draws from
+# the stream seeded by (--seed, i), which sentence splitting would renumber)
+PER_LINE = ("nbest", "alignment", "prefix_file", "constraints", "sampling")
 
 
 def add_real_text_args(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +69,11 @@ def text_options(args: argparse.Namespace, *, document_format: str | None = None
         max_words=args.max_words,
         language=args.language or source_language(args.checkpoint[0]),
     )
-    given = {"nbest": args.nbest > 1, "alignment": args.alignment}
+    given = {
+        "nbest": args.nbest > 1,
+        "alignment": args.alignment,
+        "sampling": bool(getattr(args, "sampling", False)),
+    }
     given.update((o, getattr(args, o) is not None) for o in ("prefix_file", "constraints"))
     per_line = [f"--{o.replace('_', '-')}" for o in PER_LINE if given[o]]
     if per_line:
