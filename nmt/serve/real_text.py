@@ -55,11 +55,9 @@ def text_body(name: str, job: TextJob, translator, results: list, truncated: lis
         score = sum(s) / len(s) if s else 0.0
         out.append({"text": t.text, "score": score, "nbest": [{"text": t.text, "score": score}]})
     warnings = [f"text {k + 1}: {cut.message()}" for k, t in enumerate(texts) for cut in t.cuts]
-    limit = translator.model.cfg.max_positions
-    warnings += [
-        f"text {job.unit_text[i] + 1}: {n:,} pieces, truncated to {limit - 1:,} (model.max_positions={limit})"
-        for i, n in truncated
-    ]
+    limit = getattr(getattr(translator.model, "cfg", None), "max_positions", None)  # a stand-in may have none
+    cut_to = f"{limit - 1:,} (model.max_positions={limit})" if limit else "the model's positions"
+    warnings += [f"text {job.unit_text[i] + 1}: {n:,} pieces, truncated to {cut_to}" for i, n in truncated]
     body = {"model": name, "translations": out}
     if warnings:
         body["warnings"] = warnings
