@@ -158,6 +158,21 @@ def ct2_recipe() -> str:
     )
 
 
+def ct2_today() -> str:
+    """The same comparison rerun on today's code (the make demo recipe's model)."""
+    t = speed_table("translate-ct2-demo-zen4")
+    exact = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
+    fast = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="fast")
+    greedy = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="1")
+    return (
+        f"nmt's default (the exact stopping rule), float32 beam 4: **{exact}x** CTranslate2; with "
+        f"`--stopping fast` {fast}x; greedy {greedy}x.\n\n"
+        + table(t["columns"], t["rows"])
+        + "\n"
+        + footnote(t, "model: " + t["model"] + "; " + t["timing"])
+    )
+
+
 def ct2_base() -> str:
     t = speed_table("translate-ct2-base")
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, t["timing"] + "; not rerun on today's code")
