@@ -7,31 +7,20 @@ from __future__ import annotations
 import json
 
 import pytest
+from train_fixtures import tiny_args
 
 from nmt.checkpoint import read_config, resolve_checkpoint
 from nmt.cli import main
 from nmt.config import preset
 from nmt.infer.translate import Translator
 
-TEACHER = [
-    "--preset",
-    "tiny",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.d_k=16",
-    "--model.d_v=16",
-    "--train.precision=fp32",
+TEACHER = tiny_args(
     "--train.log_every_steps=1000",
-    "--train.save_every_minutes=0",
-    "--train.valid_every_steps=0",
-    "--train.warmup_steps=10",
-    "--train.num_threads=1",
     "--train.max_steps=200",
     "--train.lr_scale=0.3",
     "--train.max_tokens=1024",
     "--train.accum_steps=1",
-]
+)
 # the student-tiny preset's depths (6 encoder layers, 1 decoder layer) at a test's width and budget
 STUDENT = [
     "--preset",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from train_fixtures import tiny_args
 from translate_fixtures import cli
 
 from nmt.checkpoint import save
@@ -77,22 +78,12 @@ def test_training_reverses_targets(tiny_data, tmp_path, monkeypatch):
     real = run_data_module.collate
     monkeypatch.setattr(run_data_module, "collate", lambda ex: seen.append(ex) or real(ex))
     pairs = {s.tobytes(): t for s, t in ParallelDataset.load(tiny_data, "train")}
-    args = [
-        "--preset",
-        "tiny",
-        "--model.d_model=32",
-        "--model.d_ff=64",
-        "--model.n_heads=2",
-        "--model.d_k=16",
-        "--model.d_v=16",
-        "--train.precision=fp32",
-        "--train.save_every_minutes=0",
+    args = tiny_args(
         "--train.max_steps=2",
-        "--train.valid_every_steps=0",
-        "--train.num_threads=1",
         "--train.max_tokens=256",
         "--train.accum_steps=1",
-    ]
+        leave_out=("--train.warmup_steps=10",),
+    )
     assert (
         main(["train", str(tiny_data), "--out", str(tmp_path / "r2l"), *args, "--model.right_to_left=true"])
         == 0

@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from .. import atomic
+from ..atomic import write_text
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
 from ..data.prepare import DataError, clean_line, read_lines
 from ..precision import autocast, resolve_precision
@@ -478,6 +478,6 @@ def write_output(path: str, text: str) -> None:
     failure leaves no partial output, and an existing file is replaced whole or not at all."""
     p = Path(path)
     try:
-        atomic.write_text(p, text)
+        write_text(p, text)
     except OSError as e:
         raise TranslateError(f"{p}: cannot write ({e.strerror})") from None
