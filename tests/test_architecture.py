@@ -272,3 +272,52 @@ def test_no_issue_or_defect_numbers_in_the_code_and_tests():
     assert found == [], "say what is pinned, not which issue asked for it (git keeps that):\n" + "\n".join(
         found
     )
+
+
+# a module over this many lines has a test file of its name: tests/test_<stem>.py, or, where modules share
+# a stem (nmt/data/command.py, nmt/infer/command.py), tests/test_<package>_<stem>.py, its path under nmt/
+# joined by "_" (tests/test_infer_command.py); or it is listed in TESTED_ELSEWHERE with the reason
+LARGE_MODULE_LINES = 150
+TESTED_ELSEWHERE: dict[str, str] = {}
+
+
+def accepted_test_files(paths: list[str]) -> dict[str, set[str]]:
+    """The names of the test files that may test each module of ``paths`` (relative to the repository,
+    "nmt/infer/command.py"): ``test_<path under nmt joined by _>.py`` always, ``test_<stem>.py`` where no
+    other module has the stem."""
+    stems = [Path(p).stem for p in paths]
+    names = {}
+    for path, stem in zip(paths, stems):
+        qualified = "_".join(Path(path).with_suffix("").parts[1:])
+        names[path] = {f"test_{qualified}.py"} | ({f"test_{stem}.py"} if stems.count(stem) == 1 else set())
+    return names
+
+
+def ambiguous_test_files(paths: list[str], tests: list[str]) -> list[str]:
+    """The test files of ``tests`` named after a stem that several modules of ``paths`` share, none of them
+    by its path (tests/test_validation.py beside nmt/serve/validation.py and nmt/train/validation.py)."""
+    names = accepted_test_files(paths)
+    accepted = set().union(*names.values())
+    shared = {Path(p).stem for p in paths if [Path(q).stem for q in paths].count(Path(p).stem) > 1}
+    return sorted(
+        t for t in tests if t not in accepted and t.removeprefix("test_").removesuffix(".py") in shared
+    )
+
+
+def test_test_file_names_qualify_a_shared_stem_only():
+    paths = [
+        "nmt/errors.py",
+        "nmt/serve/errors.py",
+        "nmt/infer/command.py",
+        "nmt/data/command.py",
+        "nmt/model.py",
+    ]
+    assert accepted_test_files(paths) == {
+        "nmt/errors.py": {"test_errors.py"},
+        "nmt/serve/errors.py": {"test_serve_errors.py"},
+        "nmt/infer/command.py": {"test_infer_command.py"},
+        "nmt/data/command.py": {"test_data_command.py"},
+        "nmt/model.py": {"test_model.py"},
+    }
+    tests = ["test_command.py", "test_errors.py", "test_infer_command.py", "test_model.py", "test_recipes.py"]
+    assert ambiguous_test_files(paths, tests) == ["test_command.py"]
