@@ -585,3 +585,15 @@ def test_training_drops_the_embedding_sums_and_each_sublayer_output():
         masks = {name: kept_where_dropped(observed, full, p) for name, (observed, full) in sums.items()}
         flat = [m.flatten() for m in masks.values()]
         assert all(not torch.equal(a, b) for i, a in enumerate(flat) for b in flat[i + 1 :])  # own masks
+
+
+def test_decoder_layer_takes_its_options_by_keyword():
+    """DecoderLayer.forward(x, memory_kv, *, ...): everything after the input and the memory's keys
+    and values is keyword-only."""
+    import inspect
+
+    from nmt.model import DecoderLayer
+
+    params = list(inspect.signature(DecoderLayer.forward).parameters.values())[1:]  # without self
+    assert [p.kind for p in params[:2]] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2
+    assert params[2:] and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])

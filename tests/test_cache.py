@@ -1,4 +1,4 @@
-"""The decoder cache layout: cross-attention keys/values held once per sentence and
+"""nmt/cache.py, the decoder cache layout: cross-attention keys/values held once per sentence and
 shared by its beams, self-attention keys/values in preallocated buffers written in place. Every
 layout must give the logits of the full (teacher-forced) forward pass."""
 
@@ -172,15 +172,3 @@ def test_training_forward_builds_no_decoding_cache(monkeypatch):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(model(src[:2], tgt[:2, :5]), torch.cat(stepwise, 1), atol=ATOL, rtol=0)
-
-
-def test_decoder_layer_takes_its_options_by_keyword():
-    """DecoderLayer.forward(x, memory_kv, *, ...): everything after the input and the memory's keys
-    and values is keyword-only."""
-    import inspect
-
-    from nmt.model import DecoderLayer
-
-    params = list(inspect.signature(DecoderLayer.forward).parameters.values())[1:]  # without self
-    assert [p.kind for p in params[:2]] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2
-    assert params[2:] and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])
