@@ -51,8 +51,8 @@ recipe-libreoffice: $(VENV)/.installed  # both directions, one after the other (
 	NMT="$(PY) -m nmt" sh recipes/libreoffice-zh-en.sh runs/libreoffice-zh-en
 	NMT="$(PY) -m nmt" sh recipes/libreoffice-en-zh.sh runs/libreoffice-en-zh
 
-recipe-parse: $(VENV)/.installed  # PTB parsing, the variant that parses (per-word output, copies, --constrain; not the paper's)
-	NMT="$(PY) -m nmt" PREPARE_ARGS="--form per-word --copy-pairs" PARSE_ARGS=--constrain \
+recipe-parse: $(VENV)/.installed  # PTB parsing, the variant that parses (per-word output, copies, --well-formed; not the paper's)
+	NMT="$(PY) -m nmt" PREPARE_ARGS="--form per-word --copy-pairs" PARSE_ARGS=--well-formed \
 	  CONFIG=recipes/ptb-parse-per-word.yaml sh recipes/ptb-parse.sh runs/ptb-per-word
 
 recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisation (XX leaves): test F1 12 on this 3.7K-tree sample

@@ -7,10 +7,10 @@
 # Uses `nmt` from PATH, or set NMT="python -m nmt". MAX_TIME=MINUTES replaces the training budget;
 # TRAIN_ARGS adds --train.FIELD=VALUE overrides (e.g. --train.num_threads=1); PREPARE_ARGS adds
 # `nmt prepare ptb` options (PREPARE_ARGS="--leaves words": each word as itself instead of XX; "--leaves
-# pos": as its POS tag; neither is the paper's); PARSE_ARGS adds `nmt parse` options (--constrain:
+# pos": as its POS tag; neither is the paper's); PARSE_ARGS adds `nmt parse` options (--well-formed:
 # search only well-formed trees with one leaf per word, not the paper's); CONFIG replaces
 # recipes/ptb-parse.yaml. The variant that parses (test F1 77.8 instead of 12-18; none of it is
-# the paper's setting): PREPARE_ARGS="--form per-word --copy-pairs" PARSE_ARGS=--constrain
+# the paper's setting): PREPARE_ARGS="--form per-word --copy-pairs" PARSE_ARGS=--well-formed
 # CONFIG=recipes/ptb-parse-per-word.yaml sh recipes/ptb-parse.sh runs/ptb-per-word
 set -eu
 OUT=${1:-runs/ptb-parse}

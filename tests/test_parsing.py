@@ -7,7 +7,7 @@ import torch
 
 from nmt.cli import main
 from nmt.experiments import evalb
-from nmt.experiments.parsing import PerWordConstraint, TreeConstraint
+from nmt.experiments.parsing import WellFormedPerWord, WellFormedTrees
 from nmt.experiments.trees import (
     clean,
     delinearise,
@@ -97,7 +97,7 @@ def test_per_word_form_one_token_per_word_and_back():
         per_word(["(S", "XX", ")S", "(NP"])
 
 
-# A vocabulary for the constraint: specials, brackets, words (pieces as a word-level spm writes them)
+# A vocabulary for the well-formed mask: specials, brackets, words (pieces as a word-level spm writes them)
 PIECES = [
     "<pad>",
     "<unk>",
@@ -120,9 +120,9 @@ PIECES = [
 ID = {p.lstrip("\u2581"): i for i, p in enumerate(PIECES)}
 
 
-def constrained_outputs(leaf, sentences, *, beam, seed):
-    """Constrained beam search with a tiny Transformer of random weights (any distribution will do:
-    the constraint alone must make every output a well-formed tree over its sentence)."""
+def well_formed_outputs(leaf, sentences, *, beam, seed):
+    """Well-formed beam search with a tiny Transformer of random weights (any distribution will do:
+    the allowed tokens alone must make every output a well-formed tree over its sentence)."""
     from nmt.config import tiny
     from nmt.infer.search import beam_search
     from nmt.model import Transformer
@@ -136,13 +136,13 @@ def constrained_outputs(leaf, sentences, *, beam, seed):
         model,
         src,
         SearchOptions(beam=beam, alpha=0.3, nbest=beam, max_len_b=40),
-        constraint=TreeConstraint(PIECES, leaves=None if leaf == "words" else {"XX"}),
+        allowed_tokens=WellFormedTrees(PIECES, leaves=None if leaf == "words" else {"XX"}),
     )
     return [[[PIECES[i].lstrip("\u2581") for i in h.tokens] for h in per_sentence] for per_sentence in hyps]
 
 
 @pytest.mark.parametrize("leaf", ["xx", "words"])
-def test_constrained_search_only_writes_well_formed_trees(leaf):
+def test_well_formed_search_only_writes_well_formed_trees(leaf):
     """Every hypothesis of every sentence (n-best, beam 1 and 5, several random models): one root,
     balanced brackets, no empty constituent, as many leaves as words (with --leaves words: the
     words themselves, in order, <unk> for a word outside the vocabulary), nothing after the root;
@@ -150,7 +150,7 @@ def test_constrained_search_only_writes_well_formed_trees(leaf):
     sentences = [["The", "dog", "saw", "a", "cat", "."], ["a", "Dog"], ["."]]
     for beam in (1, 5):
         for seed in range(3):
-            for words, hyps in zip(sentences, constrained_outputs(leaf, sentences, beam=beam, seed=seed)):
+            for words, hyps in zip(sentences, well_formed_outputs(leaf, sentences, beam=beam, seed=seed)):
                 assert len(hyps) == beam
                 for tokens in hyps:
                     depth, closes_root = 0, 0
@@ -167,12 +167,12 @@ def test_constrained_search_only_writes_well_formed_trees(leaf):
                     assert not repaired and fixed.words() == words
 
 
-def test_constraint_forbids_exactly_what_it_says():
+def test_well_formed_trees_forbid_exactly_what_they_say():
     """The mask of one step, read token by token (leaves=XX, 2 words): after "(S (NP XX" the next
     may be a leaf, an opening bracket or the bracket closing NP, not EOS; after "(S (NP" no
     closing bracket (empty constituent); the root closes only after the last word, then only EOS;
     an opening bracket only while the tree can still be finished within the length left."""
-    mask = TreeConstraint(PIECES, leaves={"XX"})(torch.tensor([[ID["The"], ID["dog"], 3]]))
+    mask = WellFormedTrees(PIECES, leaves={"XX"})(torch.tensor([[ID["The"], ID["dog"], 3]]))
 
     def allowed(prefix, steps_left=20):
         tokens = torch.tensor([[2] + [ID[t] for t in prefix.split()]])
@@ -266,16 +266,16 @@ PER_WORD = [
 PW = {p.lstrip("\u2581"): i for i, p in enumerate(PER_WORD)}
 
 
-def test_per_word_constraint_mask_and_search():
+def test_well_formed_per_word_mask_and_search():
     """The mask read token by token (2 words; then with a random model, beam 1 and 4, n-best):
     one label per word, the root open until the last word and closed by it, then EOS."""
     from nmt.config import tiny
     from nmt.infer.search import beam_search
     from nmt.model import Transformer
 
-    constraint = PerWordConstraint(PER_WORD, max_depth=3)
+    well_formed = WellFormedPerWord(PER_WORD, max_depth=3)
 
-    def allowed(prefix, c=constraint):
+    def allowed(prefix, c=well_formed):
         tokens = torch.tensor([[2] + [PW[t] for t in prefix.split()]])
         out = c(torch.tensor([[PW["dog"]] * 3 + [3]]))(
             torch.zeros(1, len(PER_WORD)), tokens, [0], 1, torch.tensor([20])
@@ -287,7 +287,7 @@ def test_per_word_constraint_mask_and_search():
     # depth 2: what keeps something open, holds at most 3 ("(S(NP*0" would hold 4) and leaves a
     # depth the last word can close: "(S*0" leaves 3, and no token closes 3 within depth 3
     assert allowed("(S(NP*0") == {"*0", "*1", "(NP*1", "(S*1"}
-    assert allowed("(S(NP*0", PerWordConstraint(PER_WORD, max_depth=2)) == {"*0", "*1"}
+    assert allowed("(S(NP*0", WellFormedPerWord(PER_WORD, max_depth=2)) == {"*0", "*1"}
     assert allowed("(S(NP*0 *1") == {"*1"}  # the last word closes everything still open
     assert allowed("(S(NP*0 *1 *1") == {"</s>"}
     src = torch.tensor([[PW["dog"]] * 5 + [3], [PW["dog"], 3, 0, 0, 0, 0], [PW["dog"]] * 3 + [3, 0, 0]])
@@ -299,7 +299,7 @@ def test_per_word_constraint_mask_and_search():
                 model,
                 src,
                 SearchOptions(beam=beam, alpha=0.3, nbest=beam, max_len_b=20),
-                constraint=constraint,
+                allowed_tokens=well_formed,
             )
             for m, per_sentence in zip((5, 1, 3), hyps):  # one word: only 3 labels open and close the root
                 assert len(per_sentence) == (min(beam, 3) if m == 1 else beam)
@@ -313,7 +313,7 @@ def test_per_word_constraint_mask_and_search():
 @pytest.mark.parametrize("leaves", ["xx", "pos", "words", "per-word"])
 def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
     """A tiny treebank folder -> DATA_DIR -> a few training steps -> `nmt parse` -> trees + F1, and
-    `nmt parse --constrain`: no output repaired."""
+    `nmt parse --well-formed`: no output repaired."""
     bank = tmp_path / "bank"
     bank.mkdir()
     trees = [
@@ -386,7 +386,7 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
         == 0
     )
     (tmp_path / "in.txt").write_text((data / "test.words.txt").read_text())
-    for constrain in ([], ["--constrain"]):
+    for well_formed in ([], ["--well-formed"]):
         capsys.readouterr()
         assert (
             main(
@@ -403,7 +403,7 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
                     "20",
                     "--gold",
                     str(data / "test.gold.txt"),
-                    *constrain,
+                    *well_formed,
                 ]
             )
             == 0
@@ -412,7 +412,7 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
         assert [tree(line).words() for line in out] == [tree(g).words() for g in gold_lines]  # always a tree
         err = capsys.readouterr().err
         assert "labelled bracket (EVALB COLLINS.prm): P" in err
-        if constrain:
+        if well_formed:
             assert "; 0 outputs repaired" in err
     assert main(["prepare", "ptb", "--treebank", str(bank), "--out", str(data)]) == 2
     assert "already exists" in capsys.readouterr().err
@@ -451,6 +451,23 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
         == 2
     )
     assert "per-word writes XX for each word: not with --leaves words" in capsys.readouterr().err
+
+
+def test_parse_constrain_is_a_hidden_alias_of_well_formed(capsys):
+    """`nmt parse --constrain` (the old spelling) searches well-formed trees as --well-formed does,
+    with a one-line warning naming the new flag; --help shows only --well-formed."""
+    from nmt.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["parse", "run"]).well_formed is False
+    assert parser.parse_args(["parse", "run", "--well-formed"]).well_formed is True
+    assert capsys.readouterr().err == ""
+    assert parser.parse_args(["parse", "run", "--constrain"]).well_formed is True
+    assert capsys.readouterr().err == "nmt parse: warning: --constrain is deprecated, use --well-formed\n"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["parse", "--help"])
+    out = capsys.readouterr().out
+    assert "--well-formed" in out and "--constrain" not in out
 
 
 def test_prepare_ptb_takes_the_treebank_from_nmt_data_dir(tmp_path, monkeypatch, capsys):

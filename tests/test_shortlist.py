@@ -230,10 +230,10 @@ def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch(
     assert sl.rows(torch.tensor([[9, 3]])).tolist() == [0, 1, 2, 3, 10, 11]
 
 
-def test_shortlist_with_a_constraint_is_an_error(trained, lines, small_shortlist):
+def test_shortlist_with_allowed_tokens_is_an_error(trained, lines, small_shortlist):
     t = Translator.load(trained, device="cpu", precision="fp32")
-    with pytest.raises(ValueError, match="constraint"):
-        BatchedSearch(shortlist=small_shortlist, constraint=lambda src: (lambda logp, *a: logp)).sources(
+    with pytest.raises(ValueError, match="allowed_tokens: masks the full vocabulary"):
+        BatchedSearch(shortlist=small_shortlist, allowed_tokens=lambda src: (lambda logp, *a: logp)).sources(
             t.model, sources_of(t, lines[:2])
         )
 

@@ -95,6 +95,19 @@ def run_prepare_ptb(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, hidden from --help: sets ``dest`` as the ``new`` flag does, with a
+    one-line warning on stderr naming the new spelling."""
+
+    def __init__(self, option_strings, dest, *, new: str, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, True)
+
+
 def add_parse_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="checkpoint or run directory trained on `nmt prepare ptb` data")
     parser.add_argument(
@@ -110,23 +123,26 @@ def add_parse_args(parser: argparse.ArgumentParser) -> None:
         "--max-len-b", type=int, default=MAX_LEN_B, help="max output length input + B (paper: 300)"
     )
     parser.add_argument(
-        "--constrain",
+        "--well-formed",
         action="store_true",
         help="search only well-formed trees with one leaf per word (not the paper's: "
-        "it repaired unconstrained outputs)",
+        "it repaired whatever the search wrote)",
+    )
+    parser.add_argument(
+        "--constrain", dest="well_formed", action=DeprecatedFlag, new="--well-formed", help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--max-open-run",
         type=int,
         default=None,
-        help="with --constrain: most opening brackets in a row (default: the training "
+        help="with --well-formed: most opening brackets in a row (default: the training "
         "trees' maximum, from the checkpoint's data)",
     )
     parser.add_argument(
         "--max-depth",
         type=int,
         default=None,
-        help="with --constrain: greatest tree depth (default: the training trees' maximum)",
+        help="with --well-formed: greatest tree depth (default: the training trees' maximum)",
     )
     parser.add_argument("--device", default=None)
 
@@ -140,7 +156,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
     directory = resolve_checkpoint(args.checkpoint)
     ptb_meta = (read_config(directory).get("data") or {}).get("ptb") or {}
     sp = load_spm(directory)
-    limits = constraint_limits(args, ptb_meta)
+    limits = well_formed_limits(args, ptb_meta)
     start = time.time()
     trees, repaired = parse_sentences(
         model,
@@ -149,7 +165,7 @@ def run_parse(args: argparse.Namespace, overrides: dict) -> int:
         SearchOptions(beam=args.beam, alpha=args.alpha, max_len_b=args.max_len_b),
         device=args.device,
         linearisation=Linearisation(ptb_meta.get("form", "brackets"), leaves=word_leaves(ptb_meta)),
-        constrain=args.constrain,
+        well_formed=args.well_formed,
         limits=limits,
     )
     write_trees(args.output, trees)
@@ -199,7 +215,7 @@ def word_leaves(ptb_meta: dict) -> frozenset[str] | None:
     return frozenset(ptb_meta.get("leaves") or ["XX"])
 
 
-def constraint_limits(args: argparse.Namespace, ptb_meta: dict) -> dict:
+def well_formed_limits(args: argparse.Namespace, ptb_meta: dict) -> dict:
     """--max-open-run and --max-depth, by default the training trees' (meta.json "ptb")."""
     limits = {
         k: getattr(args, k) if getattr(args, k) is not None else ptb_meta.get(k)

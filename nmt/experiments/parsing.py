@@ -30,8 +30,8 @@ the labels alone do not teach it on 3.7K trees (results/ptb-parse/README.md).
 
 Decoding (`nmt parse CHECKPOINT`): the paper's changes for parsing, beam 21, alpha 0.3, maximum
 output length input + 300; unbalanced output is repaired into a tree (:func:`delinearise`).
-``--constrain`` (not the paper's) searches only among well-formed linearisations with one leaf per
-input word (:class:`TreeConstraint`), so nothing needs repair.
+``--well-formed`` (not the paper's) searches only among well-formed linearisations with one leaf per
+input word (:class:`WellFormedTrees`), so nothing needs repair.
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ def ptb_record(
         "leaf": recipe.leaf,
         "form": recipe.form,
         "copy_pairs": recipe.copy_pairs,
-        **shape_limits(train_brackets),  # for `nmt parse --constrain`
+        **shape_limits(train_brackets),  # for `nmt parse --well-formed`
         # tokens standing for a word (with --leaves words: every non-bracket token)
         "leaves": []
         if recipe.leaf == "words" or recipe.form == "per-word"
@@ -372,8 +372,8 @@ def ptb_record(
     }
 
 
-class TreeConstraint:
-    """Beam search's ``constraint`` (nmt.infer.search) for parsing: only well-formed linearised
+class WellFormedTrees:
+    """Beam search's ``allowed_tokens`` (nmt.infer.search) for parsing: only well-formed linearised
     trees with exactly one leaf per input word. Given a hypothesis's tokens so far (depth d = open
     minus closed brackets, n leaves written, m input words, previous token p):
       - an opening bracket: first token, or 0 < d and n < m (every constituent needs a word, and
@@ -467,8 +467,8 @@ class TreeConstraint:
         return mask
 
 
-class PerWordConstraint:
-    """Beam search's ``constraint`` for a ``--form per-word`` model: exactly one per-word token for
+class WellFormedPerWord:
+    """Beam search's ``allowed_tokens`` for a ``--form per-word`` model: exactly one per-word token for
     each input word, then EOS, and only well-formed trees. With d the depth before the token
     (open minus closed brackets), o its opening and c its closing brackets, n words labelled of m:
     a token needs d + o >= 1 (the word sits inside a constituent), d + o - c >= 1 before the last
@@ -477,7 +477,7 @@ class PerWordConstraint:
     has (a table of which (words left, depth) can still finish, so no hypothesis runs into a dead
     end); EOS only when n = m. No constituent is empty by construction (each opening bracket comes
     with a word). A sentence that no sequence of the vocabulary's tokens can cover (e.g. one word
-    and no token that opens and closes) is searched without the constraint, and repaired."""
+    and no token that opens and closes) is searched with every token allowed, and repaired."""
 
     def __init__(self, pieces: list[str], *, max_depth: int | None = None, **_ignored):
         parsed = [split_per_word(p.lstrip("\u2581")) for p in pieces]
@@ -523,7 +523,7 @@ class PerWordConstraint:
         is_label, opens, closes = (x.to(device) for x in (self.is_label, self.opens, self.closes))
         n_words = (src_tokens.ne(PAD) & src_tokens.ne(EOS)).sum(1)  # (B,)
         finishable = self.finishable(int(n_words.max()) if len(n_words) else 0).to(device)  # (R+1, cap+1)
-        coverable = finishable[n_words, 0]  # (B,) the constraint can give this sentence a tree
+        coverable = finishable[n_words, 0]  # (B,) a tree of this sentence's length exists
 
         def mask(logp: Tensor, tokens: Tensor, alive: list[int], k: int, steps_left: Tensor) -> Tensor:
             # logp (N, W), tokens (N, 1+t) with BOS first; N = len(alive) * k rows
@@ -545,7 +545,7 @@ class PerWordConstraint:
                 & torch.where(last, after.eq(0), after.ge(1))
             )
             ok[:, EOS] = n.eq(m)
-            ok |= ~coverable[sent][:, None]  # no tree possible: unconstrained
+            ok |= ~coverable[sent][:, None]  # no tree possible: every token allowed
             return logp.masked_fill(~ok, float("-inf"))
 
         return mask
@@ -573,28 +573,28 @@ def parse_sentences(
     *,
     device=None,
     linearisation: Linearisation = Linearisation(),
-    constrain: bool = False,
+    well_formed: bool = False,
     limits: dict | None = None,
 ) -> tuple[list[Tree], int]:
     """Trees for tokenised sentences (beam search with ``options`` over the trees written as
-    ``linearisation`` says, then repair) and how many outputs needed repair. ``constrain``: search
-    only well-formed trees (:class:`TreeConstraint`, or :class:`PerWordConstraint` for the per-word
+    ``linearisation`` says, then repair) and how many outputs needed repair. ``well_formed``: search
+    only well-formed trees (:class:`WellFormedTrees`, or :class:`WellFormedPerWord` for the per-word
     form, with ``limits``: meta.json's ``ptb.max_open_run`` / ``max_depth``)."""
     from ..infer.translate import translate_ids
 
     form, leaves = linearisation.form, linearisation.leaves
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    constraint = None
-    if constrain and form == "per-word":
-        constraint = PerWordConstraint(pieces, **(limits or {}))
-    elif constrain:
-        constraint = TreeConstraint(pieces, leaves=leaves, **(limits or {}))
+    allowed_tokens = None
+    if well_formed and form == "per-word":
+        allowed_tokens = WellFormedPerWord(pieces, **(limits or {}))
+    elif well_formed:
+        allowed_tokens = WellFormedTrees(pieces, leaves=leaves, **(limits or {}))
     outputs = translate_ids(
         model,
         [word_ids(sp, s) for s in sentences],
         options,
         device=device or "cpu",
-        constraint=constraint,
+        allowed_tokens=allowed_tokens,
     )
     trees, repaired = [], 0
     for words, ids in zip(sentences, outputs):

@@ -3,7 +3,8 @@ with dynamic beam allocation (Post & Vilar, 2018, "Fast Lexically Constrained De
 Beam Allocation"), as fairseq (search.py LexicallyConstrainedBeamSearch,
 token_generation_constraints.py) and Sockeye (lexical_constraints.py) do.
 nmt.infer.search.beam_search uses it when given ``constraints``; its search is otherwise unchanged
-(the beam's length penalty, early termination, n-best).
+(the beam's length penalty, early termination, n-best). beam_search's ``allowed_tokens`` (a token
+mask per step, e.g. the parser's well-formed trees) is another thing, not taken together with these.
 
 Axis legend: B sentences still searching, k beam size, N = B*k beam rows, W vocabulary,
 C candidates per sentence, M constraint tokens of a sentence (padded to the batch's largest).

@@ -25,8 +25,8 @@ Definitions (all pinned by tests/test_search.py):
   * Prefix-constrained decoding (``prefix``): while t < len(prefix), every token other than
     prefix[t] gets log-probability -inf (prefix[t] keeps the model's); the search then goes on
     unconstrained. The prefix counts in |Y| and in the score; max length >= len(prefix) + 1.
-  * Greedy search is beam=1 with alpha=0 (``greedy_search``). Constraint functions
-    (``apply_constraints``), lexical constraints (nmt.infer.constraints), sampling (``sample``) and
+  * Greedy search is beam=1 with alpha=0 (``greedy_search``). Allowed-token masks
+    (``mask_disallowed``), lexical constraints (nmt.infer.constraints), sampling (``sample``) and
     ensembles (``Ensemble``) are defined where they are implemented.
 """
 
@@ -227,7 +227,7 @@ def beam_search(
     options: SearchOptions = SearchOptions(),
     *,
     prefix: list[list[int]] | None = None,
-    constraint=None,
+    allowed_tokens=None,
     constraints: list[list[list[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search each sentence of ``src_tokens`` (B, S) (padded with PAD) with ``options`` (beam k,
@@ -235,25 +235,26 @@ def beam_search(
     returns, per sentence, its ``nbest`` (<= k) best finished hypotheses, best first. ``min_len``
     masks EOS until |Y| >= min_len (min_len = max length forces a fixed output length, for
     benchmarks). ``prefix[i]`` (target ids, no BOS/EOS): tokens every output of sentence i starts
-    with. ``constraint``: see ``apply_constraints`` (None: every token but PAD and BOS allowed).
-    ``constraints[i]``: target phrases (lists of ids) output i must contain, searched with dynamic
-    beam allocation (nmt.infer.constraints; not with ``prefix`` or ``constraint``)."""
+    with. ``allowed_tokens``: a function of ``src_tokens`` giving each step's token mask, see
+    ``mask_disallowed`` (None: every token but PAD and BOS allowed). ``constraints[i]``: target
+    phrases (lists of ids) output i must contain, searched with dynamic beam allocation
+    (nmt.infer.constraints; not with ``prefix`` or ``allowed_tokens``)."""
     k, n_src, device = options.beam, src_tokens.size(0), src_tokens.device
     max_len = output_lengths(model, src_tokens, options, prefix=prefix)
     rules = Rules.of(options, max_len, prefix, beam=True)
     alpha = rules.alpha
     memory = model.encode(src_tokens)
-    constrain = None if constraint is None else constraint(src_tokens)
-    lexical = lexical_constraints(constraints, rules, device=device, others=constraint is not None)
+    allowed = None if allowed_tokens is None else allowed_tokens(src_tokens)
+    lexical = lexical_constraints(constraints, rules, device=device, others=allowed_tokens is not None)
     if k == 1 and alpha == 0 and lexical is None:  # greedy: the same choices without the bookkeeping
-        return _greedy(model, memory, n_src, rules, device=device, constrain=constrain)
+        return _greedy(model, memory, n_src, rules, device=device, allowed=allowed)
     beams = Beams.start(memory, n_src, k, device=device, lexical=lexical)  # BOS, score 0: one per sentence
     finished: list[list[Hypothesis]] = [[] for _ in range(n_src)]
     for t in range(max(max_len)):  # t tokens generated so far; this step makes token t+1
         logp = beams.log_probs(model)  # (B*k, W) log p(next token) of every active hypothesis
         logp = mask_step(logp, t, beams.alive, rules)  # forbidden choices -inf
         logp = block_repeats(logp, beams.tokens, t, beams.alive, rules)  # (B*k, W)
-        logp = apply_constraints(logp, t, beams, rules, constrain)  # (B*k, W)
+        logp = mask_disallowed(logp, t, beams, rules, allowed)  # (B*k, W)
         # the 2k best extensions per sentence: summed log-prob, row in beam, token, its log-prob
         top = beam_topk(logp, beams.scores, min(2 * k, k * logp.size(-1)))  # (B, 2k) each
         if lexical is not None:  # the 2k candidates by dynamic beam allocation (Post & Vilar 2018)
@@ -274,29 +275,30 @@ def lexical_constraints(
     constraints: list[list[list[int]]] | None, rules: Rules, *, device: torch.device, others: bool
 ) -> LexicalConstraints | None:
     """The LexicalConstraints of beam_search's ``constraints`` (None when there are none);
-    ValueError with a prefix or ``others`` (a constraint function)."""
+    ValueError with a prefix or ``others`` (an ``allowed_tokens`` function)."""
     if constraints is None or not any(constraints):
         return None
     if others or rules.prefix is not None:
-        raise ValueError("constraints: not with a prefix or a constraint function")
+        raise ValueError("constraints: not with a prefix or an allowed_tokens function")
     return LexicalConstraints(constraints, beam=rules.k, max_len=rules.max_len, device=device)
 
 
-def apply_constraints(logp: Tensor, t: int, beams: "Beams", rules: Rules, constrain) -> Tensor:
-    """The log-probabilities (B*k, W) of step t with what the constraints forbid set to -inf.
+def mask_disallowed(logp: Tensor, t: int, beams: "Beams", rules: Rules, allowed) -> Tensor:
+    """The log-probabilities (B*k, W) of step t with what ``allowed`` and the lexical constraints
+    forbid set to -inf.
 
-    ``constrain`` (made by beam_search's ``constraint(src_tokens)``, e.g. the parser's well-formed
-    trees, nmt.experiments.parsing.TreeConstraint) is a function ``mask(logp, tokens, alive, k,
+    ``allowed`` (made by beam_search's ``allowed_tokens(src_tokens)``, e.g. the parser's well-formed
+    trees, nmt.experiments.parsing.WellFormedTrees) is a function ``mask(logp, tokens, alive, k,
     steps_left)`` that sets the log-probabilities of the tokens a hypothesis may not take next to
     -inf, given its tokens so far (BOS first) and how many tokens it may still write, EOS included
     (rows ``i*k..(i+1)*k-1`` search sentence ``alive[i]``); the others keep the model's.
     Lexical constraints (``beams.lexical``): EOS only once every phrase is met, room kept for the
     phrases left (nmt.infer.constraints)."""
     k = beams.k
-    if constrain is not None:
+    if allowed is not None:
         steps_left = torch.tensor([rules.max_len[s] - t for s in beams.alive], device=logp.device)  # (B,)
         steps_left = steps_left.repeat_interleave(k)  # (B*k,)
-        logp = constrain(logp, beams.tokens, beams.alive, k, steps_left)  # (B*k, W)
+        logp = allowed(logp, beams.tokens, beams.alive, k, steps_left)  # (B*k, W)
     if beams.lexical is not None:
         logp = beams.lexical.mask(logp, t=t, alive=beams.alive)  # (B*k, W)
     return logp
@@ -368,7 +370,7 @@ def still_searching(
 
 # ----------------------------------------------------------------------------- greedy search, sampling
 def _greedy(
-    model, memory, n_src: int, rules: Rules, *, device: torch.device, constrain
+    model, memory, n_src: int, rules: Rules, *, device: torch.device, allowed
 ) -> list[list[Hypothesis]]:
     """beam_search with k=1, alpha=0: each step takes the most probable allowed token; a sentence
     ends with EOS, or without output where every token is forbidden. With one hypothesis and no
@@ -383,9 +385,9 @@ def _greedy(
         logits, cache = model.decode_step(tokens[:, -1:], memory, cache)
         logp = mask_step(F.log_softmax(logits[:, -1].float(), dim=-1), t, alive, rules)  # (B, W)
         logp = block_repeats(logp, tokens, t, alive, rules)  # (B, W)
-        if constrain is not None:
+        if allowed is not None:
             steps_left = torch.tensor([rules.max_len[s] - t for s in alive], device=device)  # (B,)
-            logp = constrain(logp, tokens, alive, 1, steps_left)
+            logp = allowed(logp, tokens, alive, 1, steps_left)
         new_logp, new_tok = row_topk(logp, 1)  # (B, 1) each
         ended = (new_tok.squeeze(1).eq(EOS) | new_logp.squeeze(1).isneginf()).tolist()  # (B,)
         done, state = _extend_single(tokens, pos_scores, memory, cache, alive, new_tok, new_logp, ended)

@@ -79,13 +79,13 @@ class BatchedSearch:
     """Search sources (token ids ending with EOS) in length-sorted batches: beam (or greedy) search
     with ``options``, or sampling (``options.sampling``), over the full vocabulary or a
     ``shortlist``'s union per batch (an nmt.infer.shortlist.Shortlist), on ``device`` with autocast
-    to ``dtype``; ``constraint``: beam_search's token mask (search only). Made once, then
+    to ``dtype``; ``allowed_tokens``: beam_search's token mask (search only). Made once, then
     ``sources`` is called with the data."""
 
     options: SearchOptions = SearchOptions()
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     dtype: torch.dtype | None = None
-    constraint: object = None
+    allowed_tokens: object = None
     shortlist: object = None
 
     def __post_init__(self) -> None:
@@ -97,11 +97,11 @@ class BatchedSearch:
         alike."""
         inputs.check(n_sources)
         sampling = self.options.sampling
-        if self.constraint is not None and sampling is not None:
-            raise ValueError("constraint: only for beam/greedy search, not sampling")
-        if self.constraint is not None and self.shortlist is not None:
+        if self.allowed_tokens is not None and sampling is not None:
+            raise ValueError("allowed_tokens: only for beam/greedy search, not sampling")
+        if self.allowed_tokens is not None and self.shortlist is not None:
             raise ValueError(
-                "constraint: masks the full vocabulary, not a shortlist's (use one or the other)"
+                "allowed_tokens: masks the full vocabulary, not a shortlist's (use one or the other)"
             )
         if inputs.constraints is not None and (sampling is not None or self.shortlist is not None):
             raise ValueError(
@@ -186,7 +186,12 @@ class BatchedSearch:
         sampling = self.options.sampling
         if sampling is None:
             return beam_search(
-                model, src, self.options, prefix=prefix, constraint=self.constraint, constraints=constraints
+                model,
+                src,
+                self.options,
+                prefix=prefix,
+                allowed_tokens=self.allowed_tokens,
+                constraints=constraints,
             )
         rngs = [sentence_rng(sampling.seed, i) for i in ids]
         return [[h] for h in sample(model, src, self.options, rngs=rngs, prefix=prefix)]
@@ -200,21 +205,21 @@ def translate_ids(
     batch_tokens: int = 2048,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
-    constraint=None,
+    allowed_tokens=None,
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source given as pieces without EOS (as stored by
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
-    gives []. ``options``: how to search (alpha None: beam 1 is greedy). ``constraint``: beam_search's.
+    gives []. ``options``: how to search (alpha None: beam 1 is greedy). ``allowed_tokens``: beam_search's.
     The model is put in eval mode and restored."""
     sources = [add_eos(ids, model.cfg.max_positions)[0] if len(ids) else [] for ids in src_id_lists]
     was_training = model.training
     model.eval()
     try:
-        search = BatchedSearch(options, device=device, dtype=dtype, constraint=constraint)
+        search = BatchedSearch(options, device=device, dtype=dtype, allowed_tokens=allowed_tokens)
         hyps = search.sources(model, sources, batch_tokens=batch_tokens)
     finally:
         model.train(was_training)
-    return [h[0].tokens if h else [] for h in hyps]  # none: a constraint left nothing to finish
+    return [h[0].tokens if h else [] for h in hyps]  # none: allowed_tokens left nothing to finish
 
 
 # ----------------------------------------------------------------------------- loading
