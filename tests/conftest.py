@@ -55,7 +55,16 @@ SLOW_FILES = {
     "test_train_chaos.py",
     "test_variations.py",
 }
-SLOW_FIXTURES = {"distilled", "multi_run", "parent", "run_dir", "straight", "teacher", "trained"}
+SLOW_FIXTURES = {
+    "distilled",
+    "multi_run",
+    "parent",
+    "run_dir",
+    "straight",
+    "teacher",
+    "trained",
+    "trained_tiny_run",
+}
 
 
 # numerics tests in files that are not numerics as a whole (their other tests check logic, not floats)
@@ -146,6 +155,32 @@ def tiny_data(tmp_path_factory) -> Path:
     from train_fixtures import prepare_tiny
 
     return prepare_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def trained_tiny_run(tiny_data, tmp_path_factory) -> Path:
+    """A tiny model trained for a few seconds (200 updates) on ``tiny_data``: non-trivial,
+    input-dependent greedy outputs. Read-only: a test that changes it copies it first."""
+    from train_fixtures import tiny_args
+
+    from nmt.cli import main
+
+    run = tmp_path_factory.mktemp("trained") / "run"
+    budget = [
+        "--train.max_steps=200",
+        "--train.max_tokens=1024",
+        "--train.accum_steps=1",
+        "--train.lr_scale=0.3",
+    ]
+    args = ["train", str(tiny_data), "--out", str(run), *tiny_args("--train.log_every_steps=1000"), *budget]
+    assert main(args) == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_test_lines(tiny_data) -> list[str]:
+    """The English side of ``tiny_data``'s test split (40 lines)."""
+    return (tiny_data.parent / "text" / "test.en").read_text().splitlines()
 
 
 @pytest.fixture(scope="module")
