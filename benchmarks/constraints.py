@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_name  # noqa: E402
 
-from nmt.data.prepare import read_lines  # noqa: E402
+from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.metrics import corpus_scores  # noqa: E402
 from nmt.vocab import UNK  # noqa: E402

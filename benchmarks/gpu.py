@@ -75,7 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.config import ModelConfig, TrainConfig, base, big, tiny  # noqa: E402
 from nmt.data.binarize import write_offsets  # noqa: E402
-from nmt.data.prepare import clean_line, read_lines  # noqa: E402
+from nmt.data.lines import clean_line, read_lines  # noqa: E402
 from nmt.infer.translate import BatchedSearch, Translator, add_eos  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 from nmt.train.trainer import Trainer  # noqa: E402

@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.checkpoint import model_config, read_config, resolve_checkpoint  # noqa: E402
-from nmt.data.prepare import read_lines  # noqa: E402
+from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.metrics import corpus_scores  # noqa: E402
 

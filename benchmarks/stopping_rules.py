@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nmt.data.prepare import clean_line, read_lines  # noqa: E402
+from nmt.data.lines import clean_line, read_lines  # noqa: E402
 from nmt.infer import search  # noqa: E402
 from nmt.infer.options import SearchOptions
 from nmt.infer.translate import BatchedSearch, Translator  # noqa: E402

@@ -27,7 +27,7 @@ from train_speed import DTYPES, random_batch  # noqa: E402
 from nmt.allocator import keep_freed_memory  # noqa: E402
 from nmt.config import small  # noqa: E402
 from nmt.data.batching import TokenBatchSampler  # noqa: E402
-from nmt.data.prepare import ParallelDataset  # noqa: E402
+from nmt.data.dataset import ParallelDataset  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 from nmt.precision import autocast, cpu_has_fast_bf16  # noqa: E402
 from nmt.train.loss import fused_label_smoothed_nll_loss  # noqa: E402

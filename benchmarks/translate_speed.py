@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
 from nmt.config import apply_overrides, preset  # noqa: E402
-from nmt.data.prepare import clean_line, read_lines  # noqa: E402
+from nmt.data.lines import clean_line, read_lines  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
 from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
 from nmt.infer.shortlist import SPECIAL, Shortlist  # noqa: E402

@@ -89,7 +89,7 @@ def add_score_args(parser: argparse.ArgumentParser) -> None:
 def run_score(args: argparse.Namespace, overrides: dict) -> int:
     import sacrebleu
 
-    from .data.prepare import read_lines  # a DataError names the unreadable file or line
+    from .data.lines import read_lines  # a DataError names the unreadable file or line
     from .metrics import PAPER_BLEU_LABEL, ScoreError, corpus_scores, paper_bleu
 
     if overrides:

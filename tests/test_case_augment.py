@@ -7,7 +7,7 @@ import pytest
 from train_fixtures import prepare_tiny
 
 from nmt.data.case_augment import augment_case, title_case
-from nmt.data.prepare import load_meta
+from nmt.data.dataset import load_meta
 
 
 def write_pairs(folder: Path, n: int) -> tuple[Path, Path]:

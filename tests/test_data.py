@@ -1,135 +1,28 @@
-"""nmt prepare: reading, cleaning, vocabulary, binarized format, errors."""
+"""nmt.data.prepare: the `nmt prepare` pipeline end to end: errors on its inputs and output (nothing
+half-written), the train filters and untouched valid/test splits, the format and determinism of
+what it writes, real corpora, BPE-dropout segmentations. Reading and cleaning text are tested in
+test_lines.py, the vocabulary in test_bpe.py, reading a prepared directory back in test_dataset.py.
+"""
 
-import argparse
-import gzip
-import json
 import pickle
 import subprocess
 import sys
-import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
+from data_fixtures import corpus, leftovers, parse, prepare_files, prepare_train_files, write
 
+from nmt.atomic import sha256_file
 from nmt.data import binarize
 from nmt.data import command as data_command
-from nmt.data import prepare as data
 from nmt.data.batching import TokenBatchSampler
-from nmt.data.prepare import DataError, ParallelDataset
-from nmt.vocab import load_spm
-
-WORDS_EN = "a man dog runs the street in red blue small big child plays ball with on".split()
-WORDS_DE = "ein mann hund läuft die straße in rot blau klein groß kind spielt ball mit auf".split()
-
-
-def write(path: Path, lines, *, gz: bool = False, raw: bytes | None = None) -> Path:
-    """Write lines (or raw bytes) to path; gzip with mtime 0, so the same lines give the same bytes."""
-    body = raw if raw is not None else "".join(line + "\n" for line in lines).encode("utf-8")
-    path.write_bytes(gzip.compress(body, mtime=0) if gz else body)
-    return path
+from nmt.data.dataset import ParallelDataset, load_meta
+from nmt.data.download import DataError
+from nmt.data.lines import clean_line, read_lines
+from nmt.vocab import BOS, EOS, PAD, UNK, load_spm
 
 
-def corpus(n: int, seed: int = 0):
-    """n synthetic aligned pairs with 3..12 words."""
-    rng = np.random.default_rng(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        k = rng.integers(3, 13)
-        idx = rng.integers(0, len(WORDS_EN), size=k)
-        src.append(" ".join(WORDS_EN[i] for i in idx))
-        tgt.append(" ".join(WORDS_DE[i] for i in idx))
-    return src, tgt
-
-
-def parse(argv):
-    parser = argparse.ArgumentParser()
-    data_command.add_prepare_args(parser)
-    return parser.parse_args(argv)
-
-
-def prepare_train_files(tmp_path, src, tgt):
-    """`nmt prepare files --src en --tgt de --out TMP/out --train SRC TGT` (its exit status)."""
-    argv = [
-        "files",
-        "--src",
-        "en",
-        "--tgt",
-        "de",
-        "--out",
-        str(tmp_path / "out"),
-        "--train",
-        str(src),
-        str(tgt),
-    ]
-    return data_command.run_prepare(parse(argv))
-
-
-def prepare_files(tmp_path, train, valid=None, test=None, *, out="out", extra=()):
-    """Write the given (src_lines, tgt_lines) splits and run `prepare files`; return out dir."""
-    argv = [
-        "files",
-        "--src",
-        "en",
-        "--tgt",
-        "de",
-        "--out",
-        str(tmp_path / out),
-        "--vocab-size",
-        "120",
-        "--threads",
-        "1",
-        *extra,
-    ]
-    for name, pair in (("train", train), ("valid", valid), ("test", test)):
-        if pair is not None:
-            s = write(tmp_path / f"{name}.en", pair[0])
-            t = write(tmp_path / f"{name}.de", pair[1], gz=True)
-            argv += [f"--{name}", str(s), str(t)]
-    assert data_command.run_prepare(parse(argv)) == 0
-    return tmp_path / out
-
-
-def leftovers(folder: Path):
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.name == "out")
-
-
-# ------------------------------------------------------------------------------- reading
-def test_read_lines_plain_gz_bom_crlf(tmp_path):
-    raw = "\ufeffone\r\ntwo \n\nthree".encode("utf-8")
-    for gz in (False, True):
-        path = write(tmp_path / f"f{gz}", None, raw=raw, gz=gz)
-        assert list(data.read_lines(path)) == ["one", "two ", "", "three"]
-
-
-def test_invalid_utf8_names_file_and_line(tmp_path):
-    bad = write(tmp_path / "bad.de", None, raw=b"gut\nauch gut\nschlecht \xff\xfe\n")
-    with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
-        list(data.read_lines(bad))
-    src = write(tmp_path / "ok.en", ["good", "also good", "bad"])
-    with pytest.raises(DataError, match=r"bad\.de: line 3: invalid UTF-8"):
-        prepare_train_files(tmp_path, src, bad)
-    assert leftovers(tmp_path) == []  # nothing half-written
-
-
-def test_corrupt_gzip_is_an_error_naming_the_file_and_the_line(tmp_path):
-    """A damaged deflate stream (zlib.error, not an OSError) was an internal error."""
-    text = "".join(f"line {i} {i * i} {i % 7}\n" for i in range(5000)).encode()
-    body = bytearray(gzip.compress(text, mtime=0))
-    body[200:260] = bytes(b ^ 0x5A for b in body[200:260])  # zlib: invalid distance too far back
-    bad = write(tmp_path / "bad.en.gz", None, raw=bytes(body))
-    with pytest.raises(DataError, match=r"bad\.en\.gz: line 1: corrupt or truncated gzip"):
-        list(data.read_lines(bad))
-    src = write(tmp_path / "ok.de", [str(i) for i in range(5000)])
-    with pytest.raises(DataError, match=r"bad\.en\.gz: line 1: corrupt or truncated gzip"):
-        prepare_train_files(tmp_path, bad, src)
-    assert leftovers(tmp_path) == []
-    cut = write(tmp_path / "cut.en.gz", None, raw=gzip.compress(text, mtime=0)[:5000])
-    with pytest.raises(DataError, match=r"cut\.en\.gz: line (\d+): corrupt or truncated gzip") as e:
-        list(data.read_lines(cut))
-    assert int(str(e.value).split(": line ")[1].split(":")[0]) > 1  # where reading stopped
-
-
+# ------------------------------------------------------------------------------- input and output errors
 def test_an_input_that_cannot_be_opened_is_an_error_naming_it(tmp_path):
     """Not only a missing file: a path through a file (NotADirectoryError; or a PermissionError)
     was an internal error from the checksum of the inputs."""
@@ -140,51 +33,12 @@ def test_an_input_that_cannot_be_opened_is_an_error_naming_it(tmp_path):
     assert leftovers(tmp_path) == []
 
 
-def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
-    src = write(tmp_path / "train.en", ["a", "b", "c", "d", "e"])
-    tgt = write(tmp_path / "train.de", ["a", "b", "c", "d"], gz=True)
-    for a, b, na, nb in ((src, tgt, 5, 4), (tgt, src, 4, 5)):
-        with pytest.raises(DataError) as e:
-            prepare_train_files(tmp_path, a, b)
-        msg = str(e.value)
-        assert f"{a} has {na} lines" in msg and f"{b} has {nb} lines" in msg, msg
-    assert leftovers(tmp_path) == []
-
-
 def test_mismatch_in_test_split_removes_everything(tmp_path):
     """A late error (after the vocabulary was trained) still leaves no output."""
     src, tgt = corpus(200)
     with pytest.raises(DataError, match="line count mismatch"):
         prepare_files(tmp_path, (src, tgt), test=(["x", "y"], ["x"]))
     assert leftovers(tmp_path) == []
-
-
-def test_load_meta_not_prepared(tmp_path):
-    with pytest.raises(
-        DataError,
-        match=r"is not a prepared data directory \(no meta.json\); "
-        r"run `nmt prepare` first",
-    ):
-        data.load_meta(tmp_path)
-
-
-@pytest.mark.parametrize(
-    "name, damage",
-    [
-        ("meta.json", lambda b: b[: len(b) // 2]),
-        ("meta.json", lambda b: b"[1, 2]\n"),
-        ("meta.json", lambda b: b"\xff" + b),
-        ("train.tgt.offsets.npy", lambda b: b[:100]),
-        ("train.tgt.offsets.npy", lambda b: b""),
-    ],
-)
-def test_a_damaged_prepared_file_is_an_error_naming_it(tmp_path, name, damage):
-    """A cut or altered meta.json or offsets file was an internal error (JSONDecodeError,
-    AttributeError, UnicodeDecodeError, numpy's ValueError / EOFError) naming no file."""
-    out = prepare_files(tmp_path, corpus(100))
-    (out / name).write_bytes(damage((out / name).read_bytes()))
-    with pytest.raises(DataError, match=rf"{out / name}: .*prepare the data again"):
-        ParallelDataset.load(out, "train")
 
 
 def test_out_exists_needs_force(tmp_path):
@@ -250,30 +104,14 @@ def test_files_needs_train():
         data_command.run_prepare(parse(["files", "--src", "en", "--tgt", "de", "--out", "x"]))
 
 
-# ------------------------------------------------------------------------------- cleaning
-def test_nfc_and_strip(tmp_path):
-    src, tgt = corpus(200)
-    decomposed = "  Cafe\u0301 au lai\u0302t \t"  # NFD, padded with whitespace
-    src[0], tgt[0] = decomposed, "Kaffee  mit   Milch "
-    out = prepare_files(tmp_path, (src, tgt), valid=([decomposed], ["  Gru\u0308n "]))
-    sp, train, _valid = load_spm(out), *(ParallelDataset.load(out, s) for s in ("train", "valid"))
-    assert sp.decode(train[0][0].tolist()) == "Café au laît"
-    assert sp.decode(train[0][1].tolist()) == "Kaffee  mit   Milch"  # inner spaces kept
-    assert (out / "valid.en.txt").read_text(encoding="utf-8") == "Café au laît\n"
-    assert (out / "valid.de.txt").read_text(encoding="utf-8") == "Grün\n"
-    assert data.clean_line(decomposed) == unicodedata.normalize("NFC", decomposed.strip())
-    report = json.loads((out / "meta.json").read_text())["cleaning"]
-    assert report["train"]["stripped"] == 2 and report["train"]["nfc_changed"] == 1
-    assert report["valid"]["stripped"] == 2 and report["valid"]["nfc_changed"] == 2
-
-
+# ------------------------------------------------------------------------------- filters
 def test_train_filters_reported(tmp_path):
     src, tgt = corpus(300)
     long = " ".join(["man"] * 40)
     src[:6] = ["", "dog", "  ", long, "a", "a"]
     tgt[:6] = ["hund", "", "x", long, long, "man man man man man man man"]
     out = prepare_files(tmp_path, (src, tgt), extra=["--max-len", "30", "--max-ratio", "3"])
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     c = meta["cleaning"]["train"]
     assert c["read"] == 300
     assert c["dropped"]["empty"] == 3 and c["dropped"]["too_long"] == 2
@@ -310,7 +148,7 @@ def test_valid_and_test_untouched(tmp_path):
         assert (out / f"{split}.de.txt").read_text().splitlines() == want_t
         assert [sp.decode(ds[i][0].tolist()) for i in range(5)] == want_s
         assert [sp.decode(ds[i][1].tolist()) for i in range(5)] == want_t
-        c = data.load_meta(out)["cleaning"][split]
+        c = load_meta(out)["cleaning"][split]
         assert c["kept"] == 5 and c["empty_kept"] == 1 and c["dropped"] == {"empty": 0}
 
 
@@ -330,11 +168,11 @@ def test_format_special_ids_determinism(tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     sp = load_spm(a)
     assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
-    assert (data.PAD, data.UNK, data.BOS, data.EOS) == (0, 1, 2, 3)
-    meta = data.load_meta(a)
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    meta = load_meta(a)
     assert meta["dtype"] == "uint16" and meta["vocab_size"] == sp.get_piece_size() <= 120
     assert meta["recipe"]["vocab_size"] == 120 and meta["recipe"]["max_len"] == 250
-    assert meta["inputs"]["train"]["tgt"]["sha256"] == data.dl.sha256_file(tmp_path / "train.de")
+    assert meta["inputs"]["train"]["tgt"]["sha256"] == sha256_file(tmp_path / "train.de")
     assert meta["splits"]["valid"]["pairs"] == 7
     # raw layout: ids back to back, offsets int64 [n + 1]
     ids = np.fromfile(a / "train.src.bin", dtype=np.uint16)
@@ -349,39 +187,6 @@ def test_format_special_ids_determinism(tmp_path):
         ParallelDataset.load(a, "test")
 
 
-def test_chinese_character_coverage(tmp_path):
-    assert data.character_coverage(("zh", "en")) == 0.9995
-    assert data.character_coverage(("en", "de")) == 1.0
-    assert data.character_coverage(("ja-JP", "en")) == 0.9995
-    rng = np.random.default_rng(0)
-    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 300)]
-    zh = ["".join(rng.choice(chars, size=rng.integers(5, 20))) + "。" for _ in range(300)]
-    en, _ = corpus(300)
-    s, t = write(tmp_path / "t.zh", zh), write(tmp_path / "t.en", en)
-    argv = [
-        "files",
-        "--src",
-        "zh",
-        "--tgt",
-        "en",
-        "--out",
-        str(tmp_path / "out"),
-        "--vocab-size",
-        "500",
-        "--threads",
-        "1",
-        "--train",
-        str(s),
-        str(t),
-    ]
-    data_command.run_prepare(parse(argv))
-    meta = data.load_meta(tmp_path / "out")
-    assert meta["spm"]["character_coverage"] == 0.9995
-    ds, sp = ParallelDataset.load(tmp_path / "out", "train"), load_spm(tmp_path / "out")
-    decoded = [sp.decode(ds[i][0].tolist()) for i in range(50)]
-    assert sum(d == z for d, z in zip(decoded, zh)) >= 45  # rare characters may map to unk
-
-
 # ------------------------------------------------------------------------------- real data
 @pytest.fixture(scope="module")
 def multi30k_prepared(multi30k_dir, tmp_path_factory):
@@ -393,7 +198,7 @@ def multi30k_prepared(multi30k_dir, tmp_path_factory):
 
 def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
     out, raw = multi30k_prepared, multi30k_dir / "multi30k"
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert meta["vocab_size"] == 8000 and meta["dtype"] == "uint16"
     assert {s: meta["splits"][s]["pairs"] for s in meta["splits"]} == {
         "train": 29000,
@@ -404,12 +209,12 @@ def test_multi30k_decodes_to_original(multi30k_prepared, multi30k_dir):
     rng = np.random.default_rng(0)
     for split in ("train", "valid", "test"):
         ds = ParallelDataset.load(out, split)
-        src = [data.clean_line(x) for x in data.read_lines(raw / f"{split}.en.gz")]
-        tgt = [data.clean_line(x) for x in data.read_lines(raw / f"{split}.de.gz")]
+        src = [clean_line(x) for x in read_lines(raw / f"{split}.en.gz")]
+        tgt = [clean_line(x) for x in read_lines(raw / f"{split}.de.gz")]
         assert len(ds) == len(src) == len(tgt)
         for i in rng.choice(len(ds), size=200, replace=False):
             s, t = ds[i]
-            if split != "train" and (data.UNK in s or data.UNK in t):
+            if split != "train" and (UNK in s or UNK in t):
                 continue  # a character never seen in train
             assert sp.decode(s.tolist()) == src[i] and sp.decode(t.tolist()) == tgt[i]
         if split != "train":  # the references are the cleaned originals, in order
@@ -452,7 +257,7 @@ def test_wmt14_local_test_sets_with_user_train(shared_data_dir, tmp_path):
         str(s),
     ]
     data_command.run_prepare(parse(argv))
-    meta = data.load_meta(tmp_path / "out")
+    meta = load_meta(tmp_path / "out")
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 300, "valid": 3000, "test": 3003}
     assert meta["src_lang"] == "de" and meta["downloads"] == {}
 
@@ -475,7 +280,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
     extra = ["--max-len", "30", "--max-ratio", "3", "--bpe-dropout", "0.3", "--bpe-dropout-copies", "3"]
     a = prepare_files(tmp_path, (src, tgt), out="a", extra=extra)
     b = prepare_files(tmp_path, (src, tgt), out="b", extra=extra)
-    meta = data.load_meta(a)
+    meta = load_meta(a)
     train = ParallelDataset.load(a, "train")
     samples = meta["train_samples"]
     assert samples["splits"] == ["train.bpe1", "train.bpe2", "train.bpe3"]
@@ -499,7 +304,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     plain = prepare_files(tmp_path, (src, tgt), out="plain", extra=extra[:4])
     assert (plain / "train.src.bin").read_bytes() == (a / "train.src.bin").read_bytes()
-    assert "train_samples" not in data.load_meta(plain)
+    assert "train_samples" not in load_meta(plain)
     assert not list(plain.glob("train.bpe*"))
 
 
@@ -556,101 +361,7 @@ def test_bad_bpe_dropout_options_are_refused(tmp_path, extra):
     assert not (tmp_path / "out").exists()
 
 
-def test_spm_model_reuses_a_vocabulary_id_for_id(tmp_path):
-    """`--spm-model DIR` (e.g. for distilled targets): the first prepare's SentencePiece model,
-    byte for byte, so the same text gets the same ids in both data sets; meta.json says where it
-    came from."""
-    (tmp_path / "a").mkdir()
-    first = prepare_files(tmp_path / "a", corpus(200, seed=1))
-    src, tgt = corpus(80, seed=2)
-    argv = [
-        "files",
-        "--src",
-        "en",
-        "--tgt",
-        "de",
-        "--out",
-        str(tmp_path / "b"),
-        "--threads",
-        "1",
-        "--train",
-        str(write(tmp_path / "t.en", src)),
-        str(write(tmp_path / "t.de", tgt)),
-        "--valid",
-        str(write(tmp_path / "v.en", src[:5])),
-        str(write(tmp_path / "v.de", tgt[:5])),
-        "--spm-model",
-        str(first),
-    ]
-    assert data_command.run_prepare(parse(argv)) == 0
-    second = tmp_path / "b"
-    assert (second / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
-    meta = data.load_meta(second)
-    assert meta["vocab_size"] == data.load_meta(first)["vocab_size"]
-    assert meta["spm"]["reused_from"] == str(first / "spm.model")
-    ids = [ParallelDataset.load(second, "valid")[i][0].tolist() for i in range(5)]
-    sp = load_spm(first)
-    assert ids == [sp.encode(s) for s in src[:5]]  # the first vocabulary's ids
-
-
-@pytest.mark.parametrize(
-    "spm, extra, message",
-    [
-        ("missing", [], "no such file"),
-        ("text", [], "not a SentencePiece model"),
-        ("good", ["--vocab-size", "50"], "do not apply"),
-    ],
-)
-def test_bad_spm_model_is_refused(tmp_path, spm, extra, message):
-    (tmp_path / "a").mkdir()
-    first = prepare_files(tmp_path / "a", corpus(100))
-    path = {
-        "missing": tmp_path / "nothing",
-        "text": write(tmp_path / "x.model", ["not a model"]),
-        "good": first,
-    }[spm]
-    argv = [
-        "files",
-        "--src",
-        "en",
-        "--tgt",
-        "de",
-        "--out",
-        str(tmp_path / "b"),
-        "--threads",
-        "1",
-        "--train",
-        str(write(tmp_path / "t.en", ["a b"])),
-        str(write(tmp_path / "t.de", ["c d"])),
-        "--spm-model",
-        str(path),
-        *extra,
-    ]
-    with pytest.raises(DataError, match=message):
-        data_command.run_prepare(parse(argv))
-    assert not (tmp_path / "b").exists()
-
-
-@pytest.mark.parametrize("neighbour", ['{"another": "tool"}', "{not json", "[1, 2]"])
-def test_spm_model_beside_a_meta_json_not_of_nmt_prepare_is_reused(tmp_path, neighbour):
-    """The meta.json beside a reused spm.model is read for its "spm" record only if it is an `nmt
-    prepare` one: another tool's (or a damaged) meta.json was an internal error (KeyError,
-    JSONDecodeError)."""
-    (tmp_path / "a").mkdir()
-    first = prepare_files(tmp_path / "a", corpus(100))
-    (tmp_path / "other").mkdir()
-    (tmp_path / "other" / "spm.model").write_bytes((first / "spm.model").read_bytes())
-    (tmp_path / "other" / "meta.json").write_text(neighbour)
-    src, tgt = corpus(50)
-    train = [str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt))]
-    argv = ["files", "--src", "en", "--tgt", "de", "--out", str(tmp_path / "b"), "--threads", "1"]
-    argv += ["--train", *train, "--spm-model", str(tmp_path / "other")]
-    assert data_command.run_prepare(parse(argv)) == 0
-    spm = data.load_meta(tmp_path / "b")["spm"]
-    assert spm["reused_from"] == str(tmp_path / "other" / "spm.model")
-    assert spm["character_coverage"] is None
-
-
+# ------------------------------------------------------------------------------- the SentencePiece loader
 def test_the_one_spm_loader_names_a_missing_or_unreadable_spm_model(tmp_path):
     """`nmt.vocab.load_spm` loads the spm.model of a DATA_DIR or a checkpoint; a missing or garbage
     file is a ValueError naming it (each layer raises it as its own error: CheckpointError, ...)."""

@@ -188,7 +188,7 @@ def reference_valid_loss(data: Path, checkpoint: Path) -> float:
     one process from the composite definition (nmt.train.loss.label_smoothed_nll_loss), not the
     trainer's fused one: what rank 0's validation must report for the whole split."""
     from nmt.data.batching import collate
-    from nmt.data.prepare import ParallelDataset
+    from nmt.data.dataset import ParallelDataset
     from nmt.train.loss import label_smoothed_nll_loss
 
     model, config = ckpt.load_model(checkpoint)

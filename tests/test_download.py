@@ -15,8 +15,10 @@ import pytest
 
 from nmt.data import command as data_command
 from nmt.data import download as dl
-from nmt.data import prepare as data
-from nmt.data.prepare import DataError
+from nmt.data.bpe import default_vocab_size
+from nmt.data.dataset import load_meta
+from nmt.data.download import DataError
+from nmt.data.lines import read_lines
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -148,7 +150,7 @@ def test_multi30k_download_then_prepare(server, tmp_path):
     sums = serve_multi30k(root)
     splits, got = dl.fetch_multi30k(tmp_path / "cache", ("en", "de"), base_url=url, checksums=sums)
     assert sorted(got) == sorted(sums) and splits["valid"][1].name == "valid.de.gz"
-    assert list(data.read_lines(splits["test"][0]))[0] == "the small dog runs in the park test 0"
+    assert list(read_lines(splits["test"][0]))[0] == "the small dog runs in the park test 0"
     # now local: run_prepare finds the files and downloads nothing
     out = tmp_path / "out"
     data_command.run_prepare(
@@ -172,7 +174,7 @@ def test_multi30k_download_then_prepare(server, tmp_path):
             ]
         )
     )
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert meta["downloads"] == {} and meta["splits"]["valid"]["pairs"] == 60
 
 
@@ -256,7 +258,7 @@ def test_wmt14_download_extract_prepare(server, tmp_path):
             ]
         )
     )
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
         "train": 40 + 41 + 42,
         "valid": 30,
@@ -353,7 +355,7 @@ def test_wmt14_en_fr_download_extract_prepare(server, tmp_path):
             ]
         )
     )
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {
         "train": 10 + 11 + 12 + 13 + 14,
         "valid": 30,
@@ -382,7 +384,7 @@ def test_wmt14_en_fr_default_vocabulary_is_32k(tmp_path, monkeypatch):
         seen.clear()
         data_command.run_prepare(parse(["wmt14", "--src", "en", "--tgt", tgt, "--out", str(tmp_path)]))
         assert seen["options"].vocab_size == vocab
-    assert data.default_vocab_size("wmt14", 4_500_000) == 37000
+    assert default_vocab_size("wmt14", 4_500_000) == 37000
 
 
 def test_wmt17_zh_en_download_extract_prepare(server, tmp_path):
@@ -427,7 +429,7 @@ def test_wmt17_zh_en_download_extract_prepare(server, tmp_path):
             ]
         )
     )
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 25 + 26, "valid": 15, "test": 15}
     assert sorted(meta["downloads"]) == sorted(task.sha256)
     assert meta["spm"]["character_coverage"] == 0.9995

@@ -9,8 +9,10 @@ import pytest
 
 from nmt.data import command as data_command
 from nmt.data import download as dl
-from nmt.data import prepare as data
-from nmt.data.prepare import DataError, PrepareOptions
+from nmt.data.dataset import ParallelDataset, load_meta
+from nmt.data.download import DataError
+from nmt.data.lines import clean_line, read_lines
+from nmt.data.prepare import PrepareOptions, prepare
 from nmt.vocab import load_spm
 
 ZH = [
@@ -29,8 +31,8 @@ def parse(argv):
 
 def test_cleaning_keeps_fullwidth_punctuation_and_chinese():
     for line in ZH:
-        assert data.clean_line(line) == line  # NFC, not NFKC: full-width forms stay
-    assert data.clean_line("  设计模式\t") == "设计模式"
+        assert clean_line(line) == line  # NFC, not NFKC: full-width forms stay
+    assert clean_line("  设计模式\t") == "设计模式"
 
 
 def test_chinese_text_round_trips_through_prepare(tmp_path):
@@ -42,7 +44,7 @@ def test_chinese_text_round_trips_through_prepare(tmp_path):
         for lang, lines in (("en", en), ("zh", zh)):
             files[split, lang] = tmp_path / f"{split}.{lang}"
             files[split, lang].write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    meta = data.prepare(
+    meta = prepare(
         {s: (files[s, "en"], files[s, "zh"]) for s in ("train", "valid")},
         tmp_path / "out",
         options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="zh", vocab_size=200, threads=1),
@@ -53,7 +55,7 @@ def test_chinese_text_round_trips_through_prepare(tmp_path):
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == zh
     assert (out / "valid.en.txt").read_text(encoding="utf-8").splitlines() == en
     sp = load_spm(out)
-    ds = data.ParallelDataset.load(out, "valid")
+    ds = ParallelDataset.load(out, "valid")
     assert [sp.decode(ds[i][1].tolist()) for i in range(len(ds))] == zh
     assert sp.decode(ds[0][0].tolist()) == en[0]
 
@@ -69,8 +71,8 @@ def test_shuffle_train_is_seeded_and_keeps_pairs(tmp_path):
         options = PrepareOptions(
             dataset="files", src_lang="en", tgt_lang="de", vocab_size=300, threads=1, **kw
         )
-        data.prepare({"train": (a, b)}, tmp_path / name, options=options, log=lambda *x: None)
-        ds = data.ParallelDataset.load(tmp_path / name, "train")
+        prepare({"train": (a, b)}, tmp_path / name, options=options, log=lambda *x: None)
+        ds = ParallelDataset.load(tmp_path / name, "train")
         sp = load_spm(tmp_path / name)
         return [(sp.decode(ds[i][0].tolist()), sp.decode(ds[i][1].tolist())) for i in range(len(ds))]
 
@@ -83,7 +85,7 @@ def test_shuffle_train_is_seeded_and_keeps_pairs(tmp_path):
     )
     assert s0 == s0_again and s0 != plain and s0 != s1
     assert sorted(s0) == sorted(plain)  # same pairs, still aligned
-    assert data.load_meta(tmp_path / "s1")["recipe"]["shuffle_train"] is True
+    assert load_meta(tmp_path / "s1")["recipe"]["shuffle_train"] is True
 
 
 def fake_libreoffice(root, pair="en-zh", n=30):
@@ -146,18 +148,18 @@ def test_libreoffice_real_en_zh(shared_data_dir, tmp_path):
             ]
         )
     )
-    meta = data.load_meta(out)
+    meta = load_meta(out)
     assert {k: v["pairs"] for k, v in meta["splits"].items()} == {"train": 20228, "valid": 2066, "test": 2015}
     assert meta["recipe"]["shuffle_train"] and meta["spm"]["character_coverage"] == 0.9995
     assert meta["downloads"]["en-zh/train.zh.gz"] == dl.LIBREOFFICE_SHA256["en-zh/train.zh.gz"][1]
-    valid_zh = list(data.read_lines(folder / "valid.zh.gz"))
+    valid_zh = list(read_lines(folder / "valid.zh.gz"))
     assert (out / "valid.zh.txt").read_text(encoding="utf-8").splitlines() == valid_zh
     # train is shuffled: the first 20 pairs are not the first 20 lines of the (page-ordered) file
     sp = load_spm(out)
-    ds = data.ParallelDataset.load(out, "train")
+    ds = ParallelDataset.load(out, "train")
     first = [sp.decode(ds[i][1].tolist()) for i in range(20)]
-    original = list(data.read_lines(folder / "train.en.gz"))
+    original = list(read_lines(folder / "train.en.gz"))
     assert first != original[:20]
     # pairs stay aligned (a rare character outside the 0.9995 coverage may decode as unknown)
-    pairs = set(zip(data.read_lines(folder / "train.zh.gz"), original))
+    pairs = set(zip(read_lines(folder / "train.zh.gz"), original))
     assert np.mean([(sp.decode(ds[i][0].tolist()), en) in pairs for i, en in enumerate(first)]) >= 0.9

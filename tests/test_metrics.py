@@ -9,7 +9,7 @@ import pytest
 import sacrebleu
 
 from nmt.cli import add_score_args, run_score
-from nmt.data.prepare import read_lines
+from nmt.data.lines import read_lines
 from nmt.metrics import PAPER_BLEU_LABEL, ScoreError, corpus_scores, paper_bleu, split_compounds
 
 DATA = Path(os.environ.get("NMT_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))

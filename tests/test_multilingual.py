@@ -12,8 +12,8 @@ from serve_fixtures import train_small
 from train_fixtures import WORDS, write_corpus
 
 from nmt.cli import main
+from nmt.data.download import DataError
 from nmt.data.multilingual import check_target, tagged, target_langs
-from nmt.data.prepare import DataError
 
 FRENCH = {w: "le" + w for w in WORDS}  # a second target: another learnable word mapping
 SENTENCES = ["the dog sees a red ball", "a man sits on the street", "the small cat plays with the child"]

@@ -17,7 +17,7 @@ from train_fixtures import tiny_args
 from nmt.cli import main
 from nmt.config import TrainConfig, tiny, train_preset
 from nmt.data.batching import collate
-from nmt.data.prepare import ParallelDataset, load_meta
+from nmt.data.dataset import ParallelDataset, load_meta
 from nmt.train.command import build_configs
 from nmt.train.loss import label_smoothed_nll_loss
 from nmt.train.trainer import Trainer

@@ -358,7 +358,7 @@ def test_prepare_ptb_and_parse_end_to_end(tmp_path, capsys, leaves):
         }[leaves]
     )
     if leaves == "per-word":  # then a copy pair per training tree: its words + <s> -> its words
-        from nmt.data.prepare import ParallelDataset
+        from nmt.data.dataset import ParallelDataset
 
         ds = ParallelDataset.load(data, "train")
         n = ptb["trees"]["train"]

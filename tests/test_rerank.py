@@ -72,7 +72,7 @@ def test_training_reverses_targets(tiny_data, tmp_path, monkeypatch):
     of the same seed sees the same pairs the usual way round."""
     import nmt.train.run_data as run_data_module
     from nmt.cli import main
-    from nmt.data.prepare import ParallelDataset
+    from nmt.data.dataset import ParallelDataset
 
     seen = []
     real = run_data_module.collate

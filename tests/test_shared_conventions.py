@@ -31,7 +31,8 @@ def test_clean_line_turns_control_characters_into_spaces(tmp_path):
     """A "\\r" (or another control character) inside a line is not part of the sentence: every
     C0/C1 control, DEL and U+2028/2029 is one space, U+FEFF is removed, and `nmt prepare` counts the
     sentences it changed."""
-    from nmt.data.prepare import PrepareOptions, clean_line, format_report, prepare, read_lines
+    from nmt.data.lines import clean_line, read_lines
+    from nmt.data.prepare import PrepareOptions, format_report, prepare
 
     assert clean_line("first half\rsecond half") == "first half second half"
     assert clean_line(" a\tb\x00c\x0bd\x1fe\x7ff\x85g\u2028h\u2029i \r") == "a b c d e f g h i"

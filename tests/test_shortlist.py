@@ -288,7 +288,7 @@ def test_build_lists_each_source_words_translation_and_the_frequent_pieces(tiny_
     for word in ("house", "tree", "ball", "green", "runs"):
         (src_piece,), (tgt_piece,) = sp.encode(word), sp.encode(word[::-1] + "en")
         assert sl.candidates[src_piece] == [tgt_piece], word
-    from nmt.data.prepare import ParallelDataset
+    from nmt.data.dataset import ParallelDataset
 
     data = ParallelDataset.load(tiny_data, "train")
     counts = np.bincount(np.concatenate([data[i][1] for i in range(len(data))]), minlength=sl.vocab_size)

@@ -21,7 +21,7 @@ from train_fixtures import tiny_args
 from nmt import checkpoint as ckpt
 from nmt.cli import main
 from nmt.data.batching import TokenBatchSampler
-from nmt.data.prepare import ParallelDataset
+from nmt.data.dataset import ParallelDataset
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = tiny_args("--train.log_every_steps=1")

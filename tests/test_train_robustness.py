@@ -271,7 +271,7 @@ def test_resume_on_data_of_another_vocabulary_is_refused(tiny_data, run_copy, tm
 def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
     """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
     from nmt.config import ModelConfig, from_dict
-    from nmt.data.prepare import load_meta
+    from nmt.data.dataset import load_meta
     from nmt.train.trainer import Start, Trainer
 
     saved = json.loads((run_copy / "config.json").read_text())
@@ -513,7 +513,8 @@ def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
 
 def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):
     """A .bin file shorter than its offsets say is an error naming it, not silently short examples."""
-    from nmt.data.prepare import DataError, ParallelDataset
+    from nmt.data.dataset import ParallelDataset
+    from nmt.data.download import DataError
 
     data = tmp_path / "data"
     shutil.copytree(tiny_data, data)

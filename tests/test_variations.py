@@ -101,7 +101,7 @@ def test_each_row_releases_its_run_directory(tiny_data, tmp_path, monkeypatch):
 
     from nmt import checkpoint as ckpt
     from nmt.config import tiny, train_preset
-    from nmt.data.prepare import load_meta
+    from nmt.data.dataset import load_meta
     from nmt.experiments.variations import run_row
     from nmt.train import validation
     from nmt.train.trainer import Start, Trainer

@@ -1,2 +1,4 @@
-"""The data layer: `prepare` (cleaning, shared BPE, binarized splits), `download` (corpora with
-checksums) and `batching` (the one length batcher, for training and translation)."""
+"""The data layer: `prepare` (the `nmt prepare` pipeline), `lines` (reading and cleaning text),
+`bpe` (the shared SentencePiece vocabulary), `binarize` (ids on disk), `dataset` (a prepared
+directory read back), `download` (corpora with checksums) and `batching` (the one length batcher,
+for training and translation)."""

@@ -9,8 +9,10 @@ import tempfile
 from pathlib import Path
 
 from . import download as dl
+from .bpe import WMT14_EN_FR_VOCAB
+from .download import DataError
 from .multilingual import MULTIPLE, merge_tagged, target_langs
-from .prepare import DATASETS, SPLITS, WMT14_EN_FR_VOCAB, DataError, PrepareOptions, format_report, prepare
+from .prepare import DATASETS, SPLITS, PrepareOptions, format_report, prepare
 
 
 def add_prepare_args(parser: argparse.ArgumentParser) -> None:

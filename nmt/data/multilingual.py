@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 
 from ..vocab import target_tag
-from .prepare import DataError, read_lines
+from .download import DataError
+from .lines import read_lines
 
 MULTIPLE = "mul"  # ISO 639-2 "multiple languages": meta.json's tgt_lang of a multi-target corpus
 LANG_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")

@@ -1,150 +1,48 @@
-"""Data preparation (`nmt prepare`, section 5.1 of the paper) and the reading API.
+"""Data preparation: the `nmt prepare` pipeline (section 5.1 of the paper) and its report.
 
 Pipeline, streaming throughout (memory does not grow with the corpus):
-  1. read:  plain or .gz UTF-8 files, one sentence per line, aligned by line (`read_pairs`);
+  1. read:  plain or .gz UTF-8 files, one sentence per line, aligned by line
+            (`nmt.data.lines.read_pairs`);
   2. clean: strip, control characters inside a line to spaces, Unicode NFC on every split
-            (`clean_line`; counted per sentence in the report); train only: drop empty pairs;
-            valid and test are never filtered or reordered (an empty line stays an empty example);
+            (`nmt.data.lines.clean_split`, as `clean_line`; counted per sentence in the report);
+            train only: drop empty pairs; valid and test are never filtered or reordered (an empty
+            line stays an empty example);
   3. vocab: one SentencePiece BPE model shared by both languages, trained on the cleaned train
-            split only (sampled to `input_sentence_size` lines with a fixed seed);
+            split only (sampled to `input_sentence_size` lines with a fixed seed), or an earlier
+            one reused (`nmt.data.bpe`);
   4. encode: train only: drop pairs longer than `max_len` pieces or with a length ratio above
             `max_ratio`; write ids incrementally (`nmt.data.binarize`, which also writes the
             BPE-dropout segmentations).
 
-A prepared directory holds everything later steps need:
-
-    meta.json                 languages, vocab size, dtype, counts, cleaning report, input sha256,
-                              the recipe (all prepare options)
-    spm.model, spm.vocab      SentencePiece model; ids pad=0 unk=1 bos=2 eos=3
-    {split}.{side}.bin        side in {src, tgt}: all token ids of the split back to back, raw
-                              little-endian `meta["dtype"]` (uint16 if the vocab fits, else int32),
-                              pieces only (no BOS/EOS)
-    {split}.{side}.offsets.npy  int64 [n + 1]: ids of example i are bin[offsets[i]:offsets[i+1]]
-    {split}.{lang}.txt        valid/test only: the cleaned text, line-aligned (BLEU references)
-    train.bpe{k}.{side}.*     with --bpe-dropout: k = 1..K sampled segmentations of the train
-                              pairs (same pairs, same order; meta["train_samples"])
-
-Everything is written to a temporary folder next to the output and renamed at the end, so an
-error leaves nothing half-written.
+The prepared directory holds everything later steps need; its layout, and the reader training
+uses, are in nmt.data.dataset. Everything is written to a temporary folder next to the output and
+renamed at the end, so an error leaves nothing half-written.
 """
 
 from __future__ import annotations
 
-import gzip
-import itertools
 import json
 import os
-import re
 import shutil
-import sys
 import time
-import unicodedata
-import zlib
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from nmt.atomic import fsync_files, replace_dir, restore_aside
-from nmt.data import download as dl
-from nmt.data.binarize import BPEDropout, binarize, binarize_samples
-from nmt.data.case_augment import augment_case
-from nmt.data.download import DataError
-from nmt.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, check_special_ids, target_tag
+from ..atomic import fsync_files, replace_dir, restore_aside, sha256_file
+from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, target_tag
+from .binarize import BPEDropout, binarize, binarize_samples
+from .bpe import character_coverage, default_vocab_size, reuse_spm, train_spm
+from .case_augment import augment_case
+from .download import DataError
+from .lines import clean_split
 
 SPLITS = ("train", "valid", "test")
-CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
-DEFAULT_VOCAB = {"multi30k": 8000, "wmt14": 37000}  # paper: ~37k shared BPE for WMT14 en-de
-WMT14_EN_FR_VOCAB = 32000  # paper: "a 32000 word-piece vocabulary" for WMT14 en-fr
 DATASETS = ("multi30k", "wmt14", "wmt17-zh-en", "libreoffice", "files")
 META_VERSION = 1
 
-__all__ = [
-    "PAD",
-    "UNK",
-    "BOS",
-    "EOS",
-    "DataError",
-    "PrepareOptions",
-    "ParallelDataset",
-    "clean_line",
-    "load_meta",
-    "prepare",
-    "read_lines",
-    "read_pairs",
-]
-
-
-# ------------------------------------------------------------------------------- reading text
-def read_lines(path: str | Path, *, errors: str = "strict") -> Iterator[str]:
-    """Yield the lines of a UTF-8 text file (plain or gzip, detected by magic bytes; "-" = stdin).
-
-    Lines come without the trailing newline ("\\n" or "\\r\\n") and with a leading BOM removed;
-    only "\\n" separates lines. Invalid UTF-8 raises DataError naming the file and line, or
-    becomes U+FFFD with ``errors="replace"``.
-    """
-    if str(path) == "-":
-        yield from _decode_lines(sys.stdin.buffer, "<stdin>", errors)
-        return
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-    except OSError as e:  # missing or unreadable file
-        raise DataError(f"cannot read {path}: {e}") from e
-    n = 0  # lines read so far
-    try:
-        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
-            for n, line in enumerate(_decode_lines(f, str(path), errors), start=1):
-                yield line
-    except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip (zlib.error: bad deflate data)
-        what = "corrupt or truncated gzip" if gz else "read error"
-        raise DataError(f"{path}: line {n + 1}: {what} ({e})") from e
-
-
-def _decode_lines(f, name: str, errors: str = "strict") -> Iterator[str]:
-    for n, raw in enumerate(f, start=1):
-        try:
-            line = raw.decode("utf-8", errors=errors)
-        except UnicodeDecodeError as e:
-            raise DataError(
-                f"{name}: line {n}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
-            ) from None
-        if n == 1 and line.startswith("\ufeff"):
-            line = line[1:]
-        yield line.rstrip("\n").removesuffix("\r")
-
-
-def read_pairs(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
-    """Yield aligned (src, tgt) lines; DataError naming both files and counts if they differ."""
-    src_it, tgt_it = read_lines(src_path), read_lines(tgt_path)
-    n = 0
-    for pair in itertools.zip_longest(src_it, tgt_it):
-        if pair[0] is None or pair[1] is None:
-            rest = 1 + sum(1 for _ in (src_it if pair[1] is None else tgt_it))
-            n_src, n_tgt = (n + rest, n) if pair[1] is None else (n, n + rest)
-            raise DataError(
-                f"line count mismatch: {src_path} has {n_src} lines but {tgt_path} has {n_tgt} lines"
-            )
-        n += 1
-        yield pair
-
-
-# Control characters inside a line: C0 (tab, CR, NUL, ...), DEL, C1 (incl. NEL U+0085) and the
-# Unicode line / paragraph separators U+2028/2029 become one space each (as Moses'
-# remove-non-printing-char and HF's BertNormalizer clean_text do); U+FEFF (byte-order mark, or
-# zero-width no-break space) is removed. Other format characters (ZWJ, bidi marks) are kept.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
-
-
-def _control_to_space(match: re.Match) -> str:
-    return "" if match.group() == "\ufeff" else " "
-
-
-def clean_line(text: str) -> str:
-    """The cleaning applied to every sentence (also at translation time): strip, control
-    characters inside the line to one space each (U+FEFF removed), strip, then NFC."""
-    return unicodedata.normalize("NFC", _CONTROL.sub(_control_to_space, text.strip()).strip())
+__all__ = ["DATASETS", "SPLITS", "PrepareOptions", "format_report", "prepare"]
 
 
 # ------------------------------------------------------------------------------- preparing
@@ -155,7 +53,7 @@ class PrepareOptions:
     dataset: str
     src_lang: str
     tgt_lang: str
-    vocab_size: int | None = None  # None: DEFAULT_VOCAB, or by train size for `files`
+    vocab_size: int | None = None  # None: nmt.data.bpe.DEFAULT_VOCAB, or by train size for `files`
     max_len: int = 250  # train only: max pieces per side (without EOS/BOS)
     max_ratio: float = 9.0  # train only: max(len)/min(len) in pieces (Moses default)
     character_coverage: float | None = None  # None: 0.9995 with a CJK language, else 1.0
@@ -180,17 +78,6 @@ class PrepareOptions:
     # not in the paper: this share of train pairs rewritten in ALL CAPS or Title Case, both sides
     # (nmt.data.case_augment; Marian's --all-caps-every, OpusTrainer's UpperCase / TitleCase)
     case_augment: float = 0.0
-
-
-def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
-    if dataset in DEFAULT_VOCAB:
-        return DEFAULT_VOCAB[dataset]
-    return 8000 if n_train_pairs < 100_000 else 16000 if n_train_pairs < 1_000_000 else 32000
-
-
-def character_coverage(langs: tuple[str, ...]) -> float:
-    cjk = any(lang.lower().split("-")[0].split("_")[0] in CJK_LANGS for lang in langs)
-    return 0.9995 if cjk else 1.0
 
 
 def prepare(
@@ -292,7 +179,7 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
 def _input_sha256(path: Path) -> str:
     """The sha256 of an input file (meta.json["inputs"]); DataError naming it if it cannot be read."""
     try:
-        return dl.sha256_file(path)
+        return sha256_file(path)
     except OSError as e:  # missing, unreadable, a path through a file
         raise DataError(f"cannot read {path}: {e}") from e
 
@@ -310,7 +197,7 @@ def _clean_splits(
             files = (tmp / "train.clean.src", tmp / "train.clean.tgt")
         else:
             files = (tmp / f"{split}.{o.src_lang}.txt", tmp / f"{split}.{o.tgt_lang}.txt")
-        cleaning[split] = _clean_split(src_path, tgt_path, files, drop_empty=split == "train")
+        cleaning[split] = clean_split(src_path, tgt_path, files, drop_empty=split == "train")
         if split == "train" and o.shuffle_train:
             _shuffle_pairs(files, seed=o.seed)
         if split == "train" and o.case_augment > 0:
@@ -341,7 +228,7 @@ def _vocabulary(
     o = options
     clock = time.perf_counter()
     if o.spm_model is not None:
-        sp, record = _reuse_spm(Path(o.spm_model), tmp / "spm")
+        sp, record = reuse_spm(Path(o.spm_model), tmp / "spm")
         missing = [target_tag(t) for t in o.tgt_langs if sp.piece_to_id(target_tag(t)) == sp.unk_id()]
         if missing:
             raise DataError(f"--spm-model {o.spm_model}: no piece {', '.join(missing)} (the target tags)")
@@ -478,228 +365,12 @@ def _binarize(
     )
 
 
-def _clean_split(src_path: Path, tgt_path: Path, files: tuple[Path, Path], *, drop_empty: bool) -> dict:
-    """Write cleaned, line-aligned text of one split to `files`; return the cleaning counts."""
-    stats = {
-        "read": 0,
-        "kept": 0,
-        "stripped": 0,
-        "control_chars": 0,
-        "nfc_changed": 0,
-        "dropped": {"empty": 0},
-    }
-    if not drop_empty:
-        stats["empty_kept"] = 0
-    with (
-        open(files[0], "w", encoding="utf-8", newline="\n") as fs,
-        open(files[1], "w", encoding="utf-8", newline="\n") as ft,
-    ):
-        for src, tgt in read_pairs(src_path, tgt_path):
-            stats["read"] += 1
-            pair = []
-            for text in (src, tgt):
-                stripped = text.strip()
-                spaced = _CONTROL.sub(_control_to_space, stripped).strip()  # as clean_line
-                clean = unicodedata.normalize("NFC", spaced)
-                stats["stripped"] += stripped != text
-                stats["control_chars"] += spaced != stripped
-                stripped = spaced
-                stats["nfc_changed"] += clean != stripped
-                pair.append(clean)
-            if not (pair[0] and pair[1]):
-                if drop_empty:
-                    stats["dropped"]["empty"] += 1
-                    continue
-                stats["empty_kept"] += 1
-            fs.write(pair[0] + "\n")
-            ft.write(pair[1] + "\n")
-            stats["kept"] += 1
-    return stats
-
-
 def _shuffle_pairs(files: tuple[Path, Path], *, seed: int) -> None:
     """Permute the aligned lines of two text files in place, the same seeded order for both."""
     sides = [f.read_text(encoding="utf-8").split("\n")[:-1] for f in files]
     order = np.random.default_rng(seed).permutation(len(sides[0]))
     for f, lines in zip(files, sides):
         f.write_text("".join(lines[i] + "\n" for i in order), encoding="utf-8", newline="\n")
-
-
-def train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
-    """Train SentencePiece on the lines of `inputs`; write {prefix}.model and {prefix}.vocab.
-
-    Sentences are streamed from Python (sentencepiece keeps only its `input_sentence_size`
-    sample), which also keeps our temporary paths out of the model: same data, same bytes.
-    """
-    import io
-
-    import sentencepiece as spm
-
-    def sentences() -> Iterator[str]:
-        for path in inputs:
-            with open(path, encoding="utf-8", newline="\n") as f:
-                for line in f:
-                    yield line[:-1]
-
-    model = io.BytesIO()
-    spm.set_random_generator_seed(seed)
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences(), model_writer=model, minloglevel=2, **kwargs
-        )
-    except RuntimeError as e:
-        raise DataError(f"SentencePiece training failed: {e}") from e
-    Path(f"{prefix}.model").write_bytes(model.getvalue())
-    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
-        for i in range(sp.get_piece_size()):
-            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
-    return sp
-
-
-def _reuse_spm(path: Path, prefix: Path):
-    """Copy the SentencePiece model ``path`` (a file, or a prepared DATA_DIR holding spm.model) to
-    {prefix}.model / .vocab after checking its special ids are nmt's; returns it and the "spm"
-    record for meta.json (the source's, when its meta.json is beside it)."""
-    import sentencepiece as spm
-
-    model_file = path / "spm.model" if path.is_dir() else path
-    if not model_file.is_file():
-        raise DataError(
-            f"--spm-model {path}: no such file (give an spm.model or the DATA_DIR of an "
-            "earlier `nmt prepare`)"
-        )
-    data = model_file.read_bytes()
-    try:
-        sp = spm.SentencePieceProcessor(model_proto=data)
-    except RuntimeError as e:
-        raise DataError(f"--spm-model {model_file}: not a SentencePiece model ({e})") from e
-    ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
-    if ids != {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}:
-        raise DataError(
-            f"--spm-model {model_file}: special ids {ids}, nmt needs pad {PAD}, unk {UNK}, "
-            f"bos {BOS}, eos {EOS} (use the spm.model of an `nmt prepare` DATA_DIR)"
-        )
-    Path(f"{prefix}.model").write_bytes(data)
-    with open(f"{prefix}.vocab", "w", encoding="utf-8", newline="\n") as f:  # piece<TAB>score
-        for i in range(sp.get_piece_size()):
-            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
-    record = _source_spm_record(model_file.parent / "meta.json")
-    return sp, {**record, "reused_from": str(model_file), "sha256": dl.sha256_file(model_file)}
-
-
-def _source_spm_record(path: Path) -> dict:
-    """The "spm" record of the `nmt prepare` meta.json at ``path``; for none, another tool's or a
-    damaged one (it only describes the model, which is checked itself), no character coverage."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # none, unreadable, not UTF-8 or not JSON
-        meta = None
-    if (
-        isinstance(meta, dict)
-        and meta.get("format") == "nmt-prepared-data"
-        and isinstance(meta.get("spm"), dict)
-    ):
-        return meta["spm"]
-    return {"character_coverage": None}
-
-
-# ------------------------------------------------------------------------------- reading back
-def load_meta(data_dir: str | Path) -> dict:
-    path = Path(data_dir) / "meta.json"
-    if not path.is_file():
-        raise DataError(
-            f"{data_dir} is not a prepared data directory (no meta.json); run `nmt prepare` first"
-        )
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:  # cut or altered: not UTF-8, not JSON
-        raise DataError(f"{path}: not a readable meta.json ({e}); prepare the data again") from None
-    if not isinstance(meta, dict):
-        raise DataError(f"{path}: not the meta.json of `nmt prepare` (altered); prepare the data again")
-    try:  # the ids the data was written with must be nmt.vocab's (the one source of special ids)
-        check_special_ids(meta.get("special_ids"), str(path))
-    except ValueError as e:
-        raise DataError(str(e)) from None
-    return meta
-
-
-def _load_offsets(path: Path) -> np.ndarray:
-    """An offsets file of a prepared split; DataError naming it if it is cut or altered."""
-    try:
-        return np.load(path)
-    except (ValueError, EOFError) as e:  # numpy: not an .npy, a cut header or body
-        raise DataError(f"{path}: not a readable offsets file ({e}); prepare the data again") from None
-
-
-class ParallelDataset:
-    """One binarized split, memory-mapped. Item i is (src_ids, tgt_ids): int64 arrays of pieces,
-    without EOS/BOS (collate adds them). Pickles without its maps (safe for DataLoader workers).
-    """
-
-    def __init__(self, data_dir: str | Path, split: str, meta: dict):
-        self.data_dir, self.split, self.meta = Path(data_dir), split, meta
-        prefix = self.data_dir / split
-        self._offsets = {side: _load_offsets(Path(f"{prefix}.{side}.offsets.npy")) for side in ("src", "tgt")}
-        self._check_sizes()
-        self.src_lengths = np.diff(self._offsets["src"])  # int64 [n]
-        self.tgt_lengths = np.diff(self._offsets["tgt"])  # int64 [n]
-        self._maps: dict | None = None
-
-    def _check_sizes(self) -> None:
-        """Each side's offsets start at 0, never decrease, count the same pairs, and end at the size
-        of its .bin file: a truncated or altered data folder is an error, not short examples."""
-        itemsize = np.dtype(self.meta["dtype"]).itemsize
-        for side, offsets in self._offsets.items():
-            name = self.data_dir / f"{self.split}.{side}.offsets.npy"
-            if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
-                raise DataError(
-                    f"{name}: not the offsets of a prepared split (altered or damaged); "
-                    "prepare the data again"
-                )
-            if len(offsets) != len(self._offsets["src"]):
-                raise DataError(
-                    f"{name}: {len(offsets) - 1} pairs, but {self.split}.src.offsets.npy has "
-                    f"{len(self._offsets['src']) - 1}; prepare the data again"
-                )
-            path = self.data_dir / f"{self.split}.{side}.bin"
-            size, expected = path.stat().st_size, int(offsets[-1]) * itemsize
-            if size != expected:
-                raise DataError(
-                    f"{path}: {size} bytes, but {name.name} ends at piece {int(offsets[-1])} "
-                    f"({expected} bytes of {self.meta['dtype']}): the data folder is truncated or "
-                    "altered; prepare it again"
-                )
-
-    @classmethod
-    def load(cls, data_dir: str | Path, split: str) -> "ParallelDataset":
-        meta = load_meta(data_dir)
-        if split not in meta["splits"]:
-            raise DataError(f"{data_dir} has no split {split!r} (has {sorted(meta['splits'])})")
-        return cls(data_dir, split, meta)
-
-    def _ids(self, side: str) -> np.ndarray:
-        if self._maps is None:
-            dtype = np.dtype(self.meta["dtype"])
-            self._maps = {}
-            for s in ("src", "tgt"):
-                path = self.data_dir / f"{self.split}.{s}.bin"
-                empty = path.stat().st_size == 0  # np.memmap refuses empty files
-                self._maps[s] = np.zeros(0, dtype) if empty else np.memmap(path, dtype=dtype, mode="r")
-        return self._maps[side]
-
-    def __len__(self) -> int:
-        return len(self.src_lengths)
-
-    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        out = []
-        for side in ("src", "tgt"):
-            o = self._offsets[side]
-            out.append(np.asarray(self._ids(side)[o[i] : o[i + 1]], dtype=np.int64))
-        return out[0], out[1]
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_maps": None}
 
 
 # ------------------------------------------------------------------------------- command line

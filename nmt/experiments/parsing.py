@@ -128,7 +128,7 @@ def shape_limits(linearisations: list[list[str]]) -> dict:
 def write_split(
     sp, trees: list[Tree], linear: list[list[str]], prefix: Path, *, dtype: np.dtype, copy_pairs: bool = False
 ) -> dict:
-    """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/prepare.py):
+    """{prefix}.{src,tgt}.bin and .offsets.npy in `nmt prepare`'s format (see nmt/data/dataset.py):
     the words of ``trees`` and their linearisations ``linear``; ``copy_pairs``: then, for every
     tree, a copy pair (its words + <s> -> its words; see prepare_ptb)."""
     sources = [word_ids(sp, t.words()) for t in trees]
@@ -319,7 +319,7 @@ def write_tree_texts(tmp: Path, splits: dict[str, list[Tree]], linear: dict[str,
 def train_word_spm(ordered: list[str], tmp: Path):
     """A SentencePiece *word* model holding exactly ``ordered`` (and the special ids), written to
     tmp/spm.model and tmp/spm.vocab."""
-    from ..data.prepare import train_spm
+    from ..data.bpe import train_spm
 
     vocab_file = tmp / "vocab.in"  # each kept word / symbol once, most frequent first
     vocab_file.write_text("".join(w + "\n" for w in ordered))

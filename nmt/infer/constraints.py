@@ -47,7 +47,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..data.prepare import clean_line
+from ..data.lines import clean_line
 from ..vocab import BOS, EOS, PAD, UNK
 
 _FAR = 1 << 30  # ``need`` of a padding entry in a row's constraint tokens: never allowed

@@ -202,7 +202,7 @@ class OnnxTranslator:
         EOS, cut to the model's positions), one batch; an empty sentence gives ''."""
         import numpy as np
 
-        from ..data.prepare import clean_line
+        from ..data.lines import clean_line
         from ..vocab import BOS, EOS, PAD
         from .text import add_eos
 

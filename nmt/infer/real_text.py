@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..data.prepare import clean_line
+from ..data.lines import clean_line
 from .casing import NORMAL, case_of, fewer_pieces, known_lower, lower_first, normal_case, recase
 from .markup import FORMATS, Document, Projected, parse
 from .results import TranslateError

@@ -156,7 +156,7 @@ class BuildOptions:
 
 
 def _read_side(data_dir: Path, split: str, side: str, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """All ids of a split's side back to back and the offsets (see nmt.data.prepare)."""
+    """All ids of a split's side back to back and the offsets (see nmt.data.dataset)."""
     offsets = np.load(data_dir / f"{split}.{side}.offsets.npy")  # (n + 1,) int64
     path = data_dir / f"{split}.{side}.bin"
     ids = np.zeros(0, dtype) if path.stat().st_size == 0 else np.memmap(path, dtype=dtype, mode="r")
@@ -278,7 +278,8 @@ def check_options(options: BuildOptions) -> None:
 def _training_pairs(data_dir: Path, max_sentences: int):
     """The vocabulary size and the first ``max_sentences`` training pairs of a prepared corpus:
     source ids and offsets, target ids and offsets (as nmt.data.binarize writes them)."""
-    from ..data.prepare import DataError, load_meta
+    from ..data.dataset import load_meta
+    from ..data.download import DataError
 
     try:
         meta = load_meta(data_dir)

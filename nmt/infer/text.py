@@ -14,7 +14,7 @@ import functools
 import warnings
 from typing import Callable
 
-from ..data.prepare import clean_line
+from ..data.lines import clean_line
 from ..vocab import EOS
 from .mbr import MBR, mbr_results
 from .options import SearchOptions, with_fields

@@ -29,7 +29,8 @@ import torch
 
 from ..atomic import write_text
 from ..data.batching import make_batches  # the one length batcher (training uses its pack)
-from ..data.prepare import DataError, clean_line, read_lines
+from ..data.download import DataError
+from ..data.lines import clean_line, read_lines
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, check_special_ids, load_spm
 from .constraints import encode_constraints

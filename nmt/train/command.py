@@ -25,7 +25,7 @@ from ..config import (
     train_preset,
 )
 from ..config_file import apply_config, load_config_file
-from ..data.prepare import load_meta
+from ..data.dataset import load_meta
 from . import distributed
 from .finetune import InitFrom, check_vocabulary, init_model_config, open_init, vocabulary_difference
 from .trainer import Start, Trainer, TrainError

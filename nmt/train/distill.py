@@ -26,7 +26,9 @@ from pathlib import Path
 
 from .. import atomic
 from .. import checkpoint as ckpt
-from ..data.prepare import DataError, PrepareOptions, prepare, read_lines
+from ..data.download import DataError
+from ..data.lines import read_lines
+from ..data.prepare import PrepareOptions, prepare
 
 RECORD = "distill.json"
 

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..data.batching import TokenBatchSampler, collate
+from ..data.dataset import ParallelDataset
 from ..data.download import DataError
-from ..data.prepare import ParallelDataset
 from . import validation
 from .distributed import Collectives
 from .stopping import epochs_done

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from ..data.batching import Batch, TokenBatchSampler
-from ..data.prepare import ParallelDataset, read_lines
+from ..data.dataset import ParallelDataset
+from ..data.lines import read_lines
 from ..infer.options import SearchOptions
 from ..infer.search import reading_order
 from ..infer.translate import translate_ids
