@@ -184,7 +184,7 @@ def tiny_test_lines(tiny_data) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
+def tiny_checkpoint(tmp_path_factory) -> Path:
     """A tiny random-weight checkpoint with its own SentencePiece model (translate_fixtures)."""
     from translate_fixtures import make_checkpoint
 

@@ -24,7 +24,7 @@ WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "der"
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
+def four_head_checkpoint(tmp_path_factory):
     import sentencepiece as spm
 
     tmp = tmp_path_factory.mktemp("attn")
@@ -52,10 +52,10 @@ def checkpoint(tmp_path_factory):
     )
 
 
-def test_weights_reproduce_the_model_attention_outputs(checkpoint):
+def test_weights_reproduce_the_model_attention_outputs(four_head_checkpoint):
     """softmax(QK^T/sqrt(d_k)) recomputed from the hooks, times V, equals what each attention
     module actually fed to its out_proj (fused SDPA in the model): the weights are the model's."""
-    model = Translator.load(checkpoint, device="cpu", precision="fp32").model
+    model = Translator.load(four_head_checkpoint, device="cpu", precision="fp32").model
     src, tgt = [5, 9, 14, 7, 22, EOS], [8, 31, 12, 40]
     seen = {}
     modules = {
@@ -134,15 +134,18 @@ def test_hard_alignment_is_last_layer_mean_of_heads_without_eos():
     assert hard_alignment(cross, [EOS], tgt) == [] and hard_alignment(cross, src, []) == []
 
 
-def test_translate_alignment_output(checkpoint, tmp_path, capsys):
+def test_translate_alignment_output(four_head_checkpoint, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n\nein rot haus.\n", encoding="utf-8")
     # fp32 as the Translator below: `auto` picks bf16 on CPUs with AVX512-BF16/AMX, and outputs may differ
     fast = ["--max-len-a", "0", "--max-len-b", "6", "--quiet", "--precision", "fp32"]
-    assert main(["translate", str(checkpoint), "-i", str(src), "--alignment", "--beam", "2", *fast]) == 0
+    assert (
+        main(["translate", str(four_head_checkpoint), "-i", str(src), "--alignment", "--beam", "2", *fast])
+        == 0
+    )
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[1] == "\t"
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(four_head_checkpoint, device="cpu", precision="fp32")
     best = t.translate_nbest(["der hund", "", "ein rot haus."], beam=2, max_len_a=0, max_len_b=6)
     for line, sent, hyps in zip(lines, ["der hund", "", "ein rot haus."], best):
         text, pairs = line.split("\t")
@@ -155,7 +158,7 @@ def test_translate_alignment_output(checkpoint, tmp_path, capsys):
         main(
             [
                 "translate",
-                str(checkpoint),
+                str(four_head_checkpoint),
                 "-i",
                 str(src),
                 "--alignment",
@@ -172,13 +175,13 @@ def test_translate_alignment_output(checkpoint, tmp_path, capsys):
     assert len(rows) == 5 and all(len(r.split("\t")) == 4 for r in rows)  # an empty line: one output
 
 
-def test_plot_attention(checkpoint, tmp_path, capsys):
+def test_plot_attention(four_head_checkpoint, tmp_path, capsys):
     out = tmp_path / "plots"
     assert (
         main(
             [
                 "plot-attention",
-                str(checkpoint),
+                str(four_head_checkpoint),
                 "der hund und die katze",
                 "-o",
                 str(out),
@@ -199,18 +202,21 @@ def test_plot_attention(checkpoint, tmp_path, capsys):
     assert data["source_pieces"][-1] == "</s>" and data["target_pieces"][0] == "<s>"
     assert len(data["cross"]) == 2 and len(data["cross"][0]) == 4
     assert len(data["cross"][0][0]) == len(data["target_pieces"])
-    assert main(["plot-attention", str(checkpoint), "  ", "-o", str(tmp_path / "x")]) == 2
+    assert main(["plot-attention", str(four_head_checkpoint), "  ", "-o", str(tmp_path / "x")]) == 2
     assert "nmt plot-attention: error: the sentence is empty" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
-def test_plot_attention_names_an_output_folder_it_cannot_create(checkpoint, tmp_path, capsys):
+def test_plot_attention_names_an_output_folder_it_cannot_create(four_head_checkpoint, tmp_path, capsys):
     """-o naming a file, or a folder under a file, is one line naming it (was: 'internal error:
     FileExistsError ... this is a bug in nmt')."""
     notes = tmp_path / "notes.txt"
     notes.write_text("mine\n")
     for out in (notes, notes / "plots"):
-        assert main(["plot-attention", str(checkpoint), "der hund", "-o", str(out), "--beam", "1"]) == 2
+        assert (
+            main(["plot-attention", str(four_head_checkpoint), "der hund", "-o", str(out), "--beam", "1"])
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.startswith(f"nmt plot-attention: error: -o {out}: cannot create the folder: ")
         assert err.count("\n") == 1

@@ -11,16 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from translate_fixtures import make_checkpoint
 
 from nmt.cli import main as nmt_main
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def files(tmp: Path) -> dict:
@@ -97,7 +91,9 @@ def fill(items: list[str], names: dict) -> list[str]:
     [("translate", *row[1:]) for row in TRANSLATE] + [("score", *row[1:]) for row in SCORE],
     ids=[f"translate: {r[0]}" for r in TRANSLATE] + [f"score: {r[0]}" for r in SCORE],
 )
-def test_bad_input_is_one_line_exit_2(command, argv, names_it, ckpt, tmp_path, capsys, monkeypatch):
+def test_bad_input_is_one_line_exit_2(
+    command, argv, names_it, tiny_checkpoint, tmp_path, capsys, monkeypatch
+):
     import nmt.infer.translate as tr
 
     if "cuda" in argv and torch.cuda.is_available():
@@ -107,7 +103,7 @@ def test_bad_input_is_one_line_exit_2(command, argv, names_it, ckpt, tmp_path, c
         raise AssertionError("translated before the bad input was found")
 
     monkeypatch.setattr(tr.Translator, "translate_nbest", no_translation)
-    names = {**files(tmp_path), "ckpt": ckpt}
+    names = {**files(tmp_path), "ckpt": tiny_checkpoint}
     names["out"].parent.mkdir()
     before = sorted(p.name for p in names["out"].parent.iterdir())
     if command == "translate":
@@ -121,19 +117,22 @@ def test_bad_input_is_one_line_exit_2(command, argv, names_it, ckpt, tmp_path, c
     assert sorted(p.name for p in names["out"].parent.iterdir()) == before  # nothing written
 
 
-def test_existing_output_is_left_whole(ckpt, tmp_path, capsys):
+def test_existing_output_is_left_whole(tiny_checkpoint, tmp_path, capsys):
     """An error (here invalid UTF-8 in the input) leaves an existing -o file as it was, and a
     good run replaces it whole (written to a temporary file, then renamed)."""
     names = files(tmp_path)
     out = tmp_path / "hyp.txt"
     out.write_text("old\n")
-    assert nmt_main(["translate", str(ckpt), "-i", str(names["bad_utf8"]), "-o", str(out), "--quiet"]) == 2
+    assert (
+        nmt_main(["translate", str(tiny_checkpoint), "-i", str(names["bad_utf8"]), "-o", str(out), "--quiet"])
+        == 2
+    )
     assert out.read_text() == "old\n"
     assert (
         nmt_main(
             [
                 "translate",
-                str(ckpt),
+                str(tiny_checkpoint),
                 "-i",
                 str(names["in"]),
                 "-o",
@@ -151,11 +150,11 @@ def test_existing_output_is_left_whole(ckpt, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
-def test_bad_input_end_to_end(ckpt, tmp_path):
+def test_bad_input_end_to_end(tiny_checkpoint, tmp_path):
     """The same through a real `python -m nmt` process: exit status 2, one line, no traceback."""
     argv = ["translate", "{ckpt}", "-i", "{in}", "-o", "{adir}", "--device", "cpu", "--quiet"]
     names_it = "{adir}: is a directory"
-    names = {**files(tmp_path), "ckpt": ckpt}
+    names = {**files(tmp_path), "ckpt": tiny_checkpoint}
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "nmt", *fill(argv, names)],

@@ -184,7 +184,7 @@ def test_out_of_memory_halves_the_micro_batch_and_the_trainer_accumulates_more(t
 
 
 def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decodes_more(
-    checkpoint, tmp_path, monkeypatch
+    tiny_checkpoint, tmp_path, monkeypatch
 ):
     """benchmarks/stopping_rules.py: its counting still_searching returns the search's own
     decisions (same translations), counts k rows per sentence per step, and its table shows the
@@ -196,7 +196,7 @@ def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decode
     from nmt.infer.translate import Translator
 
     lines = ["a b c", "d e", "f g h i", "a"]
-    t = Translator.load(checkpoint, device="cpu")
+    t = Translator.load(tiny_checkpoint, device="cpu")
     plain = t.translate(lines, beam=4)
     counts = {"steps": 0, "rows": 0, "losing": 0}
     monkeypatch.setattr(search, "still_searching", rules.counting(counts))
@@ -207,7 +207,7 @@ def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decode
     src = tmp_path / "src.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "stopping_rules.py"), "--checkpoint", str(checkpoint)]
+        [sys.executable, str(REPO / "benchmarks" / "stopping_rules.py"), "--checkpoint", str(tiny_checkpoint)]
         + ["--src-file", str(src)],
         capture_output=True,
         text=True,

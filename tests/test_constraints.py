@@ -368,23 +368,16 @@ def test_sentences_without_constraints_search_as_before(model, sources, beam, al
 
 
 # ----------------------------------------------------------------------------- API and CLI
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    from translate_fixtures import make_checkpoint
-
-    return make_checkpoint(tmp_path_factory.mktemp("constraints"))
-
-
 LINES = ["der hund laeuft", "ein baum", "die katze springt auf den baum", ""]
 PHRASES = [["rote katze"], ["blau", "unter dem haus"], [], []]
 
 
-def test_translator_outputs_hold_the_phrases(checkpoint):
+def test_translator_outputs_hold_the_phrases(tiny_checkpoint):
     """Each output holds its phrases as text (in any order, multi-word phrases whole); no
     constraints (None or all empty) gives the outputs of a plain translate."""
     from nmt.infer.translate import Translator
 
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     kw = dict(beam=3, max_len_a=0, max_len_b=12)
     plain = t.translate(LINES, **kw)
     out = t.translate(LINES, constraints=PHRASES, **kw)
@@ -396,10 +389,10 @@ def test_translator_outputs_hold_the_phrases(checkpoint):
     assert all(all(p in tr.text for p in phrases) for r, phrases in zip(nbest, PHRASES) for tr in r)
 
 
-def test_translator_constraint_errors_name_the_line(checkpoint):
+def test_translator_constraint_errors_name_the_line(tiny_checkpoint):
     from nmt.infer.translate import TranslateError, Translator
 
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(
         TranslateError,
         match=r"line 2: the constraints need \d+ tokens and EOS, more than the "
@@ -430,7 +423,7 @@ def cli(*argv):
     return run_translate(parser.parse_args([str(a) for a in argv]), {})
 
 
-def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
+def test_cli_constraints_file_tab_separated(tiny_checkpoint, tmp_path):
     """--constraints FILE: one line per input line, phrases separated by tabs, empty line: none;
     the outputs hold the phrases; a line count that differs, or a phrase that does not fit, is
     an error naming the file (and the line)."""
@@ -441,22 +434,41 @@ def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
     out = tmp_path / "out.txt"
     fast = ("--beam", "3", "--max-len-a", "0", "--max-len-b", "12", "--quiet", "--precision", "fp32")
     assert (
-        cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", *fast) == 0
+        cli(tiny_checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "c.txt", *fast)
+        == 0
     )
     result = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(result) == len(LINES)
     assert all(p in line for line, phrases in zip(result, PHRASES) for p in phrases)
     (tmp_path / "short.txt").write_text("haus\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=r"short.txt: 1 constraint lines for 4 input lines"):
-        cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "short.txt", *fast)
+        cli(
+            tiny_checkpoint,
+            "-i",
+            tmp_path / "in.txt",
+            "-o",
+            out,
+            "--constraints",
+            tmp_path / "short.txt",
+            *fast,
+        )
     (tmp_path / "long.txt").write_text(
         "\nhaus\tunter dem haus neben dem baum auf dem haus\n\n\n", encoding="utf-8"
     )
     with pytest.raises(TranslateError, match=r"long.txt: line 2: the constraints need"):
-        cli(checkpoint, "-i", tmp_path / "in.txt", "-o", out, "--constraints", tmp_path / "long.txt", *fast)
+        cli(
+            tiny_checkpoint,
+            "-i",
+            tmp_path / "in.txt",
+            "-o",
+            out,
+            "--constraints",
+            tmp_path / "long.txt",
+            *fast,
+        )
     with pytest.raises(TranslateError, match="--constraints: the torch engine's beam search"):
         cli(
-            checkpoint,
+            tiny_checkpoint,
             "-i",
             tmp_path / "in.txt",
             "-o",
@@ -468,7 +480,7 @@ def test_cli_constraints_file_tab_separated(checkpoint, tmp_path):
         )
 
 
-def test_http_constraints_field(checkpoint):
+def test_http_constraints_field(tiny_checkpoint):
     """POST /translate with "constraints": a list of phrases for one text, one list per sentence
     for a list; the translations are the Translator's and hold the phrases; a wrong shape or a
     phrase the vocabulary cannot write is a 422 naming it, before anything is queued."""
@@ -481,8 +493,8 @@ def test_http_constraints_field(checkpoint):
 
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
-    app = create_app(build_models({"tiny": checkpoint}, parser.parse_args([f"tiny={checkpoint}"])))
-    want = Translator.load(checkpoint, device="cpu", precision="fp32").translate(
+    app = create_app(build_models({"tiny": tiny_checkpoint}, parser.parse_args([f"tiny={tiny_checkpoint}"])))
+    want = Translator.load(tiny_checkpoint, device="cpu", precision="fp32").translate(
         LINES, constraints=PHRASES, beam=3
     )
     with TestClient(app) as c:

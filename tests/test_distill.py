@@ -155,8 +155,8 @@ def test_distilled_only_trains_on_the_teachers_translations_alone(teacher, disti
     assert not list(tmp_path.glob(".train.*"))  # the joined files are removed once prepared
 
 
-def test_a_teacher_without_recorded_training_files_needs_train(checkpoint, tmp_path, capsys):
-    assert main(["distill", str(checkpoint), "--out", str(tmp_path / "o")]) == 2
+def test_a_teacher_without_recorded_training_files_needs_train(tiny_checkpoint, tmp_path, capsys):
+    assert main(["distill", str(tiny_checkpoint), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "records no training files of the teacher: give --train SRC TGT" in err
 

@@ -84,13 +84,22 @@ def run(*argv: str) -> int:
     return main(["translate", *argv])
 
 
-def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(checkpoint, tmp_path, capsys):
+def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(tiny_checkpoint, tmp_path, capsys):
     import xml.etree.ElementTree as ET
 
     page = tmp_path / "a.html"
     page.write_text('<p>der <b>hund</b> &amp; <a href="x?a=1&amp;b">die katze</a>.</p>\n\n<p>ein baum.</p>\n')
     assert (
-        run(str(checkpoint), "-i", str(page), "-o", str(tmp_path / "b.html"), "--quiet", "--max-len-b", "3")
+        run(
+            str(tiny_checkpoint),
+            "-i",
+            str(page),
+            "-o",
+            str(tmp_path / "b.html"),
+            "--quiet",
+            "--max-len-b",
+            "3",
+        )
         == 0
     )
     out = (tmp_path / "b.html").read_text()
@@ -99,34 +108,45 @@ def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(checkpoint, tmp_
         assert out.count(tag) == page.read_text().count(tag)
 
 
-def test_per_line_options_translate_each_line_as_given(checkpoint, tmp_path, capsys):
+def test_per_line_options_translate_each_line_as_given(tiny_checkpoint, tmp_path, capsys):
     from nmt import Translator
 
     lines = ["der hund. DIE KATZE.", "", "ein baum"]
     src = tmp_path / "in"
     src.write_text("\n".join(lines) + "\n")
     search = ["--max-len-b", "3", "--beam", "2", "--quiet", "-i", str(src)]
-    assert run(str(checkpoint), *search, "--no-split", "--no-recase", "--max-words", "0") == 0
+    assert run(str(tiny_checkpoint), *search, "--no-split", "--no-recase", "--max-words", "0") == 0
     plain = capsys.readouterr().out.splitlines()
-    assert plain == Translator.load(checkpoint, precision="fp32").translate(lines, beam=2, max_len_b=3)
-    assert run(str(checkpoint), *search) == 0
+    assert plain == Translator.load(tiny_checkpoint, precision="fp32").translate(lines, beam=2, max_len_b=3)
+    assert run(str(tiny_checkpoint), *search) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3  # a line in, a line out, the blank one kept
-    assert run(str(checkpoint), *search, "--format", "html", "--nbest", "2") == 2
+    assert run(str(tiny_checkpoint), *search, "--format", "html", "--nbest", "2") == 2
     assert "--format html: not with --nbest" in capsys.readouterr().err
 
 
 def test_a_line_too_long_for_the_model_is_cut_and_translated_whole_not_truncated(
-    checkpoint, tmp_path, capsys
+    tiny_checkpoint, tmp_path, capsys
 ):
     src = tmp_path / "in"
     src.write_text(" ".join(["katze"] * 400) + "\n")
-    assert run(str(checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet") == 0
+    assert run(str(tiny_checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet") == 0
     err = capsys.readouterr().err
     assert "truncated" not in err
     cut = "400 words, translated in 16 parts of at most 40 (cut before 'katze', 'katze', 'katze', ...)"
     assert f"line 1: sentence 1: {cut}" in err
     assert (
-        run(str(checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet", "--max-words", "0")
+        run(
+            str(tiny_checkpoint),
+            "-i",
+            str(src),
+            "--max-len-b",
+            "2",
+            "--beam",
+            "1",
+            "--quiet",
+            "--max-words",
+            "0",
+        )
         == 0
     )
     assert "line 1: 400 pieces, truncated to 255" in capsys.readouterr().err

@@ -79,7 +79,7 @@ def test_mbr_options_are_checked():
         MBR("chrf", 0)
 
 
-def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
+def test_translate_mbr_cli_and_api(tiny_checkpoint, tmp_path):
     """`--mbr` writes, per line, the candidate of the beam's n-best (the search's `nbest=beam`
     list) that mbr_select picks; the API gives the same, and differs from the top candidates."""
     lines = [
@@ -91,7 +91,7 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
         "das haus neben dem baum",
         "eine kleine katze und ein grosser hund",
     ]
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     search = dict(beam=4, max_len_a=0, max_len_b=6)
     nbest = t.translate_nbest(lines, nbest=4, **search)
     want = [r[mbr_select([c.text for c in r], [c.score for c in r], temperature=2.0)].text for r in nbest]
@@ -102,7 +102,7 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
     out = tmp_path / "mbr.txt"
     assert (
         cli(
-            checkpoint,
+            tiny_checkpoint,
             "-i",
             src,
             "-o",
@@ -129,7 +129,7 @@ def test_translate_mbr_cli_and_api(checkpoint, tmp_path):
     assert t.translate(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
 
 
-def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
+def test_tune_alpha_with_mbr(tiny_checkpoint, tmp_path, capsys):
     """`nmt tune-alpha --mbr` scores, per alpha, the outputs of `translate(mbr=...)`."""
     import json
 
@@ -140,12 +140,12 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
 
     from nmt.infer.tune_command import run_tune_alpha
 
-    args = tune_alpha_args(checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")
+    args = tune_alpha_args(tiny_checkpoint, tmp_path, "--mbr", "--mbr-temperature", "1.5")
     assert run_tune_alpha(args, {}) == 0
     assert "MBR (chrf, T=1.5) among the 3-best" in capsys.readouterr().out
     saved = json.loads((tmp_path / "a.json").read_text())
     assert saved["mbr"] == {"utility": "chrf", "temperature": 1.5}
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     for row in saved["rows"]:
         hyps = t.translate(lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5, mbr=MBR("chrf", 1.5))
         assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
@@ -160,9 +160,9 @@ def test_tune_alpha_with_mbr(checkpoint, tmp_path, capsys):
         (("--mbr-temperature", "0"), "--mbr-temperature 0.0: must be > 0"),
     ],
 )
-def test_translate_mbr_bad_options(checkpoint, tmp_path, extra, message):
+def test_translate_mbr_bad_options(tiny_checkpoint, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=message):
-        cli(checkpoint, "-i", src, "-o", tmp_path / "o.txt", "--mbr", "--beam", "2", *extra)
+        cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "o.txt", "--mbr", "--beam", "2", *extra)
     assert not (tmp_path / "o.txt").exists()

@@ -45,14 +45,16 @@ def test_progress_is_a_bar_only_on_a_terminal():
     assert quiet.getvalue() == ""
 
 
-def test_nmt_translate_into_a_log_file_writes_its_progress_as_one_plain_line(checkpoint, tmp_path, capsys):
+def test_nmt_translate_into_a_log_file_writes_its_progress_as_one_plain_line(
+    tiny_checkpoint, tmp_path, capsys
+):
     """stderr captured (not a terminal, as `make recipe-finetune 2> log`): the bar is one line at
     the end, not tqdm's carriage-return frames (one per batch)."""
     from nmt.cli import main
 
     src = tmp_path / "in.txt"
     src.write_text("".join(f"der hund {i}\n" for i in range(12)), encoding="utf-8")
-    argv = ["translate", str(checkpoint), "-i", str(src), "-o", str(tmp_path / "out.txt")]
+    argv = ["translate", str(tiny_checkpoint), "-i", str(src), "-o", str(tmp_path / "out.txt")]
     assert main([*argv, "--beam", "1", "--max-len-a", "0", "--max-len-b", "3", "--batch-tokens", "8"]) == 0
     err = capsys.readouterr().err
     assert "\r" not in err and "translate: 12/12 sent (100%)" in err

@@ -43,10 +43,13 @@ def save_tiny(folder, spm_model, *, seed: int, **changes):
 
 
 @pytest.fixture(scope="module")
-def r2l(checkpoint, tmp_path_factory):
+def r2l(tiny_checkpoint, tmp_path_factory):
     """A right-to-left random-weight model sharing the tiny checkpoint's SentencePiece model."""
     return save_tiny(
-        tmp_path_factory.mktemp("r2l") / "checkpoint", checkpoint / "spm.model", seed=1, right_to_left=True
+        tmp_path_factory.mktemp("r2l") / "checkpoint",
+        tiny_checkpoint / "spm.model",
+        seed=1,
+        right_to_left=True,
     )
 
 
@@ -112,10 +115,10 @@ def test_right_to_left_output_reads_forwards(r2l):
     assert reading_order(t.model, [5, 6, 7]) == [7, 6, 5]
 
 
-def test_score_targets_equals_incremental_decoding(checkpoint, r2l):
+def test_score_targets_equals_incremental_decoding(tiny_checkpoint, r2l):
     """Teacher-forced scores (batched, padded) equal summing decode_step's log-probabilities; an
     ensemble's are the mean of its models'."""
-    a = Translator.load(checkpoint, device="cpu", precision="fp32").model
+    a = Translator.load(tiny_checkpoint, device="cpu", precision="fp32").model
     b = Translator.load(r2l, device="cpu", precision="fp32").model
     sources = [[5, 9, 12, EOS], [7, EOS], [30, 31, 32, 33, 34, 35, EOS]]
     targets = [[8, 8, 40], [], [50, 51, 52, 53, 54, 55, 56, 57]]
@@ -168,24 +171,26 @@ def test_combine_picks_the_candidate_neither_direction_ranks_first():
     assert [t.score for t in half] == pytest.approx([-2.0 / lp, -3.0 / lp, -3.5 / lp])
 
 
-def test_rerank_with_itself_changes_nothing(checkpoint):
+def test_rerank_with_itself_changes_nothing(tiny_checkpoint):
     """Rescoring with the searching model itself (any weight) keeps the beam's choice: the search's
     scores are the teacher-forced ones."""
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     plain = t.translate(LINES, **SEARCH)
     for w in (0.3, 1.0):
         assert (
             t.translate(
-                LINES, rerank=Rerank(Translator.load(checkpoint, device="cpu", precision="fp32"), w), **SEARCH
+                LINES,
+                rerank=Rerank(Translator.load(tiny_checkpoint, device="cpu", precision="fp32"), w),
+                **SEARCH,
             )
             == plain
         )
 
 
-def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
+def test_rerank_picks_the_combined_best(tiny_checkpoint, r2l, tmp_path):
     """API and CLI: the candidate of the beam's 4-best with the best combined score, the
     right-to-left model reading each candidate reversed (scored here one step at a time)."""
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     nbest = t.translate_nbest(LINES, nbest=4, **SEARCH)
     sources, _ = t.encode(LINES)
@@ -211,7 +216,7 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     assert (
         cli(
-            checkpoint,
+            tiny_checkpoint,
             "-i",
             src,
             "-o",
@@ -235,7 +240,7 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n") == picks[0.5] + [""]
     assert (
         cli(
-            checkpoint,
+            tiny_checkpoint,
             "-i",
             src,
             "-o",
@@ -267,7 +272,7 @@ def test_rerank_picks_the_combined_best(checkpoint, r2l, tmp_path):
     assert len(rows) == 2 * (len(LINES) - 1) + 1  # two per line, one for the empty line
 
 
-def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
+def test_tune_alpha_with_rerank(tiny_checkpoint, r2l, tmp_path, capsys):
     """`nmt tune-alpha --rerank --rerank-weights`: a row per (alpha, weight), each the corpus BLEU
     of translate(rerank=Rerank(scorer, weight)); the best weight is printed and saved."""
     from sacrebleu.metrics import BLEU as Corpus
@@ -277,7 +282,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
 
     from nmt.infer.tune_command import run_tune_alpha
 
-    args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
+    args = tune_alpha_args(tiny_checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     assert run_tune_alpha(args, {}) == 0
     out = capsys.readouterr().out
     assert "| alpha | rerank weight |" in out and "best rerank weight: " in out
@@ -285,7 +290,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     assert [(r["alpha"], r["rerank_weight"]) for r in saved["rows"]] == [
         (a, w) for a in (0.0, 1.0) for w in (0.0, 0.5, 1.0)
     ]
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     for row in saved["rows"]:
         hyps = t.translate(
@@ -309,7 +314,7 @@ def test_tune_alpha_with_rerank(checkpoint, r2l, tmp_path, capsys):
     assert out.splitlines()[-2:] == ["best rerank weight: 0", "best alpha: 1"]
 
 
-def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(checkpoint, r2l, tmp_path, capsys):
+def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(tiny_checkpoint, r2l, tmp_path, capsys):
     """References that are the right-to-left-weighted outputs (weight 1, alpha 0): the rows that
     give them score 100, weight 0's rows (the beam's own choice, which differs on line 1) less; the
     saved and printed weight is the 100 rows' (0.5 and 1 tie: the lower), not the tie-break's 0."""
@@ -318,13 +323,13 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(checkpoint,
 
     from nmt.infer.tune_command import run_tune_alpha
 
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     kw = dict(beam=3, alpha=0.0, max_len_a=0, max_len_b=5)
     refs = t.translate(lines, rerank=Rerank(scorer, 1.0), **kw)
     own = t.translate(lines, rerank=Rerank(scorer, 0.0), **kw)
     assert [a == b for a, b in zip(refs, own)] == [False, True, True, True]  # they disagree on line 1
-    args = tune_alpha_args(checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
+    args = tune_alpha_args(tiny_checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
     assert run_tune_alpha(args, {}) == 0
     out = capsys.readouterr().out
@@ -351,21 +356,21 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(checkpoint,
         (("--sampling",), "not with --sampling or --mbr"),
     ],
 )
-def test_rerank_bad_options(checkpoint, r2l, tmp_path, extra, message):
+def test_rerank_bad_options(tiny_checkpoint, r2l, tmp_path, extra, message):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", r2l, *extra)
+        cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", r2l, *extra)
     assert not (tmp_path / "out.txt").exists()
 
 
-def test_right_to_left_refusals(checkpoint, r2l, tmp_path):
+def test_right_to_left_refusals(tiny_checkpoint, r2l, tmp_path):
     """Mixed directions in one ensemble, a prefix for a right-to-left model, a rescoring model of
     another vocabulary and the exports of a right-to-left model are errors that say why."""
     from nmt.infer.export_ctranslate2 import ExportError, check_left_to_right
 
     with pytest.raises(TranslateError, match="one direction"):
-        Translator.load([checkpoint, r2l], device="cpu", precision="fp32")
+        Translator.load([tiny_checkpoint, r2l], device="cpu", precision="fp32")
     t = Translator.load(r2l, device="cpu", precision="fp32")
     with pytest.raises(TranslateError, match="needs a left-to-right model"):
         t.translate_nbest(["der hund"], prefix=["der"])
@@ -392,7 +397,7 @@ def test_right_to_left_refusals(checkpoint, r2l, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n", encoding="utf-8")
     with pytest.raises(TranslateError, match="vocabulary differs"):
-        cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", foreign, "--quiet")
+        cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--rerank", foreign, "--quiet")
 
 
 def test_right_to_left_alignment_in_reading_order(r2l):

@@ -17,12 +17,6 @@ from translate_fixtures import make_checkpoint
 from nmt import vocab
 from nmt.cli import main as nmt_main
 
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
-
-
 FAST = ("--max-len-a", "0", "--max-len-b", "3", "--quiet")
 
 
@@ -70,7 +64,7 @@ def test_clean_line_turns_control_characters_into_spaces(tmp_path):
 
 
 # ----------------------------------------------------------------------------- special token ids
-def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
+def test_special_ids_have_one_source(tmp_path, tiny_checkpoint, capsys):
     """The special ids have one source, nmt.vocab: ModelConfig has no pad_id (config.json files
     with pad_id 0 load), the model, collate and the loss read nmt.vocab, and training and translation
     reject data / checkpoints whose recorded special ids differ, naming the file."""
@@ -114,7 +108,7 @@ def test_special_ids_have_one_source(tmp_path, checkpoint, capsys):
 
     # translation: a checkpoint whose config.json (the data's meta) or spm.model disagree
     bad = tmp_path / "bad_ckpt"
-    shutil.copytree(checkpoint, bad)
+    shutil.copytree(tiny_checkpoint, bad)
     config = json.loads((bad / "config.json").read_text())
     config["data"] = {"special_ids": {"pad": 1, "unk": 0, "bos": 2, "eos": 3}}
     (bad / "config.json").write_text(json.dumps(config))
@@ -191,7 +185,7 @@ def test_label_smoothing_kinds_by_hand(kind):
 
 
 # ----------------------------------------------------------------------------- greedy default alpha
-def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
+def test_beam_one_is_greedy_in_api_and_cli(tiny_checkpoint, tmp_path, monkeypatch):
     """Translator.translate(beam=1) and the CLI share one default (default_alpha: 0 for beam 1,
     the paper's 0.6 otherwise)."""
     import nmt.infer.translate as tr
@@ -204,21 +198,24 @@ def test_beam_one_is_greedy_in_api_and_cli(checkpoint, tmp_path, monkeypatch):
         return real(model, src, options, **kwargs)
 
     monkeypatch.setattr(tr, "beam_search", recording)
-    t = tr.Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = tr.Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     t.translate(["der hund"], beam=1, max_len_a=0, max_len_b=3)
     t.translate_nbest(["der hund"], beam=4, max_len_a=0, max_len_b=3)
     (tmp_path / "in.txt").write_text("der hund\n")
-    assert nmt_main(["translate", str(checkpoint), "-i", str(tmp_path / "in.txt"), "--beam", "1", *FAST]) == 0
+    assert (
+        nmt_main(["translate", str(tiny_checkpoint), "-i", str(tmp_path / "in.txt"), "--beam", "1", *FAST])
+        == 0
+    )
     assert seen == [(1, 0.0), (4, 0.6), (1, 0.0)]
 
 
 # ----------------------------------------------------------------------------- Python API input, --threads
-def test_python_api_str_none_bom_and_line_numbers(checkpoint):
+def test_python_api_str_none_bom_and_line_numbers(tiny_checkpoint):
     """The Python API translates a str as one sentence, refuses [None] with a TypeError naming
     the position, removes a BOM, and counts sentences from 1, as the CLI does."""
     from nmt.infer.translate import Translator
 
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     kw = dict(beam=2, max_len_a=0, max_len_b=3)
     one = t.translate("der hund", **kw)
     assert isinstance(one, str) and [one] == t.translate(["der hund"], **kw)
@@ -234,7 +231,7 @@ def test_python_api_str_none_bom_and_line_numbers(checkpoint):
         t.translate(["der hund", " ".join(["katze"] * 300)], beam=1, max_len_a=0, max_len_b=2)
 
 
-def test_translate_threads_option(checkpoint, tmp_path):
+def test_translate_threads_option(tiny_checkpoint, tmp_path):
     """`nmt translate --threads N` sets torch's intra-op threads."""
     (tmp_path / "in.txt").write_text("der hund\n")
     before = torch.get_num_threads()
@@ -243,7 +240,7 @@ def test_translate_threads_option(checkpoint, tmp_path):
             nmt_main(
                 [
                     "translate",
-                    str(checkpoint),
+                    str(tiny_checkpoint),
                     "-i",
                     str(tmp_path / "in.txt"),
                     "-o",

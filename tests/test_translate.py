@@ -25,7 +25,7 @@ from nmt.model import Transformer
 FAST = ("--beam", "2", "--max-len-a", "0", "--max-len-b", "4", "--quiet")
 
 
-def test_line_count_kept_with_empty_long_and_odd_lines(checkpoint, tmp_path, capsys):
+def test_line_count_kept_with_empty_long_and_odd_lines(tiny_checkpoint, tmp_path, capsys):
     long_line = " ".join(["katze"] * 400)  # 400 pieces > max_positions=256
     lines = [
         "der hund",
@@ -44,7 +44,7 @@ def test_line_count_kept_with_empty_long_and_odd_lines(checkpoint, tmp_path, cap
     src = tmp_path / "in.txt"
     src.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
     out = tmp_path / "out.txt"
-    assert cli(checkpoint, "-i", src, "-o", out, *FAST, "--max-words", "0") == 0  # 0: truncated, not cut
+    assert cli(tiny_checkpoint, "-i", src, "-o", out, *FAST, "--max-words", "0") == 0  # 0: truncated, not cut
     result = out.read_bytes().decode("utf-8").split("\n")
     assert len(result) == len(lines) + 1 and result[-1] == ""
     for line, hyp in zip(lines, result):
@@ -55,30 +55,30 @@ def test_line_count_kept_with_empty_long_and_odd_lines(checkpoint, tmp_path, cap
     sys_stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO("\n".join(lines).encode("utf-8")))
     try:
-        assert cli(checkpoint, *FAST, "--max-words", "0") == 0
+        assert cli(tiny_checkpoint, *FAST, "--max-words", "0") == 0
     finally:
         sys.stdin = sys_stdin
     assert capsys.readouterr().out.split("\n") == result
 
 
-def test_invalid_utf8_names_the_line(checkpoint, tmp_path):
+def test_invalid_utf8_names_the_line(tiny_checkpoint, tmp_path):
     src = tmp_path / "bad.txt"
     src.write_bytes(b"der hund\n\nein \xff baum\n")
     with pytest.raises(TranslateError, match=r"line 3: invalid UTF-8 \(byte 0xff at column 5\)"):
-        cli(checkpoint, "-i", src, "-o", tmp_path / "o.txt", *FAST)
-    assert cli(checkpoint, "-i", src, "-o", tmp_path / "o.txt", "--errors", "replace", *FAST) == 0
+        cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "o.txt", *FAST)
+    assert cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "o.txt", "--errors", "replace", *FAST) == 0
     assert len((tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")) == 4
 
 
-def test_nbest_output_and_api(checkpoint, tmp_path, capsys):
+def test_nbest_output_and_api(tiny_checkpoint, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n\nein baum und eine katze\n", encoding="utf-8")
-    assert cli(checkpoint, "-i", src, "--nbest", "2", "--beam", "2", "--max-len-b", "3", "--quiet") == 0
+    assert cli(tiny_checkpoint, "-i", src, "--nbest", "2", "--beam", "2", "--max-len-b", "3", "--quiet") == 0
     rows = [r.split("\t") for r in capsys.readouterr().out.splitlines()]
     assert [r[0] for r in rows] == ["1", "1", "2", "3", "3"]
     assert float(rows[0][1]) >= float(rows[1][1])
 
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     sentences = ["der hund", "", "ein baum und eine katze", "blau"]
     texts = t.translate(sentences, beam=2, max_len_a=0, max_len_b=4)
     assert len(texts) == 4 and texts[1] == ""
@@ -89,8 +89,8 @@ def test_nbest_output_and_api(checkpoint, tmp_path, capsys):
         t.translate([" ".join(["katze"] * 300)], beam=1, alpha=0, max_len_a=0, max_len_b=2)
 
 
-def test_translate_ids_restores_training_mode(checkpoint):
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+def test_translate_ids_restores_training_mode(tiny_checkpoint):
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     model = t.model.train()
     ids = [t.sp.encode("der hund"), [], t.sp.encode("ein baum und eine katze")]
     out = translate_ids(
@@ -122,7 +122,7 @@ LINES = [
 SEARCH = dict(beam=2, max_len_a=0, max_len_b=4)
 
 
-def test_ensemble_cli_output_equals_the_api_ensemble(checkpoint, tmp_path):
+def test_ensemble_cli_output_equals_the_api_ensemble(tiny_checkpoint, tmp_path):
     """`nmt translate A B` writes what Translator.load([A, B]).translate gives for the same lines;
     on these lines that differs from each member's own output, so the CLI really ensembles."""
     torch.manual_seed(1)
@@ -130,14 +130,14 @@ def test_ensemble_cli_output_equals_the_api_ensemble(checkpoint, tmp_path):
     other = save(
         tmp_path / "other",
         model=Transformer(cfg),
-        spm_model=checkpoint / "spm.model",
+        spm_model=tiny_checkpoint / "spm.model",
         config={"model": dataclasses.asdict(cfg), "train": {}, "data": {}},
     )
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     assert (
         cli(
-            checkpoint,
+            tiny_checkpoint,
             other,
             "-i",
             src,
@@ -152,30 +152,41 @@ def test_ensemble_cli_output_equals_the_api_ensemble(checkpoint, tmp_path):
         == 0
     )
     got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
-    api = Translator.load([checkpoint, other], device="cpu", precision="fp32").translate(LINES, **SEARCH)
+    api = Translator.load([tiny_checkpoint, other], device="cpu", precision="fp32").translate(LINES, **SEARCH)
     assert got == api + [""]
-    for member in (checkpoint, other):
+    for member in (tiny_checkpoint, other):
         assert api != Translator.load(member, device="cpu", precision="fp32").translate(LINES, **SEARCH)
 
 
-def test_int8_cli_output_equals_the_api_int8_output(checkpoint, tmp_path):
+def test_int8_cli_output_equals_the_api_int8_output(tiny_checkpoint, tmp_path):
     """`nmt translate --precision int8` writes Translator.load(precision="int8")'s translations
     and n-best scores (to the 4 decimals it prints), which are not float32's: int8 is in use."""
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    q = Translator.load(checkpoint, precision="int8")
-    assert cli(checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--precision", "int8", *FAST) == 0
+    q = Translator.load(tiny_checkpoint, precision="int8")
+    assert cli(tiny_checkpoint, "-i", src, "-o", tmp_path / "out.txt", "--precision", "int8", *FAST) == 0
     got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
     assert got == q.translate(LINES, **SEARCH) + [""]
     assert (
-        cli(checkpoint, "-i", src, "-o", tmp_path / "nb.txt", "--precision", "int8", "--nbest", "2", *FAST)
+        cli(
+            tiny_checkpoint,
+            "-i",
+            src,
+            "-o",
+            tmp_path / "nb.txt",
+            "--precision",
+            "int8",
+            "--nbest",
+            "2",
+            *FAST,
+        )
         == 0
     )
     nbest = q.translate_nbest(LINES, nbest=2, **SEARCH)
     assert (tmp_path / "nb.txt").read_text(encoding="utf-8").splitlines() == [
         f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(nbest, start=1) for t in r
     ]
-    fp32 = Translator.load(checkpoint, device="cpu", precision="fp32").translate_nbest(
+    fp32 = Translator.load(tiny_checkpoint, device="cpu", precision="fp32").translate_nbest(
         LINES, nbest=2, **SEARCH
     )
     assert [f"{t.score:.4f}" for r in nbest for t in r] != [f"{t.score:.4f}" for r in fp32 for t in r]
@@ -190,8 +201,8 @@ def test_make_batches():
     assert make_batches(lengths, batch_tokens=10**6, max_sentences=4) == [[1, 3, 4, 0], [5, 2]]
 
 
-def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(checkpoint):
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(tiny_checkpoint):
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(TypeError, match=r"prefix 2: expected str, got int"):
         t.translate(["der hund", "blau"], prefix=["", 3], **SEARCH)
     with pytest.raises(TypeError, match=r"prefix: expected a list of str \(one per sentence\), got str"):
@@ -208,8 +219,8 @@ def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(checkpoint
         (dict(max_len_b=float("inf")), r"max_len_a=1.0, max_len_b=inf: must be finite"),
     ],
 )
-def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, option, message):
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+def test_a_search_option_out_of_range_is_a_value_error_naming_it(tiny_checkpoint, option, message):
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match=message):
         t.translate(["der hund", "blau"], **option)
 
@@ -227,11 +238,11 @@ def test_a_search_option_out_of_range_is_a_value_error_naming_it(checkpoint, opt
     ],
 )
 @pytest.mark.parametrize("lines", [["", " "], ["der hund"]])
-def test_search_options_are_checked_before_any_input_is_read(checkpoint, lines, option, message):
+def test_search_options_are_checked_before_any_input_is_read(tiny_checkpoint, lines, option, message):
     """Also for a batch of empty lines, which needs no search (was: returned without a word), and
     nbest > 1 with sampling, which draws one output (was: silently one). Sampling's own range is
     checked when the Sampling is made."""
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match=message):
         option = {k: Sampling(**v) if k == "sampling" else v for k, v in option.items()}
         t.translate_nbest(lines, **option)
@@ -239,10 +250,10 @@ def test_search_options_are_checked_before_any_input_is_read(checkpoint, lines, 
 
 @pytest.mark.parametrize("per_sentence", ["prefix", "constraints"])
 @pytest.mark.parametrize("count", [1, 3])
-def test_batched_search_needs_one_prefix_or_constraint_list_per_source(checkpoint, per_sentence, count):
+def test_batched_search_needs_one_prefix_or_constraint_list_per_source(tiny_checkpoint, per_sentence, count):
     """Two sources: one list is not one per source (was an IndexError), three are not either
     (the third was ignored without a word)."""
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     sources = t.encode(["der hund", "blau"])[0]
     with pytest.raises(ValueError, match=rf"^{per_sentence}: {count} lists for 2 sources$"):
         BatchedSearch(SearchOptions(beam=2, max_len_a=0, max_len_b=4)).sources(
@@ -251,13 +262,13 @@ def test_batched_search_needs_one_prefix_or_constraint_list_per_source(checkpoin
 
 
 @pytest.fixture(scope="module")
-def ct2_translator(checkpoint, tmp_path_factory):
+def ct2_translator(tiny_checkpoint, tmp_path_factory):
     """The tiny checkpoint exported by `nmt export ctranslate2`, loaded with that engine."""
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
     from nmt.cli import main
 
     out = tmp_path_factory.mktemp("ct2") / "export"
-    assert main(["export", "ctranslate2", str(checkpoint), str(out)]) == 0
+    assert main(["export", "ctranslate2", str(tiny_checkpoint), str(out)]) == 0
     return Translator.load(out, engine="ctranslate2", precision="fp32")
 
 
@@ -273,18 +284,18 @@ def ct2_translator(checkpoint, tmp_path_factory):
 )
 @pytest.mark.parametrize("lines", [["", " "], ["der hund"]])
 def test_the_ctranslate2_engine_checks_search_options_as_the_torch_engine(
-    checkpoint, ct2_translator, lines, option, message
+    tiny_checkpoint, ct2_translator, lines, option, message
 ):
     """Same ValueError from both engines, also for a batch of empty lines (ctranslate2 was:
     CTranslate2's own ValueError or a TypeError, and no error at all for empty lines)."""
-    torch_translator = Translator.load(checkpoint, device="cpu", precision="fp32")
+    torch_translator = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     for t in (torch_translator, ct2_translator):
         with pytest.raises(ValueError, match=message):
             t.translate_nbest(lines, **option)
 
 
-def test_search_options_as_one_value_or_as_keywords_translate_alike(checkpoint):
-    t = Translator.load(checkpoint, device="cpu", precision="fp32")
+def test_search_options_as_one_value_or_as_keywords_translate_alike(tiny_checkpoint):
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     lines = ["der hund", "blau", "die katze schlaeft"]
     options = SearchOptions(beam=3, alpha=0.8, nbest=2, max_len_b=5)
     by_value = t.translate_nbest(lines, options)
