@@ -15,6 +15,7 @@ no fast bf16, so `auto` is fp32); the header of every run names the path it took
 
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,53 @@ def trained_tiny_run(tiny_data, tmp_path_factory) -> Path:
 def tiny_test_lines(tiny_data) -> list[str]:
     """The English side of ``tiny_data``'s test split (40 lines)."""
     return (tiny_data.parent / "text" / "test.en").read_text().splitlines()
+
+
+@pytest.fixture(scope="session")
+def finished_tiny_run(tiny_data, tmp_path_factory) -> Path:
+    """A tiny run finished at max_steps=2 with step_1, step_2 and best. Read-only: a test that
+    changes it takes ``finished_run_copy``."""
+    from train_fixtures import tiny_args
+
+    from nmt.cli import main
+
+    out = tmp_path_factory.mktemp("finished") / "run"
+    argv = ["train", str(tiny_data), "--out", str(out), *tiny_args("--train.max_tokens=512")]
+    assert main([*argv, "--train.max_steps=2", "--train.save_every_steps=1"]) == 0
+    return out
+
+
+@pytest.fixture
+def finished_run_copy(finished_tiny_run, tmp_path) -> Path:
+    """This test's own copy of ``finished_tiny_run``."""
+    shutil.copytree(finished_tiny_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.fixture(scope="session")
+def long_valid_data(tmp_path_factory):
+    """The tiny corpus with one 400-word valid pair (longer than the tiny preset's 256 positions)."""
+    from train_fixtures import GERMAN, WORDS, write_corpus
+
+    from nmt.data.prepare import PrepareOptions, prepare
+
+    folder = tmp_path_factory.mktemp("longvalid")
+    splits = write_corpus(folder / "text", n_train=300, n_valid=10)
+    words = [WORDS[i % len(WORDS)] for i in range(400)]
+    with open(splits["valid"][0], "a") as f:
+        f.write(" ".join(words) + "\n")
+    with open(splits["valid"][1], "a") as f:
+        f.write(" ".join(GERMAN[w] for w in words) + "\n")
+    lines = []
+    prepare(
+        splits,
+        folder / "data",
+        log=lines.append,
+        options=PrepareOptions(
+            dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1, max_len=100
+        ),
+    )
+    return folder / "data", lines
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
-"""nmt/atomic.py: the one atomic file writer and the one sha256 of a file."""
+"""nmt/atomic.py: the one atomic file writer, directory replacement and the one sha256 of a file."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
 import os
+import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,38 @@ def test_sha256_file_of_the_bytes_or_of_the_decompressed_content(tmp_path):
     assert (
         atomic.sha256_file(tmp_path / "a.gz") == hashlib.sha256((tmp_path / "a.gz").read_bytes()).hexdigest()
     )
+
+
+# ----------------------------------------------------------------------------- durable replacement (fsync)
+def test_replace_dir_deletes_the_old_copy_only_after_the_rename_is_on_disk(tmp_path, monkeypatch):
+    """The old directory is deleted only after the parent directory is fsync'ed, so that a power
+    cut cannot lose both the old and the new one."""
+    from nmt import atomic
+
+    events = []
+    real_rename, real_rmtree, real_fsync_dir = os.rename, shutil.rmtree, atomic.fsync_dir
+    monkeypatch.setattr(
+        os,
+        "rename",
+        lambda s, d: (events.append(("rename", Path(s).name, Path(d).name)), real_rename(s, d))[1],
+    )
+    monkeypatch.setattr(
+        shutil,
+        "rmtree",
+        lambda p, *a, **k: (events.append(("rmtree", Path(p).name[:10])), real_rmtree(p, *a, **k))[1],
+    )
+    monkeypatch.setattr(
+        atomic, "fsync_dir", lambda p: (events.append(("fsync", Path(p).name)), real_fsync_dir(p))[1]
+    )
+    for name in ("best", "new"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_text(name)
+    atomic.replace_dir(tmp_path / "new", tmp_path / "best")
+    assert (tmp_path / "best" / "f").read_text() == "new"
+    aside = events[0][2]
+    assert events == [
+        ("rename", "best", aside),
+        ("rename", "new", "best"),
+        ("fsync", tmp_path.name),
+        ("rmtree", ".best.old-"),
+    ]

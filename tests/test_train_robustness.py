@@ -27,47 +27,7 @@ def records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def finished(tiny_data, tmp_path_factory):
-    """A tiny run finished at max_steps=2 with step_1, step_2 and best."""
-    out = tmp_path_factory.mktemp("finished") / "run"
-    assert train(tiny_data, out, "--train.max_steps=2", "--train.save_every_steps=1") == 0
-    return out
-
-
-@pytest.fixture
-def run_copy(finished, tmp_path):
-    shutil.copytree(finished, tmp_path / "run")
-    return tmp_path / "run"
-
-
 # ----------------------------------------------------------------------------- long validation pairs
-@pytest.fixture(scope="module")
-def long_valid_data(tmp_path_factory):
-    """The tiny corpus with one 400-word valid pair (longer than the tiny preset's 256 positions)."""
-    from train_fixtures import GERMAN, WORDS, write_corpus
-
-    from nmt.data.prepare import PrepareOptions, prepare
-
-    folder = tmp_path_factory.mktemp("longvalid")
-    splits = write_corpus(folder / "text", n_train=300, n_valid=10)
-    words = [WORDS[i % len(WORDS)] for i in range(400)]
-    with open(splits["valid"][0], "a") as f:
-        f.write(" ".join(words) + "\n")
-    with open(splits["valid"][1], "a") as f:
-        f.write(" ".join(GERMAN[w] for w in words) + "\n")
-    lines = []
-    prepare(
-        splits,
-        folder / "data",
-        log=lines.append,
-        options=PrepareOptions(
-            dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1, max_len=100
-        ),
-    )
-    return folder / "data", lines
-
-
 def test_prepare_warns_about_long_valid_pairs(long_valid_data):
     """prepare counts (and keeps) valid/test pairs longer than --max-len."""
     data, lines = long_valid_data
@@ -121,38 +81,43 @@ def test_big_has_its_own_training_preset():
 
 
 # ----------------------------------------------------------------------------- nmt average --out
-def test_average_out_refuses_existing_dir_and_the_run(run_copy, tmp_path, capsys):
+def test_average_out_refuses_existing_dir_and_the_run(finished_run_copy, tmp_path, capsys):
     """--out is refused for an existing directory and for the run itself (none of them is deleted)."""
-    before = sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*"))
-    for out in (run_copy, run_copy.parent, run_copy / "checkpoints", run_copy / "checkpoints" / "best"):
-        assert main(["average", str(run_copy), "--last", "2", "--out", str(out), "--force"]) == 2
+    before = sorted(str(p.relative_to(finished_run_copy)) for p in finished_run_copy.rglob("*"))
+    for out in (
+        finished_run_copy,
+        finished_run_copy.parent,
+        finished_run_copy / "checkpoints",
+        finished_run_copy / "checkpoints" / "best",
+    ):
+        assert main(["average", str(finished_run_copy), "--last", "2", "--out", str(out), "--force"]) == 2
     err = capsys.readouterr().err
     assert err.count("is the run directory") == 2 and err.count("holds the run's own checkpoints") == 2
-    assert sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*")) == before
+    assert sorted(str(p.relative_to(finished_run_copy)) for p in finished_run_copy.rglob("*")) == before
     other = tmp_path / "precious"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
-    assert main(["average", str(run_copy), "--last", "2", "--out", str(other)]) == 2
+    assert main(["average", str(finished_run_copy), "--last", "2", "--out", str(other)]) == 2
     assert "already exists; pass --force" in capsys.readouterr().err
-    assert main(["average", str(run_copy), "--last", "2", "--out", str(other), "--force"]) == 2
+    assert main(["average", str(finished_run_copy), "--last", "2", "--out", str(other), "--force"]) == 2
     assert "is not a checkpoint directory" in capsys.readouterr().err
     assert (other / "notes.txt").read_text() == "keep me"
     avg = tmp_path / "avg"
-    assert main(["average", str(run_copy), "--last", "2", "--out", str(avg)]) == 0
-    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg)]) == 2
-    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg), "--force"]) == 0
+    assert main(["average", str(finished_run_copy), "--last", "2", "--out", str(avg)]) == 0
+    assert main(["average", str(finished_run_copy), "--last", "1", "--out", str(avg)]) == 2
+    assert main(["average", str(finished_run_copy), "--last", "1", "--out", str(avg), "--force"]) == 0
     assert json.loads((avg / "config.json").read_text())["averaged_from"] == ["step_00000002"]
 
 
 def test_average_on_a_full_disk_is_an_error_naming_out_and_keeps_the_old_average(
-    run_copy, tmp_path, monkeypatch, capsys
+    finished_run_copy, tmp_path, monkeypatch, capsys
 ):
     """A disk that fills (or a read-only --out) while the average is written: exit 2 with one line
     naming --out, not an internal error; the average --force was replacing is intact."""
     import errno
 
     avg = tmp_path / "avg"
-    assert main(["average", str(run_copy), "--last", "2", "--out", str(avg)]) == 0
+    assert main(["average", str(finished_run_copy), "--last", "2", "--out", str(avg)]) == 0
     capsys.readouterr()
     before = {p.name: p.read_bytes() for p in avg.iterdir()}
 
@@ -160,29 +125,33 @@ def test_average_on_a_full_disk_is_an_error_naming_out_and_keeps_the_old_average
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ckpt, "save_file", full_disk)
-    assert main(["average", str(run_copy), "--last", "1", "--out", str(avg), "--force"]) == 2
+    assert main(["average", str(finished_run_copy), "--last", "1", "--out", str(avg), "--force"]) == 2
     err = capsys.readouterr().err
     assert f"nmt average: error: --out {avg}: could not write the averaged checkpoint: No space left" in err
     assert {p.name: p.read_bytes() for p in avg.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".avg")] == []
 
 
-def test_average_of_a_checkpoint_directory_says_it_needs_the_run_directory(run_copy, capsys):
+def test_average_of_a_checkpoint_directory_says_it_needs_the_run_directory(finished_run_copy, capsys):
     """`nmt average RUN/checkpoints/step_N` (or RUN/checkpoints): the error says that the argument is
     a checkpoint (or the checkpoints folder) and names the run directory to give, not '0 checkpoints'."""
-    step = run_copy / "checkpoints" / "step_00000002"
-    for given in (step, run_copy / "checkpoints"):
-        assert main(["average", str(given), "--last", "2", "--out", str(run_copy.parent / "avg")]) == 2
+    step = finished_run_copy / "checkpoints" / "step_00000002"
+    for given in (step, finished_run_copy / "checkpoints"):
+        assert (
+            main(["average", str(given), "--last", "2", "--out", str(finished_run_copy.parent / "avg")]) == 2
+        )
         err = capsys.readouterr().err
-        assert f"nmt average: error: {given}: " in err and f"give the run directory {run_copy}" in err
+        assert (
+            f"nmt average: error: {given}: " in err and f"give the run directory {finished_run_copy}" in err
+        )
 
 
 # ----------------------------------------------------------------------------- stuck runs
 @pytest.mark.parametrize("resume", [False, True])
-def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_copy, resume):
+def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, finished_run_copy, resume):
     """A run dir with config.json and no complete checkpoint can be resumed (--resume) and
     restarted (neither 'no complete checkpoint' nor 'already holds a run')."""
-    shutil.rmtree(run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
+    shutil.rmtree(finished_run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
     extra = ["--resume"] if resume else TINY
     assert (
         main(
@@ -190,7 +159,7 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_c
                 "train",
                 str(tiny_data),
                 "--out",
-                str(run_copy),
+                str(finished_run_copy),
                 *extra,
                 "--train.max_steps=2",
                 "--train.save_every_steps=1",
@@ -198,9 +167,15 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, run_c
         )
         == 0
     )
-    assert [p.name for p in ckpt.list_step_checkpoints(run_copy)] == ["step_00000001", "step_00000002"]
-    assert [(r["split"], r["step"]) for r in records(run_copy)] == [("train", 1), ("valid", 2)]  # not twice
-    assert "starting it again from step 0" in (run_copy / "train.log").read_text()
+    assert [p.name for p in ckpt.list_step_checkpoints(finished_run_copy)] == [
+        "step_00000001",
+        "step_00000002",
+    ]
+    assert [(r["split"], r["step"]) for r in records(finished_run_copy)] == [
+        ("train", 1),
+        ("valid", 2),
+    ]  # not twice
+    assert "starting it again from step 0" in (finished_run_copy / "train.log").read_text()
 
 
 def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path, monkeypatch, capsys):
@@ -228,19 +203,25 @@ def test_disk_check_counts_keep_last_and_leaves_no_stuck_run(tiny_data, tmp_path
 
 
 # ----------------------------------------------------------------------------- a finished run
-def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, run_copy, capsys):
+def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, finished_run_copy, capsys):
     """--resume of a run at max_steps trains nothing (not step 3 of 2) and says so."""
-    before = (run_copy / "metrics.jsonl").read_text()
-    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume"]) == 0
+    before = (finished_run_copy / "metrics.jsonl").read_text()
+    assert main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume"]) == 0
     assert "the run already finished at step 2 (max_steps=2); nothing to do" in capsys.readouterr().err
-    assert [p.name for p in ckpt.list_step_checkpoints(run_copy)] == ["step_00000001", "step_00000002"]
-    assert (run_copy / "metrics.jsonl").read_text() == before
-    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]) == 0
-    assert ckpt.list_step_checkpoints(run_copy)[-1].name == "step_00000003"
+    assert [p.name for p in ckpt.list_step_checkpoints(finished_run_copy)] == [
+        "step_00000001",
+        "step_00000002",
+    ]
+    assert (finished_run_copy / "metrics.jsonl").read_text() == before
+    assert (
+        main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume", "--train.max_steps=3"])
+        == 0
+    )
+    assert ckpt.list_step_checkpoints(finished_run_copy)[-1].name == "step_00000003"
 
 
 # ----------------------------------------------------------------------------- resume position
-def test_resume_on_data_of_another_vocabulary_is_refused(tiny_data, run_copy, tmp_path, capsys):
+def test_resume_on_data_of_another_vocabulary_is_refused(tiny_data, finished_run_copy, tmp_path, capsys):
     """--resume (and --resume auto) with a DATA prepared with another SentencePiece model of the same
     size trained on silently: the weights' ids meant other pieces (and the new checkpoints carried the
     new spm.model). Refused naming the first piece that differs; the run is left as it was."""
@@ -256,29 +237,32 @@ def test_resume_on_data_of_another_vocabulary_is_refused(tiny_data, run_copy, tm
         options=PrepareOptions(dataset="files", src_lang="en", tgt_lang="de", vocab_size=120, threads=1),
         log=lambda *a: None,
     )
-    before = sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*"))
+    before = sorted(str(p.relative_to(finished_run_copy)) for p in finished_run_copy.rglob("*"))
     for resume in (["--resume"], ["--resume", "auto"]):
-        argv = ["train", str(other), "--out", str(run_copy), *resume, "--train.max_steps=4"]
+        argv = ["train", str(other), "--out", str(finished_run_copy), *resume, "--train.max_steps=4"]
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert f"nmt train: error: {other / 'spm.model'}: id " in err
-        assert f"{run_copy / 'checkpoints' / 'step_00000002' / 'spm.model'}" in err
+        assert f"{finished_run_copy / 'checkpoints' / 'step_00000002' / 'spm.model'}" in err
         assert f"resume with the data the run was trained on ({tiny_data})" in err
-    assert sorted(str(p.relative_to(run_copy)) for p in run_copy.rglob("*")) == before
-    assert main(["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]) == 0
+    assert sorted(str(p.relative_to(finished_run_copy)) for p in finished_run_copy.rglob("*")) == before
+    assert (
+        main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume", "--train.max_steps=3"])
+        == 0
+    )
 
 
-def test_trainer_resumes_the_samplers_own_state(tiny_data, run_copy):
+def test_trainer_resumes_the_samplers_own_state(tiny_data, finished_run_copy):
     """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
     from nmt.config import ModelConfig, from_dict
     from nmt.data.dataset import load_meta
     from nmt.train.trainer import Start, Trainer
 
-    saved = json.loads((run_copy / "config.json").read_text())
-    state = json.loads((ckpt.list_step_checkpoints(run_copy)[-1] / "trainer_state.json").read_text())
+    saved = json.loads((finished_run_copy / "config.json").read_text())
+    state = json.loads((ckpt.list_step_checkpoints(finished_run_copy)[-1] / "trainer_state.json").read_text())
     t = Trainer(
         tiny_data,
-        run_copy,
+        finished_run_copy,
         from_dict(ModelConfig, saved["model"]),
         from_dict(TrainConfig, saved["train"], section="train"),
         load_meta(tiny_data),
@@ -302,15 +286,15 @@ def test_misspelled_yaml_section_is_an_error(tiny_data, tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_model_options_with_resume_are_checked_not_dropped(tiny_data, run_copy, capsys):
-    base = ["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]
+def test_model_options_with_resume_are_checked_not_dropped(tiny_data, finished_run_copy, capsys):
+    base = ["train", str(tiny_data), "--out", str(finished_run_copy), "--resume", "--train.max_steps=3"]
     assert main([*base, "--model.d_model=64"]) == 2
     assert "--model.d_model=64: the run being resumed has model.d_model=32" in capsys.readouterr().err
     assert main([*base, "--preset", "tiny"]) == 2
     assert "--preset cannot change it" in capsys.readouterr().err
-    assert main([*base, "--config", str(run_copy / "config.json")]) == 2
+    assert main([*base, "--config", str(finished_run_copy / "config.json")]) == 2
     assert "--config cannot change it" in capsys.readouterr().err
-    assert ckpt.list_step_checkpoints(run_copy)[-1].name == "step_00000002"
+    assert ckpt.list_step_checkpoints(finished_run_copy)[-1].name == "step_00000002"
     assert main([*base, "--model.d_model=32"]) == 0  # the same value: nothing to change
 
 
@@ -345,8 +329,10 @@ def test_nonsense_train_options_are_refused(tiny_data, tmp_path, capsys, argv, m
         (["model-info", "--preset", "tiny", "--vocab-size", "0"], "0 must be a positive integer"),
     ],
 )
-def test_nonsense_counts_are_refused(run_copy, tmp_path, capsys, argv, message):
-    argv = [str(run_copy) if a == "RUN" else str(tmp_path / "avg") if a == "OUT" else a for a in argv]
+def test_nonsense_counts_are_refused(finished_run_copy, tmp_path, capsys, argv, message):
+    argv = [
+        str(finished_run_copy) if a == "RUN" else str(tmp_path / "avg") if a == "OUT" else a for a in argv
+    ]
     try:
         rc = main(argv)
     except SystemExit as e:  # argparse: usage error, status 2
@@ -464,7 +450,7 @@ def test_an_ignored_sigint_stays_ignored_while_training():
         signal.signal(signal.SIGINT, previous)
 
 
-def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, capsys):
+def test_free_space_is_checked_on_resume_too(tiny_data, finished_run_copy, monkeypatch, capsys):
     """The disk check runs on resume as on a fresh start; on resume the run's own checkpoints count
     as room (they are replaced, not added to)."""
     import nmt.train.run_dir as run_dir
@@ -473,8 +459,8 @@ def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, c
         free = 0
 
     monkeypatch.setattr(run_dir.shutil, "disk_usage", lambda path: Usage)
-    before = sorted((str(p), p.stat().st_mtime_ns) for p in run_copy.rglob("*"))
-    argv = ["train", str(tiny_data), "--out", str(run_copy), "--resume", "--train.max_steps=3"]
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in finished_run_copy.rglob("*"))
+    argv = ["train", str(tiny_data), "--out", str(finished_run_copy), "--resume", "--train.max_steps=3"]
     assert main([*argv, "--train.keep_last=10"]) == 2
     err = capsys.readouterr().err
     assert (
@@ -482,33 +468,33 @@ def test_free_space_is_checked_on_resume_too(tiny_data, run_copy, monkeypatch, c
         and "MB of them held already" in err
         and "lower --train.keep_last" in err
     )
-    assert sorted((str(p), p.stat().st_mtime_ns) for p in run_copy.rglob("*")) == before
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in finished_run_copy.rglob("*")) == before
     assert main([*argv, "--train.keep_last=1"]) == 0  # step_1, step_2 and best hold room for 1 + best + 1
 
 
-def test_config_json_is_written_whole_or_not_at_all(tiny_data, run_copy, capfd):
+def test_config_json_is_written_whole_or_not_at_all(tiny_data, finished_run_copy, capfd):
     """config.json is written whole or not at all: a full disk (here RLIMIT_FSIZE) does not leave it
     cut, on which `--resume auto` would fail for good."""
     import resource
 
-    shutil.rmtree(run_copy / "checkpoints")  # a start killed before its first checkpoint: restarted
-    before = (run_copy / "config.json").read_text()
+    shutil.rmtree(finished_run_copy / "checkpoints")  # a start killed before its first checkpoint: restarted
+    before = (finished_run_copy / "config.json").read_text()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
-            code = train(tiny_data, run_copy, "--train.max_steps=2")
+            code = train(tiny_data, finished_run_copy, "--train.max_steps=2")
         finally:
             os._exit(code)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 2
     assert capfd.readouterr().err.strip().splitlines()[-1] == (
-        f"nmt train: error: could not write {run_copy / 'config.json'}: File too large (free some "
+        f"nmt train: error: could not write {finished_run_copy / 'config.json'}: File too large (free some "
         "space, then "
         "start again)"
     )
-    assert (run_copy / "config.json").read_text() == before
-    assert not [p.name for p in run_copy.iterdir() if p.name.startswith(".")]
+    assert (finished_run_copy / "config.json").read_text() == before
+    assert not [p.name for p in finished_run_copy.iterdir() if p.name.startswith(".")]
 
 
 def test_truncated_data_file_is_an_error_naming_it(tiny_data, tmp_path, capsys):

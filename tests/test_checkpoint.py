@@ -1,7 +1,7 @@
-"""Tampered checkpoint files are CheckpointErrors naming the file (nothing from a checkpoint is
-executed, nothing is allocated for an absurd configuration), `best` and old checkpoints are replaced /
-deleted without a moment where a partial one is listed, stale temporaries are cleaned, a full disk
-keeps the previous checkpoint."""
+"""nmt/checkpoint.py: tampered checkpoint files are CheckpointErrors naming the file (nothing from a
+checkpoint is executed, nothing is allocated for an absurd configuration), `best` and old checkpoints
+are replaced / deleted without a moment where a partial one is listed, stale temporaries are cleaned,
+a full disk keeps the previous checkpoint."""
 
 from __future__ import annotations
 
@@ -31,18 +31,11 @@ def train(data, out, *extra):
     assert main(["train", str(data), "--out", str(out), *TINY, *extra]) == 0
 
 
-@pytest.fixture(scope="module")
-def run(tiny_data, tmp_path_factory):
-    """A tiny finished run: step_1, step_2 and best (step 2), made once and copied by each test."""
-    out = tmp_path_factory.mktemp("robust") / "run"
-    train(tiny_data, out, "--train.max_steps=2", "--train.save_every_steps=1")
-    return out
-
-
 @pytest.fixture
-def checkpoint(run, tmp_path) -> Path:
+def step_checkpoint_copy(finished_tiny_run, tmp_path) -> Path:
+    """This test's own copy of the last step checkpoint of ``finished_tiny_run``."""
     target = tmp_path / "ckpt"
-    shutil.copytree(ckpt.list_step_checkpoints(run)[-1], target)
+    shutil.copytree(ckpt.list_step_checkpoints(finished_tiny_run)[-1], target)
     return target
 
 
@@ -131,22 +124,24 @@ def bad_config(path: Path, marker: Path) -> None:
         ("config.json", bad_config, "model.n_heads=-4: must be a positive integer"),
     ],
 )
-def test_malformed_checkpoint_files_are_checkpoint_errors(checkpoint, tmp_path, name, tamper, message):
+def test_malformed_checkpoint_files_are_checkpoint_errors(
+    step_checkpoint_copy, tmp_path, name, tamper, message
+):
     """Each tampered file (NaN weights included), with a matching manifest, is a CheckpointError
     naming the file and what is wrong; nothing in it is executed."""
     marker = tmp_path / "pwned"
-    tamper(checkpoint / name, marker)
-    rewrite_manifest(checkpoint)
+    tamper(step_checkpoint_copy / name, marker)
+    rewrite_manifest(step_checkpoint_copy)
     with pytest.raises(ckpt.CheckpointError) as e:
-        Translator.load(checkpoint, device="cpu", precision="fp32")
-    assert str(checkpoint / name) in str(e.value) and message in str(e.value)
+        Translator.load(step_checkpoint_copy, device="cpu", precision="fp32")
+    assert str(step_checkpoint_copy / name) in str(e.value) and message in str(e.value)
     assert not marker.exists()
 
 
-def test_no_checkpoint_code_is_executed_on_load_or_resume(run, tiny_data, tmp_path, capsys):
+def test_no_checkpoint_code_is_executed_on_load_or_resume(finished_tiny_run, tiny_data, tmp_path, capsys):
     """Pickles in place of every tensor file never run, on load, resume or average."""
     work = tmp_path / "run"
-    shutil.copytree(run, work)
+    shutil.copytree(finished_tiny_run, work)
     marker = tmp_path / "pwned"
     for d in [*ckpt.list_step_checkpoints(work), work / "checkpoints" / "best"]:
         for name in ("model.safetensors", "optimizer.safetensors"):
@@ -165,17 +160,17 @@ def test_no_checkpoint_code_is_executed_on_load_or_resume(run, tiny_data, tmp_pa
     assert marker.exists()
 
 
-def test_huge_config_fails_before_allocating(checkpoint):
+def test_huge_config_fails_before_allocating(step_checkpoint_copy):
     """d_model=10^9 (32 TB of weights) is refused from the configuration alone."""
-    huge_config(checkpoint / "config.json", None)
-    rewrite_manifest(checkpoint)
+    huge_config(step_checkpoint_copy / "config.json", None)
+    rewrite_manifest(step_checkpoint_copy)
     import resource
 
     def limit_memory():  # on the code before the fix, allocation fails fast instead of filling the machine
         resource.setrlimit(resource.RLIMIT_DATA, (3 << 30, 3 << 30))
 
     proc = subprocess.run(
-        [sys.executable, "-m", "nmt", "translate", str(checkpoint)],
+        [sys.executable, "-m", "nmt", "translate", str(step_checkpoint_copy)],
         input="a house\n",
         capture_output=True,
         text=True,
@@ -193,17 +188,17 @@ def test_huge_config_fails_before_allocating(checkpoint):
 LOAD = "import sys; from nmt import checkpoint as c; c.load_model(sys.argv[1])"
 
 
-def test_symlink_to_dev_zero_is_refused_not_read(checkpoint):
+def test_symlink_to_dev_zero_is_refused_not_read(step_checkpoint_copy):
     """A manifest matching a symlink to /dev/zero (size 0, sha256 of nothing) is refused, not read
     (for ever)."""
-    target = checkpoint / "model.safetensors"
+    target = step_checkpoint_copy / "model.safetensors"
     target.unlink()
     target.symlink_to("/dev/zero")
-    manifest = json.loads((checkpoint / ckpt.MANIFEST).read_text())
+    manifest = json.loads((step_checkpoint_copy / ckpt.MANIFEST).read_text())
     manifest["model.safetensors"] = {"sha256": hashlib.sha256(b"").hexdigest(), "bytes": 0}
-    (checkpoint / ckpt.MANIFEST).write_text(json.dumps(manifest))
+    (step_checkpoint_copy / ckpt.MANIFEST).write_text(json.dumps(manifest))
     proc = subprocess.run(
-        [sys.executable, "-c", LOAD, str(checkpoint)],
+        [sys.executable, "-c", LOAD, str(step_checkpoint_copy)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -220,11 +215,11 @@ def test_symlink_to_dev_zero_is_refused_not_read(checkpoint):
         ({"spm.model": None}, "does not list model.safetensors"),
     ],
 )
-def test_empty_or_partial_manifest_is_an_error(checkpoint, manifest, message):
+def test_empty_or_partial_manifest_is_an_error(step_checkpoint_copy, manifest, message):
     """A MANIFEST.json that lists nothing (or not every file) does not verify."""
-    (checkpoint / ckpt.MANIFEST).write_text(json.dumps(manifest))
+    (step_checkpoint_copy / ckpt.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ckpt.CheckpointError, match=message):
-        ckpt.load_model(checkpoint)
+        ckpt.load_model(step_checkpoint_copy)
 
 
 def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monkeypatch):
@@ -251,10 +246,10 @@ def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monke
     ckpt.verify(best)
 
 
-def test_best_set_aside_by_a_kill_is_restored(run, tmp_path):
+def test_best_set_aside_by_a_kill_is_restored(finished_tiny_run, tmp_path):
     """Killed between the two renames, the old best is found aside and put back."""
     work = tmp_path / "run"
-    shutil.copytree(run, work)
+    shutil.copytree(finished_tiny_run, work)
     folder = work / "checkpoints"
     (folder / ".best.old-abc").mkdir()
     os.rename(folder / "best", folder / ".best.old-abc" / "ckpt")
@@ -277,11 +272,11 @@ def test_dead_code_is_gone(tmp_path):
     assert list(inspect.signature(Trainer.validate_and_keep_best).parameters) == ["self"]
 
 
-def test_stale_temporaries_are_removed_at_start(run, tiny_data, tmp_path):
+def test_stale_temporaries_are_removed_at_start(finished_tiny_run, tiny_data, tmp_path):
     """`.step_N.tmp-*`, `.best.tmp`, `.*.deleting-*` of a killed run are removed on resume,
     and a killed `nmt prepare`'s `.OUT.tmp-PID` when prepare runs again."""
     work = tmp_path / "run"
-    shutil.copytree(run, work)
+    shutil.copytree(finished_tiny_run, work)
     folder = work / "checkpoints"
     for name in (".step_00000003.tmp-x1y2", ".best.tmp", ".step_00000001.deleting-77"):
         (folder / name).mkdir()
@@ -421,49 +416,14 @@ def test_real_write_error_inside_safetensors_is_a_clean_error(tiny_data, tmp_pat
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
 
 
-# ----------------------------------------------------------------------------- durable replacement (fsync)
-def test_replace_dir_deletes_the_old_copy_only_after_the_rename_is_on_disk(tmp_path, monkeypatch):
-    """The old directory is deleted only after the parent directory is fsync'ed, so that a power
-    cut cannot lose both the old and the new one."""
-    from nmt import atomic
-
-    events = []
-    real_rename, real_rmtree, real_fsync_dir = os.rename, shutil.rmtree, atomic.fsync_dir
-    monkeypatch.setattr(
-        os,
-        "rename",
-        lambda s, d: (events.append(("rename", Path(s).name, Path(d).name)), real_rename(s, d))[1],
-    )
-    monkeypatch.setattr(
-        shutil,
-        "rmtree",
-        lambda p, *a, **k: (events.append(("rmtree", Path(p).name[:10])), real_rmtree(p, *a, **k))[1],
-    )
-    monkeypatch.setattr(
-        atomic, "fsync_dir", lambda p: (events.append(("fsync", Path(p).name)), real_fsync_dir(p))[1]
-    )
-    for name in ("best", "new"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "f").write_text(name)
-    atomic.replace_dir(tmp_path / "new", tmp_path / "best")
-    assert (tmp_path / "best" / "f").read_text() == "new"
-    aside = events[0][2]
-    assert events == [
-        ("rename", "best", aside),
-        ("rename", "new", "best"),
-        ("fsync", tmp_path.name),
-        ("rmtree", ".best.old-"),
-    ]
-
-
-def test_copy_to_best_fsyncs_every_copied_file(run, tmp_path, monkeypatch):
+def test_copy_to_best_fsyncs_every_copied_file(finished_tiny_run, tmp_path, monkeypatch):
     """`copy_checkpoint` fsyncs every copied file before it renames the copy into place."""
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(
         os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1]
     )
-    source = ckpt.list_step_checkpoints(run)[-1]
+    source = ckpt.list_step_checkpoints(finished_tiny_run)[-1]
     ckpt.copy_checkpoint(source, tmp_path / "best")
     names = {Path(p).name for p in synced if ".best.tmp-" in p}
     assert names >= {f.name for f in source.iterdir()}
