@@ -9,19 +9,21 @@ import torch
 
 from nmt.config import ModelConfig, TrainConfig
 from nmt.data.batching import TokenBatchSampler
+from nmt.train.distributed import Collectives
 from nmt.train.optim import Schedule
-from nmt.train.run_checkpoints import RunState, restore, trainer_state
+from nmt.train.run_checkpoints import Checkpoints, RunState, restore, trainer_state
+from nmt.train.run_log import RunLog
 from nmt.train.state import Progress, rng_state
 
 
-def run_state() -> RunState:
+def run_state(best_metric: str = "loss") -> RunState:
     model = torch.nn.Linear(2, 2)
     lengths = np.array([3, 5, 4, 6, 2, 7, 5, 3], dtype=np.int32)
     return RunState(
         model=model,
         optimizer=torch.optim.Adam(model.parameters()),
         sampler=TokenBatchSampler(src_lengths=lengths, tgt_lengths=lengths, max_tokens=16, seed=1),
-        progress=Progress(),
+        progress=Progress(best_metric=best_metric),
         schedule=Schedule.of(ModelConfig(), TrainConfig(max_steps=20, decay_fraction=0.5)),
         accum=2,
     )
@@ -35,8 +37,9 @@ def test_a_checkpoint_restores_progress_schedule_data_position_rng_and_unwritten
     ranks = [{"rng": rng_state(), "position": [1, 2]}]
     saved = trainer_state(state, ranks, world=1, unwritten_log={"train.log": ["a line"]})
     assert list(saved) == [  # the layout tools read (nmt's tests, run_dir.checkpoint_step)
-        "step", "epoch", "position", "best", "best_step", "since_best", "validation_pending", "elapsed",
-        "tokens_seen", "world_size", "decay_start", "decay_end", "accum", "rng", "positions", "unwritten_log",
+        "step", "epoch", "position", "best", "best_metric", "best_step", "since_best", "validation_pending",
+        "elapsed", "tokens_seen", "world_size", "decay_start", "decay_end", "accum", "rng", "positions",
+        "unwritten_log",
     ]  # fmt: skip
     saved = json.loads(json.dumps(saved))
     expected = torch.rand(3)  # what the generator draws after the checkpoint
@@ -66,3 +69,46 @@ def test_a_trainer_state_of_the_old_layout_still_resumes():
     assert progress == Progress(update=12, best=4.25, elapsed=30.0, tokens_seen=5000)
     assert (fresh.schedule.decay_start, fresh.schedule.decay_end) == (0, 0) and unwritten == {}
     assert fresh.sampler.state_dict() == {"epoch": 1, "position": 3}
+
+
+def kept_as_best(progress: Progress, bleus: list[float], run_dir) -> list[bool]:
+    """Which of the validations scoring ``bleus`` (one per update after ``progress``'s) a
+    best_metric=bleu run keeps as its best."""
+    checkpoints = Checkpoints(
+        run_dir,
+        coll=Collectives(device=torch.device("cpu"), rank=0, world=1, active=False, timeout_minutes=1),
+        logs=RunLog(run_dir, enabled=True),
+        keep_last=1,
+        spm_model=run_dir / "spm.model",
+    )
+    kept = []
+    for bleu in bleus:
+        progress.update += 1
+        kept.append(checkpoints.score(progress, {"loss": 3.0, "bleu": bleu}, best_metric="bleu", epoch=1))
+    return kept
+
+
+def test_a_bleu_run_saved_when_best_held_minus_bleu_resumes_to_the_same_decisions(tmp_path):
+    """A trainer_state.json of a best_metric=bleu run saved before best_metric was (its best: -BLEU)
+    resumes as the run that wrote it goes on: the same validations are kept as the best, and best
+    then holds BLEU itself."""
+    bleus = [29.0, 30.0, 30.5, 30.5, 12.0, 31.0]
+    going_on = Progress(update=10, best=30.0, best_metric="bleu", best_step=10, elapsed=9.5, tokens_seen=700)
+    expected = kept_as_best(going_on, bleus, tmp_path)
+    assert expected == [False, False, True, False, False, True]
+    old = {
+        "step": 10,
+        "epoch": 1,
+        "position": 2,
+        "best": -30.0,
+        "best_step": 10,
+        "since_best": 0,
+        "elapsed": 9.5,
+        "tokens_seen": 700,
+        "world_size": 1,
+        "accum": 2,
+        "rng": rng_state(),
+    }
+    progress, _ = restore(run_state("bleu"), json.loads(json.dumps(old)), rank=0)
+    assert (progress.best, progress.best_metric) == (30.0, "bleu")
+    assert kept_as_best(progress, bleus, tmp_path) == expected and progress == going_on

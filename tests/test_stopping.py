@@ -58,3 +58,10 @@ def test_a_resumed_run_knows_the_limit_it_reached():
     assert "decay (update 9)" in stopping.reached(cfg, schedule, Progress(update=9, elapsed=60.0), epoch=1)
     patience = stopping.reached(cfg, schedule, Progress(update=5, since_best=2), epoch=0)
     assert patience == "patience=2: 2 validations without a better loss"
+
+
+def test_a_better_score_is_higher_bleu_or_lower_loss_and_a_tie_is_not():
+    assert stopping.better("bleu", 30.5, 30.0) and not stopping.better("bleu", 29.5, 30.0)
+    assert stopping.better("loss", 2.5, 3.0) and not stopping.better("loss", 3.5, 3.0)
+    assert not stopping.better("bleu", 30.0, 30.0) and not stopping.better("loss", 3.0, 3.0)
+    assert stopping.better("bleu", 0.0, None) and stopping.better("loss", 9.0, None)

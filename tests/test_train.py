@@ -175,8 +175,9 @@ def test_validation_bleu_picks_best(tiny_data, tmp_path):
     ]
     assert [r["step"] for r in valid] == [2, 4] and all(0 <= r["bleu"] <= 100 for r in valid)
     assert "BLEU|" in valid[0]["bleu_signature"] or "nrefs" in valid[0]["bleu_signature"]
-    best_step = json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["step"]
-    assert best_step == max(valid, key=lambda r: (r["bleu"], -r["step"]))["step"]
+    best = json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())
+    assert best["step"] == max(valid, key=lambda r: (r["bleu"], -r["step"]))["step"]
+    assert best["best_metric"] == "bleu" and best["best"] == max(r["bleu"] for r in valid)  # BLEU itself
 
 
 def test_average_is_elementwise_mean(tiny_data, tmp_path):

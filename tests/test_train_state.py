@@ -12,7 +12,8 @@ from nmt.train.state import Progress
 def test_progress_round_trips_whole_under_the_checkpoint_keys():
     progress = Progress(
         update=40,
-        best=-21.5,
+        best=21.5,
+        best_metric="bleu",
         best_step=30,
         since_best=1,
         validation_pending=True,
@@ -30,6 +31,20 @@ def test_progress_reads_a_trainer_state_saved_before_best_step_and_patience():
     decay were saved: those start as a fresh run's."""
     old = {"step": 12, "epoch": 1, "position": 3, "best": 4.25, "elapsed": 30, "tokens_seen": 5000, "rng": {}}
     assert Progress.from_dict(old) == Progress(update=12, best=4.25, elapsed=30.0, tokens_seen=5000)
+
+
+def test_the_best_of_a_trainer_state_saved_before_best_metric_is_read_as_the_metric_itself():
+    """Before best_metric was saved, ``best`` held -BLEU for train.best_metric=bleu (lower was
+    better) and the loss for loss; both read back as the score itself, and a saved best_metric wins
+    over the run's."""
+    old = {"step": 12, "best": -27.5, "best_step": 10, "elapsed": 30, "tokens_seen": 5000}
+    bleu = Progress.from_dict(old, best_metric="bleu")
+    assert (bleu.best, bleu.best_metric, bleu.best_step) == (27.5, "bleu", 10)
+    loss = Progress.from_dict({**old, "best": 3.25}, best_metric="loss")
+    assert (loss.best, loss.best_metric) == (3.25, "loss")
+    assert Progress.from_dict({**old, "best": None}, best_metric="bleu").best is None
+    saved = Progress.from_dict({**old, "best": 27.5, "best_metric": "bleu"}, best_metric="loss")
+    assert (saved.best, saved.best_metric) == (27.5, "bleu")
 
 
 def test_a_trainer_state_without_its_counters_is_refused():

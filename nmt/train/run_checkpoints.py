@@ -38,6 +38,7 @@ from .run_dir import (
 )
 from .run_log import RunLog
 from .state import Progress, load_optimizer, optimizer_tensors, rng_state, set_rng_state
+from .stopping import better
 
 
 @dataclass
@@ -108,9 +109,10 @@ def trainer_state(
 
 def restore(state: RunState, saved: dict, *, rank: int) -> tuple[Progress, dict[str, list[str]]]:
     """This rank's data position, the schedule and the RNG state of a ``trainer_state.json``
-    (`trainer_state`), set in place; returns the progress and the unwritten log lines. Raises
-    KeyError, IndexError, TypeError or ValueError on a malformed one (before changing anything)."""
-    progress = Progress.from_dict(saved)
+    (`trainer_state`), set in place; returns the progress (an old layout's best read as
+    ``state.progress.best_metric``'s) and the unwritten log lines. Raises KeyError, IndexError,
+    TypeError or ValueError on a malformed one (before changing anything)."""
+    progress = Progress.from_dict(saved, best_metric=state.progress.best_metric)
     sampler_state = dict(saved)
     if "positions" in saved:  # every rank's data position (equal by construction; checked)
         sampler_state["epoch"], sampler_state["position"] = saved["positions"][rank]
@@ -201,9 +203,21 @@ class Checkpoints:
         a resume does it first."""
         progress = state.progress
         improved = self.score(progress, result, best_metric=best_metric, epoch=state.sampler.epoch)
-        shared = [progress.best, progress.best_step, progress.since_best, progress.validation_pending]
+        shared = [
+            progress.best,
+            progress.best_metric,
+            progress.best_step,
+            progress.since_best,
+            progress.validation_pending,
+        ]
         self.coll.broadcast_objects(shared, what="sharing the validation's outcome")
-        progress.best, progress.best_step, progress.since_best, progress.validation_pending = shared
+        (
+            progress.best,
+            progress.best_metric,
+            progress.best_step,
+            progress.since_best,
+            progress.validation_pending,
+        ) = shared
         directory = self.save(state, config=config, rotate=False)
         if improved:
             try:
@@ -217,14 +231,15 @@ class Checkpoints:
         return directory
 
     def score(self, progress: Progress, result: dict | None, *, best_metric: str, epoch: int) -> bool:
-        """Log a validation result (metrics.jsonl, train.log) and keep its score if it is the best so
-        far (returned); since_best counts the validations since the last best (train.patience)."""
+        """Log a validation result (metrics.jsonl, train.log) and keep its ``best_metric`` score if it
+        is the best so far (returned; `stopping.better`; the first score of a metric changed on
+        resume is); since_best counts the validations since the last best (train.patience)."""
         if result is None:
             return False
-        value = -result["bleu"] if best_metric == "bleu" else result["loss"]  # lower is better
-        improved = progress.best is None or value < progress.best
+        value = result["bleu"] if best_metric == "bleu" else result["loss"]
+        improved = progress.best_metric != best_metric or better(best_metric, value, progress.best)
         if improved:
-            progress.best, progress.best_step = value, progress.update
+            progress.best, progress.best_metric, progress.best_step = value, best_metric, progress.update
         progress.since_best = 0 if improved else progress.since_best + 1
         self.logs.metric({"split": "valid", "step": progress.update, "epoch": epoch, **result})
         self.logs.log(

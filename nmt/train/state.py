@@ -18,7 +18,8 @@ class Progress:
     state and the decay window the `optim.Schedule`'s; both are saved beside these."""
 
     update: int = 0  # updates (optimizer steps) done
-    best: float | None = None  # the best validation score so far, lower is better (-BLEU or the loss)
+    best: float | None = None  # the best validation score so far, of best_metric (BLEU or the loss)
+    best_metric: str = "loss"  # what `best` measures (train.best_metric; `stopping.better` compares)
     best_step: int | None = None  # the update whose checkpoint `best` holds (or is being given)
     since_best: int = 0  # validations since `best` last improved (train.patience)
     validation_pending: bool = False  # a stop signal cut the validation of the last checkpoint short
@@ -30,14 +31,21 @@ class Progress:
         return {"step": state.pop("update"), **state}
 
     @classmethod
-    def from_dict(cls, state: dict) -> "Progress":
+    def from_dict(cls, state: dict, *, best_metric: str = "loss") -> "Progress":
         """A `to_dict`, or the state of a checkpoint written before best_step, since_best and
-        validation_pending were saved (they start at None, 0 and False). A missing or mistyped
-        counter raises KeyError, TypeError or ValueError."""
+        validation_pending were saved (they start at None, 0 and False), or before best_metric was:
+        its ``best`` is of the run's ``best_metric`` (train.best_metric), saved as -BLEU for bleu. A
+        missing or mistyped counter raises KeyError, TypeError or ValueError."""
         best, best_step = state["best"], state.get("best_step")
+        best = None if best is None else float(best)
+        if "best_metric" in state:
+            best_metric = str(state["best_metric"])
+        elif best is not None and best_metric == "bleu":  # the old layout's best: lower was better
+            best = -best
         return cls(
             update=int(state["step"]),
-            best=None if best is None else float(best),
+            best=best,
+            best_metric=best_metric,
             best_step=None if best_step is None else int(best_step),
             since_best=int(state.get("since_best", 0)),
             validation_pending=bool(state.get("validation_pending", False)),

@@ -68,6 +68,17 @@ def epochs_done(cfg: TrainConfig, epoch: int) -> bool:
     return bool(cfg.max_epochs) and epoch >= cfg.max_epochs
 
 
+HIGHER_IS_BETTER = {"loss": False, "bleu": True}  # train.best_metric: the way a validation score improves
+
+
+def better(best_metric: str, value: float, best: float | None) -> bool:
+    """Whether a validation score ``value`` of ``best_metric`` beats the ``best`` so far (None: no
+    score yet); a tie does not."""
+    if best is None:
+        return True
+    return value > best if HIGHER_IS_BETTER[best_metric] else value < best
+
+
 def out_of_patience(cfg: TrainConfig, since_best: int) -> bool:
     """Early stopping (fairseq's --patience, Marian's --early-stopping): ``train.patience``
     validations in a row without a better ``best_metric``."""

@@ -89,7 +89,7 @@ class Trainer:
             model=self.model,
             optimizer=self.optimizer,
             sampler=self.sampler,  # the data position
-            progress=Progress(),  # how far the run is
+            progress=Progress(best_metric=train_cfg.best_metric),  # how far the run is
             schedule=Schedule.of(model_cfg, train_cfg),  # eq. 3 and the final decay
             accum=self.accum,
         )
