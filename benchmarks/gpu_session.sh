@@ -81,7 +81,8 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torc
         "$PY" -c 'import xdist' 2>/dev/null && n="-n 8 --dist loadfile"  # the device has pytest-xdist
         # shellcheck disable=SC2086
         timeout "${TESTS_LIMIT:-150}" "$PY" -m pytest -q -rfEs -p no:cacheprovider $n tests/test_cuda.py \
-          tests/test_train.py tests/test_train_robustness.py tests/test_distributed.py tests/test_search.py \
+          tests/test_trainer.py tests/test_run_checkpoints.py tests/test_run_dir.py tests/test_train_command.py \
+          tests/test_distributed.py tests/test_search.py \
           tests/test_decoding_modes.py --durations=15 > "$OUT/tests.txt" 2>&1
         rc=$?
         tail -25 "$OUT/tests.txt";;

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from conftest import CPU_PATH_VARIABLES
-from test_train import train
+from test_trainer import train
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.config import ModelConfig

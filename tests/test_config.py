@@ -1,21 +1,32 @@
 """Configuration: validation errors, save/load round trip, overrides, CLI."""
 
+from __future__ import annotations
+
 import subprocess
 import sys
 
 import pytest
+from train_fixtures import tiny_args
 
 from nmt.cli import main
 from nmt.config import (
     ConfigError,
     ModelConfig,
+    TrainConfig,
     apply_overrides,
     base,
     big,
     parse_overrides,
     preset,
+    train_preset,
 )
 from nmt.config_file import load_model_config, save
+
+TINY = tiny_args("--train.max_tokens=512")
+
+
+def train(data, out, *extra):
+    return main(["train", str(data), "--out", str(out), *TINY, *extra])
 
 
 def test_presets_match_the_paper():
@@ -200,3 +211,26 @@ def test_infinite_values_are_refused(section, field):
         with pytest.raises(ConfigError, match=rf"{section}\.{field}=.*: must be positive and finite"):
             apply_overrides(cfg, {field: value}, section=section)
     assert apply_overrides(cfg, {field: "0.5"}, section=section).validate()
+
+
+# ----------------------------------------------------------------------------- the big preset
+def test_big_has_its_own_training_preset():
+    """Section 5.2: base 100k steps, big 300k steps (3.5 days on 8 P100)."""
+    assert train_preset("base").max_steps == 100_000
+    big = train_preset("big")
+    assert big.max_steps == 300_000
+    assert {k: v for k, v in vars(big).items() if k != "max_steps"} == {
+        k: v for k, v in vars(TrainConfig()).items() if k != "max_steps"
+    }
+
+
+# ----------------------------------------------------------------------------- options that would be ignored
+def test_misspelled_yaml_section_is_an_error(tiny_data, tmp_path, capsys):
+    for section in ("modle", "trian"):
+        path = tmp_path / f"{section}.yaml"
+        path.write_text(f"{section}:\n  max_steps: 1\n")
+        assert train(tiny_data, tmp_path / "r", "--config", str(path), "--train.max_steps=1") == 2
+        assert f"{path}: unknown section '{section}'" in capsys.readouterr().err
+        assert main(["model-info", "--config", str(path)]) == 2
+        assert f"unknown section '{section}'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

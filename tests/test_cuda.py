@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_train import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
+from test_trainer import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main

@@ -521,3 +521,20 @@ def test_every_collective_tensor_is_on_the_trainer_device(tiny_data, tmp_path, m
     names = {name for name, _ in seen}
     assert {"all_reduce", "all_gather"} <= names, names
     assert all(device == torch.device("cpu") for _, device in seen), seen
+
+
+def test_an_ignored_sigint_stays_ignored_while_training():
+    """A script's background job ignores SIGINT (the recipes stop theirs with SIGTERM): the trainer
+    does not make it answer Ctrl-C."""
+    import signal
+
+    from nmt.train.distributed import Preemption
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with Preemption():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

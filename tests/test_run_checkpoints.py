@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
+from train_fixtures import tiny_args
 
+from nmt import checkpoint as ckpt
+from nmt.cli import main
 from nmt.config import ModelConfig, TrainConfig
 from nmt.data.batching import TokenBatchSampler
 from nmt.train.distributed import Collectives
@@ -14,6 +20,16 @@ from nmt.train.optim import Schedule
 from nmt.train.run_checkpoints import Checkpoints, RunState, restore, trainer_state
 from nmt.train.run_log import RunLog
 from nmt.train.state import Progress, rng_state
+
+TINY = tiny_args("--train.max_tokens=512")
+
+
+def train(data, out, *extra):
+    return main(["train", str(data), "--out", str(out), *TINY, *extra])
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def run_state(best_metric: str = "loss") -> RunState:
@@ -112,3 +128,53 @@ def test_a_bleu_run_saved_when_best_held_minus_bleu_resumes_to_the_same_decision
     progress, _ = restore(run_state("bleu"), json.loads(json.dumps(old)), rank=0)
     assert (progress.best, progress.best_metric) == (30.0, "bleu")
     assert kept_as_best(progress, bleus, tmp_path) == expected and progress == going_on
+
+
+# ----------------------------------------------------------------------------- stuck runs
+@pytest.mark.parametrize("resume", [False, True])
+def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, finished_run_copy, resume):
+    """A run dir with config.json and no complete checkpoint can be resumed (--resume) and
+    restarted (neither 'no complete checkpoint' nor 'already holds a run')."""
+    shutil.rmtree(finished_run_copy / "checkpoints")  # what a kill before the first checkpoint leaves
+    extra = ["--resume"] if resume else TINY
+    assert (
+        main(
+            [
+                "train",
+                str(tiny_data),
+                "--out",
+                str(finished_run_copy),
+                *extra,
+                "--train.max_steps=2",
+                "--train.save_every_steps=1",
+            ]
+        )
+        == 0
+    )
+    assert [p.name for p in ckpt.list_step_checkpoints(finished_run_copy)] == [
+        "step_00000001",
+        "step_00000002",
+    ]
+    assert [(r["split"], r["step"]) for r in records(finished_run_copy)] == [
+        ("train", 1),
+        ("valid", 2),
+    ]  # not twice
+    assert "starting it again from step 0" in (finished_run_copy / "train.log").read_text()
+
+
+def test_a_run_directory_that_cannot_be_cleaned_is_an_error_and_gives_its_lock_back(
+    tiny_data, tmp_path, monkeypatch, capsys
+):
+    """Removing a killed writer's temporaries fails (an OSError after the lock is taken): a one-line
+    error naming RUN_DIR, exit 2, and the lock released (it used to stay held by the process)."""
+
+    def cannot(folder):
+        raise PermissionError(13, "Permission denied", str(folder / "step_00000003.tmp"))
+
+    monkeypatch.setattr(ckpt, "clean_stale", cannot)
+    run = tmp_path / "run"
+    assert train(tiny_data, run, "--train.max_steps=1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"nmt train: error: {run}: could not take it over")
+    assert "Permission denied" in err[0]
+    assert not (run / "train.lock").exists()

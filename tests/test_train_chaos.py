@@ -352,7 +352,7 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
 def ctrl_c():
     """SIGINT delivered as a terminal delivers it, whatever this process inherited: a suite started
     as a script's background job ignores SIGINT, and `nmt train` rightly keeps an ignored signal
-    ignored (tests/test_train_robustness.py pins that)."""
+    ignored (tests/test_distributed.py pins that)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import tiny_args
 
 from nmt.checkpoint import save
+from nmt.cli import main
 from nmt.config import tiny
 from nmt.data.prepare import PrepareOptions, prepare
 from nmt.infer.options import SearchOptions
 from nmt.model import Transformer
 from nmt.train import validation
+
+TINY = tiny_args("--train.max_tokens=512")
+
+
+def train(data, out, *extra):
+    return main(["train", str(data), "--out", str(out), *TINY, *extra])
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
 
 WORDS = ["haus", "katze", "hund", "baum", "rot", "blau", "gross", "klein", "laeuft", "springt"]
 
@@ -105,3 +120,29 @@ def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, 
     )
     monkeypatch.setattr(validation, "load_spm", lambda data_dir: Pieces())
     assert validation.bleu_on_split(None, data, "valid")["bleu"] == pytest.approx(100.0)
+
+
+def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp_path, capsys):
+    """A 400-piece valid pair (longer than model.max_positions) is truncated by validation (loss and
+    BLEU), with one warning, not an error at the first validation."""
+    data, _ = long_valid_data
+    assert (
+        train(
+            data,
+            tmp_path / "run",
+            "--train.max_steps=2",
+            "--train.valid_every_steps=1",
+            "--train.valid_bleu=true",
+            "--train.valid_bleu_max_sentences=11",
+            "--train.max_tokens=1024",
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert (
+        "warning: 1 of 11 valid pairs have a side longer than model.max_positions=256 (with EOS/BOS); "
+        "validation truncates them"
+    ) in err
+    valid = [r for r in records(tmp_path / "run") if r["split"] == "valid"]
+    assert [r["step"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)

@@ -1,4 +1,5 @@
-"""Training: exact resume, crash-safe checkpoints, DDP equivalence, averaging, errors, end to end."""
+"""nmt/train/trainer.py, the training loop: exact resume, crash-safe checkpoints, DDP equivalence, errors,
+end to end."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from train_fixtures import tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
+from nmt.config import TrainConfig
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.dataset import ParallelDataset
 
@@ -180,21 +182,6 @@ def test_validation_bleu_picks_best(tiny_data, tmp_path):
     assert best["best_metric"] == "bleu" and best["best"] == max(r["bleu"] for r in valid)  # BLEU itself
 
 
-def test_average_is_elementwise_mean(tiny_data, tmp_path):
-    run = tmp_path / "run"
-    train(tiny_data, run, "--train.max_steps=6", "--train.save_every_steps=2", "--train.max_tokens=512")
-    steps = ckpt.list_step_checkpoints(run)
-    assert [p.name for p in steps] == ["step_00000002", "step_00000004", "step_00000006"]
-    assert main(["average", str(run), "--last", "3", "--out", str(tmp_path / "avg")]) == 0
-    avg = load_file(str(tmp_path / "avg" / "model.safetensors"))
-    states = [load_file(str(p / "model.safetensors")) for p in steps]
-    for k, v in avg.items():
-        mean = (states[0][k].double() + states[1][k].double() + states[2][k].double()) / 3
-        assert torch.equal(v, mean.float()), k  # the mean, rounded once to float32
-    ckpt.load_model(tmp_path / "avg")
-    assert main(["average", str(run), "--last", "4", "--out", str(tmp_path / "x")]) == 2
-
-
 def test_errors(tiny_data, tmp_path, capsys):
     assert main(["train", str(tmp_path), "--out", str(tmp_path / "r"), *TINY]) == 2
     assert "is not a prepared data directory" in capsys.readouterr().err
@@ -270,44 +257,6 @@ def test_out_of_memory_is_one_line_suggesting_a_smaller_max_tokens(tiny_data, tm
         "tokens per micro-batch do not fit; rerun with a smaller --train.max_tokens (e.g. 512: the update "
         "keeps ~1024 target tokens by accumulation); the checkpoints written are intact (docs/gpu.md)"
     )
-
-
-@pytest.mark.parametrize("preset,warns", [(None, True), ("base", True), ("big", True), ("small", False)])
-def test_a_paper_sized_model_on_the_cpu_warns_with_its_time_per_update_and_per_run(
-    tiny_data, tmp_path, capsys, preset, warns
-):
-    """base and big (base is also the default without --preset) on the CPU: months of training, said
-    in two lines with the measured time of the first update; small and tiny: no warning."""
-    from nmt.train.command import build_configs
-    from nmt.train.trainer import Trainer
-
-    model_cfg, train_cfg, meta = build_configs(tiny_data, preset_name=preset, config_file=None, overrides={})
-    trainer = Trainer(tiny_data, tmp_path / "run", model_cfg, train_cfg, meta, device="cpu")
-    try:
-        trainer.progress.update = 1
-        trainer._warn_on_cpu(120.0, tokens=25_000)
-    finally:
-        trainer.release()
-    err = capsys.readouterr().err
-    steps, days = (300_000, 417) if preset == "big" else (100_000, 139)
-    expected = (
-        "warning: a paper-sized model on the CPU: update 1 took 2 min (25,000 target tokens); "
-        f"{steps:,} updates to max_steps={steps:,} take ~{days} days.\n"
-        "  Train it on GPUs (docs/gpu.md), or choose --preset small for a CPU (docs/training.md).\n"
-    )
-    assert (expected in err) == warns and ("paper-sized" in err) == warns
-
-
-def test_the_cpu_warning_comes_after_the_first_update_once(tiny_data, tmp_path, monkeypatch, capsys):
-    """The loop times its first update and warns once (tiny made "paper-sized" here); max_time bounds
-    the projection."""
-    from nmt.train import cpu_warning
-
-    monkeypatch.setattr(cpu_warning, "PAPER_SIZED_LAYER_PARAMETERS", 0)
-    train(tiny_data, tmp_path / "run", "--train.max_steps=3", "--train.max_time=0.000001")
-    err = capsys.readouterr().err
-    assert err.count("warning: a paper-sized model on the CPU: update 1 took ") == 1
-    assert "3 updates to max_steps=3 take ~" in err and "but max_time=1e-06 min stops the run after ~" in err
 
 
 def test_corrupt_checkpoint_is_named(tiny_data, tmp_path):
@@ -510,3 +459,43 @@ def test_bpe_dropout_epochs_cycle_through_the_copies_and_resume_exactly(tmp_path
     assert a.name == b.name == f"step_{end:08d}"
     assert_same_tensors(a / "model.safetensors", b / "model.safetensors")
     assert_same_tensors(a / "optimizer.safetensors", b / "optimizer.safetensors")
+
+
+# ----------------------------------------------------------------------------- a finished run
+def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, finished_run_copy, capsys):
+    """--resume of a run at max_steps trains nothing (not step 3 of 2) and says so."""
+    before = (finished_run_copy / "metrics.jsonl").read_text()
+    assert main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume"]) == 0
+    assert "the run already finished at step 2 (max_steps=2); nothing to do" in capsys.readouterr().err
+    assert [p.name for p in ckpt.list_step_checkpoints(finished_run_copy)] == [
+        "step_00000001",
+        "step_00000002",
+    ]
+    assert (finished_run_copy / "metrics.jsonl").read_text() == before
+    assert (
+        main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume", "--train.max_steps=3"])
+        == 0
+    )
+    assert ckpt.list_step_checkpoints(finished_run_copy)[-1].name == "step_00000003"
+
+
+def test_trainer_resumes_the_samplers_own_state(tiny_data, finished_run_copy):
+    """One concept, one place: the data position is the sampler's state_dict, not a parallel copy."""
+    from nmt.config import ModelConfig, from_dict
+    from nmt.data.dataset import load_meta
+    from nmt.train.trainer import Start, Trainer
+
+    saved = json.loads((finished_run_copy / "config.json").read_text())
+    state = json.loads((ckpt.list_step_checkpoints(finished_run_copy)[-1] / "trainer_state.json").read_text())
+    t = Trainer(
+        tiny_data,
+        finished_run_copy,
+        from_dict(ModelConfig, saved["model"]),
+        from_dict(TrainConfig, saved["train"], section="train"),
+        load_meta(tiny_data),
+        Start(resume=True),
+    )
+    assert state["position"] > 0
+    assert t.sampler.state_dict() == {"epoch": state["epoch"], "position": state["position"]}
+    t.sampler.set_epoch(5)
+    assert (t.epoch, t.position) == (5, 0)
