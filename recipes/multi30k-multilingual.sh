@@ -8,7 +8,10 @@
 # `nmt translate --target-lang`.
 #   sh recipes/multi30k-multilingual.sh [OUT_DIR]      (NMT_DATA_DIR: folder holding multi30k/)
 # BUDGET=MINUTES (default 60: about an hour of a quiet 2-core CPU, plus ~5 minutes of preparing
-# and translating); TRAIN_ARGS adds --model.* / --train.* overrides to every run; PREPARE_ARGS adds
+# and translating). UPDATES=N gives the same total compute as a count instead of minutes: the
+# multilingual model trains N updates and each bilingual model N/3 (one architecture, one vocabulary
+# size and ~1k-token updates for all, so an update costs the same in every run), which holds on a
+# CPU shared with other work, where minutes do not; TRAIN_ARGS adds --model.* / --train.* overrides to every run; PREPARE_ARGS adds
 # `nmt prepare` options to every preparation (each has its own 8k BPE vocabulary by default: the
 # multilingual one shares its 8k pieces among four languages). Uses `nmt` from PATH, or set
 # NMT="python -m nmt". Writes OUT_DIR/en-{de,fr,cs}/ and OUT_DIR/en-mul/ (data/, run/, average/,
@@ -24,10 +27,18 @@ if [ -z "${NMT_DATA_DIR:-}" ] && [ -d "$HERE/../../shared/data" ]; then
 fi
 mkdir -p "$OUT"
 EACH=$(awk -v b="$BUDGET" 'BEGIN { printf "%g", b / 3 }')
+UPDATES=${UPDATES:-}
+if [ -n "$UPDATES" ]; then
+  EACH_UPDATES=$((UPDATES / 3))
+fi
 
-train() {  # DIR MINUTES: train DIR/run on DIR/data (or resume it), then average its last 5
+train() {  # DIR MINUTES UPDATES: train DIR/run on DIR/data (or resume it), then average its last 5
   if [ -f "$1/run/config.json" ]; then
-    $NMT train "$1/data" --out "$1/run" --resume
+    $NMT train "$1/data" --out "$1/run" --resume ${3:+--train.max_steps="$3"}
+  elif [ -n "$3" ]; then
+    # shellcheck disable=SC2086
+    $NMT train "$1/data" --out "$1/run" --config "$HERE/multi30k-en-de.yaml" --train.max_time=0 \
+      --train.max_steps="$3" ${TRAIN_ARGS:-}
   else
     # shellcheck disable=SC2086
     $NMT train "$1/data" --out "$1/run" --config "$HERE/multi30k-en-de.yaml" --train.max_time="$2" ${TRAIN_ARGS:-}
@@ -42,12 +53,16 @@ done
 # shellcheck disable=SC2086
 [ -f "$OUT/en-mul/data/meta.json" ] || $NMT prepare multi30k --src en --tgt de,fr,cs --out "$OUT/en-mul/data" ${PREPARE_ARGS:-}
 for t in $TARGETS; do
-  train "$OUT/en-$t" "$EACH"
+  train "$OUT/en-$t" "$EACH" "${EACH_UPDATES:-}"
 done
-train "$OUT/en-mul" "$BUDGET"
+train "$OUT/en-mul" "$BUDGET" "$UPDATES"
 
 {
-  echo "| pair | bilingual ($EACH min) | multilingual ($BUDGET min, one model) |"
+  if [ -n "$UPDATES" ]; then
+    echo "| pair | bilingual ($EACH_UPDATES updates each) | multilingual ($UPDATES updates, one model) |"
+  else
+    echo "| pair | bilingual ($EACH min each) | multilingual ($BUDGET min, one model) |"
+  fi
   echo "|---|---|---|"
 } > "$OUT/table.md"
 for t in $TARGETS; do

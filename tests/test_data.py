@@ -19,6 +19,7 @@ from nmt.data.batching import TokenBatchSampler
 from nmt.data.dataset import ParallelDataset, load_meta
 from nmt.data.download import DataError
 from nmt.data.lines import clean_line, read_lines
+from nmt.data.prepare import source_words
 from nmt.vocab import BOS, EOS, PAD, UNK, load_spm
 
 
@@ -124,6 +125,20 @@ def test_train_filters_reported(tmp_path):
         1, np.minimum(ds.src_lengths, ds.tgt_lengths)
     )
     assert ratio.max() <= 3
+
+
+def test_the_training_sources_lengths_in_words_are_recorded_over_the_kept_pairs(tmp_path):
+    src, tgt = corpus(300)
+    src[0] = tgt[0] = " ".join(["man"] * 60)  # dropped by --max-len: not counted
+    out = prepare_files(tmp_path, (src, tgt), extra=["--max-len", "50"])
+    kept = np.array([len(s.split()) for s in src[1:]])
+    words = load_meta(out)["splits"]["train"]["src_words"]
+    assert words == {"longest": int(kept.max()), "p99": int(np.percentile(kept, 99, method="higher"))}
+    assert 3 <= words["p99"] <= words["longest"] <= 12
+    zh = tmp_path / "train.zh"
+    zh.write_text("两只狗在雪地里玩耍。\n一个 男人 在 骑 自行车 。\n", encoding="utf-8")
+    assert source_words(zh, None, src_lang="zh-Hans") is None  # words are not spaced: no record
+    assert source_words(zh, None, src_lang="en") == {"longest": 6, "p99": 6}
 
 
 def test_valid_and_test_untouched(tmp_path):

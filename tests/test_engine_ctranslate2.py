@@ -120,3 +120,12 @@ def test_ctranslate2_engine_names_a_missing_or_corrupt_spm_model(trained_tiny_ru
     assert main(["serve", str(out), "--engine", "ctranslate2"]) == 2
     err = capsys.readouterr().err
     assert f"nmt serve: error: {out / 'spm.model'}: not a readable SentencePiece model" in err
+
+
+def test_ctranslate2_engine_knows_the_longest_sentences_its_model_learned_from(trained_tiny_run, tiny_data):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from nmt.data.dataset import load_meta
+
+    words = load_meta(tiny_data)["splits"]["train"]["src_words"]
+    loaded = Translator.load(trained_tiny_run, engine="ctranslate2").source_words
+    assert (loaded.longest, loaded.p99) == (words["longest"], words["p99"]) and words["p99"] > 0

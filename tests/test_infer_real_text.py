@@ -6,6 +6,7 @@ from real_text_fixtures import FakeTranslator
 
 from nmt.infer.real_text import PLAIN, TextJob, TextOptions, UnitOutput, translate_text
 from nmt.infer.results import TranslateError
+from nmt.infer.text import SourceWords
 
 
 def test_every_sentence_of_a_paragraph_is_translated_and_the_spacing_kept():
@@ -44,9 +45,50 @@ def test_a_long_sentence_is_translated_in_parts_and_the_cut_reported():
         == "Zwei Hunde spielen in dem Schnee nahe ein Haus, und ein Mann ist fährt ein Fahrrad nahe dem Haus."
     )
     assert [c.message() for c in out.cuts] == [
-        "sentence 1: 19 words, translated in 2 parts of at most 10 (cut before 'and')"
+        "sentence 1: 19 words (over 10), translated in 2 parts of at most 10 (cut before 'and')"
     ]
     assert translate_text(fake, text, options=TextOptions(max_words=0)).cuts == []
+
+
+def test_by_default_a_sentence_longer_than_any_the_model_learned_from_is_cut_into_usual_lengths():
+    fake = FakeTranslator()
+    text = "Two dogs play in the snow near a house, and a man is riding a bike near the house."  # 19 words
+    fake.source_words = SourceWords(longest=20, p99=8)  # a length it has seen: whole
+    assert translate_text(fake, text).cuts == [] and len(fake.calls[-1]) == 1
+    fake.source_words = SourceWords(longest=12, p99=8)  # longer than any: parts of at most 8
+    out = translate_text(fake, text)
+    parts = fake.calls[-1]
+    assert " ".join(parts) == text and len(parts) == 4 and max(len(p.split()) for p in parts) <= 8
+    assert [c.message() for c in out.cuts] == [
+        "sentence 1: 19 words (over 12), translated in 4 parts of at most 8 (cut before 'the', 'and', 'a')"
+    ]
+    fake.source_words = None  # a checkpoint whose data predates the record: over 40, parts of 40
+    assert TextOptions().for_model(fake) == TextOptions(max_words=40, part_words=40)
+    fake.source_words = SourceWords(0, 0)  # a source without spaces between words: never cut by words
+    assert TextOptions().for_model(fake).max_words == 0
+    fake.source_words = SourceWords(longest=37, p99=23)
+    assert TextOptions(max_words=20).for_model(fake) == TextOptions(max_words=20, part_words=20)  # asked for
+    assert TextOptions(max_words=60).for_model(fake) == TextOptions(max_words=60, part_words=60)
+    assert TextOptions(part_words=5).for_model(fake) == TextOptions(max_words=37, part_words=5)
+    assert TextOptions(max_words=9, part_words=50).for_model(fake) == TextOptions(max_words=9, part_words=9)
+    assert TextJob([text], TextOptions()).options == TextOptions(max_words=40, part_words=40)
+
+
+def test_the_training_data_record_gives_the_lengths_and_older_records_give_none(tmp_path):
+    import json
+
+    from nmt.infer.text import source_words, training_data
+
+    data = {"src_lang": "en", "splits": {"train": {"pairs": 3, "src_words": {"longest": 37, "p99": 23}}}}
+    (tmp_path / "run" / "checkpoints" / "best").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "best" / "config.json").write_text(json.dumps({"data": data}))
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "nmt_export.json").write_text(json.dumps({"source": str(tmp_path / "run")}))
+    assert training_data(tmp_path / "run") == data == training_data(tmp_path / "export")
+    assert source_words(data) == SourceWords(37, 23)
+    assert source_words({"splits": {"train": {"src_words": None}}}) == SourceWords(0, 0)
+    assert source_words({"splits": {"train": {"pairs": 3}}}) is None
+    assert training_data(tmp_path / "nowhere") is None and source_words(None) is None
 
 
 def test_empty_texts_and_blank_lines_are_kept_without_calling_the_model():
@@ -132,7 +174,10 @@ def test_a_line_too_long_for_the_model_is_cut_and_translated_whole_not_truncated
     assert run(str(tiny_checkpoint), "-i", str(src), "--max-len-b", "2", "--beam", "1", "--quiet") == 0
     err = capsys.readouterr().err
     assert "truncated" not in err
-    cut = "400 words, translated in 16 parts of at most 40 (cut before 'katze', 'katze', 'katze', ...)"
+    cut = (
+        "400 words (over 40), translated in 16 parts of at most 40 "
+        "(cut before 'katze', 'katze', 'katze', ...)"
+    )
     assert f"line 1: sentence 1: {cut}" in err
     assert (
         run(

@@ -306,3 +306,15 @@ def test_search_options_as_one_value_or_as_keywords_translate_alike(tiny_checkpo
     assert t.translate(lines, options) == [hs[0].text for hs in by_value]
     with pytest.raises(TypeError, match="not search options"):
         t.translate(lines, beams=3)
+
+
+def test_a_loaded_translator_knows_the_longest_sentences_its_model_learned_from(finished_tiny_run, tiny_data):
+    from nmt.data.dataset import load_meta
+    from nmt.infer.real_text import TextOptions
+
+    words = load_meta(tiny_data)["splits"]["train"]["src_words"]
+    translator = Translator.load(finished_tiny_run)
+    assert (translator.source_words.longest, translator.source_words.p99) == (words["longest"], words["p99"])
+    assert TextOptions().for_model(translator) == TextOptions(
+        max_words=words["longest"], part_words=words["p99"]
+    )

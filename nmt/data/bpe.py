@@ -23,9 +23,13 @@ def default_vocab_size(dataset: str, n_train_pairs: int) -> int:
     return 8000 if n_train_pairs < 100_000 else 16000 if n_train_pairs < 1_000_000 else 32000
 
 
+def is_cjk(lang: str) -> bool:
+    """A language written in CJK characters (zh, zh-Hans, ja_JP ...): no spaces between words."""
+    return lang.lower().split("-")[0].split("_")[0] in CJK_LANGS
+
+
 def character_coverage(langs: tuple[str, ...]) -> float:
-    cjk = any(lang.lower().split("-")[0].split("_")[0] in CJK_LANGS for lang in langs)
-    return 0.9995 if cjk else 1.0
+    return 0.9995 if any(is_cjk(lang) for lang in langs) else 1.0
 
 
 def train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):

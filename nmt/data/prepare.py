@@ -33,7 +33,7 @@ import numpy as np
 from ..atomic import fsync_files, replace_dir, restore_aside, sha256_file
 from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, target_tag
 from .binarize import BPEDropout, binarize, binarize_samples
-from .bpe import character_coverage, default_vocab_size, reuse_spm, train_spm
+from .bpe import character_coverage, default_vocab_size, is_cjk, reuse_spm, train_spm
 from .case_augment import augment_case
 from .download import DataError
 from .lines import clean_split
@@ -303,6 +303,7 @@ def _encode_train(
     cleaning["kept"] = counts["pairs"]
     if counts["pairs"] == 0:
         raise DataError(f"no training pairs left after --max-len {o.max_len} and --max-ratio {o.max_ratio}")
+    counts["src_words"] = source_words(files[0], keep, src_lang=o.src_lang)
     samples = None
     if o.bpe_dropout > 0 and o.bpe_dropout_copies > 0:
         samples = binarize_samples(
@@ -321,6 +322,23 @@ def _encode_train(
     for f in files:
         f.unlink()
     return counts, samples
+
+
+def source_words(src_file: Path, keep: np.ndarray | None, *, src_lang: str) -> dict | None:
+    """The kept training sources' lengths in words (runs of non-space characters, as
+    nmt.infer.segment counts them): ``longest`` and ``p99`` (the 99th percentile). Real-text
+    translation cuts a sentence longer than any the model learned from into parts of at most p99
+    words (nmt.infer.real_text). None for a source written without spaces between words (zh, ja,
+    ko), where words cannot be counted so."""
+    if is_cjk(src_lang):
+        return None
+    with open(src_file, encoding="utf-8") as f:
+        words = np.array([len(line.split()) for line in f], dtype=np.int64)
+    if keep is not None:
+        words = words[keep]
+    if not len(words):
+        return None
+    return {"longest": int(words.max()), "p99": int(np.percentile(words, 99, method="higher"))}
 
 
 def _encode_reference(

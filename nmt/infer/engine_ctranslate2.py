@@ -35,7 +35,7 @@ from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctransla
 from .options import SearchOptions, with_fields
 from .results import TranslateError, Translation
 from .search import length_penalty
-from .text import TextTranslator, one_or_many
+from .text import TextTranslator, one_or_many, source_words, training_data
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
 
@@ -177,7 +177,9 @@ class CTranslate2Translator(TextTranslator):
             checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist
         )
         sp = load_checkpoint_spm(model.directory)
-        return cls(model, sp, device=device or "cpu", shortlist=shortlist)
+        translator = cls(model, sp, device=device or "cpu", shortlist=shortlist)
+        translator.source_words = source_words(training_data(checkpoint))
+        return translator
 
     def use_shortlist(self, shortlist) -> None:
         raise TranslateError(

@@ -15,8 +15,11 @@ Each text goes through (every step switchable, TextOptions):
    every space, line break and blank line kept;
 3. capitals (``recase``): an ALL-CAPS or Title-Case sentence translated in sentence case and its
    output recased (nmt.infer.casing);
-4. long sentences (``max_words``): a sentence of more words cut at clauses, each part translated,
-   the cut reported (TextResult.cuts).
+4. long sentences (``max_words``, ``part_words``): a sentence of more words cut at clauses into
+   parts, each translated, the cut reported (TextResult.cuts). By default a sentence longer than
+   any the model learned from is cut into parts of at most the 99th percentile of its training
+   sources' lengths (both in words, recorded by `nmt prepare`): shorter sentences, which the model
+   has seen, are translated whole.
 All the sentences of all the texts go to the model as one batch. ``TextJob`` is the same in two
 steps (the sentences to translate; the texts from their translations), for a caller with its own
 way of translating them (the HTTP server's batcher).
@@ -24,7 +27,7 @@ way of translating them (the HTTP server's batcher).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..data.lines import clean_line
@@ -35,7 +38,8 @@ from .search import reading_order
 from .segment import Cut, Parts, cut_spans, part_output, split_text
 from .spans import Pair, char_pairs, decoded_spans, monotone_pairs, piece_spans, shift
 
-DEFAULT_MAX_WORDS = 40  # about the longest sentences of Multi30k and WMT news training data
+# max_words of a model whose data predates the record of its training sentences' lengths
+UNRECORDED_MAX_WORDS = 40
 
 
 @dataclass(frozen=True)
@@ -43,20 +47,37 @@ class TextOptions:
     """How real text is handled above the search. ``format``: "text", "html" or "xml" (tags
     projected); ``split``: sentences split within lines (False: each line is one sentence);
     ``recase``: ALL-CAPS / Title-Case sentences translated in normal case and recased;
-    ``max_words``: longer sentences cut at clauses (0: never); ``language``: the source's ISO 639
-    code, for the sentence splitter's rules."""
+    ``max_words``: longer sentences cut at clauses (0: never; None: the model's, ``for_model``),
+    into parts of at most ``part_words`` (None: the model's, at most max_words);
+    ``language``: the source's ISO 639 code, for the sentence splitter's rules."""
 
     format: str = "text"
     split: bool = True
     recase: bool = True
-    max_words: int = DEFAULT_MAX_WORDS
+    max_words: int | None = None
+    part_words: int | None = None
     language: str = "en"
 
     def __post_init__(self):
         if self.format not in FORMATS:
             raise TranslateError(f"format {self.format!r}: choose one of {', '.join(FORMATS)}")
-        if not isinstance(self.max_words, int) or self.max_words < 0:
+        if self.max_words is not None and (not isinstance(self.max_words, int) or self.max_words < 0):
             raise TranslateError(f"max_words {self.max_words!r}: must be an integer >= 0 (0: never cut)")
+        if self.part_words is not None and (not isinstance(self.part_words, int) or self.part_words < 1):
+            raise TranslateError(f"part_words {self.part_words!r}: must be an integer >= 1")
+
+    def for_model(self, translator) -> TextOptions:
+        """These options with what is None made the translator's model's (its
+        TextTranslator.source_words): ``max_words`` the longest sentence it learned from and
+        ``part_words`` their 99th percentile; where its checkpoint does not record them, max_words
+        UNRECORDED_MAX_WORDS. A max_words given, with part_words None, makes parts of at most it."""
+        words = getattr(translator, "source_words", None)
+        max_words, part_words = self.max_words, self.part_words
+        if max_words is None:
+            max_words = UNRECORDED_MAX_WORDS if words is None else words.longest
+            if part_words is None and words is not None and words.p99:
+                part_words = words.p99
+        return replace(self, max_words=max_words, part_words=min(part_words or max_words, max_words) or 1)
 
     @property
     def plain(self) -> bool:
@@ -107,16 +128,19 @@ class TextJob:
     and ``finish``: the texts from their translations. ``keep_capital``: nmt.infer.casing's
     (a word kept capitalised in normal case); ``lower_known``: a part of a cut sentence that starts
     in lower case gets its translation's first word in lower case where this says the model
-    writes that word so (casing.known_lower)."""
+    writes that word so (casing.known_lower). ``options``: made a model's by
+    TextOptions.for_model(translator); what is None in them takes the values of a model that records
+    no lengths (``for_model(None)``)."""
 
     def __init__(
         self,
         texts: list[str],
-        options: TextOptions = TextOptions(),
+        options: TextOptions | None = None,
         *,
         keep_capital: Callable[[str], bool] | None = None,
         lower_known: Callable[[str], bool] | None = None,
     ):
+        options = (options or TextOptions()).for_model(None)
         self.options, self.keep_capital, self.lower_known = options, keep_capital, lower_known
         self.units: list[str] = []
         self.unit_text: list[int] = []  # the text each unit comes from
@@ -146,7 +170,7 @@ class TextJob:
         for sentence in parts.sentences:
             case = case_of(sentence) if o.recase else NORMAL
             source = normal_case(sentence, case, keep_capital=self.keep_capital)
-            spans = cut_spans(source, o.max_words)
+            spans = cut_spans(source, o.max_words, o.part_words)
             if len(spans) > 1:
                 cuts.append(
                     Cut(
@@ -154,6 +178,7 @@ class TextJob:
                         words=len(sentence.split()),
                         parts=len(spans),
                         max_words=o.max_words,
+                        part_words=min(o.part_words or o.max_words, o.max_words),
                         at=tuple(source[a:b].split()[0] for a, b in spans[1:]),
                     )
                 )
@@ -264,7 +289,7 @@ def translate_text(
     sp = getattr(translator, "sp", None)
     job = TextJob(
         list(texts),
-        options,
+        options.for_model(translator),
         keep_capital=None if sp is None else fewer_pieces(sp),
         lower_known=None if sp is None else known_lower(sp),
     )

@@ -44,9 +44,17 @@ def add_real_text_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-words",
         type=int,
-        default=TextOptions.max_words,
-        help="cut sentences of more words at clauses, translate the parts, warn (default "
-        f"{TextOptions.max_words}; 0: never)",
+        default=None,
+        help="cut sentences of more words at clauses, translate the parts, warn (default: the "
+        "model's, the longest sentences it learned from: the 99th percentile of its training "
+        "sources' words, as `nmt prepare` records it, else 40; 0: never)",
+    )
+    parser.add_argument(
+        "--part-words",
+        type=int,
+        default=None,
+        help="a cut sentence's parts have at most this many words (default: the 99th percentile of "
+        "the model's training sources' words, at most --max-words)",
     )
     parser.add_argument(
         "--language",
@@ -59,7 +67,7 @@ def add_real_text_args(parser: argparse.ArgumentParser) -> None:
 def text_options(args: argparse.Namespace, *, document_format: str | None = None) -> TextOptions:
     """The TextOptions of the arguments (before anything is loaded); a per-line option (--nbest K,
     --alignment, --prefix-file, --constraints) means each line as one sentence, as given."""
-    if args.max_words < 0:
+    if args.max_words is not None and args.max_words < 0:
         raise TranslateError(f"--max-words {args.max_words}: must be >= 0 (0: never cut)")
     fmt = args.format or document_format or "text"
     options = TextOptions(
@@ -67,6 +75,7 @@ def text_options(args: argparse.Namespace, *, document_format: str | None = None
         split=args.split,
         recase=args.recase,
         max_words=args.max_words,
+        part_words=args.part_words,
         language=args.language or source_language(args.checkpoint[0]),
     )
     given = {
@@ -85,18 +94,10 @@ def text_options(args: argparse.Namespace, *, document_format: str | None = None
 
 def source_language(checkpoint: str) -> str:
     """The source language recorded with a checkpoint's data (config.json), else "en"."""
-    import json
-    from pathlib import Path
+    from .text import training_data
 
-    for folder in (Path(checkpoint), Path(checkpoint) / "checkpoints" / "best", Path(checkpoint) / "average"):
-        try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        data = config.get("data") if isinstance(config, dict) else None
-        if isinstance(data, dict) and isinstance(data.get("src_lang"), str):
-            return data["src_lang"]
-    return "en"
+    data = training_data(checkpoint)
+    return data["src_lang"] if data and isinstance(data.get("src_lang"), str) else "en"
 
 
 def translate_real_text(
@@ -115,7 +116,9 @@ def translate_real_text(
     from .casing import fewer_pieces, known_lower
 
     sp = translator.sp
-    job = TextJob(texts, options, keep_capital=fewer_pieces(sp), lower_known=known_lower(sp))
+    job = TextJob(
+        texts, options.for_model(translator), keep_capital=fewer_pieces(sp), lower_known=known_lower(sp)
+    )
     results = search(job.units, job.unit_text)
     if job.needs_alignment:
         outputs = aligned_outputs(translator, job.units, [r[0] for r in results])

@@ -12,10 +12,11 @@ sentencex (a maintained rule-based segmenter with per-language abbreviation list
 line by line: a line break always ends a sentence, and every space, line break and blank line
 between sentences is kept as it was (``gaps``).
 
-A sentence longer than ``max_words`` words is cut (``cut_sentence``) at the clause boundary
-nearest its middle (after , ; : or before a coordinating word), recursively, and at the middle
-word where there is none; the parts are translated on their own and joined with a space
-(``part_output``). What was cut is reported (``Cut``), never silent.
+A sentence longer than ``max_words`` words is cut (``cut_sentence``) into parts of at most
+``part_words`` (default ``max_words``) at the clause boundary nearest its middle (after , ; : or
+before a coordinating word), recursively, and at the middle word where there is none; the parts
+are translated on their own and joined with a space (``part_output``). What was cut is reported
+(``Cut``), never silent.
 """
 
 from __future__ import annotations
@@ -73,20 +74,22 @@ def split_text(text: str, *, language: str = "en", split: bool = True) -> Parts:
 # ----------------------------------------------------------------------------- long sentences
 @dataclass(frozen=True)
 class Cut:
-    """A sentence of ``words`` words translated as ``parts`` parts of at most ``max_words``;
-    ``sentence``: its number in the input (from 0); ``at``: the words that start a part."""
+    """A sentence of ``words`` words (more than ``max_words``) translated as ``parts`` parts of at
+    most ``part_words``; ``sentence``: its number in the input (from 0); ``at``: the words that
+    start a part."""
 
     sentence: int
     words: int
     parts: int
     max_words: int
+    part_words: int
     at: tuple[str, ...]
 
     def message(self) -> str:
         starts = ", ".join(repr(w) for w in self.at[:3]) + (", ..." if len(self.at) > 3 else "")
         return (
-            f"sentence {self.sentence + 1}: {self.words} words, translated in {self.parts} parts "
-            f"of at most {self.max_words} (cut before {starts})"
+            f"sentence {self.sentence + 1}: {self.words} words (over {self.max_words}), translated in "
+            f"{self.parts} parts of at most {self.part_words} (cut before {starts})"
         )
 
 
@@ -111,15 +114,15 @@ def cut_words(words: list[str], max_words: int) -> list[list[str]]:
     return cut_words(words[:k], max_words) + cut_words(words[k:], max_words)
 
 
-def cut_spans(sentence: str, max_words: int) -> list[tuple[int, int]]:
-    """The character spans of the parts of a sentence of more than ``max_words`` words (cut by
-    cut_words; each from its first word's start to its last word's end); one span, the whole
-    sentence, when it is not longer (max_words 0: never cut)."""
+def cut_spans(sentence: str, max_words: int, part_words: int | None = None) -> list[tuple[int, int]]:
+    """The character spans of the parts of a sentence of more than ``max_words`` words, each of at
+    most ``part_words`` (None: max_words; cut by cut_words; each from its first word's start to its
+    last word's end); one span, the whole sentence, when it is not longer (max_words 0: never cut)."""
     words = [m.span() for m in re.finditer(r"\S+", sentence)]
     if max_words <= 0 or len(words) <= max_words:
         return [(0, len(sentence))]
     spans, k = [], 0
-    for part in cut_words([sentence[a:b] for a, b in words], max_words):
+    for part in cut_words([sentence[a:b] for a, b in words], min(part_words or max_words, max_words)):
         spans.append((words[k][0], words[k + len(part) - 1][1]))
         k += len(part)
     return spans

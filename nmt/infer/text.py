@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from dataclasses import dataclass
 from typing import Callable
 
 from ..data.lines import clean_line
@@ -57,6 +58,49 @@ def one_or_many(method):
     return wrapper
 
 
+def training_data(checkpoint) -> dict | None:
+    """What a checkpoint records of its training data (config.json's "data": nmt prepare's
+    meta.json): of a checkpoint or run directory, or of a CTranslate2 export through the checkpoint
+    it was exported from (nmt_export.json's "source"); None where none is found."""
+    import json
+    from pathlib import Path
+
+    folder = Path(checkpoint)
+    try:
+        folder = Path(json.loads((folder / "nmt_export.json").read_text(encoding="utf-8"))["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for config_dir in (folder, folder / "checkpoints" / "best", folder / "average"):
+        try:
+            config = json.loads((config_dir / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        data = config.get("data") if isinstance(config, dict) else None
+        return data if isinstance(data, dict) else None
+    return None
+
+
+@dataclass(frozen=True)
+class SourceWords:
+    """The lengths in words of the sentences a model learned from (`nmt prepare` records them):
+    ``longest`` and ``p99``, the 99th percentile; both 0 for a source without spaces between words,
+    whose sentences are not counted in words."""
+
+    longest: int
+    p99: int
+
+
+def source_words(data: dict | None) -> SourceWords | None:
+    """The SourceWords of a checkpoint's training data record; None where the data predates it."""
+    train = ((data or {}).get("splits") or {}).get("train") or {}
+    if "src_words" not in train:
+        return None
+    words = train["src_words"]
+    if not isinstance(words, dict):  # recorded as none: a source without spaces between words
+        return SourceWords(0, 0)
+    return SourceWords(int(words["longest"]), int(words["p99"]))
+
+
 def pieces(sp) -> list[str]:
     """The vocabulary of a SentencePiece model: its pieces in id order."""
     return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
@@ -67,6 +111,9 @@ class TextTranslator:
     and back; an engine subclass searches (``translate_nbest``) and names itself in ``engine``."""
 
     engine: str
+    # the lengths in words of the training sources (source_words of the checkpoint's training data;
+    # None: not recorded): real-text translation cuts a longer sentence by default
+    source_words: SourceWords | None = None
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
         """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""

@@ -49,7 +49,7 @@ from .search import (
     sample,
     sentence_rng,
 )
-from .text import TextTranslator, add_eos, one_or_many, pieces
+from .text import TextTranslator, add_eos, one_or_many, pieces, source_words, training_data
 
 ENGINES = ("torch", "ctranslate2")
 
@@ -357,7 +357,9 @@ class Translator(TextTranslator):
             model = models[0] if len(models) == 1 else Ensemble(models)
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
-        return cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
+        translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
+        translator.source_words = source_words(training_data(paths[0]))
+        return translator
 
     @one_or_many
     def translate_nbest(

@@ -228,13 +228,13 @@ def real_text_job(texts: list[str], fmt: str, r: Route, n_alternatives: int):
 
 def check_limits(state: ServeState, sentences: list[str]) -> None:
     limits = state.limits
+    chars = sum(map(len, sentences))  # first: a text's characters do not depend on how it is cut
+    if chars > limits.max_chars:
+        raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({limits.max_chars})")
     if len(sentences) > limits.max_sentences:
         raise ApiError(
             400, f"Invalid request: request ({len(sentences)}) exceeds text limit ({limits.max_sentences})"
         )
-    chars = sum(map(len, sentences))
-    if chars > limits.max_chars:
-        raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({limits.max_chars})")
     check_text(sentences)
 
 

@@ -15,7 +15,13 @@ def text_job(req, texts: list[str], translator) -> TextJob | None:
     (one sentence per text as given: format "text" with split, recase and max_words off) or for
     what needs one output per text as the model gave it (nbest > 1, alignment, constraints)."""
     try:
-        options = TextOptions(format=req.format, split=req.split, recase=req.recase, max_words=req.max_words)
+        options = TextOptions(
+            format=req.format,
+            split=req.split,
+            recase=req.recase,
+            max_words=req.max_words,
+            part_words=req.part_words,
+        )
     except TranslateError as e:
         raise ApiError(422, str(e)) from None
     per_text = [name for name in ("alignment", "constraints") if getattr(req, name)] + (
@@ -29,6 +35,7 @@ def text_job(req, texts: list[str], translator) -> TextJob | None:
         return None
     if options.plain:
         return None
+    options = options.for_model(translator)
     sp = getattr(translator, "sp", None)
     if sp is None:
         return TextJob(texts, options)

@@ -48,8 +48,17 @@ class TranslateRequest(BaseModel):
     recase: bool = Field(
         True, description="ALL-CAPS / Title-Case sentences translated in normal case, then recased"
     )
-    max_words: int = Field(
-        40, ge=0, description="sentences of more words cut at clauses, with a warning (0: never)"
+    max_words: int | None = Field(
+        None,
+        ge=0,
+        description="sentences of more words cut at clauses, with a warning (0: never; null: the "
+        "model's: the longest sentence it learned from)",
+    )
+    part_words: int | None = Field(
+        None,
+        ge=1,
+        description="a cut sentence's parts have at most this many words (null: the 99th percentile of "
+        "the model's training sources' words, at most max_words)",
     )
 
 
