@@ -337,7 +337,7 @@ def main() -> int:
         "threads": args.threads,
     }
     result["settings"] = {k: v for k, v in vars(args).items() if k not in ("json", "markdown")}
-    result["rows"] = [
+    result["measurements"] = [
         {
             **asdict(r.setting),
             "layers": r.layers,
@@ -351,6 +351,20 @@ def main() -> int:
     ]
     result["goals"] = goals(rows, teacher)
     table = markdown(result, rows, args)
+    c = result["cpu"]
+    result.update(  # the fields scripts/figures.py reads from a results/speed table
+        what=f"the speed-quality table: {', '.join(models)} on {len(lines)} sentences of {args.src_file}",
+        command="python " + " ".join(sys.argv),
+        cpu_detail=f"{c.get('Model name', '?')} ({c.get('Hypervisor vendor', 'no')} hypervisor; "
+        f"flags {', '.join(c.get('flags', []))})",
+        torch=torch.__version__,
+        date=time.strftime("%Y-%m-%d"),
+        timing=f"each row after a {args.warmup}-sentence warm-up, the fastest of {args.repeat}; "
+        f"--batch-tokens {args.batch_tokens}; search and detokenization, not loading",
+        source="this file, written by benchmarks/speed_quality.py --json",
+        columns=list(COLUMNS),
+        rows=[cells(r, ratio, args.threads) for r, ratio in zip(rows, ratios(rows, teacher))],
+    )
     print(table)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -254,10 +254,14 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
     n_engines = len(engines.split(","))
-    assert len(result["rows"]) == 3 * n_engines * 2 * 2 * 2
-    combos = {(r["model"], r["engine"], r["precision"], r["shortlist"], r["beam"]) for r in result["rows"]}
-    assert len(combos) == len(result["rows"])
-    for r in result["rows"]:
+    assert len(result["measurements"]) == len(result["rows"]) == 3 * n_engines * 2 * 2 * 2
+    combos = {
+        (r["model"], r["engine"], r["precision"], r["shortlist"], r["beam"]) for r in result["measurements"]
+    }
+    assert len(combos) == len(result["measurements"])
+    assert result["columns"][0] == "model" and all(len(r) == len(result["columns"]) for r in result["rows"])
+    assert {"what", "command", "cpu_detail", "torch", "date", "timing", "source"} <= set(result)
+    for r in result["measurements"]:
         if r["model"] == "ensemble" and r["engine"] == "ctranslate2":
             assert r["skipped"] and r["bleu"] is None
         else:
