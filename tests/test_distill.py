@@ -171,3 +171,51 @@ def test_the_student_preset_is_the_default_unless_a_config_file_names_its_own():
     assert preset_of() == "student"
     assert preset_of("--config", "c.yaml") is None  # the file's preset:, as `nmt train --config`
     assert preset_of("--config", "c.yaml", "--preset", "student-tiny") == "student-tiny"
+
+
+def test_shrink_starts_the_student_from_the_teachers_weights_with_its_first_decoder_layer(
+    teacher, distilled, tmp_path
+):
+    import shutil
+
+    import torch
+
+    from nmt.checkpoint import load_model
+
+    out = tmp_path / "shrunk"
+    out.mkdir()
+    for name in ("distill.json", "train.distilled.de", "data"):  # stages 1-2 done: copied
+        (shutil.copytree if (distilled / name).is_dir() else shutil.copy)(distilled / name, out / name)
+    budget = ["--train.max_steps=4", "--train.save_every_steps=2", "--train.valid_every_steps=0"]
+    budget += ["--train.valid_bleu=false", "--train.best_metric=loss", "--train.max_time=0"]
+    argv = ["distill", str(teacher), "--out", str(out), "--shrink", "--model.n_decoder_layers=1"]
+    assert main([*argv, "--chunk-sentences", "250", "--average-last", "2", *budget]) == 0
+    t, _ = load_model(teacher)
+    init, config = load_model(out / "student-init")
+    assert (init.cfg.encoder_layers, init.cfg.decoder_layers) == (t.cfg.encoder_layers, 1)
+    assert config["shrunk_from"]["decoder_layers"] == [0]
+    teacher_state = t.state_dict()
+    for name, value in init.state_dict().items():  # every weight the teacher's (layer 0 of its decoder)
+        assert torch.equal(value, teacher_state[name]), name
+    student = read_config(resolve_checkpoint(out / "student"))
+    assert student["init"]["sha256"] and student["model"]["n_decoder_layers"] == 1
+    assert Translator.load(out / "average").model.cfg.decoder_layers == 1
+
+
+def test_shrinking_to_the_teachers_depths_is_the_teacher_and_layer_maps_spread_over_it(tiny_checkpoint):
+    import torch
+
+    from nmt.checkpoint import load_model
+    from nmt.train.shrink import ShrinkError, layer_map, shrink
+
+    assert layer_map(6, 3) == [0, 2, 5] and layer_map(3, 2) == [0, 2] and layer_map(6, 1) == [0]
+    assert layer_map(4, 4) == [0, 1, 2, 3]
+    with pytest.raises(ShrinkError, match="give 1 to 3"):
+        layer_map(3, 4)
+    t, _ = load_model(tiny_checkpoint)
+    same = shrink(t, n_encoder_layers=t.cfg.encoder_layers, n_decoder_layers=t.cfg.decoder_layers).eval()
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    tgt = torch.tensor([[2, 5, 6], [2, 7, 8]])
+    assert torch.equal(same(src, tgt), t(src, tgt))
+    small = shrink(t, n_encoder_layers=1, n_decoder_layers=1)
+    assert small.encoder.embed_tokens.weight.data_ptr() == small.decoder.embed_tokens.weight.data_ptr()

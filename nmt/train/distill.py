@@ -9,7 +9,9 @@ The stages, each of which a rerun of the same command skips once its output is c
      missing chunk; then the chunks are joined into ``OUT/train.distilled.TGT``;
   2. the student's data (``OUT/data``) is prepared with the teacher's SentencePiece model, from the
      original pairs plus (source, teacher's translation), or from the distilled pairs only;
-  3. the student trains (``OUT/student``, resumed as `nmt train --resume auto` resumes);
+  3. the student trains (``OUT/student``, resumed as `nmt train --resume auto` resumes); with
+     ``shrink``, from the teacher's weights and fewer of its layers (``OUT/student-init``,
+     nmt.train.shrink) rather than from random weights;
   4. its last checkpoints are averaged (``OUT/average``, section 6.1).
 ``OUT/distill.json`` records the settings that the finished stages depend on; a rerun with other
 settings is refused, naming the first that differs.
@@ -62,6 +64,7 @@ class DistillOptions:
     preset: str | None = "student"  # None: a --config file's preset: (as `nmt train --config`)
     config: str | None = None  # a --config file for the student's training (over the preset)
     average_last: int = 5
+    shrink: bool = False  # the student starts from the teacher's weights (nmt.train.shrink)
     device: str | None = None
     threads: int = 2  # SentencePiece encoding of the student's data
 

@@ -82,6 +82,14 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
         "--config", help="YAML/JSON with the student's model: and train: sections, over the preset"
     )
     p.add_argument(
+        "--shrink",
+        action="store_true",
+        help="start the student from the teacher's weights with fewer of its layers (shrink and "
+        "fine-tune, Shleifer & Rush 2020): --model.n_encoder_layers (default: the teacher's) and "
+        "--model.n_decoder_layers (default 1) choose them, the teacher's training settings (or "
+        "--preset / --config's) train it",
+    )
+    p.add_argument(
         "--average-last",
         type=int,
         default=DistillOptions.average_last,
@@ -102,9 +110,10 @@ def distill_options(args: argparse.Namespace) -> DistillOptions:
         chunk_sentences=args.chunk_sentences,
         teacher_precision=args.teacher_precision,
         distilled_only=args.distilled_only,
-        preset=args.preset or (None if args.config else DistillOptions.preset),
+        preset=args.preset or (None if args.config or args.shrink else DistillOptions.preset),
         config=args.config,
         average_last=args.average_last,
+        shrink=args.shrink,
         device=args.device,
         threads=args.threads,
     ).check()
@@ -123,9 +132,12 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
     if (out / "average" / ckpt.MANIFEST).exists():
         print(f"3/4 student: {out / 'student'} is averaged (skipped)")
     else:
-        shape = " + ".join(x for x in (options.preset, options.config) if x)
+        init = None
+        if options.shrink:
+            init, overrides = shrunk_student(teachers[0], out / "student-init", overrides)
+        shape = " + ".join(x for x in (options.preset, options.config, init and "the shrunk teacher") if x)
         print(f"3/4 student: {shape} on {data} -> {out / 'student'}")
-        status = train_student(options, data, overrides)
+        status = train_student(options, data, overrides, init=init)
         if status:
             return status
     average = average_student(options)
@@ -136,9 +148,26 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
     return 0
 
 
-def train_student(options: DistillOptions, data: Path, overrides: dict) -> int:
-    """Stage 3: `nmt train DATA --out OUT/student --preset P [--config F] --resume auto`: a rerun
-    continues the run from its last checkpoint, a finished run is left as it is."""
+def shrunk_student(teacher: Path, init: Path, overrides: dict) -> tuple[Path, dict]:
+    """Stage 3 with --shrink: the teacher shrunk to the student's depths (--model.n_encoder_layers,
+    default the teacher's; --model.n_decoder_layers, default 1) written once at ``init``, and the
+    overrides without those two (the student's training starts from ``init`` with its model)."""
+    from .shrink import write_shrunk
+
+    model = dict(overrides.get("model", {}))
+    depths = {name: model.pop(name, None) for name in ("n_encoder_layers", "n_decoder_layers")}
+    if not (init / ckpt.MANIFEST).exists():
+        cfg = ckpt.model_config(teacher)
+        enc = int(depths["n_encoder_layers"] or cfg.encoder_layers)
+        dec = int(depths["n_decoder_layers"] or 1)
+        write_shrunk(teacher, init, n_encoder_layers=enc, n_decoder_layers=dec)
+        print(f"3/4 student: the teacher shrunk to {enc} encoder and {dec} decoder layers -> {init}")
+    return init, {**overrides, "model": model}
+
+
+def train_student(options: DistillOptions, data: Path, overrides: dict, *, init: Path | None = None) -> int:
+    """Stage 3: `nmt train DATA --out OUT/student --preset P [--config F] [--init I] --resume auto`:
+    a rerun continues the run from its last checkpoint, a finished run is left as it is."""
     from .command import run_train
 
     args = argparse.Namespace(
@@ -148,7 +177,7 @@ def train_student(options: DistillOptions, data: Path, overrides: dict) -> int:
         config=options.config,
         resume="auto",
         device=options.device,
-        init=None,
+        init=None if init is None else str(init),
         init_optimizer=False,
     )
     status = run_train(args, overrides)
