@@ -42,8 +42,9 @@ class ModelConfig:
     n_layers: int = 6  # N, for the encoder and for the decoder
     # not in the paper: separate depths (None = N), fairseq's encoder_layers / decoder_layers. A deep
     # encoder with a shallow decoder (Kasai et al. 2021, "Deep Encoder, Shallow Decoder") decodes
-    # faster: 6/1 at the Multi30k recipe's width costs 5-12% more than 3/3 per training step and
-    # decodes 1.5x faster at beam 4 (results/speedrun/README.md)
+    # faster: 6/1 at the Multi30k recipe's width costs 5-12% more than 3/3 per training step
+    # (benchmarks/train_speed.py) and decodes 1.5x faster at beam 4 (benchmarks/translate_speed.py
+    # --set n_encoder_layers=6 --set n_decoder_layers=1; results/speedrun/README.md)
     n_encoder_layers: Optional[int] = None
     n_decoder_layers: Optional[int] = None
     d_model: int = 512

@@ -15,7 +15,7 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
     multiple of 1/65536 to within rounding (t = round(65536 p) in 1..65535: p = 0.1 drops
     6554/65536 = 0.100006) from 16 random bits per element, four to each 64-bit draw of the CPU
     generator (two 32-bit generator outputs: half the generator work per element of float32
-    uniforms, which take one; 1M elements 2.9 -> 1.1 ms with the comparison); otherwise (p under
+    uniforms, which take one); otherwise (p under
     2^-17 or above 1 - 2^-17) from float32 uniforms >= p."""
     t = round(p * 65536)
     if not 0 < t < 65536:
@@ -43,8 +43,8 @@ def dropout(x: Tensor, p: float) -> Tensor:
 class Dropout(nn.Module):
     """Section 5.4's dropout, as ``nn.Dropout``: in training each element is kept with probability
     1 - p and scaled by 1 / (1 - p). On CPU the keep mask compares 16 random bits per element
-    with p (``keep_mask``) instead of ``bernoulli_`` (12% of a bf16 recipe step) or float32
-    uniforms (8%): one 64-bit draw serves four elements.
+    with p (``keep_mask``) instead of ``bernoulli_`` or float32 uniforms: one 64-bit draw serves four
+    elements (the bf16 step this shortens: benchmarks/train_speed.py).
     Other devices use F.dropout (fused, a 1-byte mask on CUDA)."""
 
     def __init__(self, p: float = 0.0):

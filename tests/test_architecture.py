@@ -321,3 +321,93 @@ def test_test_file_names_qualify_a_shared_stem_only():
     }
     tests = ["test_command.py", "test_errors.py", "test_infer_command.py", "test_model.py", "test_recipes.py"]
     assert ambiguous_test_files(paths, tests) == ["test_command.py"]
+
+
+# a speed figure in a comment or a docstring of nmt/ ("1.5x faster", "2-3x the GFLOP/s", "12% of a step",
+# "1.9 ms against 5.6 ms") names the benchmark that measured it, benchmarks/<file>.py, in the same paragraph
+SPEED_FIGURE = re.compile(
+    r"\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?x\b(?!\s*\d)(?=[^.;]*\b(?:faster|slower|speed|GFLOP|throughput)\b)"
+    r"|\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?x\s+(?:faster|slower|the)\b"
+    r"|\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?%\s+(?:faster|slower|more|less|fewer)\b"
+    r"|\d+(?:\.\d+)?\s?%\s+of\s+(?:a|the|each)\b[^.;]*\b(?:step|update|decode|run)"
+    r"|\b\d+(?:\.\d+)?\s?(?:ms|µs|ns)\s+(?:against|vs\.?|per)\b|->\s*\d+(?:\.\d+)?\s?(?:ms|µs|ns)\b"
+    r"|\b(?:faster|slower|speeds?\s+up)\b[^.;]*\bby\s+~?\d"
+    r"|\b\d+(?:\.\d+)?\s?times\s+(?:faster|slower)",
+    re.IGNORECASE,
+)
+BENCHMARK = re.compile(r"benchmarks/[\w/.-]+\.(?:py|sh)")
+
+
+def prose_paragraphs(source: str) -> list[tuple[int, str]]:
+    """(first line, text) of each paragraph of the comments and docstrings of ``source``: a run of
+    comment lines on consecutive lines, or a docstring's lines between blank lines."""
+    import io
+    import tokenize
+
+    paragraphs: list[tuple[int, str]] = []
+    last = -2
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type != tokenize.COMMENT:
+            continue
+        row = token.start[0]
+        if row == last + 1 and paragraphs and token.line.lstrip().startswith("#"):
+            paragraphs[-1] = (paragraphs[-1][0], paragraphs[-1][1] + "\n" + token.string)
+        else:
+            paragraphs.append((row, token.string))
+        last = row if token.line.lstrip().startswith("#") else -2  # a comment after code stands alone
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    row = body[0].lineno
+                    for part in re.split(r"\n\s*\n", body[0].value.value):
+                        paragraphs.append((row, part))
+                        row += part.count("\n") + 2
+    return sorted(paragraphs)
+
+
+def unbenchmarked_speed_figures(source: str) -> list[tuple[int, str]]:
+    """(line, figure) of each speed figure in a comment or docstring paragraph of ``source`` that names
+    no benchmarks/ file."""
+    return [
+        (row, figure.group(0))
+        for row, text in prose_paragraphs(source)
+        if not BENCHMARK.search(text)
+        for figure in SPEED_FIGURE.finditer(text)
+    ]
+
+
+def test_speed_figure_finder_wants_a_benchmark_in_the_same_paragraph():
+    source = (
+        '"""Packed layers run at 2-3x the GFLOP/s of F.linear.\n\nMeasured: benchmarks/a.py."""\n'
+        "x = 1  # ~1.25x faster steps on CPU\n"
+        "# fused: about 3x faster than the composite loss, and masks\n"
+        "# take 1.9 ms against 5.6 ms (benchmarks/train_speed.py)\n"
+        "# a 25 x 25 score matrix of 4% padding; the worker waits 10 ms for a batch\n"
+        "def f():\n    '''Bernoulli draws are 12% of a bf16 recipe step, masks 2.9 -> 1.1 ms.'''\n"
+    )
+    assert unbenchmarked_speed_figures(source) == [
+        (1, "2-3x"),
+        (4, "1.25x"),
+        (9, "12% of a bf16 recipe step"),
+        (9, "-> 1.1 ms"),
+    ]
+
+
+def test_every_speed_figure_in_nmt_names_its_benchmark():
+    found, missing = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        found += [
+            f"{path.relative_to(ROOT)}:{row}: {figure}" for row, figure in unbenchmarked_speed_figures(source)
+        ]
+        missing += [
+            f"{path.relative_to(ROOT)}: {name}"
+            for name in BENCHMARK.findall(source)
+            if not (ROOT / name).exists()
+        ]
+    assert found == [], "name the benchmarks/ script that measured it, or drop the figure:\n" + "\n".join(
+        found
+    )
+    assert missing == [], f"benchmarks named that do not exist: {missing}"

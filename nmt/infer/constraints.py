@@ -111,7 +111,7 @@ def encode_constraints(
 
 def row_argmax(x: Tensor, block: int = 64) -> Tensor:
     """x.argmax(dim=1) of x (N, W) (the first column of each row's maximum), by way of the maxima
-    of blocks of ``block`` columns: PyTorch's CPU argmax is ~10x slower than a maximum."""
+    of blocks of ``block`` columns: PyTorch's CPU argmax is slower than a maximum."""
     n, w = x.shape
     n_blocks = w // block
     if n_blocks < 2:

@@ -3,11 +3,10 @@
 PyTorch's float32 ``F.linear`` on the CPU calls MKL's sgemm, which repacks the weight on every
 call and, on AMD CPUs, does not use AVX-512. oneDNN (bundled with PyTorch as ``torch.ops.mkldnn``)
 can pack a weight once into its blocked layout and then multiply with the CPU's widest vector
-units. On the 2-core AMD EPYC (Zen 5, AVX-512) this project was measured on, a packed linear layer
-of the recipe model runs at 2-3x the GFLOP/s of ``F.linear`` for the row counts of decoding (4-256
-rows), and the decoder's output projection (256 x 8000) at 2.4-3.6x; the math is the same float32
-product (results equal to ~1e-5 relative, from another summation order; a row's result does not
-depend on the batch around it). CTranslate2 owes much of its CPU speed to the same library.
+units (decoding speed: benchmarks/translate_speed.py; where a decode's time goes:
+benchmarks/profile_decode.py). The math is the same float32 product (results equal to ~1e-5
+relative, from another summation order; a row's result does not depend on the batch around it).
+CTranslate2 owes much of its CPU speed to the same library.
 
 ``pack_linears(model)`` swaps every ``nn.Linear`` of an inference model for a ``PackedLinear``
 that keeps the original parameters (same ``state_dict``, same parameter counts) plus the packed

@@ -44,7 +44,7 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> C
     ``block`` columns of each row, the n (row, block) pairs with the best of those (they hold the n
     best extensions: a pair outside them has n block maxima at least as large as all its entries),
     then the n best among those pairs' n*block entries and the last W % block columns of every row.
-    PyTorch's CPU top-k costs ~1 ns per element, a third of the speed of a maximum: this reads the
+    PyTorch's CPU top-k is slower per element than a maximum: this reads the
     (B*k, W) matrix once (a block maximum) and runs top-k on (B, k*W/block) and (B, n*block)."""
     bk, w = logp.shape
     b, k = (bk, 1) if scores is None else scores.shape

@@ -108,7 +108,7 @@ def build_adam(
     params, *, betas: tuple[float, float], eps: float, weight_decay: float = 0.0
 ) -> torch.optim.Adam:
     """The paper's optimizer: Adam with beta1=0.9, beta2=0.98, eps=1e-9; lr is set per step."""
-    # fused: one kernel per tensor, ~3x faster than foreach on CPU too (torch >= 2.4)
+    # fused: one kernel per tensor, on CPU too (torch >= 2.4)
     return torch.optim.Adam(list(params), lr=0.0, betas=betas, eps=eps, weight_decay=weight_decay, fused=True)
 
 
