@@ -74,6 +74,25 @@ TUNE_LINES = ["der hund", "ein baum und eine katze", "blau rot gross", "die katz
 TUNE_REFS = ["der hund laeuft", "ein baum", "blau", "die katze springt"]
 
 
+class LengthTranslator:
+    """Stands in for a Translator: alpha decides how many words of the reference survive."""
+
+    def __init__(self, references):
+        self.references, self.calls = references, []
+
+    def translate(self, sentences, options=None, *, batch_tokens, mbr=None, **fields):
+        from nmt.infer.options import with_fields
+
+        options = with_fields(options, fields)
+        beam, alpha = options.beam, options.alpha
+        self.calls.append((tuple(sentences), beam, alpha))
+
+        def keep(ref):
+            return " ".join(ref.split()[: max(1, round(len(ref.split()) * min(alpha, 1.0)))])
+
+        return [keep(ref) for ref in self.references]
+
+
 def tune_alpha_args(checkpoint: Path, tmp_path: Path, *extra: str):
     """`nmt tune-alpha` arguments over TUNE_LINES / TUNE_REFS written to ``tmp_path`` (alphas 0
     and 1, beam 3, outputs of at most 5 pieces, fp32, JSON to tmp_path/a.json) plus ``extra``."""
