@@ -20,7 +20,7 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
         choices=("ctranslate2", "huggingface", "argos", "onnx"),
         help="ctranslate2: a CTranslate2 model directory; huggingface: MarianMTModel + tokenizer; "
         "argos: an Argos Translate package (OUT.argosmodel) for argostranslate and LibreTranslate; "
-        "onnx: encoder.onnx and decoder.onnx for ONNX Runtime",
+        "onnx: encoder.onnx, the cached decoder_step.onnx and the full-prefix decoder.onnx for ONNX Runtime",
     )
     parser.add_argument("checkpoint", help="checkpoint directory or run directory")
     parser.add_argument(
