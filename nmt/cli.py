@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 
@@ -227,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"nmt {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (`nmt score ... | head -1`): quietly,
+        # as a Unix tool; stdout goes to /dev/null so that flushing it at exit raises nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a tool killed by it
     except KeyboardInterrupt:  # Ctrl-C (nmt train and nmt serve handle it themselves)
         if args.debug:
             traceback.print_exc()

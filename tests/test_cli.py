@@ -49,3 +49,19 @@ def test_unexpected_exception_is_one_line_unless_debug(monkeypatch, capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "Traceback (most recent call last)" in err and "RuntimeError: something nobody expected" in err
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
+    """`nmt score ... | head -0`: stdout's reader gone, the command stops with 141 (128 + SIGPIPE) and
+    no 'internal error', as a Unix tool does."""
+    import subprocess
+    import sys
+
+    lines = "".join(f"ein hund {i} läuft\n" for i in range(2000))
+    (tmp_path / "hyp").write_text(lines)
+    (tmp_path / "ref").write_text(lines)
+    cmd = [sys.executable, "-m", "nmt", "score", "--ref", str(tmp_path / "ref"), str(tmp_path / "hyp")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader goes away before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "internal error" not in err, err
