@@ -18,6 +18,15 @@ Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.tx
    same sentences untagged; tag placement: per tag of the output, the token F1 of the words it
    wraps against the words the reference's same tag wraps (the n-th tag of that name and
    attributes), mean and share >= 0.5; single-wrapper lines (column 4 of .src.tsv.gz) apart.
+3o. tag projection on the reference (``--parts 3o``; forced output, so translation quality is
+   out of the measure): for each tagged line whose source is one unit (one sentence, uncut, one
+   run), the reference's text (tags removed) is taken as the model's output for that unit (its
+   pieces forced through the decoder), aligned with the source by the model's cross-attention as
+   the model's own translations are (nmt.infer.real_text.aligned_outputs), the source's tags
+   projected onto it by TextJob.finish, and scored by part 3's placement F1 against the
+   reference's own tags: the words are the same, so a perfect projection scores 1.0. Beside it the
+   monotone guess (nmt.infer.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
+   several units, and references longer than the model's positions, are skipped and counted.
 4. the issue's six inputs, as before (plain) and now (default).
 5. plain test BLEU: default options against plain per-line translation (must not be lower).
 """
@@ -31,17 +40,31 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sacrebleu  # noqa: E402
 import torch  # noqa: E402
 
+from nmt.data.lines import clean_line  # noqa: E402
+from nmt.infer.casing import fewer_pieces  # noqa: E402
 from nmt.infer.markup import TAG, parse  # noqa: E402
-from nmt.infer.real_text import PLAIN, TextOptions, translate_text  # noqa: E402
+from nmt.infer.real_text import (  # noqa: E402
+    PLAIN,
+    TextJob,
+    TextOptions,
+    UnitOutput,
+    aligned_outputs,
+    translate_text,
+)
+from nmt.infer.results import Translation  # noqa: E402
+from nmt.infer.search import reading_order  # noqa: E402
 from nmt.infer.segment import split_text  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
+from nmt.progress import progress  # noqa: E402
 
 SIX = [
     "Two dogs play in the snow. A man is riding a bike. The children are laughing.",
@@ -95,10 +118,10 @@ class Bench:
             (self.out / f"{name}.txt").write_text("".join(o.replace("\n", " ") + "\n" for o in outs))
         return outs
 
-    def table(self, title_: str, header: list[str], rows: list[list]) -> None:
+    def table(self, title_: str, header: list[str], rows: list[list], *, note: str = "") -> None:
         lines = [f"### {title_}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-        text = "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n" + (f"\n{note}\n" if note else "")
         print(text, flush=True)
         self.tables.append(text)
 
@@ -230,10 +253,17 @@ def placement(out: str, ref: str) -> list[float]:
     return scores
 
 
-def markup(b: Bench, folder: Path, limit: int | None) -> None:
+def read_tagged(folder: Path, limit: int | None) -> tuple[list[str], list[str], list[bool]]:
+    """The tagged valid set: sources, references, and whether each line is a single wrapper (one
+    element around the whole English segment: column 4 of valid.tagged.src.tsv.gz)."""
     src = read(folder / "valid.tagged.en.gz")[:limit]
     ref = read(folder / "valid.tagged.de.gz")[:limit]
     single = [line.split("\t")[3] == "1" for line in read(folder / "valid.tagged.src.tsv.gz")][:limit]
+    return src, ref, single
+
+
+def markup(b: Bench, folder: Path, limit: int | None) -> None:
+    src, ref, single = read_tagged(folder, limit)
     tagged = b.run(src, TextOptions(format="html"), "markup-html")
     plain_src = [" ".join(r.text for r in parse(s, html=True).runs) for s in src]
     untagged = b.run(plain_src, TextOptions(), "markup-untagged")
@@ -278,6 +308,138 @@ def markup(b: Bench, folder: Path, limit: int | None) -> None:
     )
 
 
+@dataclass
+class Forced:
+    """Part 3o's measure: the placement F1 per reference tag of each kept line (by line index) and
+    its projected output, the lines skipped by reason, the kept lines that had no alignment pairs
+    (TextJob then used the monotone guess) and those whose forced text is not the reference's
+    (the model's vocabulary wrote it otherwise: NFKC, unknown characters)."""
+
+    scores: dict[int, list[float]] = field(default_factory=dict)
+    outputs: dict[int, str] = field(default_factory=dict)
+    skipped: Counter = field(default_factory=Counter)
+    unaligned: int = 0
+    rewritten: int = 0
+
+
+def not_one_unit(job: TextJob) -> str | None:
+    """Why a job of one text gives the model other than one unit (None: it gives one)."""
+    if len(job.units) == 1:
+        return None
+    if not job.units:
+        return "no text"
+    if len(job.paragraphs[0]) > 1:
+        return "several runs (text between block or untranslated elements)"
+    if job.cuts[0]:
+        return "a sentence cut (longer than max_words)"
+    return "several sentences"
+
+
+def forced_placement(
+    src: list[str],
+    ref: list[str],
+    *,
+    options: TextOptions,
+    output: Callable[[str, str], UnitOutput | None],
+    keep_capital: Callable[[str], bool] | None = None,
+    desc: str = "forced",
+) -> Forced:
+    """Tag placement on the reference: each line whose tagged source ``src[i]`` is one unit of
+    TextJob(options) gets ``output(unit, text)`` as that unit's translation, ``text`` being the
+    reference's text with its tags removed (None: it cannot be forced; the line is skipped);
+    TextJob.finish projects the source's tags onto it and ``placement`` scores them against the
+    reference's own tags (1.0 per tag where the projection puts it around the reference's words)."""
+    forced = Forced()
+    bar = progress(total=len(src), unit="line", desc=desc)
+    for i, (s, r) in enumerate(zip(src, ref)):
+        bar.update(1)
+        job = TextJob([s], options, keep_capital=keep_capital)
+        why = not_one_unit(job)
+        text = " ".join(run.text for run in parse(r, html=True).runs)
+        out = None if why else output(job.units[0], text)
+        if out is None:
+            forced.skipped[why or "reference longer than the model's positions"] += 1
+            continue
+        forced.unaligned += out.pairs is None
+        forced.rewritten += out.text != text
+        forced.outputs[i] = job.finish([out])[0].text
+        forced.scores[i] = placement(forced.outputs[i], r)
+    bar.close()
+    return forced
+
+
+def forced_translation(translator, text: str) -> Translation | None:
+    """``text`` as ``translator``'s output: its pieces (cleaned as a sentence is) in the model's
+    order and their decoded text (what the model writes with them); None when they are more than
+    an output can be (the model's positions, less BOS)."""
+    ids = translator.sp.encode(clean_line(text))
+    if len(ids) > translator.model.cfg.max_positions - 1:
+        return None
+    tokens = reading_order(translator.model, ids)
+    return Translation(translator.decode(tokens), 0.0, tokens)
+
+
+def forced_outputs(translator, *, aligned: bool) -> Callable[[str, str], UnitOutput | None]:
+    """``output`` for forced_placement: the reference forced as the unit's translation, with the
+    character pairs the model's cross-attention gives it as for a translation of its own
+    (aligned_outputs), or with none (``aligned`` False: TextJob's monotone guess)."""
+
+    def output(unit: str, text: str) -> UnitOutput | None:
+        t = forced_translation(translator, text)
+        if t is None:
+            return None
+        return aligned_outputs(translator, [unit], [t])[0] if aligned else UnitOutput(t.text)
+
+    return output
+
+
+def forced_markup(b: Bench, folder: Path, limit: int | None) -> None:
+    src, ref, single = read_tagged(folder, limit)
+    options = TextOptions(format="html").for_model(b.t)
+    runs = {}
+    for name, aligned in (("model alignment", True), ("monotone", False)):
+        start = time.perf_counter()
+        output = forced_outputs(b.t, aligned=aligned)
+        runs[name] = forced_placement(
+            src, ref, options=options, output=output, keep_capital=fewer_pieces(b.t.sp), desc=f"3o {name}"
+        )
+        print(f"  3o {name}: {len(src)} lines in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        if b.out is not None:
+            outs = [runs[name].outputs.get(i, "").replace("\n", " ") + "\n" for i in range(len(src))]
+            (b.out / f"markup-forced-{name.split()[0]}.txt").write_text("".join(outs))
+    model, monotone = runs["model alignment"], runs["monotone"]
+    rows = []
+    for name, keep in (
+        ("all", lambda i: True),
+        ("single wrapper", lambda i: single[i]),
+        ("the rest", lambda i: not single[i]),
+    ):
+        idx = [i for i in sorted(model.scores) if keep(i)]
+        if not idx:
+            continue
+        row = [name, len(idx), sum(len(model.scores[i]) for i in idx)]
+        for forced in (model, monotone):
+            scores = [s for i in idx for s in forced.scores[i]]
+            row += [
+                f"{sum(scores) / max(1, len(scores)):.3f}",
+                f"{100 * sum(s >= 0.5 for s in scores) / max(1, len(scores)):.1f}%",
+            ]
+        rows.append(row)
+    skipped = sum(model.skipped.values())
+    reasons = ", ".join(f"{n} {why}" for why, n in model.skipped.most_common())
+    note = (
+        f"Skipped {skipped} of {len(src)} lines (not one unit, or not forceable){': ' if reasons else ''}"
+        f"{reasons}. Kept lines without the model's alignment (monotone used): {model.unaligned}; "
+        f"whose reference text the model's vocabulary writes otherwise: {model.rewritten}."
+    )
+    b.table(
+        "3o. Tag projection on the reference (forced output; valid.tagged, format html)",
+        ["lines", "n", "tags", "model alignment: F1", "F1 >= 0.5", "monotone: F1", "F1 >= 0.5"],
+        rows,
+        note=note,
+    )
+
+
 def six(b: Bench) -> None:
     rows = []
     for text in SIX:
@@ -309,7 +471,7 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="the guard's rows (0: none)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--parts", default="1,2,3,4,5")
+    p.add_argument("--parts", default="1,2,3,4,5", help="comma-separated parts; 3o (and 3) need --tagged")
     p.add_argument("--out", default=None, help="a folder for the outputs and the tables")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -332,6 +494,8 @@ def main() -> None:
         capitals(b, src, ref, args.no_repeat_ngram)
     if "3" in parts and args.tagged:
         markup(b, Path(args.tagged), args.limit)
+    if "3o" in parts and args.tagged:
+        forced_markup(b, Path(args.tagged), args.limit)
     if out is not None:
         (out / "README-tables.md").write_text("\n".join(b.tables))
 

@@ -275,9 +275,7 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
 
 def test_real_text_benchmark_scores_loops_well_formedness_and_tag_placement():
     """benchmarks/real_text.py's measures on hand-written outputs (seen failing with each broken)."""
-    spec = importlib.util.spec_from_file_location("real_text_bench", REPO / "benchmarks" / "real_text.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = real_text_bench()
     assert bench.looping("VAAAAAAEEEE") and bench.looping("sie sie sie machen")
     assert bench.looping("a b a b a b")
     assert not bench.looping("Zwei Hunde spielen im Schnee. Zwei Hunde.")
@@ -288,3 +286,88 @@ def test_real_text_benchmark_scores_loops_well_formedness_and_tag_placement():
     ref = '<b>Zwei Hunde</b> spielen im <a href="x">Schnee</a>.'
     assert bench.placement(ref, ref) == [1.0, 1.0]
     assert bench.placement('Zwei <b>Hunde</b> spielen im Schnee <a href="x"></a>.', ref) == [2 / 3, 0.0]
+
+
+def real_text_bench():
+    """benchmarks/real_text.py as a module."""
+    spec = importlib.util.spec_from_file_location("real_text_bench", REPO / "benchmarks" / "real_text.py")
+    bench = sys.modules["real_text_bench"] = importlib.util.module_from_spec(spec)  # for its dataclasses
+    spec.loader.exec_module(bench)
+    return bench
+
+
+# tagged sources and references: two one-sentence lines (the second a single wrapper) and a line
+# of two sentences (two units: skipped)
+FORCED_SRC = ["Click <b>Save</b> to keep the <i>file</i>.", "<b>Save all.</b>", "One <b>line</b>. Two lines."]
+FORCED_REF = [
+    "Klicken Sie auf <b>Speichern</b>, um die <i>Datei</i> zu behalten.",
+    "<b>Alle speichern.</b>",
+    "Eine <b>Zeile</b>. Zwei Zeilen.",
+]
+LEXICON = {
+    "click": "klicken",
+    "save": "speichern",
+    "keep": "behalten",
+    "the": "die",
+    "file": "datei",
+    "all": "alle",
+}
+
+
+def lexicon_output(moved: int):
+    """A stand-in aligner: each source word paired with its LEXICON translation in the output,
+    ``moved`` output tokens on (0: the right alignment)."""
+    from nmt.infer.real_text import UnitOutput
+    from nmt.infer.spans import TOKEN
+
+    def output(unit: str, text: str) -> UnitOutput:
+        tgt = list(TOKEN.finditer(text))
+        words = [t.group(0).lower() for t in tgt]
+        pairs = []
+        for m in TOKEN.finditer(unit):
+            if LEXICON.get(m.group(0).lower()) in words:
+                t = tgt[min(len(tgt) - 1, words.index(LEXICON[m.group(0).lower()]) + moved)]
+                pairs.append((*m.span(), *t.span()))
+        return UnitOutput(text, pairs)
+
+    return output
+
+
+def test_tag_placement_on_the_reference_is_perfect_with_the_right_alignment_and_lower_with_a_moved_one():
+    """Part 3o (seen failing with the forced output's pairs dropped: the monotone guess then)."""
+    from nmt.infer.real_text import TextOptions, UnitOutput
+
+    bench = real_text_bench()
+    options = TextOptions(format="html")
+    right = bench.forced_placement(FORCED_SRC, FORCED_REF, options=options, output=lexicon_output(0))
+    assert right.scores == {0: [1.0, 1.0], 1: [1.0]}
+    assert right.skipped == {"several sentences": 1} and right.unaligned == right.rewritten == 0
+    assert right.outputs[0] == "Klicken Sie auf <b>Speichern</b>, um die <i>Datei</i> zu behalten."
+    moved = bench.forced_placement(FORCED_SRC, FORCED_REF, options=options, output=lexicon_output(1))
+    assert moved.scores == {0: [0.0, 0.0], 1: [2 / 3]}  # <b> around ",", <i> around "zu"
+    monotone = bench.forced_placement(
+        FORCED_SRC, FORCED_REF, options=options, output=lambda unit, text: UnitOutput(text)
+    )
+    assert monotone.scores == {0: [0.0, 0.0], 1: [1.0]} and monotone.unaligned == 2
+
+
+def test_forced_reference_gets_the_models_cross_attention_alignment(tiny_checkpoint):
+    """The reference's pieces forced through a (random-weight) model: its text comes back as it
+    is, with character pairs from the model's attention (not the monotone guess); a reference
+    longer than the model's positions is skipped."""
+    from nmt.infer.real_text import TextOptions
+    from nmt.infer.translate import Translator
+
+    bench = real_text_bench()
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
+    src = ["<b>der hund</b> springt auf den baum.", "<b>die katze</b> laeuft."]
+    ref = ["<b>die katze</b> laeuft.", "<b>die katze</b> " + "laeuft " * 300 + "."]
+    out = bench.forced_outputs(t, aligned=True)("der hund springt auf den baum.", "die katze laeuft.")
+    assert out.text == "die katze laeuft." and out.pairs
+    assert all(0 <= a < b <= 30 and 0 <= c < d <= len(out.text) for a, b, c, d in out.pairs)
+    forced = bench.forced_placement(
+        src, ref, options=TextOptions(format="html"), output=bench.forced_outputs(t, aligned=True)
+    )
+    assert list(forced.scores) == [0] and forced.unaligned == 0
+    assert forced.skipped == {"reference longer than the model's positions": 1}
+    assert bench.well_formed(forced.outputs[0], src[0])
