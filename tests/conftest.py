@@ -52,7 +52,6 @@ SLOW_FILES = {
     "test_paper_training.py",
     "test_recipes.py",
     "test_serve_fuzz.py",
-    "test_serve_limits.py",
     "test_train_chaos.py",
     "test_variations.py",
 }
@@ -63,7 +62,6 @@ SLOW_FIXTURES = {
     "run_dir",
     "straight",
     "teacher",
-    "trained",
     "trained_tiny_run",
 }
 
@@ -245,3 +243,24 @@ def run_dir(tiny_data, tmp_path_factory) -> Path:
     from serve_fixtures import train_small
 
     return train_small(tiny_data, tmp_path_factory.mktemp("serve") / "run")
+
+
+@pytest.fixture(scope="module")
+def run_dir_translator(run_dir):
+    """The Translator of ``run_dir`` (float32, CPU)."""
+    from nmt.infer.translate import Translator
+
+    return Translator.load(run_dir, device="cpu", precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def serve_client(run_dir):
+    """A TestClient of `nmt serve` on ``run_dir`` with small limits (500 characters, 20 sentences)."""
+    from fastapi.testclient import TestClient
+    from serve_fixtures import make_app
+
+    from nmt.serve.app import Limits
+
+    app, _ = make_app(run_dir, limits=Limits(max_chars=500, max_sentences=20))
+    with TestClient(app) as client:
+        yield client

@@ -6,10 +6,14 @@ $NMT_TEST_STEP_DELAY seconds before every decoding step and writes "nmt-test: en
 for every search batch of N sentences it encodes: a server whose searches are slow for certain,
 and whose log shows which requests were searched, for the shutdown tests. While the file
 $NMT_TEST_HOLD names exists, a decoding step waits until the server has received a signal: a
-search that is certainly in flight when SIGTERM comes."""
+search that is certainly in flight when SIGTERM comes.
+
+For the in-process tests: ``make_app`` (the app of `nmt serve tiny=RUN_DIR ...`), ``SteppedModel`` (a
+search paused at a chosen decoding step) and the helpers around it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import socket
@@ -20,6 +24,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nmt.infer.translate import Translator
+    from nmt.serve.batcher import Batcher
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny corpus words (train_fixtures.WORDS) in sentences the model has seen the like of
@@ -37,6 +46,7 @@ SENTENCES = [
     "",
     "the green house",
 ]
+LONG = [s for s in SENTENCES if s]
 TRAIN_ARGS = [
     "--preset",
     "tiny",
@@ -79,6 +89,64 @@ def request(url: str, body: dict | None = None, *, timeout: float = 60) -> tuple
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def make_app(run_dir, *extra, api_key=None, limits=None, allowed_hosts=None):
+    """The app of `nmt serve tiny=RUN_DIR *extra` (the argparse defaults of `nmt serve`) and its models."""
+    import argparse
+
+    from nmt.serve.app import create_app
+    from nmt.serve.command import add_serve_args, build_models
+
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    args = parser.parse_args([f"tiny={run_dir}", *extra])
+    models = build_models({"tiny": run_dir}, args)
+    return create_app(models, api_key=api_key, limits=limits, allowed_hosts=allowed_hosts), models
+
+
+class SteppedModel:
+    """A model that records its calls and, at decoding step ``pause_at`` (counted from 1 over its
+    life), sets ``paused`` and waits for ``resume``: the test decides what happens meanwhile."""
+
+    def __init__(self, model, *, pause_at: int | None = None):
+        self.model, self.cfg, self.pause_at = model, model.cfg, pause_at
+        self.steps, self.encoded = 0, []
+        self.rows: list[int] = []  # the rows of each decoding step (sentences x beam)
+        self.paused, self.resume = threading.Event(), threading.Event()
+
+    def encode(self, src_tokens, *args, **kwargs):
+        self.encoded.append(src_tokens.size(0))
+        return self.model.encode(src_tokens, *args, **kwargs)
+
+    def decode_step(self, tgt_tokens, *args, **kwargs):
+        self.steps += 1
+        self.rows.append(tgt_tokens.size(0))
+        if self.steps == self.pause_at:
+            self.paused.set()
+            assert self.resume.wait(60), "the test never resumed the search"
+        return self.model.decode_step(tgt_tokens, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+def stepped(translator: Translator, **kwargs) -> tuple[Translator, SteppedModel]:
+    t = copy.copy(translator)
+    t.model = SteppedModel(translator.model, **kwargs)
+    return t, t.model
+
+
+def wait_idle(batcher: Batcher, timeout: float = 30.0) -> None:
+    """Until the worker runs nothing and nothing waits (a search still going on shows here)."""
+    end = time.monotonic() + timeout
+    while batcher._running or batcher.queue_length:
+        assert time.monotonic() < end, "the worker is still busy"
+        time.sleep(0.01)
+
+
+def texts(results) -> list[list[str]]:
+    return [[t.text for t in nbest] for nbest in results]
 
 
 class Server:

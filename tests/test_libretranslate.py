@@ -12,16 +12,10 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from fastapi.testclient import TestClient  # noqa: E402
 from serve_fixtures import SENTENCES, Server  # noqa: E402
 
-from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
 BASE = "/libretranslate"
-
-
-@pytest.fixture(scope="module")
-def translator(run_dir) -> Translator:
-    return Translator.load(run_dir, device="cpu", precision="fp32")
 
 
 def make_client(run_dir, *, api_key=None, limits=None) -> TestClient:
@@ -32,13 +26,13 @@ def make_client(run_dir, *, api_key=None, limits=None) -> TestClient:
 
 
 @pytest.fixture(scope="module")
-def client(run_dir):
+def libretranslate_client(run_dir):
     with make_client(run_dir, limits=Limits(max_chars=500, max_sentences=20)) as c:
         yield c
 
 
 def test_libretranslatepy_translates_detects_and_lists_languages_on_a_running_server(
-    run_dir, translator, tmp_path
+    run_dir, run_dir_translator, tmp_path
 ):
     libretranslatepy = pytest.importorskip("libretranslatepy", reason="pip install 'nmt[libretranslate]'")
     key = tmp_path / "key"
@@ -46,7 +40,7 @@ def test_libretranslatepy_translates_detects_and_lists_languages_on_a_running_se
     server = Server(f"tiny={run_dir}", "--api-key-file", str(key), log=tmp_path / "serve.log")
     try:
         lt = libretranslatepy.LibreTranslateAPI(server.url + BASE, api_key="s3cret")
-        assert lt.translate(SENTENCES[0], "en", "de") == translator.translate([SENTENCES[0]])[0]
+        assert lt.translate(SENTENCES[0], "en", "de") == run_dir_translator.translate([SENTENCES[0]])[0]
         assert lt.languages() == [
             {"code": "en", "name": "English", "targets": ["de"]},
             {"code": "de", "name": "German", "targets": []},
@@ -62,20 +56,24 @@ def test_libretranslatepy_translates_detects_and_lists_languages_on_a_running_se
         assert server.stop() == 0
 
 
-def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_answers(client, translator):
+def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_answers(
+    libretranslate_client, run_dir_translator
+):
     lines = [SENTENCES[0], f"  {SENTENCES[1]}\n\n{SENTENCES[2]} ", "   "]
-    r = client.post(
+    r = libretranslate_client.post(
         f"{BASE}/translate", json={"q": lines, "source": "auto", "target": "de", "alternatives": 1}
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    best = translator.translate_nbest(SENTENCES[:3], beam=4, alpha=0.6, nbest=2)
+    best = run_dir_translator.translate_nbest(SENTENCES[:3], beam=4, alpha=0.6, nbest=2)
     assert body["translatedText"] == [best[0][0].text, f"  {best[1][0].text}\n\n{best[2][0].text} ", "   "]
     assert body["alternatives"][0] == [best[0][1].text] and body["alternatives"][2] == []
     assert body["detectedLanguage"] == [{"confidence": 100.0, "language": "en"}] * 3
-    form = client.post(f"{BASE}/translate", data={"q": SENTENCES[0], "source": "en", "target": "de"})
+    form = libretranslate_client.post(
+        f"{BASE}/translate", data={"q": SENTENCES[0], "source": "en", "target": "de"}
+    )
     assert form.json() == {"translatedText": best[0][0].text}
-    multipart = client.post(
+    multipart = libretranslate_client.post(
         f"{BASE}/translate", files={"q": (None, SENTENCES[0]), "source": (None, "en"), "target": (None, "de")}
     )
     assert multipart.json() == {"translatedText": best[0][0].text}
@@ -91,23 +89,29 @@ def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_ans
         ),
     ],
 )
-def test_text_and_html_are_translated_as_nmts_own_api_translates_real_text(client, fmt, q):
+def test_text_and_html_are_translated_as_nmts_own_api_translates_real_text(libretranslate_client, fmt, q):
     """Sentences split, ALL CAPS recased, inline tags placed around the aligned words: what
     POST /translate does with format text or html (nmt.serve.real_text)."""
-    ours = client.post("/translate", json={"text": q, "format": fmt}).json()["translations"][0]["text"]
-    r = client.post(f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": fmt})
+    ours = libretranslate_client.post("/translate", json={"text": q, "format": fmt}).json()["translations"][
+        0
+    ]["text"]
+    r = libretranslate_client.post(
+        f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": fmt}
+    )
     assert r.json() == {"translatedText": ours}
     if fmt == "html":
         assert ours.count("<b>") == ours.count("</b>") == 1 and ours.startswith("<p>") and "<li>" in ours
 
 
-def test_with_alternatives_each_line_is_one_sentence_and_html_keeps_its_tags(client, translator):
+def test_with_alternatives_each_line_is_one_sentence_and_html_keeps_its_tags(
+    libretranslate_client, run_dir_translator
+):
     q = f"<p>{SENTENCES[0]}</p><!-- a cat --><b>{SENTENCES[7]}</b>"
     body = {"q": q, "source": "en", "target": "de", "format": "html", "alternatives": 1}
-    r = client.post(f"{BASE}/translate", json=body)
+    r = libretranslate_client.post(f"{BASE}/translate", json=body)
     first, second = (
         t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        for t in translator.translate([SENTENCES[0], SENTENCES[7]])
+        for t in run_dir_translator.translate([SENTENCES[0], SENTENCES[7]])
     )
     assert r.json()["translatedText"] == f"<p>{first}</p><!-- a cat --><b>{second}</b>"
     assert len(r.json()["alternatives"]) <= 1
@@ -129,32 +133,40 @@ def test_with_alternatives_each_line_is_one_sentence_and_html_keeps_its_tags(cli
         ({"q": ["a cat"] * 21, "source": "en", "target": "de"}, 400, "exceeds text limit (20)"),
     ],
 )
-def test_errors_are_libretranslates_json_and_statuses(client, body, status, message):
-    r = client.post(f"{BASE}/translate", json=body)
+def test_errors_are_libretranslates_json_and_statuses(libretranslate_client, body, status, message):
+    r = libretranslate_client.post(f"{BASE}/translate", json=body)
     assert r.status_code == status and message in r.json()["error"], r.text
     assert set(r.json()) == {"error"}
 
 
-def test_unreadable_bodies_unknown_paths_and_a_full_queue_are_libretranslate_errors(client, run_dir):
-    bad = client.post(f"{BASE}/translate", content=b"{", headers={"Content-Type": "application/json"})
+def test_unreadable_bodies_unknown_paths_and_a_full_queue_are_libretranslate_errors(
+    libretranslate_client, run_dir
+):
+    bad = libretranslate_client.post(
+        f"{BASE}/translate", content=b"{", headers={"Content-Type": "application/json"}
+    )
     assert bad.status_code == 400 and set(bad.json()) == {"error"}
-    assert client.post(f"{BASE}/translate", json=["a cat"]).json() == {"error": "Invalid JSON format"}
-    assert client.get(f"{BASE}/nothing").status_code == 404 and set(client.get(f"{BASE}/nothing").json()) == {
-        "error"
+    assert libretranslate_client.post(f"{BASE}/translate", json=["a cat"]).json() == {
+        "error": "Invalid JSON format"
     }
-    assert client.post(f"{BASE}/detect", json={}).json() == {"error": "Invalid request: missing q parameter"}
+    assert libretranslate_client.get(f"{BASE}/nothing").status_code == 404 and set(
+        libretranslate_client.get(f"{BASE}/nothing").json()
+    ) == {"error"}
+    assert libretranslate_client.post(f"{BASE}/detect", json={}).json() == {
+        "error": "Invalid request: missing q parameter"
+    }
     assert (
-        client.post("/translate", json={"q": "a cat"}).json()["error"]["status"] == 422
+        libretranslate_client.post("/translate", json={"q": "a cat"}).json()["error"]["status"] == 422
     )  # nmt's API unchanged
 
 
-def test_detect_ranks_by_the_share_of_characters_the_vocabulary_holds(client):
-    r = client.post(f"{BASE}/detect", data={"q": "a cat 猫猫猫猫"})
+def test_detect_ranks_by_the_share_of_characters_the_vocabulary_holds(libretranslate_client):
+    r = libretranslate_client.post(f"{BASE}/detect", data={"q": "a cat 猫猫猫猫"})
     assert r.json() == [{"confidence": 50.0, "language": "en"}]
 
 
-def test_frontend_settings_name_the_first_pair_and_the_limits(client):
-    settings = client.get(f"{BASE}/frontend/settings").json()
+def test_frontend_settings_name_the_first_pair_and_the_limits(libretranslate_client):
+    settings = libretranslate_client.get(f"{BASE}/frontend/settings").json()
     assert settings["charLimit"] == 500 and settings["keyRequired"] is False
     assert settings["language"] == {
         "source": {"code": "en", "name": "English"},

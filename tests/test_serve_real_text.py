@@ -12,7 +12,6 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from fastapi.testclient import TestClient  # noqa: E402
 
 from nmt.infer.real_text import PLAIN, TextOptions, translate_text  # noqa: E402
-from nmt.infer.translate import Translator  # noqa: E402
 from nmt.serve.app import create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
@@ -21,12 +20,7 @@ HTML = '<p>der <b>hund</b> &amp; <a href="x?a=1&amp;b">die katze</a>.</p>'
 
 
 @pytest.fixture(scope="module")
-def translator(run_dir) -> Translator:
-    return Translator.load(run_dir, device="cpu", precision="fp32")
-
-
-@pytest.fixture(scope="module")
-def client(run_dir):
+def real_text_client(run_dir):
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
     args = parser.parse_args([f"tiny={run_dir}"])
@@ -34,37 +28,39 @@ def client(run_dir):
         yield c
 
 
-def test_texts_are_translated_as_translate_text_does(client, translator):
-    r = client.post("/translate", json={"text": TEXTS})
+def test_texts_are_translated_as_translate_text_does(real_text_client, run_dir_translator):
+    r = real_text_client.post("/translate", json={"text": TEXTS})
     assert r.status_code == 200, r.text
     assert [t["text"] for t in r.json()["translations"]] == [
-        x.text for x in translate_text(translator, TEXTS)
+        x.text for x in translate_text(run_dir_translator, TEXTS)
     ]
     assert r.json()["translations"][0]["text"].count("\n\n") == 1
 
 
-def test_split_recase_and_max_words_off_give_the_plain_translation(client, translator):
+def test_split_recase_and_max_words_off_give_the_plain_translation(real_text_client, run_dir_translator):
     body = {"text": TEXTS, "split": False, "recase": False, "max_words": 0}
-    r = client.post("/translate", json=body)
-    assert [t["text"] for t in r.json()["translations"]] == translator.translate(TEXTS)
+    r = real_text_client.post("/translate", json=body)
+    assert [t["text"] for t in r.json()["translations"]] == run_dir_translator.translate(TEXTS)
     lines = ["der hund. DIE KATZE SPRINGT.", "", "Der Rote Hund Springt."]  # the API's PLAIN: line by line
-    assert [t.text for t in translate_text(translator, lines, options=PLAIN)] == translator.translate(lines)
+    assert [
+        t.text for t in translate_text(run_dir_translator, lines, options=PLAIN)
+    ] == run_dir_translator.translate(lines)
 
 
-def test_html_keeps_every_tag_well_nested(client, translator):
-    r = client.post("/translate", json={"text": HTML, "format": "html"})
+def test_html_keeps_every_tag_well_nested(real_text_client, run_dir_translator):
+    r = real_text_client.post("/translate", json={"text": HTML, "format": "html"})
     assert r.status_code == 200, r.text
     out = r.json()["translations"][0]["text"]
     ET.fromstring(f"<x>{out}</x>")
     for tag in ("<p>", "<b>", "</b>", '<a href="x?a=1&amp;b">', "</a>", "</p>"):
         assert out.count(tag) == 1
-    assert out == translate_text(translator, HTML, options=TextOptions(format="html")).text
+    assert out == translate_text(run_dir_translator, HTML, options=TextOptions(format="html")).text
 
 
-def test_a_long_sentence_is_cut_with_a_warning_and_bad_combinations_refused(client):
-    r = client.post("/translate", json={"text": " ".join(["katze"] * 50), "max_words": 20})
-    cut = "50 words, translated in 4 parts of at most 20 (cut before 'katze', 'katze', 'katze')"
+def test_a_long_sentence_is_cut_with_a_warning_and_bad_combinations_refused(real_text_client):
+    r = real_text_client.post("/translate", json={"text": " ".join(["katze"] * 50), "max_words": 20})
+    cut = "50 words (over 20), translated in 4 parts of at most 20 (cut before 'katze', 'katze', 'katze')"
     assert r.json()["warnings"] == [f"text 1: sentence 1: {cut}"]
-    r = client.post("/translate", json={"text": HTML, "format": "html", "nbest": 2})
+    r = real_text_client.post("/translate", json={"text": HTML, "format": "html", "nbest": 2})
     assert r.status_code == 422 and "not with nbest" in r.json()["error"]["message"]
-    assert client.post("/translate", json={"text": "x", "format": "pdf"}).status_code == 422
+    assert real_text_client.post("/translate", json={"text": "x", "format": "pdf"}).status_code == 422

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from train_fixtures import tiny_args
 
 from nmt.cli import main
 from nmt.infer.options import SearchOptions
@@ -27,32 +26,6 @@ from nmt.infer.shortlist import (
     vmap_text,
 )
 from nmt.infer.translate import BatchedSearch, TranslateError, Translator
-from nmt.infer.vocab_restriction import ShortlistModel
-
-TINY = tiny_args("--train.log_every_steps=1000")
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_data, tmp_path_factory):
-    """A tiny model trained for a few seconds on the tiny corpus: input-dependent outputs."""
-    run = tmp_path_factory.mktemp("shortlist") / "run"
-    assert (
-        main(
-            [
-                "train",
-                str(tiny_data),
-                "--out",
-                str(run),
-                *TINY,
-                "--train.max_steps=150",
-                "--train.max_tokens=1024",
-                "--train.accum_steps=1",
-                "--train.lr_scale=0.3",
-            ]
-        )
-        == 0
-    )
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +49,10 @@ def all_ids_shortlist(vocab: int) -> Shortlist:
 
 # ----------------------------------------------------------------------------- search over the union
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(trained, lines, precision):
-    t = Translator.load(trained, device="cpu", precision=precision)
+def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(
+    trained_tiny_run, lines, precision
+):
+    t = Translator.load(trained_tiny_run, device="cpu", precision=precision)
     vocab = t.model.cfg.tgt_vocab_size
     for beam, nbest in ((4, 2), (1, 1)):
         full = t.translate_nbest(lines, beam=beam, nbest=nbest)
@@ -89,72 +64,10 @@ def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(trai
         ]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8", "plain"])
-def test_restricted_projection_gives_the_full_logits_of_the_union(trained, precision):
-    """The output layer over rows U (packed float32, int8, plain tied) gives the full layer's columns
-    U; positions in, positions out."""
-    t = Translator.load(trained, device="cpu", precision="int8" if precision == "int8" else "fp32")
-    model = t.model
-    if precision == "plain":  # unpacked, tied: the embedding matrix itself
-        from nmt.checkpoint import load_model
-
-        model = load_model(trained, device="cpu")[0].eval()
-        assert model.decoder.output_projection is None
-    rows = torch.tensor([0, 1, 2, 3, 7, 20, 21, 50, 99])
-    src = torch.tensor([[5, 9, 30, 3], [11, 12, 3, 0]])
-    with torch.inference_mode():
-        memory = model.encode(src)
-        full, _ = model.decode_step(torch.tensor([[2], [2]]), memory, None)  # (2, 1, W)
-        part, _ = ShortlistModel(model, rows).decode_step(torch.tensor([[2], [2]]), model.encode(src), None)
-        assert part.shape == (2, 1, len(rows))
-        torch.testing.assert_close(part, full[:, :, rows], rtol=1e-5, atol=1e-5)
-        pos = torch.tensor([[4], [6]])  # positions 4, 6 of U = ids 7, 21
-        _, cache = model.decode_step(torch.tensor([[2], [2]]), memory, None)
-        full2, _ = model.decode_step(rows[pos], memory, cache)
-        sm = ShortlistModel(model, rows)
-        memory2 = model.encode(src)
-        _, c2 = sm.decode_step(torch.tensor([[2], [2]]), memory2, None)
-        part2, _ = sm.decode_step(pos, memory2, c2)
-        torch.testing.assert_close(part2, full2[:, :, rows], rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_sentence_restriction_gives_each_sentence_the_full_logits_of_its_own_ids(trained, precision):
-    """Sentence i over its own ids (padded with -inf): the full layer's columns ids[i], for beam
-    rows sharing a sentence's memory, after the search reorders them, positions in and out. int8:
-    the rows are dequantized (a float32 product, where the int8 layer also quantizes its input), so
-    only as close as int8 is to float32."""
-    from nmt.infer.vocab_restriction import sentence_model
-
-    tol = dict(rtol=1e-5, atol=1e-5) if precision == "fp32" else dict(rtol=0.0, atol=0.1)
-    model = Translator.load(trained, device="cpu", precision=precision).model
-    ids = torch.tensor([[0, 1, 2, 3, 7, 20, 21], [0, 1, 2, 3, 9, 0, 0]])  # (B, U), sentence 2 padded
-    valid = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
-    src = torch.tensor([[5, 9, 30, 3], [11, 12, 3, 0]])
-    sm = sentence_model(model, ids, valid)
-    with torch.inference_mode():
-        memory, rows = model.encode(src), torch.tensor([0, 0, 1, 1])  # two beams a sentence
-        full, cache = model.decode_step(torch.tensor([[2]] * 4), memory.reorder(rows), None)  # (4, 1, W)
-        state = sm.encode(src).reorder(rows)
-        part, c2 = sm.decode_step(torch.tensor([[2]] * 4), state, None)  # (4, 1, U)
-        expected = torch.stack([full[r, 0, ids[s]] for r, s in enumerate(rows.tolist())])  # (4, U)
-        expected[2:, 5:] = float("-inf")
-        torch.testing.assert_close(part[:, 0], expected, **tol)
-        swap = torch.tensor([1, 0, 3, 2])  # the search reorders beams within each sentence
-        pos = torch.tensor([[5], [4], [4], [3]])  # positions: ids 20, 7 | 9, 3
-        full2, _ = model.decode_step(
-            ids[rows][swap].gather(1, pos), memory.reorder(rows[swap]), cache.reorder(swap)
-        )
-        part2, _ = sm.decode_step(pos, state.reorder(swap), c2.reorder(swap))
-        expected2 = torch.stack([full2[r, 0, ids[s]] for r, s in enumerate(rows[swap].tolist())])
-        expected2[2:, 5:] = float("-inf")
-        torch.testing.assert_close(part2[:, 0], expected2, **tol)
-
-
-def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortlist):
+def test_scores_are_log_softmax_over_the_shortlist(trained_tiny_run, lines, small_shortlist):
     """Marian's and CTranslate2's normalisation: log p(y_t) = log_softmax over the union U of the
     batch (not over the whole vocabulary) at each step; every output id is in U."""
-    t = Translator.load(trained, device="cpu", precision="fp32")
+    t = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
     sources = sources_of(t, lines[:4])
     width = max(map(len, sources))
     src = torch.tensor([s + [0] * (width - len(s)) for s in sources])  # (B, S)
@@ -178,28 +91,30 @@ def test_scores_are_log_softmax_over_the_shortlist(trained, lines, small_shortli
     assert differs  # the full-vocabulary normalisation would give other scores
 
 
-def test_an_ensemble_searches_with_a_shortlist(trained, lines, small_shortlist, tmp_path):
+def test_an_ensemble_searches_with_a_shortlist(trained_tiny_run, lines, small_shortlist, tmp_path):
     """docs/translation.md: shortlists work with ensembles. An ensemble of one model twice averages
     equal log-probabilities over the union, so it outputs what the model alone does."""
     path = tmp_path / "shortlist.txt"
     path.write_text(dumps(small_shortlist), encoding="utf-8")
-    alone = Translator.load(trained, device="cpu", precision="fp32", shortlist=path)
-    both = Translator.load([trained, trained], device="cpu", precision="fp32", shortlist=path)
+    alone = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path)
+    both = Translator.load(
+        [trained_tiny_run, trained_tiny_run], device="cpu", precision="fp32", shortlist=path
+    )
     assert both.shortlist is not None
     for beam in (4, 1):
         expected = alone.translate(lines, beam=beam)
         assert both.translate(lines, beam=beam) == expected
-        assert expected != Translator.load(trained, device="cpu", precision="fp32").translate(
+        assert expected != Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate(
             lines, beam=beam
         )
 
 
 def test_union_groups_search_each_sentence_over_its_groups_union_in_any_batch(
-    trained, lines, small_shortlist
+    trained_tiny_run, lines, small_shortlist
 ):
     """union_groups (nmt serve: one group per request): a sentence is searched over the union of its
     group's sentences, the same in one batch with other groups, alone, or with its group only."""
-    t = Translator.load(trained, device="cpu", precision="fp32", shortlist=small_shortlist)
+    t = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist)
     sentences, groups = lines[:6], ["a", "a", "b", "b", "c", "c"]
 
     def search(indices, **kw):
@@ -230,8 +145,8 @@ def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch(
     assert sl.rows(torch.tensor([[9, 3]])).tolist() == [0, 1, 2, 3, 10, 11]
 
 
-def test_shortlist_with_allowed_tokens_is_an_error(trained, lines, small_shortlist):
-    t = Translator.load(trained, device="cpu", precision="fp32")
+def test_shortlist_with_allowed_tokens_is_an_error(trained_tiny_run, lines, small_shortlist):
+    t = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match="allowed_tokens: masks the full vocabulary"):
         BatchedSearch(shortlist=small_shortlist, allowed_tokens=lambda src: (lambda logp, *a: logp)).sources(
             t.model, sources_of(t, lines[:2])
@@ -330,7 +245,7 @@ def test_a_bad_shortlist_file_is_an_error_naming_the_line(tmp_path, small_shortl
 
 # ----------------------------------------------------------------------------- CLI, API, CTranslate2
 def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
-    trained, tiny_data, lines, tmp_path, capsys
+    trained_tiny_run, tiny_data, lines, tmp_path, capsys
 ):
     out = tmp_path / "s.txt"
     assert main(["shortlist", str(tiny_data), "--out", str(out), "--best", "2", "--frequent", "5"]) == 0
@@ -343,7 +258,7 @@ def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
         main(
             [
                 "translate",
-                str(trained),
+                str(trained_tiny_run),
                 "-i",
                 str(tmp_path / "in.txt"),
                 "--shortlist",
@@ -356,19 +271,21 @@ def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
         == 0
     )
     cli = capsys.readouterr().out.splitlines()
-    api = Translator.load(trained, device="cpu", precision="fp32", shortlist=out).translate(lines)
-    full = Translator.load(trained, device="cpu", precision="fp32").translate(lines)
+    api = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=out).translate(lines)
+    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate(lines)
     assert cli == api and api != full  # restrictive enough to change outputs
 
 
-def test_a_shortlist_of_another_vocabulary_is_an_error(trained, tmp_path, capsys):
+def test_a_shortlist_of_another_vocabulary_is_an_error(trained_tiny_run, tmp_path, capsys):
     other = dataclasses.replace(Shortlist(120, [5], {5: [6]}), spm_sha256="0" * 64)
     path = tmp_path / "other.txt"
     path.write_text(dumps(other))
     with pytest.raises(TranslateError, match="another SentencePiece model"):
-        Translator.load(trained, device="cpu", shortlist=path)
+        Translator.load(trained_tiny_run, device="cpu", shortlist=path)
     path.write_text(dumps(Shortlist(50, [5], {5: [6]})))
-    assert main(["translate", str(trained), "--shortlist", str(path), "-i", str(path), "--quiet"]) == 2
+    assert (
+        main(["translate", str(trained_tiny_run), "--shortlist", str(path), "-i", str(path), "--quiet"]) == 2
+    )
     assert "built for a vocabulary of 50 pieces" in capsys.readouterr().err
 
 
@@ -379,7 +296,7 @@ def test_vmap_lists_pieces_with_the_frequent_ones_under_the_empty_source():
 
 
 def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
-    trained, tiny_data, lines, tmp_path, monkeypatch, small_shortlist
+    trained_tiny_run, tiny_data, lines, tmp_path, monkeypatch, small_shortlist
 ):
     """Greedy search over the same union: nmt's shortlist and CTranslate2's use_vmap give the same
     outputs (the choice at each step is the argmax over the same pieces), and they differ from the
@@ -388,7 +305,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
     from nmt.infer.export_ctranslate2 import ExportError
 
     export = tmp_path / "ct2"
-    assert main(["export", "ctranslate2", str(trained), str(export)]) == 0
+    assert main(["export", "ctranslate2", str(trained_tiny_run), str(export)]) == 0
     path = tmp_path / "s.txt"
     assert (
         main(
@@ -410,13 +327,15 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
     assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(
         small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8"))
     )
-    nmt = Translator.load(trained, device="cpu", precision="fp32", shortlist=path).translate(lines, beam=1)
+    nmt = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
+        lines, beam=1
+    )
     ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
     assert ct2.translate(lines, beam=1) == nmt
     assert Translator.load(export, engine="ctranslate2", precision="fp32").translate(lines, beam=1) != nmt
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))  # a checkpoint: exported with its map
     assert (
-        Translator.load(trained, engine="ctranslate2", precision="fp32", shortlist=path).translate(
+        Translator.load(trained_tiny_run, engine="ctranslate2", precision="fp32", shortlist=path).translate(
             lines, beam=1
         )
         == nmt
@@ -426,7 +345,9 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         Translator.load(export, engine="ctranslate2", shortlist=path)
 
 
-def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny_data, lines, tmp_path):
+def test_serve_searches_with_the_shortlist_and_refuses_constraints(
+    trained_tiny_run, tiny_data, lines, tmp_path
+):
     pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
     import argparse
 
@@ -439,8 +360,12 @@ def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny
     assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
-    models = build_models({"tiny": trained}, parser.parse_args([f"tiny={trained}", "--shortlist", str(path)]))
-    expected = Translator.load(trained, device="cpu", precision="fp32", shortlist=path).translate(lines)
+    models = build_models(
+        {"tiny": trained_tiny_run}, parser.parse_args([f"tiny={trained_tiny_run}", "--shortlist", str(path)])
+    )
+    expected = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
+        lines
+    )
     with TestClient(create_app(models)) as client:
         r = client.post("/translate", json={"text": lines})
         assert r.status_code == 200 and [t["text"] for t in r.json()["translations"]] == expected
@@ -452,4 +377,4 @@ def test_serve_searches_with_the_shortlist_and_refuses_constraints(trained, tiny
         (["--shortlist", str(tmp_path / "nope")], "no such file"),
     ):
         with pytest.raises(ServeError, match=message):
-            build_models({"tiny": trained}, parser.parse_args([f"tiny={trained}", *bad]))
+            build_models({"tiny": trained_tiny_run}, parser.parse_args([f"tiny={trained_tiny_run}", *bad]))
