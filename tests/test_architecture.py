@@ -278,7 +278,14 @@ def test_no_issue_or_defect_numbers_in_the_code_and_tests():
 # a stem (nmt/data/command.py, nmt/infer/command.py), tests/test_<package>_<stem>.py, its path under nmt/
 # joined by "_" (tests/test_infer_command.py); or it is listed in TESTED_ELSEWHERE with the reason
 LARGE_MODULE_LINES = 150
-TESTED_ELSEWHERE: dict[str, str] = {}
+TESTED_ELSEWHERE: dict[str, str] = {
+    "nmt/data/binarize.py": "the id files of a prepared directory: with the pipeline, tests/test_data.py",
+    "nmt/data/command.py": "`nmt prepare`'s arguments: tests/test_data.py, tests/test_bad_inputs.py",
+    "nmt/data/prepare.py": "the pipeline of `nmt prepare`: tests/test_data.py (its file by theme)",
+    "nmt/infer/text.py": "text in and out of the engines: tests/test_translate.py, test_infer_real_text.py",
+    "nmt/train/distill_command.py": "`nmt distill`'s stages, with distill.py: tests/test_distill.py",
+    "nmt/train/run_log.py": "the run's logs, through the runs of tests/test_trainer.py, test_train_chaos.py",
+}
 
 
 def accepted_test_files(paths: list[str]) -> dict[str, set[str]]:
@@ -321,6 +328,39 @@ def test_test_file_names_qualify_a_shared_stem_only():
     }
     tests = ["test_command.py", "test_errors.py", "test_infer_command.py", "test_model.py", "test_recipes.py"]
     assert ambiguous_test_files(paths, tests) == ["test_command.py"]
+
+
+def module_files() -> dict[str, int]:
+    """Each module of nmt/ (relative path) and its number of lines, the package files aside."""
+    return {
+        path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in modules().values()
+        if path.name not in ("__init__.py", "__main__.py")
+    }
+
+
+def test_every_large_module_has_a_test_file_of_its_name_or_a_reason():
+    files = module_files()
+    tests = {p.name for p in (ROOT / "tests").glob("test_*.py")}
+    names = accepted_test_files(sorted(files))
+    untested = [
+        f"{path} ({lines} lines): tests/{' or tests/'.join(sorted(names[path]))}"
+        for path, lines in sorted(files.items())
+        if lines > LARGE_MODULE_LINES and not names[path] & tests and path not in TESTED_ELSEWHERE
+    ]
+    assert untested == [], (
+        "move the tests of these modules into a file of their name, or list them in TESTED_ELSEWHERE "
+        "(tests/test_architecture.py) with the reason:\n" + "\n".join(untested)
+    )
+    stale = [p for p in TESTED_ELSEWHERE if p not in files or names[p] & tests]
+    assert stale == [], f"TESTED_ELSEWHERE lists modules that are gone or have their test file: {stale}"
+
+
+def test_no_test_file_is_named_after_a_stem_several_modules_share():
+    tests = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert ambiguous_test_files(sorted(module_files()), tests) == [], (
+        "name it test_<package>_<stem>.py after the module it tests"
+    )
 
 
 # a speed figure in a comment or a docstring of nmt/ ("1.5x faster", "2-3x the GFLOP/s", "12% of a step",
@@ -411,3 +451,45 @@ def test_every_speed_figure_in_nmt_names_its_benchmark():
         found
     )
     assert missing == [], f"benchmarks named that do not exist: {missing}"
+
+
+def stale_paths(text: str, root: Path = ROOT) -> list[str]:
+    """The nmt/ files ``text`` names (nmt/x.py, or `x.py` in a table row of a folder `nmt/y/`) that do
+    not exist under ``root``."""
+    named = set(re.findall(r"\bnmt/[\w/]+\.py\b", text))
+    for row in text.splitlines():
+        for folder in re.findall(r"`(nmt/[\w/]+/)`", row):
+            named |= {folder + name for name in re.findall(r"`([\w]+\.py)`", row)}
+    return sorted(p for p in named if not (root / p).exists())
+
+
+def undefined_names(text: str, root: Path = ROOT) -> list[str]:
+    """The `names` of ``text`` said to be "in [nmt/x.py]" that the file's source never mentions."""
+    found = []
+    for line in text.splitlines():
+        for segment in re.finditer(r"((?:`[^`]+`[^`\[]*?)+?)\bin \[(nmt/[\w/]+\.py)\]", line):
+            path = root / segment.group(2)
+            source = path.read_text(encoding="utf-8") if path.exists() else ""
+            for name in re.findall(r"`([^`]+)`", segment.group(1)):
+                words = re.findall(r"[A-Za-z_]\w*", name.split(":")[0])
+                found += [f"{segment.group(2)}: {name}" for w in words if not re.search(rf"\b{w}\b", source)][
+                    :1
+                ]
+    return found
+
+
+def test_layout_finders_catch_a_gone_module_and_a_gone_name(tmp_path):
+    (tmp_path / "nmt" / "serve").mkdir(parents=True)
+    (tmp_path / "nmt" / "model.py").write_text("class Encoder:\n    norm_position = 'post'\n")
+    (tmp_path / "nmt" / "serve" / "app.py").write_text("")
+    table = "| `nmt/model.py`, `nmt/gone.py` | x |\n| `nmt/serve/` | `app.py` (app), `old.py` (gone) |\n"
+    assert stale_paths(table, tmp_path) == ["nmt/gone.py", "nmt/serve/old.py"]
+    row = "| 3.1 | x | `Encoder`, `Decoder` in [nmt/model.py](../nmt/model.py) (`norm_position: pre`) |"
+    assert undefined_names(row, tmp_path) == ["nmt/model.py: Decoder"]
+
+
+def test_developers_md_and_the_model_page_name_modules_and_names_that_exist():
+    for doc in ("DEVELOPERS.md", "docs/model.md"):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert stale_paths(text) == [], f"{doc} names modules that are gone"
+        assert undefined_names(text) == [], f"{doc} names what these modules do not define"
