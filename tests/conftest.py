@@ -264,3 +264,22 @@ def serve_client(run_dir):
     app, _ = make_app(run_dir, limits=Limits(max_chars=500, max_sentences=20))
     with TestClient(app) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def random_transformer():
+    """A random-weight Transformer(tiny(40)) (seed 0) in eval mode."""
+    from nmt.config import tiny
+    from nmt.model import Transformer
+
+    torch.manual_seed(0)
+    return Transformer(tiny(40)).eval()
+
+
+@pytest.fixture(scope="module")
+def early_eos_model(random_transformer):
+    """``random_transformer`` with +4 on the EOS logit after a token id divisible by 3
+    (search_fixtures.EarlyEos): outputs of different lengths."""
+    from search_fixtures import EarlyEos
+
+    return EarlyEos(random_transformer)

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import tol
+from search_fixtures import EarlyEos
 
 from nmt.config import tiny
 from nmt.infer.beam_rows import beam_slots, fill_from_end
@@ -234,33 +235,6 @@ def test_batch_of_fake_sentences_and_finished_rows_dropped():
 
 
 # ----------------------------------------------------------------------------- the real model
-class EarlyEos:
-    """Wraps a model: +4 on the EOS logit after a token id divisible by 3, so that random weights
-    give outputs that end at different lengths (some early, some at the maximum)."""
-
-    def __init__(self, inner):
-        self.inner, self.cfg = inner, inner.cfg
-
-    def encode(self, src):
-        return self.inner.encode(src)
-
-    def decode_step(self, tokens, memory, cache):
-        logits, cache = self.inner.decode_step(tokens, memory, cache)  # (B, T, W)
-        eos = torch.arange(logits.size(-1)) == EOS  # (W,)
-        return logits + 4.0 * (tokens[:, :, None] % 3 == 0) * eos, cache
-
-
-@pytest.fixture(scope="module")
-def transformer():
-    torch.manual_seed(0)
-    return Transformer(tiny(40)).eval()
-
-
-@pytest.fixture(scope="module")
-def model(transformer):
-    return EarlyEos(transformer)
-
-
 def padded(rows):
     n = max(map(len, rows))
     return torch.tensor([r + [0] * (n - len(r)) for r in rows])  # (B, S)
@@ -285,38 +259,42 @@ def plain_greedy(model, src, max_len):
 
 
 @torch.no_grad()
-def test_beam1_is_greedy(model, sources):
-    hyps = greedy_search(model, padded(sources), SearchOptions(max_len_a=1, max_len_b=6))
-    assert [h.tokens for h in hyps] == [plain_greedy(model, s, len(s) + 6) for s in sources]
+def test_beam1_is_greedy(early_eos_model, sources):
+    hyps = greedy_search(early_eos_model, padded(sources), SearchOptions(max_len_a=1, max_len_b=6))
+    assert [h.tokens for h in hyps] == [plain_greedy(early_eos_model, s, len(s) + 6) for s in sources]
     assert any(len(h.tokens) < len(s) + 5 for h, s in zip(hyps, sources))  # some stop early
     for h, s in zip(hyps, sources):  # score: the model's log-probability of the output and EOS
-        memory = model.encode(torch.tensor([s]))
-        logits, _ = model.decode_step(torch.tensor([[2] + h.tokens]), memory, None)
+        memory = early_eos_model.encode(torch.tensor([s]))
+        logits, _ = early_eos_model.decode_step(torch.tensor([[2] + h.tokens]), memory, None)
         logp = torch.log_softmax(logits[0].float(), dim=-1)  # (|Y|, W)
         want = logp.gather(1, torch.tensor(h.tokens + [EOS])[:, None]).squeeze(1)
         assert h.positional_scores == pytest.approx(want.tolist(), abs=1e-4)
         assert h.score == pytest.approx(float(want.sum()), abs=1e-4)
 
 
-def test_same_alone_and_in_batch(model, sources):
-    batch = beam_search(model, padded(sources), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6))
+def test_same_alone_and_in_batch(early_eos_model, sources):
+    batch = beam_search(
+        early_eos_model, padded(sources), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6)
+    )
     for s, hyps in zip(sources, batch):
-        [alone] = beam_search(model, padded([s]), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6))
+        [alone] = beam_search(
+            early_eos_model, padded([s]), SearchOptions(beam=4, alpha=0.6, nbest=3, max_len_b=6)
+        )
         assert [h.tokens for h in hyps] == [h.tokens for h in alone]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
 @pytest.mark.parametrize("alpha", [0.6, 0.0, -0.5])
 @pytest.mark.parametrize("with_prefix", [False, True])
-def test_exact_nbest_is_the_best_of_a_longer_search(model, sources, alpha, with_prefix):
+def test_exact_nbest_is_the_best_of_a_longer_search(early_eos_model, sources, alpha, with_prefix):
     """Stopping once the returned nbest can no longer change gives the best hypotheses of the
     search that waits for k finished ones (nbest=k), on the real model: with and without a length
     penalty, a negative one (whose bound uses the next length), and a forced prefix."""
     prefix = [[5, 6], [], [7], [8, 9, 10], []] if with_prefix else None
     opts = SearchOptions(beam=4, alpha=alpha, max_len_b=6)
-    four = beam_search(model, padded(sources), opts.replace(nbest=4), prefix=prefix)
+    four = beam_search(early_eos_model, padded(sources), opts.replace(nbest=4), prefix=prefix)
     for nbest in (1, 2):
-        fewer = beam_search(model, padded(sources), opts.replace(nbest=nbest), prefix=prefix)
+        fewer = beam_search(early_eos_model, padded(sources), opts.replace(nbest=nbest), prefix=prefix)
         for a, b in zip(fewer, four):
             assert [h.tokens for h in a] == [h.tokens for h in b[:nbest]]
             assert [h.score for h in a] == pytest.approx([h.score for h in b[:nbest]], abs=1e-5)
@@ -324,25 +302,27 @@ def test_exact_nbest_is_the_best_of_a_longer_search(model, sources, alpha, with_
         assert all(h[0].tokens[: len(p)] == p for h, p in zip(four, prefix))
 
 
-def test_sentences_ending_at_the_first_step(model, sources):
+def test_sentences_ending_at_the_first_step(early_eos_model, sources):
     """Max length 1 for the 2-token source (max_len_a 0.5, b 0): it ends at the first step, which
     runs one row per sentence; the others go on with their cache expanded to k rows each. The
     result equals each sentence searched alone and the search re-running the whole prefix."""
     opts = SearchOptions(beam=4, alpha=0.6, max_len_a=0.5, max_len_b=0, nbest=2)
-    batch = beam_search(model, padded(sources), opts)
+    batch = beam_search(early_eos_model, padded(sources), opts)
     assert [len(h[0].tokens) for h in batch][0] == 0  # |Y| = 1: only EOS
-    naive = beam_search(EarlyEos(RecomputePrefix(model.inner)), padded(sources), opts)
+    naive = beam_search(EarlyEos(RecomputePrefix(early_eos_model.inner)), padded(sources), opts)
     for s, hyps, other in zip(sources, batch, naive):
-        [alone] = beam_search(model, padded([s]), opts)
+        [alone] = beam_search(early_eos_model, padded([s]), opts)
         assert [h.tokens for h in hyps] == [h.tokens for h in alone] == [h.tokens for h in other]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
-def test_cache_reuse_equals_recomputing_prefix(model, sources):
-    assert isinstance(model.inner, Transformer)
-    cached = beam_search(model, padded(sources), SearchOptions(beam=3, alpha=0.6, nbest=3, max_len_b=5))
+def test_cache_reuse_equals_recomputing_prefix(early_eos_model, sources):
+    assert isinstance(early_eos_model.inner, Transformer)
+    cached = beam_search(
+        early_eos_model, padded(sources), SearchOptions(beam=3, alpha=0.6, nbest=3, max_len_b=5)
+    )
     naive = beam_search(
-        EarlyEos(RecomputePrefix(model.inner)),
+        EarlyEos(RecomputePrefix(early_eos_model.inner)),
         padded(sources),
         SearchOptions(beam=3, alpha=0.6, nbest=3, max_len_b=5),
     )
@@ -474,7 +454,7 @@ class MildEos(EarlyEos):
 
 @pytest.mark.parametrize("beam, stopping", [(4, "exact"), (4, "fast"), (3, "exact"), (1, "exact")])
 @pytest.mark.parametrize("wrap", [lambda m: m, MildEos])
-def test_in_place_reorder_gives_the_search_of_copies(transformer, beam, stopping, wrap):
+def test_in_place_reorder_gives_the_search_of_copies(random_transformer, beam, stopping, wrap):
     """Beam rows kept in their rows, finished sentences' gaps filled from the end, caches and
     memory reordered in place: the hypotheses and scores of the search over copied caches (nine
     sentences finishing at different steps: at their max length, or earlier with MildEos)."""
@@ -483,8 +463,8 @@ def test_in_place_reorder_gives_the_search_of_copies(transformer, beam, stopping
     opts = SearchOptions(
         beam=beam, alpha=0.6 if beam > 1 else 0.0, max_len_b=3, nbest=min(beam, 2), stopping=stopping
     )
-    in_place = beam_search(wrap(transformer), padded(srcs), opts)
-    copies = beam_search(Functional(wrap(transformer)), padded(srcs), opts)
+    in_place = beam_search(wrap(random_transformer), padded(srcs), opts)
+    copies = beam_search(Functional(wrap(random_transformer)), padded(srcs), opts)
     assert len({len(h[0].tokens) for h in in_place}) > 3  # sentences end at different steps
     for a, b in zip(in_place, copies):
         assert [h.tokens for h in a] == [h.tokens for h in b]
