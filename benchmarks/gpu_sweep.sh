@@ -39,8 +39,9 @@ run, name, steps, extra = Path(sys.argv[1]), *sys.argv[2:]
 records = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()] if (run / "metrics.jsonl").exists() else []
 train = [r for r in records if r["split"] == "train"]
 valid = [r for r in records if r["split"] == "valid"]
-reached = train[-1]["step"] if train else 0
-ppl = " ".join(f"{r['step'] / 1000:g}k:{r['ppl']:.2f}" for r in valid)
+update = lambda r: r.get("update", r.get("step"))  # "step": runs before "update"
+reached = update(train[-1]) if train else 0
+ppl = " ".join(f"{update(r) / 1000:g}k:{r['ppl']:.2f}" for r in valid)
 alpha = (run / "alpha.txt").read_text() if (run / "alpha.txt").exists() else ""
 rows = {m[0]: m[1] for m in re.findall(r"^\| ([0-9.]+) \| ([0-9.]+) \|", alpha, re.M)}
 best = re.search(r"best alpha: ([0-9.]+)", alpha)  # absent when tune-alpha was stopped: the best row so far

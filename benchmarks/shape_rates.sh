@@ -21,7 +21,7 @@ for spec in "base|" "dff2048|--model.d_ff=2048" "d384|--model.d_model=384 --mode
   python3 - "$OUT/$name/metrics.jsonl" "$name" <<'EOF'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if '"train"' in line]
-at = {r["step"]: r["elapsed"] for r in records}
+at = {r.get("update", r.get("step")): r["elapsed"] for r in records}  # "step": runs before "update"
 print(f"{sys.argv[2]}: {300 / (at[400] - at[100]):.2f} updates/s (updates 100-400)")
 EOF
 done

@@ -5,7 +5,7 @@ A checkpoint is a directory:
     model.safetensors        weights (a tied matrix stored once)
     config.json              {"model": ModelConfig, "train": TrainConfig, "data": meta.json of DATA_DIR}
     spm.model                the SentencePiece model: a checkpoint alone is enough to translate
-    trainer_state.json       step, epoch, sampler position, RNG states, best score (training only)
+    trainer_state.json       update, epoch, sampler position, RNG states, best score (training only)
     optimizer.safetensors    Adam moments (training only), optimizer.json its scalar state
     MANIFEST.json            sha256 and size of every other file, checked on load
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 
 def read_metrics(run_dir: str | Path) -> tuple[list[dict], list[dict]]:
+    """The train and the valid records of RUN_DIR/metrics.jsonl, each with its "update" (the
+    "step" of a run that wrote that name)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no metrics (is {run_dir} a run directory of `nmt train`?)")
@@ -20,6 +22,8 @@ def read_metrics(run_dir: str | Path) -> tuple[list[dict], list[dict]]:
             from .data.download import DataError  # a user error: `nmt` prints one line
 
             raise DataError(f"{path}:{lineno}: not a JSON line") from None
+        if "update" not in record and "step" in record:
+            record["update"] = record.pop("step")
         (valid if record.get("split") == "valid" else train).append(record)
     return train, valid
 
@@ -41,17 +45,17 @@ def plot(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     ]
     for key, title, name in panels:
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot([r["step"] for r in train if key in r], [r[key] for r in train if key in r], label="train")
+        ax.plot([r["update"] for r in train if key in r], [r[key] for r in train if key in r], label="train")
         if key != "lr" and valid:
             ax.plot(
-                [r["step"] for r in valid if key in r],
+                [r["update"] for r in valid if key in r],
                 [r[key] for r in valid if key in r],
                 "o-",
                 label="valid",
             )
         if key == "ppl":
             ax.set_yscale("log")
-        ax.set_xlabel("step")
+        ax.set_xlabel("update")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend()

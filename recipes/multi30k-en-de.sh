@@ -54,9 +54,9 @@ else
     # averages ~90% of that rate (0.89-0.98 measured: validation, checkpoints, the machine's drift)
     DROPOUT=$({ cat "$OUT/probe/metrics.jsonl" 2>/dev/null || true; } | awk -v minutes="${MAX_TIME:-30}" -v threshold=9000 '
       /"split": "train"/ {
-        match($0, /"step": [0-9]+/); step = substr($0, RSTART + 8, RLENGTH - 8) + 0
+        match($0, /"(update|step)": [0-9]+/); u = substr($0, RSTART, RLENGTH); sub(/.*: /, "", u); u += 0
         match($0, /"elapsed": [0-9.eE+-]+/); elapsed = substr($0, RSTART + 11, RLENGTH - 11) + 0
-        if (n++ == 0) { s0 = step; e0 = elapsed } else { s1 = step; e1 = elapsed } }
+        if (n++ == 0) { s0 = u; e0 = elapsed } else { s1 = u; e1 = elapsed } }
       END {
         if (n < 2 || e1 <= e0) { print "probe: no update rate logged" > "/dev/stderr"; print "0.2"; exit }
         updates = (s1 - s0) / (e1 - e0) * minutes * 60 * 0.9

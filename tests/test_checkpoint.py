@@ -242,7 +242,7 @@ def test_best_survives_a_failure_while_it_is_replaced(tiny_data, tmp_path, monke
     main(["train", str(tiny_data), "--out", str(run), "--resume", "--train.max_steps=2"])
     monkeypatch.setattr(os, "rename", real_rename)
     best = ckpt.resolve_checkpoint(run)
-    assert json.loads((best / "trainer_state.json").read_text())["step"] == 1  # the previous best
+    assert json.loads((best / "trainer_state.json").read_text())["update"] == 1  # the previous best
     ckpt.verify(best)
 
 

@@ -125,7 +125,7 @@ def train_steps(run: Path) -> list[int]:
     if not path.exists():
         return []
     return [
-        json.loads(line)["step"]
+        json.loads(line)["update"]
         for line in path.read_text().splitlines()
         if line.endswith("}") and json.loads(line)["split"] == "train"
     ]
@@ -139,7 +139,7 @@ def assert_identical(a: Path, b: Path) -> None:
         for k in ta:
             assert torch.equal(ta[k], tb[k]), (name, k)
     sa, sb = state_of(a), state_of(b)
-    for key in ("step", "epoch", "position", "positions", "rng", "accum", "tokens_seen"):
+    for key in ("update", "epoch", "position", "positions", "rng", "accum", "tokens_seen"):
         assert sa[key] == sb[key], key
 
 
@@ -157,9 +157,9 @@ def test_time_limits_stop_cleanly_with_a_slow_rank(tiny_data, tmp_path, limit):
     assert f"stopped ({stop}) at step" in out
     steps = ckpt.list_step_checkpoints(run)
     final = state_of(steps[-1])
-    assert final["step"] == train_steps(run)[-1] and final["positions"][0] == final["positions"][1]
+    assert final["update"] == train_steps(run)[-1] and final["positions"][0] == final["positions"][1]
     if limit == "save_every_minutes":
-        assert final["step"] == 30 and len(steps) >= 3, (
+        assert final["update"] == 30 and len(steps) >= 3, (
             out[-2000:],
             [p.name for p in steps],
         )  # saves + final
@@ -173,7 +173,7 @@ def test_max_epochs_with_uneven_shards_stops_together(tiny_data, tmp_path):
     assert rc == 0, out[-3000:]
     assert "stopped (max_epochs) at step 22" in out  # 2 epochs x 11 batches per rank, 1 per update
     final = state_of(ckpt.list_step_checkpoints(run)[-1])
-    assert final["step"] == 22 and final["accum"] == 1
+    assert final["update"] == 22 and final["accum"] == 1
     assert final["positions"] == [[2, 0], [2, 0]]  # every rank consumed exactly its shard, twice
 
 
@@ -215,15 +215,15 @@ def test_two_processes_validate_the_whole_split_and_keep_the_best(tiny_data, tmp
     )
     assert rc == 0, out[-3000:]
     records = valid_records(run)
-    assert [r["step"] for r in records] == [4, 8, 12]
+    assert [r["update"] for r in records] == [4, 8, 12]
     best = min(records, key=lambda r: r["loss"])
-    assert state_of(run / "checkpoints" / "best")["step"] == best["step"]
-    assert_identical(run / "checkpoints" / "best", run / "checkpoints" / f"step_{best['step']:08d}")
+    assert state_of(run / "checkpoints" / "best")["update"] == best["update"]
+    assert_identical(run / "checkpoints" / "best", run / "checkpoints" / f"step_{best['update']:08d}")
     # fp32 (TINY): the loss of the 680 valid tokens, summed in another order by another loss function
     # (fused against composite, batches of other sizes); |loss| ~ 4, each token's log_softmax over W
     # pieces after 2 x (d_model + d_ff) accumulations per layer
     for r in records:
-        want = reference_valid_loss(tiny_data, run / "checkpoints" / f"step_{r['step']:08d}")
+        want = reference_valid_loss(tiny_data, run / "checkpoints" / f"step_{r['update']:08d}")
         assert r["loss"] == pytest.approx(want, abs=tol(torch.float32, 680 + 2 * 2 * (32 + 64), scale=4.0))
 
 
@@ -242,11 +242,11 @@ def test_two_processes_stop_together_on_patience(tiny_data, tmp_path):
     rc, out = torchrun(tiny_data, run, *UNEVEN, *extra, timeout=120)
     assert rc == 0, out[-3000:]
     records = valid_records(run)
-    assert [r["step"] for r in records] == [4, 8, 12] and len({r["loss"] for r in records}) == 1
+    assert [r["update"] for r in records] == [4, 8, 12] and len({r["loss"] for r in records}) == 1
     assert "early stopping: 2 validations without a better valid loss" in out
     assert "stopped (patience) at step 12" in out
-    assert state_of(run / "checkpoints" / "best")["step"] == 4
-    assert state_of(ckpt.list_step_checkpoints(run)[-1])["step"] == 12
+    assert state_of(run / "checkpoints" / "best")["update"] == 4
+    assert state_of(ckpt.list_step_checkpoints(run)[-1])["update"] == 12
 
 
 # ----------------------------------------------------------------------------- exact resume, preemption
@@ -330,7 +330,7 @@ def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straigh
     for pid in workers.values():  # reaped by init; wait until they are gone
         while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
             time.sleep(0.01)
-    killed_at = state_of(ckpt.list_step_checkpoints(run)[-1])["step"]
+    killed_at = state_of(ckpt.list_step_checkpoints(run)[-1])["update"]
     assert killed_at < RESUME_STEPS and killed_at == 6
     rc, out = torchrun(tiny_data, run, *args)
     assert rc == 0, out[-3000:]

@@ -226,7 +226,7 @@ def test_patience_stops_after_n_validations_without_improvement(tiny_data, tmp_p
         in log
     )
     assert "stopped (patience) at step 4" in log
-    assert json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["step"] == 2
+    assert json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["update"] == 2
 
 
 def test_patience_off_trains_to_the_limit(tiny_data, tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def test_a_checkpoint_restores_progress_schedule_data_position_rng_and_unwritten
     ranks = [{"rng": rng_state(), "position": [1, 2]}]
     saved = trainer_state(state, ranks, world=1, unwritten_log={"train.log": ["a line"]})
     assert list(saved) == [  # the layout tools read (nmt's tests, run_dir.checkpoint_step)
-        "step", "epoch", "position", "best", "best_metric", "best_step", "since_best", "validation_pending",
+        "update", "epoch", "position", "best", "best_metric", "best_step", "since_best", "validation_pending",
         "elapsed", "tokens_seen", "world_size", "decay_start", "decay_end", "accum", "rng", "positions",
         "unwritten_log",
     ]  # fmt: skip
@@ -155,7 +155,7 @@ def test_run_killed_before_its_first_checkpoint_can_start_again(tiny_data, finis
         "step_00000001",
         "step_00000002",
     ]
-    assert [(r["split"], r["step"]) for r in records(finished_run_copy)] == [
+    assert [(r["split"], r["update"]) for r in records(finished_run_copy)] == [
         ("train", 1),
         ("valid", 2),
     ]  # not twice

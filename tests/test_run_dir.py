@@ -11,6 +11,7 @@ from train_fixtures import tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
+from nmt.train.run_dir import checkpoint_step, trim_metrics
 
 TINY = tiny_args("--train.max_tokens=512")
 
@@ -139,3 +140,27 @@ def test_config_json_is_written_whole_or_not_at_all(tiny_data, finished_run_copy
     )
     assert (finished_run_copy / "config.json").read_text() == before
     assert not [p.name for p in finished_run_copy.iterdir() if p.name.startswith(".")]
+
+
+def test_metrics_past_the_checkpoint_go_whether_they_say_update_or_step(tmp_path):
+    """A run begun when metrics.jsonl said "step" and resumed since holds both kinds of record: a
+    resume from update 3 drops the records past it of either kind, and a last line cut by a kill."""
+    path = tmp_path / "metrics.jsonl"
+    lines = [
+        {"split": "train", "step": 1},
+        {"split": "valid", "step": 2},
+        {"split": "train", "update": 3},
+        {"split": "train", "step": 4},
+        {"split": "train", "update": 5},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"split": "tr')
+    trim_metrics(path, 3)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == lines[:3]
+
+
+def test_the_update_of_a_checkpoint_is_its_update_or_the_step_an_older_run_saved(tmp_path):
+    for key in ("update", "step"):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "trainer_state.json").write_text(json.dumps({key: 7, "epoch": 1}))
+        assert checkpoint_step(tmp_path / key) == 7
+    assert checkpoint_step(tmp_path / "missing") is None

@@ -95,7 +95,7 @@ def records(run: Path) -> list[tuple]:
     for line in (run / "metrics.jsonl").read_text().splitlines():
         r = json.loads(line)
         if r["split"] != "padding":
-            out.append((r["split"], r["step"], r["loss"]))
+            out.append((r["split"], r["update"], r["loss"]))
     return out
 
 
@@ -104,7 +104,7 @@ def straight(tiny_data, tmp_path_factory) -> Path:
     """The uninterrupted run every interrupted one must end as."""
     run = tmp_path_factory.mktemp("straight") / "run"
     assert train(tiny_data, run) == 0
-    assert state(run / "checkpoints" / "best")["step"] == 2
+    assert state(run / "checkpoints" / "best")["update"] == 2
     return run
 
 
@@ -144,7 +144,7 @@ def best_is_recoverable(run: Path) -> None:
             ckpt.verify(place)
         except ckpt.CheckpointError:
             continue
-        found.append(state(place)["step"])
+        found.append(state(place)["update"])
     assert best_step in found, (best_step, found)
 
 
@@ -324,7 +324,7 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
     step_1 = ckpt.list_step_checkpoints(straight)[-1]
     limit = max(f.stat().st_size for f in step_1.iterdir()) + 20_000  # every checkpoint file fits
     run.mkdir()
-    padding = json.dumps({"split": "padding", "step": 0, "text": "x" * 1000}) + "\n"
+    padding = json.dumps({"split": "padding", "update": 0, "text": "x" * 1000}) + "\n"
     (run / "metrics.jsonl").write_text(padding * (limit // len(padding) + 1))
 
     def body() -> int:
@@ -393,7 +393,7 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
     verb = "interrupted" if signum == signal.SIGINT else "preempted"
     assert f"{verb} at step 2 ({name}): checkpoint written; continue with --resume auto" in err
     assert state(run / "checkpoints" / "step_00000002")["validation_pending"] is True
-    assert state(run / "checkpoints" / "best")["step"] == 1  # step 2 is not yet validated
+    assert state(run / "checkpoints" / "best")["update"] == 1  # step 2 is not yet validated
     monkeypatch.setattr(trainer_module.Trainer, "validate", real)
     assert resume(tiny_data, run) == 0
     assert "validating step 2 (its validation was interrupted)" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from nmt.train.state import Progress
+from nmt.train.state import Progress, saved_update
 
 
 def test_progress_round_trips_whole_under_the_checkpoint_keys():
@@ -21,9 +21,19 @@ def test_progress_round_trips_whole_under_the_checkpoint_keys():
         tokens_seen=9000,
     )
     saved = progress.to_dict()
-    assert saved["step"] == 40 and "update" not in saved  # trainer_state.json's key
-    assert set(saved) == {f.name for f in dataclasses.fields(Progress)} - {"update"} | {"step"}
+    assert saved["update"] == 40 and "step" not in saved  # trainer_state.json's key
+    assert set(saved) == {f.name for f in dataclasses.fields(Progress)}
     assert Progress.from_dict(saved) == progress
+
+
+def test_the_update_count_is_read_as_update_or_as_the_step_of_older_runs():
+    """trainer_state.json and metrics.jsonl records say "update"; runs before wrote "step"."""
+    assert saved_update({"update": 7, "epoch": 1}) == 7 and saved_update({"step": 7, "epoch": 1}) == 7
+    with pytest.raises(KeyError):
+        saved_update({"epoch": 1})
+    old = {"step": 12, "best": None, "elapsed": 30, "tokens_seen": 5000}
+    assert Progress.from_dict(old).update == 12
+    assert Progress.from_dict({**old, "update": 13}).update == 13
 
 
 def test_progress_reads_a_trainer_state_saved_before_best_step_and_patience():

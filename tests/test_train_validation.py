@@ -145,4 +145,4 @@ def test_long_validation_pair_is_truncated_with_one_warning(long_valid_data, tmp
         "validation truncates them"
     ) in err
     valid = [r for r in records(tmp_path / "run") if r["split"] == "valid"]
-    assert [r["step"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)
+    assert [r["update"] for r in valid] == [1, 2] and all(r["loss"] > 0 and "bleu" in r for r in valid)

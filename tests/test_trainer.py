@@ -115,7 +115,7 @@ def test_linear_decay_follows_its_formula_and_resumes_exactly(tiny_data, tmp_pat
     records = [
         json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
     ]
-    lrs = {r["step"]: r["lr"] for r in records if r["split"] == "train"}
+    lrs = {r["update"]: r["lr"] for r in records if r["split"] == "train"}
     assert sorted(lrs) == list(range(1, 21))
     for s, lr in lrs.items():
         eq3 = inverse_sqrt_lr(s, d_model=32, warmup_steps=10)
@@ -175,10 +175,10 @@ def test_validation_bleu_picks_best(tiny_data, tmp_path):
         for line in (run / "metrics.jsonl").read_text().splitlines()
         if json.loads(line)["split"] == "valid"
     ]
-    assert [r["step"] for r in valid] == [2, 4] and all(0 <= r["bleu"] <= 100 for r in valid)
+    assert [r["update"] for r in valid] == [2, 4] and all(0 <= r["bleu"] <= 100 for r in valid)
     assert "BLEU|" in valid[0]["bleu_signature"] or "nrefs" in valid[0]["bleu_signature"]
     best = json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())
-    assert best["step"] == max(valid, key=lambda r: (r["bleu"], -r["step"]))["step"]
+    assert best["update"] == max(valid, key=lambda r: (r["bleu"], -r["update"]))["update"]
     assert best["best_metric"] == "bleu" and best["best"] == max(r["bleu"] for r in valid)  # BLEU itself
 
 

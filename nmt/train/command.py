@@ -166,7 +166,7 @@ def run_train(args, overrides: dict) -> int:
         raise TrainError(str(e)) from None
     except torch.OutOfMemoryError as e:
         raise TrainError(
-            out_of_memory_message(e, train_cfg, step=trainer.progress.update if trainer else None)
+            out_of_memory_message(e, train_cfg, update=trainer.progress.update if trainer else None)
         ) from None
     except KeyboardInterrupt:  # Ctrl-C before the loop, or a second one: the first one checkpoints
         print(
@@ -178,10 +178,10 @@ def run_train(args, overrides: dict) -> int:
     return exit_status(trainer)
 
 
-def out_of_memory_message(error: Exception, cfg: TrainConfig, *, step: int | None) -> str:
+def out_of_memory_message(error: Exception, cfg: TrainConfig, *, update: int | None) -> str:
     """One line for an allocation that failed (CUDA out of memory): where, and the setting to lower."""
     what = str(error).strip().split(". ")[0] or type(error).__name__  # 'CUDA out of memory'
-    where = f"at update {step + 1}" if step is not None else "while setting up the model"
+    where = f"at update {update + 1}" if update is not None else "while setting up the model"
     return (
         f"out of memory {where} ({what}): train.max_tokens={cfg.max_tokens} padded tokens per micro-batch "
         f"do not fit; rerun with a smaller --train.max_tokens (e.g. {max(cfg.max_tokens // 2, 1)}: the "

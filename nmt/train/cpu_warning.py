@@ -30,11 +30,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
-def cpu_warning(*, cfg: TrainConfig, seconds_per_update: float, step: int, tokens: int) -> str:
-    """The warning's two lines, from the measured time of update ``step`` (the first of this process, of
+def cpu_warning(*, cfg: TrainConfig, seconds_per_update: float, update: int, tokens: int) -> str:
+    """The warning's two lines, from the measured time of update ``update`` (the first of this process, of
     ``tokens`` target tokens): the time per update and what the run's limits make of it."""
     if cfg.max_steps:
-        updates = max(cfg.max_steps - step + 1, 1)  # this one and those left to max_steps
+        updates = max(cfg.max_steps - update + 1, 1)  # this one and those left to max_steps
         total = _duration(updates * seconds_per_update)
         run = f"{updates:,} updates to max_steps={cfg.max_steps:,} take ~{total}"
         if cfg.max_time and updates * seconds_per_update > cfg.max_time * 60:
@@ -46,7 +46,7 @@ def cpu_warning(*, cfg: TrainConfig, seconds_per_update: float, step: int, token
     else:  # max_epochs only: its length in updates is not known here
         run = f"max_epochs={cfg.max_epochs} sets the length"
     return (
-        f"warning: a paper-sized model on the CPU: update {step} took {_duration(seconds_per_update)} "
+        f"warning: a paper-sized model on the CPU: update {update} took {_duration(seconds_per_update)} "
         f"({tokens:,} target tokens); {run}.\n"
         "  Train it on GPUs (docs/gpu.md), or choose --preset small for a CPU (docs/training.md)."
     )

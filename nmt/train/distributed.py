@@ -121,7 +121,7 @@ class Collectives:
     def __init__(self, *, device: torch.device, rank: int, world: int, active: bool, timeout_minutes: float):
         self.device, self.rank, self.world, self.active = device, rank, world, active
         self.timeout_minutes = timeout_minutes
-        self.step = 0  # the update in progress, for error messages
+        self.update = 0  # the update in progress, for error messages
 
     @contextlib.contextmanager
     def guard(self, what: str):
@@ -137,7 +137,7 @@ class Collectives:
                 raise  # not a communication failure (e.g. out of memory in backward): as it is
             lines = text.strip().splitlines()
             raise DistributedError(
-                f"rank {self.rank} of {self.world}: {what} failed at update {self.step}: "
+                f"rank {self.rank} of {self.world}: {what} failed at update {self.update}: "
                 f"{lines[0] if lines else type(e).__name__} (another rank crashed or hung, or the "
                 f"collective took longer than train.collective_timeout={self.timeout_minutes:g} min)"
             ) from None

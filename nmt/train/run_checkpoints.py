@@ -93,7 +93,7 @@ def trainer_state(
     rngs = [r["rng"] for r in ranks]
     progress = state.progress.to_dict()
     out = {
-        "step": progress.pop("step"),
+        "update": progress.pop("update"),
         **state.sampler.state_dict(),
         **progress,
         "world_size": world,
@@ -241,7 +241,7 @@ class Checkpoints:
         if improved:
             progress.best, progress.best_metric, progress.best_step = value, best_metric, progress.update
         progress.since_best = 0 if improved else progress.since_best + 1
-        self.logs.metric({"split": "valid", "step": progress.update, "epoch": epoch, **result})
+        self.logs.metric({"split": "valid", "update": progress.update, "epoch": epoch, **result})
         self.logs.log(
             "valid step {}: {}{}".format(
                 progress.update,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from ..atomic import write_text
+from .state import saved_update
 
 LOCK = "train.lock"
 
@@ -167,8 +168,8 @@ def rotate_checkpoints(run_dir: Path, *, keep_last: int) -> None:
 
 
 # ----------------------------------------------------------------------------- mending after a crash
-def trim_metrics(path: Path, step: int) -> None:
-    """Drop the records of ``path`` (metrics.jsonl) past ``step`` (a killed run wrote them after
+def trim_metrics(path: Path, update: int) -> None:
+    """Drop the records of ``path`` (metrics.jsonl) past ``update`` (a killed run wrote them after
     its last checkpoint; they will be written again) and a last line cut by the kill (no newline,
     or not JSON). The file is rewritten atomically, and only if something is dropped."""
     if not path.exists():
@@ -177,9 +178,9 @@ def trim_metrics(path: Path, step: int) -> None:
     kept = []
     for line in lines:
         try:
-            if line.endswith("\n") and json.loads(line).get("step", 0) <= step:
+            if line.endswith("\n") and saved_update({"step": 0, **json.loads(line)}) <= update:
                 kept.append(line)
-        except (json.JSONDecodeError, AttributeError):  # a line cut by the kill
+        except (json.JSONDecodeError, TypeError, ValueError):  # a line cut by the kill
             pass
     if kept != lines:
         try:
@@ -221,9 +222,9 @@ def set_aside(directory: Path) -> Path:
 
 
 def checkpoint_step(directory: Path) -> int | None:
-    """The step of a checkpoint (its trainer_state.json), None if it is missing or unreadable."""
+    """The update of a checkpoint (its trainer_state.json), None if it is missing or unreadable."""
     try:
-        return int(ckpt.read_json(directory / "trainer_state.json")["step"])
+        return saved_update(ckpt.read_json(directory / "trainer_state.json"))
     except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
         return None
 

@@ -41,8 +41,8 @@ class RunLog:
             self._append("metrics.jsonl", json.dumps(record) + "\n")
             if self.tb is not None:
                 for k, v in record.items():
-                    if isinstance(v, (int, float)) and k != "step":
-                        self.tb.add_scalar(f"{record.get('split', 'train')}/{k}", v, record["step"])
+                    if isinstance(v, (int, float)) and k != "update":
+                        self.tb.add_scalar(f"{record.get('split', 'train')}/{k}", v, record["update"])
 
     def _append(self, name: str, line: str) -> None:
         """Append a line to a log of the run. Once a write fails (a full disk), no file is written
@@ -112,7 +112,7 @@ class LossWindow:
         loss, nll, rate = self.take()
         return {
             "split": "train",
-            "step": update,
+            "update": update,
             "epoch": epoch,
             "loss": loss,
             "nll": nll,
@@ -124,24 +124,24 @@ class LossWindow:
         }
 
 
-def progress_bar(*, max_steps: int, max_time: float, step: int, elapsed: float):
+def progress_bar(*, max_steps: int, max_time: float, update: int, elapsed: float):
     """A tqdm bar of training seconds when the time limit binds (its ETA then counts them), else of
     updates (of max_steps, if set). nmt.progress: plain lines where stderr is no terminal."""
     from ..progress import progress
 
     if max_time:
         return progress(total=round(max_time * 60), initial=round(elapsed), unit="s", desc="train")
-    return progress(total=max_steps or None, initial=step, unit="step", desc="train")
+    return progress(total=max_steps or None, initial=update, unit="update", desc="train")
 
 
 class TrainBar:
     """The training run's `progress_bar` (none unless ``enabled``): moved on after every update, its
     postfix the latest train record's update, loss, learning rate and rate."""
 
-    def __init__(self, *, enabled: bool, max_steps: int, max_time: float, step: int, elapsed: float):
+    def __init__(self, *, enabled: bool, max_steps: int, max_time: float, update: int, elapsed: float):
         self.max_time = max_time
         self.bar = (
-            progress_bar(max_steps=max_steps, max_time=max_time, step=step, elapsed=elapsed)
+            progress_bar(max_steps=max_steps, max_time=max_time, update=update, elapsed=elapsed)
             if enabled
             else None
         )
@@ -152,7 +152,7 @@ class TrainBar:
             return
         if record is not None:
             self.bar.set_postfix(
-                step=record["step"],
+                update=record["update"],
                 loss=f"{record['loss']:.3f}",
                 lr=f"{record['lr']:.2e}",
                 tok_s=f"{record['tgt_tokens_per_s']:.0f}",

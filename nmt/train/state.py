@@ -14,7 +14,7 @@ import torch
 @dataclass
 class Progress:
     """How far a run is, saved and restored whole (``trainer_state.json``, whose keys are these
-    fields' names, ``update`` saved as ``step``). The data position (epoch, batch) is the sampler's
+    fields' names). The data position (epoch, batch) is the sampler's
     state and the decay window the `optim.Schedule`'s; both are saved beside these."""
 
     update: int = 0  # updates (optimizer steps) done
@@ -27,15 +27,15 @@ class Progress:
     tokens_seen: int = 0  # target tokens of every update on every rank
 
     def to_dict(self) -> dict:
-        state = asdict(self)
-        return {"step": state.pop("update"), **state}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, state: dict, *, best_metric: str = "loss") -> "Progress":
         """A `to_dict`, or the state of a checkpoint written before best_step, since_best and
         validation_pending were saved (they start at None, 0 and False), or before best_metric was:
-        its ``best`` is of the run's ``best_metric`` (train.best_metric), saved as -BLEU for bleu. A
-        missing or mistyped counter raises KeyError, TypeError or ValueError."""
+        its ``best`` is of the run's ``best_metric`` (train.best_metric), saved as -BLEU for bleu; its
+        update count is `saved_update`'s. A missing or mistyped counter raises KeyError, TypeError or
+        ValueError."""
         best, best_step = state["best"], state.get("best_step")
         best = None if best is None else float(best)
         if "best_metric" in state:
@@ -43,7 +43,7 @@ class Progress:
         elif best is not None and best_metric == "bleu":  # the old layout's best: lower was better
             best = -best
         return cls(
-            update=int(state["step"]),
+            update=saved_update(state),
             best=best,
             best_metric=best_metric,
             best_step=None if best_step is None else int(best_step),
@@ -52,6 +52,12 @@ class Progress:
             elapsed=float(state["elapsed"]),
             tokens_seen=int(state["tokens_seen"]),
         )
+
+
+def saved_update(saved: dict) -> int:
+    """The update count (optimizer steps done) of a ``trainer_state.json`` or a ``metrics.jsonl``
+    record: its "update", or its "step" as runs wrote it before. KeyError if it has neither."""
+    return int(saved["update"] if "update" in saved else saved["step"])
 
 
 def _b64(t: torch.Tensor) -> str:

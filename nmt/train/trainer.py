@@ -169,13 +169,13 @@ class Trainer:
             enabled=self.show_bar,
             max_steps=self.cfg.max_steps,
             max_time=self.cfg.max_time,
-            step=progress.update,
+            update=progress.update,
             elapsed=progress.elapsed,
         )
         window, last, stop = LossWindow(), {}, None
         first, started = progress.update + 1, progress.elapsed  # the first update is timed (`_warn_on_cpu`)
         while stop is None:
-            self.coll.step = progress.update + 1
+            self.coll.update = progress.update + 1
             micro = list(itertools.islice(stream, self.accum))
             # one all-reduce: the update's target tokens, and whether some rank's data has ended
             total_tokens, exhausted = self.coll.sum(
@@ -245,7 +245,7 @@ class Trainer:
         if self.device.type == "cpu" and paper_sized(counts["encoder"] + counts["decoder"]):
             self.logs.log(
                 cpu_warning(
-                    cfg=self.cfg, seconds_per_update=seconds, step=self.progress.update, tokens=tokens
+                    cfg=self.cfg, seconds_per_update=seconds, update=self.progress.update, tokens=tokens
                 )
             )
 
