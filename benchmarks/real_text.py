@@ -27,6 +27,9 @@ Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.tx
    reference's own tags: the words are the same, so a perfect projection scores 1.0. Beside it the
    monotone guess (nmt.infer.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
    several units, and references longer than the model's positions, are skipped and counted.
+   ``--diagonals 0,0.05,0.1``: the same measure for each width of the alignment's diagonal prior
+   (attention_maps.hard_alignment; 0: the attention alone), the sweep that chose
+   real_text.PROJECTION_DIAGONAL.
 4. the issue's six inputs, as before (plain) and now (default).
 5. plain test BLEU: default options against plain per-line translation (must not be lower).
 """
@@ -54,6 +57,7 @@ from nmt.infer.casing import fewer_pieces  # noqa: E402
 from nmt.infer.markup import TAG, parse  # noqa: E402
 from nmt.infer.real_text import (  # noqa: E402
     PLAIN,
+    PROJECTION_DIAGONAL,
     TextJob,
     TextOptions,
     UnitOutput,
@@ -379,16 +383,21 @@ def forced_translation(translator, text: str) -> Translation | None:
     return Translation(translator.decode(tokens), 0.0, tokens)
 
 
-def forced_outputs(translator, *, aligned: bool) -> Callable[[str, str], UnitOutput | None]:
+def forced_outputs(
+    translator, *, aligned: bool, diagonal: float | None = PROJECTION_DIAGONAL
+) -> Callable[[str, str], UnitOutput | None]:
     """``output`` for forced_placement: the reference forced as the unit's translation, with the
     character pairs the model's cross-attention gives it as for a translation of its own
-    (aligned_outputs), or with none (``aligned`` False: TextJob's monotone guess)."""
+    (aligned_outputs, with the prior ``diagonal``), or with none (``aligned`` False: TextJob's
+    monotone guess)."""
 
     def output(unit: str, text: str) -> UnitOutput | None:
         t = forced_translation(translator, text)
         if t is None:
             return None
-        return aligned_outputs(translator, [unit], [t])[0] if aligned else UnitOutput(t.text)
+        if not aligned:
+            return UnitOutput(t.text)
+        return aligned_outputs(translator, [unit], [t], diagonal=diagonal)[0]
 
     return output
 
@@ -440,6 +449,31 @@ def forced_markup(b: Bench, folder: Path, limit: int | None) -> None:
     )
 
 
+def diagonal_sweep(b: Bench, folder: Path, limit: int | None, widths: list[float]) -> None:
+    """Part 3o's placement F1 for each width of the alignment's diagonal prior (0: none)."""
+    src, ref, single = read_tagged(folder, limit)
+    options = TextOptions(format="html").for_model(b.t)
+    rows = []
+    for width in widths:
+        output = forced_outputs(b.t, aligned=True, diagonal=width or None)
+        forced = forced_placement(
+            src, ref, options=options, output=output, keep_capital=fewer_pieces(b.t.sp), desc=f"3o {width}"
+        )
+        row = [f"{width:g}" + (" (none)" if not width else "")]
+        for keep in (lambda i: True, lambda i: single[i], lambda i: not single[i]):
+            scores = [x for i in forced.scores if keep(i) for x in forced.scores[i]]
+            row += [
+                f"{sum(scores) / max(1, len(scores)):.3f}",
+                f"{100 * sum(x >= 0.5 for x in scores) / max(1, len(scores)):.1f}%",
+            ]
+        rows.append(row)
+    b.table(
+        "3o. The diagonal prior's width (forced output; mean placement F1, share >= 0.5)",
+        ["width", "all: F1", ">= 0.5", "single wrapper: F1", ">= 0.5", "the rest: F1", ">= 0.5"],
+        rows,
+    )
+
+
 def six(b: Bench) -> None:
     rows = []
     for text in SIX:
@@ -472,6 +506,11 @@ def main() -> None:
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="the guard's rows (0: none)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--parts", default="1,2,3,4,5", help="comma-separated parts; 3o (and 3) need --tagged")
+    p.add_argument(
+        "--diagonals",
+        default="",
+        help="with 3o: widths of the alignment's diagonal prior to compare (0: none)",
+    )
     p.add_argument("--out", default=None, help="a folder for the outputs and the tables")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -496,6 +535,8 @@ def main() -> None:
         markup(b, Path(args.tagged), args.limit)
     if "3o" in parts and args.tagged:
         forced_markup(b, Path(args.tagged), args.limit)
+        if args.diagonals:
+            diagonal_sweep(b, Path(args.tagged), args.limit, [float(w) for w in args.diagonals.split(",")])
     if out is not None:
         (out / "README-tables.md").write_text("\n".join(b.tables))
 

@@ -25,6 +25,7 @@ from figures_speed import (  # noqa: E402
     serve_load,
     shortlist,
     shortlist_gain,
+    speed_quality,
     speed_summary,
     train_processes,
     train_speed,
@@ -436,11 +437,24 @@ def experiments() -> str:
     )
 
 
+def multilingual() -> str:
+    """One model for en->de, fr, cs against three bilingual ones of the same total compute."""
+    t = load_json(RESULTS / "multilingual/table.json")
+    return (
+        table(t["columns"], t["rows"])
+        + "\n"
+        + f"CPU: 2 cores, {t['cpu_detail']}; torch {t['torch']}, {t['threads']}; {t['precision']}; "
+        f"{t['search']}; commit {t['commit']}, {t['date']}. Command: `{t['command']}`. "
+        f"{t['timing']}. From: `results/multilingual/`.\n"
+    )
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "glance": glance,
     "translation": translation,
     "results-notes": notes,
     "experiments": experiments,
+    "multilingual": multilingual,
     "speed-summary": speed_summary,
     "train-speed": train_speed,
     "train-processes": train_processes,
@@ -451,6 +465,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "shortlist-base": shortlist("shortlist-base"),
     "shortlist-gain": shortlist_gain,
     "serve-load": serve_load,
+    "speed-quality": speed_quality,
 }
 
 

@@ -224,3 +224,15 @@ def serve_load() -> str:
         + "\n"
         + footnote(t, f"{t['precision']}; model: {t['model']}; {t['what']}")
     )
+
+
+def speed_quality() -> str:
+    """The distilled students' speed-quality table (benchmarks/speed_quality.py), with its goals."""
+    t = speed_table("speed-quality")
+    goals = "".join(f"- {g}\n" for g in t["goals"])
+    return (
+        table(t["columns"], t["rows"])
+        + "\n"
+        + (goals + "\n" if goals else "")
+        + footnote(t, f"models: {t['models']}; {t['timing']}")
+    )

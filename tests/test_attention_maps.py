@@ -134,6 +134,21 @@ def test_hard_alignment_is_last_layer_mean_of_heads_without_eos():
     assert hard_alignment(cross, [EOS], tgt) == [] and hard_alignment(cross, src, []) == []
 
 
+def test_the_diagonal_prior_moves_an_off_diagonal_peak_only_when_the_diagonal_is_close_behind():
+    src, tgt = [10, 11, 12, 13, EOS], [20, 21, 22, 23]
+    cross = torch.full((1, 1, 5, 5), 0.1)  # (L, H, T=4+1, S=4+EOS)
+    for j in range(4):
+        cross[0, 0, j, j] = 0.5  # the diagonal
+    cross[0, 0, 0, 3] = 0.6  # output 0's peak on the last source piece, the diagonal close behind
+    cross[0, 0, 2, 0] = 0.9  # output 2's peak far ahead of the diagonal
+    assert hard_alignment(cross, src, tgt) == [(3, 0), (1, 1), (0, 2), (3, 3)]
+    # prior of width 0.1 over relative positions: output 0 back on the diagonal; output 2's
+    # distance is 0.5 (weight exp(-12.5)), so 0.9 loses to 0.5 there too
+    assert hard_alignment(cross, src, tgt, diagonal=0.1) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    # a wide prior keeps a clear peak: output 2 stays with source 0
+    assert hard_alignment(cross, src, tgt, diagonal=1.0) == [(0, 0), (1, 1), (0, 2), (3, 3)]
+
+
 def test_translate_alignment_output(four_head_checkpoint, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("der hund\n\nein rot haus.\n", encoding="utf-8")

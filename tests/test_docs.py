@@ -130,7 +130,7 @@ def test_every_results_folder_cited_by_the_docs_exists_with_a_readme():
 
 def test_results_stay_small_and_indexed():
     entries = [p for p in (ROOT / "results").iterdir()]
-    assert len(entries) <= 12
+    assert len(entries) <= 13  # one folder per task and README.md; a new run of a task goes into its folder
     index = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
     for p in entries:
         if p.is_dir():

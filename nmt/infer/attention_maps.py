@@ -113,17 +113,23 @@ def attention_maps(model, src: list[int], tgt: list[int]) -> AttentionMaps:
 
 
 def hard_alignment(
-    cross: Tensor, src: list[int], tgt: list[int], *, layer: int = -1
+    cross: Tensor, src: list[int], tgt: list[int], *, layer: int = -1, diagonal: float | None = None
 ) -> list[tuple[int, int]]:
     """fairseq's convention: the ``layer`` (default: last) encoder-decoder attention averaged over
     heads; for each output piece j of ``tgt`` (no BOS/EOS) the source piece i (EOS and padding
-    excluded) with the largest weight. ``cross`` (L, H, T, S) from ``attention_maps``; returns
-    [(i, j), ...] in output order, empty when either side has no pieces."""
+    excluded) with the largest weight. ``diagonal``: the weights times a Gaussian of that width
+    around the diagonal (relative positions (i + 1/2) / |src| and (j + 1/2) / |tgt|), a prior for
+    pieces in the same order, as fast_align's diagonal tension is. ``cross`` (L, H, T, S) from
+    ``attention_maps``; returns [(i, j), ...] in output order, empty when either side has no pieces."""
     n_src = sum(1 for x in src if x not in (EOS, PAD))
     if n_src == 0 or not tgt:
         return []
     avg = cross[layer].mean(dim=0)  # (T, S)
     rows = avg[: len(tgt), :n_src]  # (|tgt|, |src| without EOS): row j predicts tgt[j]
+    if diagonal is not None:
+        i = (torch.arange(n_src, dtype=rows.dtype) + 0.5) / n_src  # (|src|,)
+        j = (torch.arange(len(tgt), dtype=rows.dtype) + 0.5) / len(tgt)  # (|tgt|,)
+        rows = rows * torch.exp(-((i[None, :] - j[:, None]) ** 2) / (2 * diagonal**2))  # (|tgt|, |src|)
     return [(int(i), j) for j, i in enumerate(rows.argmax(dim=1).tolist())]
 
 
@@ -132,13 +138,13 @@ def format_alignment(pairs: list[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in pairs)
 
 
-def align(model, src: list[int], tgt: list[int]) -> list[tuple[int, int]]:
+def align(model, src: list[int], tgt: list[int], *, diagonal: float | None = None) -> list[tuple[int, int]]:
     """Hard alignment of a source (ids + EOS) and its translation (ids without BOS/EOS, in the
-    model's order). A right-to-left model's target positions are given in reading order (the
-    position of a piece in the text), as for a left-to-right one."""
+    model's order; ``diagonal``: hard_alignment's prior). A right-to-left model's target positions
+    are given in reading order (the position of a piece in the text), as for a left-to-right one."""
     if not src or not tgt:
         return []
-    pairs = hard_alignment(attention_maps(model, src, tgt).cross, src, tgt)
-    if right_to_left(model):  # model position j is reading position |tgt|-1-j
-        pairs = sorted(((s, len(tgt) - 1 - t) for s, t in pairs), key=lambda p: p[1])
-    return pairs
+    cross = attention_maps(model, src, tgt).cross  # (L, H, T, S), T in the model's order
+    if right_to_left(model):  # rows in reading order: model position j is reading position |tgt|-1-j
+        cross = torch.cat([cross[:, :, : len(tgt)].flip(2), cross[:, :, len(tgt) :]], dim=2)
+    return hard_alignment(cross, src, tgt, diagonal=diagonal)

@@ -76,6 +76,10 @@ class JobOptions:
     # each sentence's phrases (hard lexical constraints, nmt.infer.constraints): a request's own, so
     # requests with different ones still share a batch
     constraints: tuple[tuple[str, ...], ...] | None = field(default=None, compare=False)
+    # with alignment: attention_maps.align's diagonal prior (tags projected: real_text's
+    # PROJECTION_DIAGONAL, as nmt translate uses it; None: fairseq's plain argmax, the API's
+    # "alignment" output); after the search, so requests with different ones still share a batch
+    alignment_diagonal: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -480,16 +484,16 @@ class Batcher:
             mine = results[start : start + len(job.sentences)]
             start += len(job.sentences)
             if job.alignment and not job.gone(time.monotonic()):
-                self._add_alignments(job.sentences, mine)
+                self._add_alignments(job.sentences, mine, diagonal=job.options.alignment_diagonal)
             self._answer(running, job, mine)
 
-    def _add_alignments(self, sentences: list[str], results: list) -> None:
+    def _add_alignments(self, sentences: list[str], results: list, *, diagonal: float | None) -> None:
         """The alignment of each sentence's best translation (the only one the API returns)."""
         from ..infer.attention_maps import align
 
         sources, _ = self.translator.encode(sentences)
         for src, nbest in zip(sources, results):
-            nbest[0].alignment = align(self.translator.model, src, nbest[0].tokens)
+            nbest[0].alignment = align(self.translator.model, src, nbest[0].tokens, diagonal=diagonal)
 
     def _attention(self, job: Job, running: Running):
         from ..infer.attention_maps import attention_maps

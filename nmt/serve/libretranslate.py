@@ -40,6 +40,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..infer.options import SearchOptions
+from ..infer.real_text import PROJECTION_DIAGONAL
 from ..languages import language_name
 from ..vocab import target_tag
 from .batcher import JobOptions
@@ -292,7 +293,8 @@ async def translate(request: Request) -> Response:
         measured = r.model.batcher.measure(sentences)
         tokens = check_work(measured, beam, max_request_work=state.limits.max_request_work)
         options = JobOptions(
-            SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1)
+            SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1),
+            alignment_diagonal=PROJECTION_DIAGONAL if aligned else None,
         )
         results = await answer(
             request, state, r.model, sentences, options, n_tokens=tokens, alignment=aligned

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..infer.options import SearchOptions
+from ..infer.real_text import PROJECTION_DIAGONAL
 from .batcher import Cancelled, JobOptions, Measured, QueueFull
 from .errors import ApiError, error_response
 from .real_text import text_body, text_job
@@ -159,8 +160,10 @@ async def translate(request: Request) -> Response:
     measured = m.batcher.measure(units)
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
     search = SearchOptions(beam=req.beam, alpha=search_alpha(req.beam, req.alpha), nbest=req.nbest)
-    options = JobOptions(search, mbr=req.mbr, constraints=constraints)
-    aligned = req.alignment or (job is not None and job.needs_alignment and torch_model(m))
+    markup = job is not None and job.needs_alignment and torch_model(m)
+    diagonal = PROJECTION_DIAGONAL if markup else None  # tags placed as nmt translate places them
+    options = JobOptions(search, mbr=req.mbr, constraints=constraints, alignment_diagonal=diagonal)
+    aligned = req.alignment or markup
     results = (
         await answer(request, state, m, units, options, n_tokens=tokens, alignment=aligned) if units else []
     )

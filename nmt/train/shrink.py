@@ -7,7 +7,7 @@ with `nmt train --init`.
 
 A student of random weights and a deep encoder learns slowly on little data: on Multi30k, the
 `student` preset (6 + 2 layers) reached valid perplexity 23.8 after 3,000 updates where its 3 + 3
-teacher had 22.4 after 1,000 (results/distill/README.md). A shrunk student starts where the
+teacher had 22.4 after 1,000 (results/speed/distill/README.md). A shrunk student starts where the
 teacher is.
 """
 
