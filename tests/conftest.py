@@ -60,7 +60,8 @@ SLOW_FIXTURES = {
     "multi_run",
     "parent",
     "run_dir",
-    "straight",
+    "straight_final_checkpoint",
+    "straight_run",
     "teacher",
     "trained_tiny_run",
 }

@@ -20,7 +20,8 @@ TINY = tiny_args("--train.max_tokens=512", "--train.max_steps=1")
 
 
 @pytest.fixture(scope="module")
-def finished(tiny_data, tmp_path_factory):
+def one_update_run(tiny_data, tmp_path_factory):
+    """A tiny run finished after one update (step_1 and best)."""
     out = tmp_path_factory.mktemp("bad") / "run"
     assert main(["train", str(tiny_data), "--out", str(out), *TINY, "--train.save_every_steps=1"]) == 0
     return out
@@ -223,13 +224,13 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
-def test_bad_input_is_one_line_exit_2_nothing_written(row, tiny_data, finished, tmp_path, capsys):
+def test_bad_input_is_one_line_exit_2_nothing_written(row, tiny_data, one_update_run, tmp_path, capsys):
     from train_fixtures import write_corpus
 
     w = tmp_path
     write_corpus(w / "text", n_train=60, n_valid=5)
     shutil.copytree(tiny_data, w / "data")
-    shutil.copytree(finished, w / "run")
+    shutil.copytree(one_update_run, w / "run")
     argv, named = row[1](w)
     before = tree(w)
     capsys.readouterr()

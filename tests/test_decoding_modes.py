@@ -248,7 +248,7 @@ def test_int8_quantizes_every_linear_and_stays_close():
 
 
 # ----------------------------------------------------------------------------- the CLI and the API
-def make_checkpoint(folder, *, vocab_seed=0, weight_seed=0):
+def seeded_checkpoint(folder, *, vocab_seed=0, weight_seed=0):
     import dataclasses
 
     import sentencepiece as spm
@@ -282,12 +282,13 @@ def make_checkpoint(folder, *, vocab_seed=0, weight_seed=0):
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
+def vocab_and_weight_checkpoints(tmp_path_factory):
+    """Two random-weight checkpoints of one vocabulary (weight seeds 0 and 1) and one of another."""
     tmp = tmp_path_factory.mktemp("modes")
     return (
-        make_checkpoint(tmp / "a"),
-        make_checkpoint(tmp / "b", weight_seed=1),
-        make_checkpoint(tmp / "other_vocab", vocab_seed=1),
+        seeded_checkpoint(tmp / "a"),
+        seeded_checkpoint(tmp / "b", weight_seed=1),
+        seeded_checkpoint(tmp / "other_vocab", vocab_seed=1),
     )
 
 
@@ -302,18 +303,20 @@ def run_cli(tmp_path, *argv):
     return status, out.read_text(encoding="utf-8").splitlines() if out.exists() else None
 
 
-def test_cli_refuses_an_infinite_sampling_temperature(checkpoints, tmp_path, capsys):
+def test_cli_refuses_an_infinite_sampling_temperature(vocab_and_weight_checkpoints, tmp_path, capsys):
     src = tmp_path / "src.txt"
     src.write_text("der hund laeuft.\n", encoding="utf-8")
-    status, out = run_cli(tmp_path, checkpoints[0], "-i", src, "--sampling", "--temperature", "inf")
+    status, out = run_cli(
+        tmp_path, vocab_and_weight_checkpoints[0], "-i", src, "--sampling", "--temperature", "inf"
+    )
     assert status == 2 and out is None
     assert "--temperature inf --topk 0 --topp 1.0: need 0 < T < inf" in capsys.readouterr().err
 
 
-def test_cli_modes(checkpoints, tmp_path, capsys):
+def test_cli_modes(vocab_and_weight_checkpoints, tmp_path, capsys):
     from nmt.infer.translate import Sampling, Translator
 
-    a, b, other = checkpoints
+    a, b, other = vocab_and_weight_checkpoints
     src = tmp_path / "src.txt"
     src.write_text("der hund laeuft.\n\ndie katze.\n", encoding="utf-8")
     prefix = tmp_path / "prefix.txt"
@@ -364,13 +367,15 @@ def test_cli_modes(checkpoints, tmp_path, capsys):
     assert "--sampling --nbest 2" in capsys.readouterr().err
 
 
-def test_int8_runs_on_the_cpu_by_default_where_cuda_is_available(checkpoints, tmp_path, monkeypatch):
+def test_int8_runs_on_the_cpu_by_default_where_cuda_is_available(
+    vocab_and_weight_checkpoints, tmp_path, monkeypatch
+):
     """int8 is CPU-only (fbgemm): with no --device it takes the CPU also on a GPU machine, where
     the default device of the other precisions is CUDA (found on an H200: `--precision int8` was
     refused there as 'int8 runs on CPU only, not on cuda')."""
     from nmt.infer.translate import Translator
 
-    a = checkpoints[0]
+    a = vocab_and_weight_checkpoints[0]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert Translator.load(a, precision="int8").device == torch.device("cpu")
     (tmp_path / "src.txt").write_text("der hund.\n", encoding="utf-8")

@@ -251,7 +251,7 @@ def test_two_processes_stop_together_on_patience(tiny_data, tmp_path):
 
 # ----------------------------------------------------------------------------- exact resume, preemption
 @pytest.fixture(scope="module")
-def straight(tiny_data, tmp_path_factory) -> Path:
+def straight_final_checkpoint(tiny_data, tmp_path_factory) -> Path:
     """The uninterrupted 2-process run that the interrupted ones must reproduce bit for bit."""
     run = tmp_path_factory.mktemp("straight") / "run"
     rc, out = torchrun(tiny_data, run, *RESUME, f"--train.max_steps={RESUME_STEPS}")
@@ -287,7 +287,7 @@ def wait_for(condition, proc: subprocess.Popen, timeout: float = HANG) -> None:
         time.sleep(0.05)
 
 
-def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_path, straight):
+def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_path, straight_final_checkpoint):
     """SIGTERM to rank 1 only, while rank 1 waits before update 6 (tests/delayed_nmt.py: no race with
     the training, whatever the load): rank 1 takes the signal, and the whole job ends update 6, writes
     checkpoint step_6 and stops together; `--resume auto` continues it bit for bit."""
@@ -310,10 +310,10 @@ def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_pat
     rc, out = torchrun(tiny_data, run, *args)
     assert rc == 0, out[-3000:]
     assert f"resumed from {run / 'checkpoints' / f'step_{step:08d}'}" in out
-    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+    assert_identical(straight_final_checkpoint, ckpt.list_step_checkpoints(run)[-1])
 
 
-def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straight):
+def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straight_final_checkpoint):
     """SIGKILL to the whole job while rank 0 waits before update 8 (tests/delayed_nmt.py: no race with
     the training, whatever the load): checkpoints step_3 and step_6 are written, update 7 is logged
     but not checkpointed. `--resume auto` continues from step_6, logs update 7 once, and ends bit for
@@ -335,7 +335,7 @@ def test_sigkill_then_resume_auto_continues_exactly(tiny_data, tmp_path, straigh
     rc, out = torchrun(tiny_data, run, *args)
     assert rc == 0, out[-3000:]
     assert f"resumed from {ckpt.list_step_checkpoints(run)[0].parent / f'step_{killed_at:08d}'}" in out
-    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+    assert_identical(straight_final_checkpoint, ckpt.list_step_checkpoints(run)[-1])
     assert train_steps(run) == list(range(1, RESUME_STEPS + 1))  # update 7's record dropped, then redone
 
 
@@ -357,8 +357,8 @@ def test_resume_auto_starts_fresh_and_resume_stays_strict(tiny_data, tmp_path, c
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000002", "step_00000003"]
 
 
-def test_resume_with_another_world_size_is_refused(tiny_data, straight, capsys):
-    run = straight.parent.parent  # the 2-process run, resumed by a single process
+def test_resume_with_another_world_size_is_refused(tiny_data, straight_final_checkpoint, capsys):
+    run = straight_final_checkpoint.parent.parent  # the 2-process run, resumed by a single process
     assert (
         main(
             ["train", str(tiny_data), "--out", str(run), "--resume", f"--train.max_steps={RESUME_STEPS + 1}"]
@@ -366,11 +366,11 @@ def test_resume_with_another_world_size_is_refused(tiny_data, straight, capsys):
         == 2
     )
     assert "saved with 2 processes; resume with the same number (now 1)" in capsys.readouterr().err
-    assert ckpt.list_step_checkpoints(run)[-1] == straight  # nothing written
+    assert ckpt.list_step_checkpoints(run)[-1] == straight_final_checkpoint  # nothing written
 
 
 # ----------------------------------------------------------------------------- multi-node, failures
-def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
+def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight_final_checkpoint):
     """Two torchrun invocations (--nnodes 2 --nproc-per-node 1, c10d rendezvous on 127.0.0.1) are the
     same job as one torchrun with 2 processes."""
     run = tmp_path / "run"
@@ -387,7 +387,7 @@ def test_two_nodes_match_two_processes(tiny_data, tmp_path, straight):
     ]
     outputs = [node.communicate(timeout=HANG)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
-    assert_identical(straight, ckpt.list_step_checkpoints(run)[-1])
+    assert_identical(straight_final_checkpoint, ckpt.list_step_checkpoints(run)[-1])
 
 
 def test_collective_timeout_names_rank_and_update(tiny_data, tmp_path):

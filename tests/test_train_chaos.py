@@ -100,7 +100,7 @@ def records(run: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def straight(tiny_data, tmp_path_factory) -> Path:
+def straight_run(tiny_data, tmp_path_factory) -> Path:
     """The uninterrupted run every interrupted one must end as."""
     run = tmp_path_factory.mktemp("straight") / "run"
     assert train(tiny_data, run) == 0
@@ -151,7 +151,7 @@ def best_is_recoverable(run: Path) -> None:
 # ----------------------------------------------------------------------------- one owner
 @pytest.mark.parametrize("pause_at", [0, 1])
 def test_second_train_on_a_live_run_is_refused_and_touches_nothing(
-    tiny_data, tmp_path, straight, pause_at, capfd
+    tiny_data, tmp_path, straight_run, pause_at, capfd
 ):
     """A second `nmt train --out RUN` while the first trains (before its first checkpoint, when it
     looks like a killed start, and after) is refused, changes no file, and the first ends exactly as
@@ -201,7 +201,7 @@ def test_second_train_on_a_live_run_is_refused_and_touches_nothing(
         go.touch()
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     assert status == 0
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
 
 
 # ----------------------------------------------------------------------------- kills while saving
@@ -270,7 +270,7 @@ def copying_best() -> None:
 
 @pytest.mark.parametrize("phase", [*PHASES, "copying step_2 to best"])
 def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(
-    tiny_data, tmp_path, straight, phase
+    tiny_data, tmp_path, straight_run, phase
 ):
     """Killed at each phase of update 2's checkpoint, its copy to best and the deletion of step_1,
     the best model so far is always a complete checkpoint (a kill during the copy does not leave the
@@ -287,11 +287,11 @@ def test_sigkill_at_every_phase_of_saving_and_replacing_best_loses_nothing(
     assert forked(body) == -signal.SIGKILL
     best_is_recoverable(run)
     assert resume(tiny_data, run) == 0
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
 
 
 # ----------------------------------------------------------------------------- a damaged checkpoint
-def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_path, straight, capsys):
+def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_path, straight_run, capsys):
     """--resume auto with a damaged latest checkpoint warns, sets it aside and resumes from the
     newest one that verifies (not exit 2 on every relaunch)."""
     run = tmp_path / "run"
@@ -309,19 +309,19 @@ def test_resume_auto_falls_back_from_a_corrupt_latest_checkpoint(tiny_data, tmp_
     )
     assert (run / "checkpoints" / "corrupt-step_00000002" / "model.safetensors").exists()  # kept to inspect
     shutil.rmtree(run / "checkpoints" / "corrupt-step_00000002")
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
 
 
 # ----------------------------------------------------------------------------- a full disk
 def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
-    tiny_data, tmp_path, straight, capfd
+    tiny_data, tmp_path, straight_run, capfd
 ):
     """A full disk while writing metrics.jsonl / train.log: with a real write error (RLIMIT_FSIZE: a
     metrics.jsonl already past the limit), the run stops at the update with one clear line and a
     checkpoint that holds the unwritten lines; the resumed run ends as the uninterrupted one, every
     metrics record included."""
     run = tmp_path / "run"
-    step_1 = ckpt.list_step_checkpoints(straight)[-1]
+    step_1 = ckpt.list_step_checkpoints(straight_run)[-1]
     limit = max(f.stat().st_size for f in step_1.iterdir()) + 20_000  # every checkpoint file fits
     run.mkdir()
     padding = json.dumps({"split": "padding", "update": 0, "text": "x" * 1000}) + "\n"
@@ -344,7 +344,7 @@ def test_log_that_cannot_be_written_stops_with_a_checkpoint_and_loses_no_line(
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000001"]
     assert state(run / "checkpoints" / "step_00000001")["validation_pending"] is True
     assert resume(tiny_data, run) == 0
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
 
 
 # ----------------------------------------------------------------------------- signals
@@ -360,7 +360,7 @@ def ctrl_c():
 
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
 def test_signal_during_validation_interrupts_it_and_resume_validates_first(
-    tiny_data, tmp_path, straight, monkeypatch, capsys, signum, status, ctrl_c
+    tiny_data, tmp_path, straight_run, monkeypatch, capsys, signum, status, ctrl_c
 ):
     """SIGTERM or Ctrl-C during a long validation ends it at once (within a scheduler's grace
     period): checkpoint step_2 with its validation pending, one line; the resume validates it first
@@ -397,11 +397,11 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
     monkeypatch.setattr(trainer_module.Trainer, "validate", real)
     assert resume(tiny_data, run) == 0
     assert "validating step 2 (its validation was interrupted)" in capsys.readouterr().err
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
 
 
 def test_ctrl_c_between_updates_writes_a_checkpoint(
-    tiny_data, tmp_path, straight, monkeypatch, capsys, ctrl_c
+    tiny_data, tmp_path, straight_run, monkeypatch, capsys, ctrl_c
 ):
     """Ctrl-C between updates is no traceback: the update ends, checkpoint step_1 is written with
     step 1's validation pending, exit 130, and the resume ends as the uninterrupted run."""
@@ -426,4 +426,4 @@ def test_ctrl_c_between_updates_writes_a_checkpoint(
     assert state(run / "checkpoints" / "step_00000001")["validation_pending"] is True
     monkeypatch.setattr(trainer_module.Trainer, "train_step", real)
     assert resume(tiny_data, run) == 0
-    assert_same_as_straight(run, straight)
+    assert_same_as_straight(run, straight_run)
