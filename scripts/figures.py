@@ -194,6 +194,7 @@ def glance() -> str:
             f"{today['cpu']}, fp32, {today['commit']}, {today['date']}",
             "[results/speed/](results/speed/README.md)",
         ],
+        distilled_row(),
         [
             "decoding speed against CTranslate2 4.8.5, recipe model",
             speed_cmd,
@@ -218,6 +219,29 @@ def glance() -> str:
 
 
 # --- docs/results.md -------------------------------------------------------------------------
+
+
+def cpu_kind(detail: str) -> str:
+    """'Zen 4' of 'AMD EPYC Zen 4 (cpu family 25 ...)': the CPU as the tables name it."""
+    return detail.split(" (")[0].removeprefix("AMD EPYC ")
+
+
+def distilled_row() -> list[str]:
+    """The glance row of the speed-quality table: the shrunk student against its teacher."""
+    t = speed_table("speed-quality")
+    at = {"engine": "nmt", "precision": "fp32", "shortlist": "no", "beam": "4"}
+    student, teacher = cell(t, "BLEU", model="student", **at), cell(t, "BLEU", model="teacher", **at)
+    faster = cell(t, "x teacher", model="student", **at)
+    greedy = {**at, "precision": "int8", "beam": "greedy"}
+    return [
+        "a distilled student (3 + 1 layers, shrunk from the demo model) against its teacher",
+        "`nmt distill TEACHER --out OUT --shrink`; `python benchmarks/speed_quality.py ...`",
+        f"test2016 **{student}** BLEU (teacher {teacher}) at **{faster}x** the teacher's sentences/s "
+        f"(float32 beam 4); int8 greedy {cell(t, 'x CT2 int8 teacher', model='student', **greedy)}x "
+        "CTranslate2 int8 translating the teacher",
+        f"{cpu_kind(t['cpu_detail'])}, fp32 / int8, {t['commit']}, {t['date']}",
+        "[results/speed/](results/speed/README.md)",
+    ]
 
 
 def translation() -> str:
