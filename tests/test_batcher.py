@@ -309,7 +309,8 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, run_dir_transla
     t, model = stepped(run_dir_translator, pause_at=1)
     models["tiny"].batcher.translator = t
     with TestClient(app) as c:
-        r = c.post("/translate", json={"text": LONG, "beam": 4})
+        # max_words 0: LONG's 12-word sentence (longer than the tiny model's training sentences) whole
+        r = c.post("/translate", json={"text": LONG, "beam": 4, "max_words": 0})
         assert r.status_code == 504
         assert r.json() == {
             "error": {
