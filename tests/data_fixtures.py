@@ -1,4 +1,4 @@
-"""Corpora and `nmt prepare files` runs for the data tests (tests/test_data.py, test_lines.py,
+"""Corpora and `nmt prepare files` runs for the data tests (tests/test_prepare.py, test_lines.py,
 test_dataset.py, test_bpe.py): synthetic aligned pairs, files written plain or gzipped."""
 
 import argparse

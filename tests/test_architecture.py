@@ -279,9 +279,8 @@ def test_no_issue_or_defect_numbers_in_the_code_and_tests():
 # joined by "_" (tests/test_infer_command.py); or it is listed in TESTED_ELSEWHERE with the reason
 LARGE_MODULE_LINES = 150
 TESTED_ELSEWHERE: dict[str, str] = {
-    "nmt/data/binarize.py": "the id files of a prepared directory: with the pipeline, tests/test_data.py",
-    "nmt/data/command.py": "`nmt prepare`'s arguments: tests/test_data.py, tests/test_bad_inputs.py",
-    "nmt/data/prepare.py": "the pipeline of `nmt prepare`: tests/test_data.py (its file by theme)",
+    "nmt/data/binarize.py": "the id files of a prepared directory: with the pipeline, tests/test_prepare.py",
+    "nmt/data/command.py": "`nmt prepare`'s arguments: tests/test_prepare.py, tests/test_bad_inputs.py",
     "nmt/infer/text.py": "text in and out of the engines: tests/test_translate.py, test_infer_real_text.py",
     "nmt/train/distill_command.py": "`nmt distill`'s stages, with distill.py: tests/test_distill.py",
     "nmt/train/run_log.py": "the run's logs, through the runs of tests/test_trainer.py, test_train_chaos.py",

@@ -4,15 +4,19 @@ what it writes, real corpora, BPE-dropout segmentations. Reading and cleaning te
 test_lines.py, the vocabulary in test_bpe.py, reading a prepared directory back in test_dataset.py.
 """
 
+import json
+import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from data_fixtures import corpus, leftovers, parse, prepare_files, prepare_train_files, write
 
 from nmt.atomic import sha256_file
+from nmt.cli import main
 from nmt.data import binarize
 from nmt.data import command as data_command
 from nmt.data.batching import TokenBatchSampler
@@ -326,6 +330,7 @@ def test_bpe_dropout_copies_are_sampled_segmentations_of_the_kept_pairs(tmp_path
 SAMPLE_IN_A_NEW_PROCESS = """
 import sys
 from pathlib import Path
+from pathlib import Path
 import numpy as np
 from nmt.data import binarize
 from nmt.vocab import load_spm
@@ -422,3 +427,67 @@ def test_bpe_dropout_refuses_a_byte_fallback_model(tmp_path):
             max_len=1000,
             dtype=np.dtype("uint16"),
         )
+
+
+# ----------------------------------------------------------------------------- long validation pairs
+def test_prepare_warns_about_long_valid_pairs(long_valid_data):
+    """prepare counts (and keeps) valid/test pairs longer than --max-len."""
+    data, lines = long_valid_data
+    meta = json.loads((data / "meta.json").read_text())
+    assert meta["cleaning"]["valid"]["longer_than_max_len"] == 1
+    assert meta["cleaning"]["test"]["longer_than_max_len"] == 0 and meta["splits"]["valid"]["pairs"] == 11
+    assert [line for line in lines if line.startswith("warning:")] == [
+        "warning: valid: 1 pairs have a side longer than --max-len 100 pieces (kept; validation and "
+        "translation truncate them to the model's positions)"
+    ]
+    from nmt.data.prepare import format_report
+
+    assert "longer than max len 1" in format_report(meta)
+
+
+def test_prepare_killed_inside_its_swap_gets_the_old_data_back(tmp_path):
+    """A kill between prepare's two renames leaves OUT missing and the previous data under
+    .OUT.old-*; the next `nmt prepare` puts it back first."""
+    import signal
+
+    from train_fixtures import write_corpus
+
+    splits = write_corpus(tmp_path / "text", n_train=60, n_valid=5)
+    out = tmp_path / "data"
+    argv = [
+        "prepare",
+        "files",
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(out),
+        "--train",
+        *map(str, splits["train"]),
+        "--vocab-size",
+        "60",
+        "--threads",
+        "1",
+    ]
+    assert main(argv) == 0
+    meta = (out / "meta.json").read_text()
+    pid = os.fork()
+    if pid == 0:  # the second prepare is killed once the old data is aside, before the new is renamed
+        real_rename = os.rename
+
+        def rename(src, dst):
+            if Path(dst) == out:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_rename(src, dst)
+
+        os.rename = rename
+        try:
+            main([*argv, "--force", "--seed", "2"])
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+    assert not out.exists() and len(list(tmp_path.glob(".data.old-*/ckpt"))) == 1
+    assert main(argv) == 2  # "already exists": the old data is back, not silently replaced
+    assert (out / "meta.json").read_text() == meta
+    assert not list(tmp_path.glob(".data.*"))
