@@ -21,7 +21,7 @@ RESULTS = ROOT / "results"
 BLEU_LINE = re.compile(r"^BLEU = ([\d.]+) .*\(BP = ([\d.]+) ratio = ([\d.]+)")
 CHRF_LINE = re.compile(r"^chrF2 = ([\d.]+)")
 SEARCH = re.compile(r"beam (\d+), alpha ([\d.]+)")
-STOPPED = re.compile(r"stopped \((\w+)\) at step (\d+), epoch (\d+), ([\d.]+) min")
+STOPPED = re.compile(r"stopped \((\w+)\) at (?:step|update) (\d+), epoch (\d+), ([\d.]+) min")
 F1_LINE = re.compile(r"P ([\d.]+) R ([\d.]+) F1 ([\d.]+)")
 
 
@@ -102,11 +102,12 @@ def score(path: Path, *, after: str = "") -> Score:
 
 
 def stopped(path: Path) -> tuple[int, float]:
-    """(updates, minutes) of the last `stopped (...) at step N, epoch E, M min` line of a log."""
+    """(updates, minutes) of the last `stopped (...) at update N, epoch E, M min` line of a log
+    (`at step N` in logs written before the count was called an update)."""
     found = [STOPPED.search(line) for line in path.read_text(encoding="utf-8").splitlines()]
     found = [m for m in found if m]
     if not found:
-        raise FigureError(f"{rel(path)}: no 'stopped (...) at step N' line")
+        raise FigureError(f"{rel(path)}: no 'stopped (...) at update N' line")
     return int(found[-1].group(2)), float(found[-1].group(4))
 
 

@@ -154,7 +154,7 @@ def test_time_limits_stop_cleanly_with_a_slow_rank(tiny_data, tmp_path, limit):
         extra, stop = ["--train.save_every_minutes=0.01", "--train.max_steps=30"], "max_steps"
     rc, out = torchrun(tiny_data, run, *UNEVEN, *extra, delay="1:1.5:0.05")
     assert rc == 0, out[-3000:]
-    assert f"stopped ({stop}) at step" in out
+    assert f"stopped ({stop}) at update" in out
     steps = ckpt.list_step_checkpoints(run)
     final = state_of(steps[-1])
     assert final["update"] == train_steps(run)[-1] and final["positions"][0] == final["positions"][1]
@@ -171,7 +171,7 @@ def test_max_epochs_with_uneven_shards_stops_together(tiny_data, tmp_path):
     run = tmp_path / "run"
     rc, out = torchrun(tiny_data, run, *UNEVEN, "--train.max_epochs=2", "--train.max_steps=0", delay="1:1.5")
     assert rc == 0, out[-3000:]
-    assert "stopped (max_epochs) at step 22" in out  # 2 epochs x 11 batches per rank, 1 per update
+    assert "stopped (max_epochs) at update 22" in out  # 2 epochs x 11 batches per rank, 1 per update
     final = state_of(ckpt.list_step_checkpoints(run)[-1])
     assert final["update"] == 22 and final["accum"] == 1
     assert final["positions"] == [[2, 0], [2, 0]]  # every rank consumed exactly its shard, twice
@@ -244,7 +244,7 @@ def test_two_processes_stop_together_on_patience(tiny_data, tmp_path):
     records = valid_records(run)
     assert [r["update"] for r in records] == [4, 8, 12] and len({r["loss"] for r in records}) == 1
     assert "early stopping: 2 validations without a better valid loss" in out
-    assert "stopped (patience) at step 12" in out
+    assert "stopped (patience) at update 12" in out
     assert state_of(run / "checkpoints" / "best")["update"] == 4
     assert state_of(ckpt.list_step_checkpoints(run)[-1])["update"] == 12
 
@@ -299,11 +299,11 @@ def test_sigterm_checkpoints_and_resume_auto_is_bit_identical(tiny_data, tmp_pat
     out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, out[-3000:]
     assert "rank 1: SIGTERM received before update 6" in out, out[-3000:]  # the signal landed there
-    line = next(x for x in out.splitlines() if "preempted at step" in x)
-    step = int(line.split("preempted at step ")[1].split()[0])
+    line = next(x for x in out.splitlines() if "preempted at update" in x)
+    step = int(line.split("preempted at update ")[1].split()[0])
     assert 3 <= step < RESUME_STEPS
     assert step == 6 and line.endswith(
-        "preempted at step 6 (SIGTERM): checkpoint written; continue with --resume auto"
+        "preempted at update 6 (SIGTERM): checkpoint written; continue with --resume auto"
     )
     assert ckpt.list_step_checkpoints(run)[-1].name == f"step_{step:08d}"
     assert train_steps(run) == list(range(1, 7))  # no update after the one the signal came in

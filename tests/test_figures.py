@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import figures  # noqa: E402
-from result_files import FigureError, score  # noqa: E402
+from result_files import FigureError, score, stopped  # noqa: E402
 
 sys.path.pop(0)
 
@@ -80,3 +80,18 @@ def test_a_score_file_without_a_bleu_line_is_an_error_naming_it(tmp_path):
     path.write_text("chrF2 = 61.08\n", encoding="utf-8")
     with pytest.raises(FigureError, match="no 'BLEU = ' line"):
         score(path)
+
+
+def test_a_runs_last_stop_line_is_read_in_either_wording(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-20 10:00:00 stopped (max_time) at step 100, epoch 1, 2.0 min\n"  # a log of before
+        "2026-11-27 10:00:00 valid update 300: loss 3.2 (best)\n"
+        "2026-11-27 10:00:01 stopped (max_steps) at update 300, epoch 2, 6.5 min\n"
+    )
+    assert stopped(log) == (300, 6.5)
+    log.write_text("stopped (max_time) at step 100, epoch 1, 2.0 min\n")
+    assert stopped(log) == (100, 2.0)
+    log.write_text("valid update 300: loss 3.2\n")
+    with pytest.raises(FigureError, match="no 'stopped"):
+        stopped(log)

@@ -222,10 +222,10 @@ def test_patience_stops_after_n_validations_without_improvement(tiny_data, tmp_p
     assert calls == [1, 2, 3, 4]  # 4.5 and 4.2 do not beat 4.0: stop at the second of them
     log = (run / "train.log").read_text()
     assert (
-        "early stopping: 2 validations without a better valid loss (train.patience=2); the best is step 2"
+        "early stopping: 2 validations without a better valid loss (train.patience=2); the best is update 2"
         in log
     )
-    assert "stopped (patience) at step 4" in log
+    assert "stopped (patience) at update 4" in log
     assert json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["update"] == 2
 
 
@@ -248,8 +248,8 @@ def test_resume_keeps_the_count_of_validations_without_improvement(tiny_data, tm
     resume = ["--train.valid_every_steps=1", "--train.patience=3", "--train.max_steps=50", "--resume"]
     assert train(tiny_data, "--out", run, *resume) == 0
     assert calls == [1, 2, 3, 4]  # the third bad validation after the resume stops it
-    assert "stopped (patience) at step 4" in (run / "train.log").read_text()
+    assert "stopped (patience) at update 4" in (run / "train.log").read_text()
     # and a run that stopped for patience resumes to nothing
     assert train(tiny_data, "--out", run, *resume) == 0
     assert calls == [1, 2, 3, 4]
-    assert "already finished at step 4 (patience=3" in (run / "train.log").read_text()
+    assert "already finished at update 4 (patience=3" in (run / "train.log").read_text()

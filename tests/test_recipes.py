@@ -737,7 +737,7 @@ def test_wmt14_en_de_base_recipe_end_to_end_on_2_processes_and_resumed_by_a_reru
     assert "BLEU = " in score and "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in score
     assert "tokenized BLEU (paper-era, compound-split; not comparable to sacreBLEU) = " in score
     again = run_wmt14_recipe("wmt14-en-de-base", out, wmt14_mirror, tmp_path, steps=5)
-    assert "the run already finished at step 5" in again
+    assert "the run already finished at update 5" in again
     assert (out / "newstest2014.score.txt").read_text() == score
 
 

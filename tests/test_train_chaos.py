@@ -391,7 +391,7 @@ def test_signal_during_validation_interrupts_it_and_resume_validates_first(
         and f"validation of step 2 interrupted ({name}): checkpoint written, its validation pending" in err
     )
     verb = "interrupted" if signum == signal.SIGINT else "preempted"
-    assert f"{verb} at step 2 ({name}): checkpoint written; continue with --resume auto" in err
+    assert f"{verb} at update 2 ({name}): checkpoint written; continue with --resume auto" in err
     assert state(run / "checkpoints" / "step_00000002")["validation_pending"] is True
     assert state(run / "checkpoints" / "best")["update"] == 1  # step 2 is not yet validated
     monkeypatch.setattr(trainer_module.Trainer, "validate", real)
@@ -419,7 +419,7 @@ def test_ctrl_c_between_updates_writes_a_checkpoint(
     except KeyboardInterrupt:  # not caught by nmt: fail this test, not the whole session
         pytest.fail("Ctrl-C escaped `nmt train` as KeyboardInterrupt")
     assert (
-        "interrupted at step 1 (SIGINT): checkpoint written; continue with --resume auto"
+        "interrupted at update 1 (SIGINT): checkpoint written; continue with --resume auto"
         in capsys.readouterr().err
     )
     assert [p.name for p in ckpt.list_step_checkpoints(run)] == ["step_00000001"]

@@ -466,7 +466,7 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tiny_data, finished_r
     """--resume of a run at max_steps trains nothing (not step 3 of 2) and says so."""
     before = (finished_run_copy / "metrics.jsonl").read_text()
     assert main(["train", str(tiny_data), "--out", str(finished_run_copy), "--resume"]) == 0
-    assert "the run already finished at step 2 (max_steps=2); nothing to do" in capsys.readouterr().err
+    assert "the run already finished at update 2 (max_steps=2); nothing to do" in capsys.readouterr().err
     assert [p.name for p in ckpt.list_step_checkpoints(finished_run_copy)] == [
         "step_00000001",
         "step_00000002",

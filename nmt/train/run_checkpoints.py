@@ -243,7 +243,7 @@ class Checkpoints:
         progress.since_best = 0 if improved else progress.since_best + 1
         self.logs.metric({"split": "valid", "update": progress.update, "epoch": epoch, **result})
         self.logs.log(
-            "valid step {}: {}{}".format(
+            "valid update {}: {}{}".format(
                 progress.update,
                 ", ".join(f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, float)),
                 " (best)" if improved else "",
@@ -382,7 +382,7 @@ class Checkpoints:
                 "resuming from an older checkpoint (delete it once inspected)"
             )
         self.logs.log(
-            f"resumed from {self.run_dir / 'checkpoints' / f'step_{progress.update:08d}'} at step "
+            f"resumed from {self.run_dir / 'checkpoints' / f'step_{progress.update:08d}'} at update "
             f"{progress.update} (epoch {state.sampler.epoch}, batch {state.sampler.position})"
         )
         return progress

@@ -217,8 +217,8 @@ class Trainer:
         done = stopping.reached(self.cfg, self.state.schedule, self.progress, epoch=self.epoch)
         if done:
             self.logs.log(
-                f"{self.run_dir}: the run already finished at step {self.progress.update} ({done}); nothing "
-                "to do (raise the limit with --train.* to train further)"
+                f"{self.run_dir}: the run already finished at update {self.progress.update} ({done}); "
+                "nothing to do (raise the limit with --train.* to train further)"
             )
             return False
         return True
@@ -304,18 +304,19 @@ class Trainer:
         if stop == "preempted":
             self.stopped_by = self.preemption.signal_name or "SIGTERM"
             self.logs.log(
-                f"{'interrupted' if self.stopped_by == 'SIGINT' else 'preempted'} at step {progress.update} "
-                f"({self.stopped_by}): checkpoint written; continue with --resume auto"
+                f"{'interrupted' if self.stopped_by == 'SIGINT' else 'preempted'} at update "
+                f"{progress.update} ({self.stopped_by}): checkpoint written; continue with --resume auto"
             )
         if stop == "patience":
             self.logs.log(
                 f"early stopping: {progress.since_best} validations without a better valid "
                 f"{self.cfg.best_metric} "
-                f"(train.patience={self.cfg.patience}); the best is step {progress.best_step}, in "
+                f"(train.patience={self.cfg.patience}); the best is update {progress.best_step}, in "
                 f"{checkpoints / 'best'}"
             )
         self.logs.log(
-            f"stopped ({stop}) at step {progress.update}, epoch {self.epoch}, {progress.elapsed / 60:.1f} min"
+            f"stopped ({stop}) at update {progress.update}, epoch {self.epoch}, "
+            f"{progress.elapsed / 60:.1f} min"
         )
 
     # -- one update: batches -> loss -> backward -> clip -> Adam step at eq. 3's rate
