@@ -257,6 +257,12 @@ def placement(out: str, ref: str) -> list[float]:
     return scores
 
 
+def placement_cells(scores: list[float]) -> list[str]:
+    """A table's two cells of tag placement scores: the mean F1 and the share of tags at F1 >= 0.5."""
+    n = max(1, len(scores))
+    return [f"{sum(scores) / n:.3f}", f"{100 * sum(x >= 0.5 for x in scores) / n:.1f}%"]
+
+
 def read_tagged(folder: Path, limit: int | None) -> tuple[list[str], list[str], list[bool]]:
     """The tagged valid set: sources, references, and whether each line is a single wrapper (one
     element around the whole English segment: column 4 of valid.tagged.src.tsv.gz)."""
@@ -292,8 +298,7 @@ def markup(b: Bench, folder: Path, limit: int | None) -> None:
                 f"{bleu([stripped[i] for i in idx], [refs[i] for i in idx]):.2f}",
                 f"{bleu([untagged[i] for i in idx], [refs[i] for i in idx]):.2f}",
                 len(scores),
-                f"{sum(scores) / max(1, len(scores)):.3f}",
-                f"{100 * sum(s >= 0.5 for s in scores) / max(1, len(scores)):.1f}%",
+                *placement_cells(scores),
             ]
         )
     b.table(
@@ -429,10 +434,7 @@ def forced_markup(b: Bench, folder: Path, limit: int | None) -> None:
         row = [name, len(idx), sum(len(model.scores[i]) for i in idx)]
         for forced in (model, monotone):
             scores = [s for i in idx for s in forced.scores[i]]
-            row += [
-                f"{sum(scores) / max(1, len(scores)):.3f}",
-                f"{100 * sum(s >= 0.5 for s in scores) / max(1, len(scores)):.1f}%",
-            ]
+            row += placement_cells(scores)
         rows.append(row)
     skipped = sum(model.skipped.values())
     reasons = ", ".join(f"{n} {why}" for why, n in model.skipped.most_common())
@@ -462,10 +464,7 @@ def diagonal_sweep(b: Bench, folder: Path, limit: int | None, widths: list[float
         row = [f"{width:g}" + (" (none)" if not width else "")]
         for keep in (lambda i: True, lambda i: single[i], lambda i: not single[i]):
             scores = [x for i in forced.scores if keep(i) for x in forced.scores[i]]
-            row += [
-                f"{sum(scores) / max(1, len(scores)):.3f}",
-                f"{100 * sum(x >= 0.5 for x in scores) / max(1, len(scores)):.1f}%",
-            ]
+            row += placement_cells(scores)
         rows.append(row)
     b.table(
         "3o. The diagonal prior's width (forced output; mean placement F1, share >= 0.5)",

@@ -82,6 +82,7 @@ def test_the_training_data_record_gives_the_lengths_and_older_records_give_none(
     data = {"src_lang": "en", "splits": {"train": {"pairs": 3, "src_words": {"longest": 37, "p99": 23}}}}
     (tmp_path / "run" / "checkpoints" / "best").mkdir(parents=True)
     (tmp_path / "run" / "checkpoints" / "best" / "config.json").write_text(json.dumps({"data": data}))
+    (tmp_path / "run" / "checkpoints" / "best" / "MANIFEST.json").write_text("{}")  # a checkpoint
     (tmp_path / "export").mkdir()
     (tmp_path / "export" / "nmt_export.json").write_text(json.dumps({"source": str(tmp_path / "run")}))
     assert training_data(tmp_path / "run") == data == training_data(tmp_path / "export")

@@ -60,24 +60,21 @@ def one_or_many(method):
 
 def training_data(checkpoint) -> dict | None:
     """What a checkpoint records of its training data (config.json's "data": nmt prepare's
-    meta.json): of a checkpoint or run directory, or of a CTranslate2 export through the checkpoint
-    it was exported from (nmt_export.json's "source"); None where none is found."""
-    import json
+    meta.json): of a checkpoint or run directory (checkpoint.resolve_checkpoint's), or of a
+    CTranslate2 export through the checkpoint it was exported from (nmt_export.json's "source");
+    None where none is found."""
     from pathlib import Path
+
+    from .. import checkpoint as ckpt
 
     folder = Path(checkpoint)
     try:
-        folder = Path(json.loads((folder / "nmt_export.json").read_text(encoding="utf-8"))["source"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    for config_dir in (folder, folder / "checkpoints" / "best", folder / "average"):
-        try:
-            config = json.loads((config_dir / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        data = config.get("data") if isinstance(config, dict) else None
-        return data if isinstance(data, dict) else None
-    return None
+        if (folder / "nmt_export.json").is_file():
+            folder = Path(ckpt.read_json(folder / "nmt_export.json")["source"])
+        data = ckpt.read_json(ckpt.resolve_checkpoint(folder) / "config.json").get("data")
+    except (ckpt.CheckpointError, KeyError, TypeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
