@@ -281,6 +281,7 @@ LARGE_MODULE_LINES = 150
 TESTED_ELSEWHERE: dict[str, str] = {
     "nmt/data/binarize.py": "the id files of a prepared directory: with the pipeline, tests/test_prepare.py",
     "nmt/data/command.py": "`nmt prepare`'s arguments: tests/test_prepare.py, tests/test_bad_inputs.py",
+    "nmt/experiments/parsing.py": "nmt prepare ptb, nmt parse end to end: tests/test_experiments_command.py",
     "nmt/infer/text.py": "text in and out of the engines: tests/test_translate.py, test_infer_real_text.py",
     "nmt/train/distill_command.py": "`nmt distill`'s stages, with distill.py: tests/test_distill.py",
     "nmt/train/run_log.py": "the run's logs, through the runs of tests/test_trainer.py, test_train_chaos.py",

@@ -288,7 +288,7 @@ def mask_disallowed(logp: Tensor, t: int, beams: "Beams", rules: Rules, allowed)
     forbid set to -inf.
 
     ``allowed`` (made by beam_search's ``allowed_tokens(src_tokens)``, e.g. the parser's well-formed
-    trees, nmt.experiments.parsing.WellFormedTrees) is a function ``mask(logp, tokens, alive, k,
+    trees, nmt.experiments.well_formed.WellFormedTrees) is a function ``mask(logp, tokens, alive, k,
     steps_left)`` that sets the log-probabilities of the tokens a hypothesis may not take next to
     -inf, given its tokens so far (BOS first) and how many tokens it may still write, EOS included
     (rows ``i*k..(i+1)*k-1`` search sentence ``alive[i]``); the others keep the model's.

@@ -1,16 +1,16 @@
-"""nmt/experiments/parsing.py, constituency parsing (section 6.3): searches that write only well-formed
-trees."""
+"""nmt/experiments/well_formed.py, for constituency parsing (section 6.3): searches that write only
+well-formed trees."""
 
 import pytest
 import torch
 
-from nmt.experiments.parsing import WellFormedPerWord, WellFormedTrees
 from nmt.experiments.trees import (
     delinearise,
     from_per_word,
     is_bracket,
     split_per_word,
 )
+from nmt.experiments.well_formed import WellFormedPerWord, WellFormedTrees
 from nmt.infer.options import SearchOptions
 
 # A vocabulary for the well-formed mask: specials, brackets, words (pieces as a word-level spm writes them)
