@@ -129,13 +129,13 @@ def main() -> int:
     t = Translator.load(args.checkpoint, device="cpu", precision="fp32")
     kw = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens)
 
-    plain, plain_s = timed(lambda: t.translate(src, **kw), args.repeat)
+    plain, plain_s = timed(lambda: t.translate_sentences(src, **kw), args.repeat)
 
     def writable(text: str) -> bool:
         return UNK not in t.sp.encode(text)
 
     cons = [choose_constraints(r, h, i + 1, writable) for i, (r, h) in enumerate(zip(refs, plain))]
-    constrained, cons_s = timed(lambda: t.translate(src, constraints=cons, **kw), args.repeat)
+    constrained, cons_s = timed(lambda: t.translate_sentences(src, constraints=cons, **kw), args.repeat)
 
     n_phrases = sum(map(len, cons))
     met = sum(phrase in out for out, phrases in zip(constrained, cons) for phrase in phrases)

@@ -8,7 +8,7 @@ a loop over the first --n sentences, until --requests requests per level or --ma
 server runs as a subprocess on 127.0.0.1 (never another address). Baselines on the same
 sentences and threads: offline = one `Translator.translate` call over all of them (what
 `nmt translate` does, model load excluded), and the `nmt translate` command itself (wall time,
-model load included); direct = `Translator.translate([s])` one sentence at a time (latency).
+model load included); direct = `Translator.translate_sentences([s])` one sentence at a time (latency).
 Prints markdown tables.
 """
 
@@ -161,14 +161,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     t = Translator.load(args.checkpoint, device="cpu", precision="fp32", shortlist=args.shortlist)
-    t.translate(sentences[:4])  # warm-up
+    t.translate_sentences(sentences[:4])  # warm-up
     start = time.perf_counter()
-    t.translate(sentences, beam=4, alpha=0.6)
+    t.translate_sentences(sentences, beam=4, alpha=0.6)
     offline = len(sentences) / (time.perf_counter() - start)
     direct = []
     for s in sentences[: min(len(sentences), 100)]:
         start = time.perf_counter()
-        t.translate([s], beam=4, alpha=0.6)
+        t.translate_sentences([s], beam=4, alpha=0.6)
         direct.append(time.perf_counter() - start)
     del t
     src = Path("/tmp") / f"serve_load_{os.getpid()}.txt"
@@ -232,7 +232,8 @@ def main() -> None:
     print(f"| offline `Translator.translate` (all sentences, one call) | {offline:.1f} | |")
     print(f"| `nmt translate` command (wall, model load included) | {cli:.1f} | |")
     print(
-        f"| direct `Translator.translate([s])`, one at a time | {1 / statistics.mean(direct):.1f} | "
+        f"| direct `Translator.translate_sentences([s])`, one at a time | "
+        f"{1 / statistics.mean(direct):.1f} | "
         f"{1000 * percentile(direct, 50):.0f} |"
     )
     c1 = [r for mode, c, r in rows if mode == "dynamic batching" and c == 1]

@@ -158,11 +158,11 @@ def measure(
         "batch_tokens": args.batch_tokens,
         "max_len_b": args.max_len_b,
     }
-    translator.translate(lines[: args.warmup], **options)
+    translator.translate_sentences(lines[: args.warmup], **options)
     best = None
     for _ in range(args.repeat):
         start = time.perf_counter()
-        hyps = translator.translate(lines, **options)
+        hyps = translator.translate_sentences(lines, **options)
         seconds = time.perf_counter() - start
         best = seconds if best is None else min(best, seconds)
     row.seconds, row.sentences = best, len(lines)

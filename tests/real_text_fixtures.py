@@ -56,9 +56,20 @@ class FakeTranslator:
                 break
         return re.sub(r" ([.,!?;:])", r"\1", " ".join(out))
 
-    def translate(self, sentences: list[str], **search) -> list[str]:
+    def translate_sentences(self, sentences: list[str], **search) -> list[str]:
         self.calls.append(list(sentences))
         return [self.one(s) for s in sentences]
 
-    def translate_nbest(self, sentences: list[str], nbest: int = 1, **search) -> list[list[Translation]]:
-        return [[Translation(t, 0.0, [])] for t in self.translate(sentences)]
+    def translate_nbest(self, sentences: list[str], options=None, **search) -> list[list[Translation]]:
+        return [[Translation(t, 0.0, [])] for t in self.translate_sentences(sentences)]
+
+
+def translate_text(translator, texts, options=None):
+    """The pipeline's TextTranslation of one text (or a list of them) with these TextOptions."""
+    from nmt.infer.pipeline import TranslationRequest, translate_request
+    from nmt.infer.real_text import TextOptions
+
+    one = isinstance(texts, str)
+    request = TranslationRequest([texts] if one else texts, text=options or TextOptions())
+    out = translate_request(translator, request)
+    return out[0] if one else out

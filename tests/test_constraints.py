@@ -386,7 +386,7 @@ def test_translator_constraint_errors_name_the_line(tiny_checkpoint):
         t.translate(LINES[:1], constraints=[["жук"]])
     with pytest.raises(TranslateError, match="line 4: the sentence is empty"):
         t.translate(LINES, constraints=[[], [], [], ["haus"]])
-    with pytest.raises(TranslateError, match="1 constraint lists for 2 sentences"):
+    with pytest.raises(TranslateError, match="constraints: 1 given for 2 texts"):
         t.translate(LINES[:2], constraints=[["haus"]])
     with pytest.raises(TypeError, match="constraints of sentence 1: expected a list of str"):
         t.translate(LINES[:1], constraints=["haus"])

@@ -2,11 +2,14 @@
 (a fake translator as fragile as a single-sentence model: tests/real_text_fixtures.py)."""
 
 import pytest
-from real_text_fixtures import FakeTranslator
+from real_text_fixtures import FakeTranslator, translate_text
 
-from nmt.infer.real_text import PLAIN, TextJob, TextOptions, UnitOutput, translate_text
+from nmt.infer.options import SearchOptions
+from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
 from nmt.infer.results import TranslateError
 from nmt.infer.text import SourceWords
+
+PLAIN = TextOptions(split=False, recase=False, max_words=0)  # a line at a time, as given
 
 
 def test_every_sentence_of_a_paragraph_is_translated_and_the_spacing_kept():
@@ -101,7 +104,7 @@ def test_empty_texts_and_blank_lines_are_kept_without_calling_the_model():
 def test_plain_options_give_exactly_the_per_line_translation():
     fake = FakeTranslator()
     lines = ["Two dogs play in the snow.", "", "A man is riding a bike."]
-    assert [r.text for r in translate_text(fake, lines, options=PLAIN)] == fake.translate(lines)
+    assert [r.text for r in translate_text(fake, lines, options=PLAIN)] == fake.translate_sentences(lines)
     assert PLAIN.plain and not TextOptions().plain
 
 
@@ -157,14 +160,37 @@ def test_per_line_options_translate_each_line_as_given(tiny_checkpoint, tmp_path
     lines = ["der hund. DIE KATZE.", "", "ein baum"]
     src = tmp_path / "in"
     src.write_text("\n".join(lines) + "\n")
-    search = ["--max-len-b", "3", "--beam", "2", "--quiet", "-i", str(src)]
+    search = ["--max-len-b", "3", "--beam", "2", "--quiet", "--precision", "fp32", "-i", str(src)]
     assert run(str(tiny_checkpoint), *search, "--no-split", "--no-recase", "--max-words", "0") == 0
     plain = capsys.readouterr().out.splitlines()
-    assert plain == Translator.load(tiny_checkpoint, precision="fp32").translate(lines, beam=2, max_len_b=3)
+    translator = Translator.load(tiny_checkpoint, precision="fp32")
+    assert plain == translator.translate_sentences(lines, beam=2, max_len_b=3)
     assert run(str(tiny_checkpoint), *search) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3  # a line in, a line out, the blank one kept
-    assert run(str(tiny_checkpoint), *search, "--format", "html", "--nbest", "2") == 2
-    assert "--format html: not with --nbest" in capsys.readouterr().err
+    assert run(str(tiny_checkpoint), *search, "--format", "html", "--alignment") == 2
+    assert "format 'html': not with alignment" in capsys.readouterr().err
+
+
+def test_nbest_of_real_text_gives_each_line_with_each_sentences_alternatives(
+    tiny_checkpoint, tmp_path, capsys
+):
+    from nmt import Translator
+    from nmt.infer.pipeline import TranslationRequest
+    from nmt.infer.real_text import TextOptions
+
+    lines = ["der <b>hund</b>. die katze."]
+    src = tmp_path / "in"
+    src.write_text("\n".join(lines) + "\n")
+    args = ["--max-len-b", "3", "--beam", "2", "--nbest", "2", "--quiet", "-i", str(src), "--format", "html"]
+    args += ["--precision", "fp32"]  # the Translator below: fp32
+    assert run(str(tiny_checkpoint), *args) == 0
+    out = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    request = TranslationRequest(
+        lines, text=TextOptions(format="html"), search=SearchOptions(beam=2, nbest=2, max_len_b=3)
+    )
+    expected = Translator.load(tiny_checkpoint, precision="fp32").translate_request(request)[0].nbest
+    assert [(n, t) for n, _, t in out] == [("1", a.text) for a in expected]
+    assert all(t.count("<b>") == 1 and t.count("</b>") == 1 for _, _, t in out)
 
 
 def test_a_line_too_long_for_the_model_is_cut_and_translated_whole_not_truncated(

@@ -61,8 +61,11 @@ def test_the_tag_chooses_the_target_language(multi_run):
     from nmt.infer.translate import Translator
 
     t = Translator.load(multi_run, device="cpu", precision="fp32")
-    german = " ".join(t.translate(tagged(SENTENCES, "de"), beam=1)).split()
-    french = " ".join(t.translate(tagged(SENTENCES, "fr"), beam=1)).split()
+    german = " ".join(t.translate_sentences(tagged(SENTENCES, "de"), beam=1)).split()
+    french = " ".join(t.translate_sentences(tagged(SENTENCES, "fr"), beam=1)).split()
+    assert t.translate(SENTENCES[:3], beam=1, target_lang="fr") == t.translate_sentences(
+        tagged(SENTENCES[:3], "fr"), beam=1
+    )  # the Python API's target language: the same tag
     assert sum(w.endswith("en") and not w.startswith("le") for w in german) > 0.8 * len(german)
     assert sum(w.startswith("le") for w in french) > 0.8 * len(french)
     assert tagged(["a cat", "", " "], "fr") == [">>fr<< a cat", "", " "]
@@ -74,10 +77,25 @@ def test_nmt_translate_target_lang_tags_every_sentence_or_names_the_targets(mult
     src = tmp_path / "src.en"
     src.write_text("\n".join(SENTENCES[:2]) + "\n\n")  # an empty line stays empty
     assert (
-        main(["translate", str(multi_run), "-i", str(src), "-o", str(tmp_path / "fr"), "--target-lang", "fr"])
+        main(
+            [
+                "translate",
+                str(multi_run),
+                "-i",
+                str(src),
+                "-o",
+                str(tmp_path / "fr"),
+                "--target-lang",
+                "fr",
+                "--precision",
+                "fp32",
+            ]
+        )
         == 0
     )
-    want = Translator.load(multi_run, device="cpu", precision="fp32").translate(tagged(SENTENCES[:2], "fr"))
+    want = Translator.load(multi_run, device="cpu", precision="fp32").translate(
+        SENTENCES[:2], target_lang="fr"
+    )
     assert (tmp_path / "fr").read_text().splitlines() == [*want, ""]
     for lang, message in (("cs", "this model translates into de, fr"), (None, "choose one")):
         assert (
@@ -98,7 +116,9 @@ def test_both_http_apis_translate_into_every_target(multi_run):
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
     models = build_models({"multi": multi_run}, parser.parse_args([f"multi={multi_run}"]))
-    want = Translator.load(multi_run, device="cpu", precision="fp32").translate(tagged(SENTENCES[:1], "fr"))
+    want = Translator.load(multi_run, device="cpu", precision="fp32").translate(
+        SENTENCES[:1], target_lang="fr"
+    )
     with TestClient(create_app(models)) as c:
         assert c.get("/libretranslate/languages").json()[0] == {
             "code": "en",
@@ -113,6 +133,22 @@ def test_both_http_apis_translate_into_every_target(multi_run):
         assert [t["text"] for t in r.json()["translations"]] == [want[0], ""]
         r = c.post("/translate", json={"text": SENTENCES[0]})
         assert r.status_code == 422 and "translates into de, fr: choose one" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "html"])
+def test_the_four_doors_give_the_same_outputs_into_each_target(multi_run, tmp_path, fmt):
+    pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
+    from door_fixtures import four_doors
+
+    texts = (
+        ["the dog sees a red ball. a cat.", "THE BIG TREE"]
+        if fmt == "text"
+        else ["the <b>dog</b> sees a cat."]
+    )
+    for target in ("de", "fr"):
+        doors = four_doors(multi_run, texts, tmp_path, fmt=fmt, target=target, nbest=2)
+        for name, outputs in doors.items():
+            assert outputs == doors["python"], (target, name)
 
 
 def test_wrong_targets_are_clear_errors(tmp_path, capsys):

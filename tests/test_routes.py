@@ -48,6 +48,7 @@ def test_translate_mbr_is_the_translators_mbr_choice(serve_client, run_dir_trans
     """ "mbr": true answers each sentence with the MBR choice among the beam's n-best, as
     Translator.translate(..., mbr=MBR()) and `nmt translate --mbr` do."""
     from nmt.infer.mbr import MBR
+    from nmt.infer.real_text import TextOptions
 
     # max_words 0: the 12-word sentence is longer than any of the tiny model's training sentences,
     # which real-text handling would cut into parts; here each sentence is translated whole
@@ -55,7 +56,8 @@ def test_translate_mbr_is_the_translators_mbr_choice(serve_client, run_dir_trans
     r = serve_client.post("/translate", json=body)
     assert r.status_code == 200
     out = r.json()["translations"]
-    assert [t["text"] for t in out] == run_dir_translator.translate(SENTENCES, beam=5, mbr=MBR())
+    whole = TextOptions(max_words=0)
+    assert [t["text"] for t in out] == run_dir_translator.translate(SENTENCES, beam=5, mbr=MBR(), text=whole)
     assert all(len(t["nbest"]) == 1 for t in out)
     nbest = run_dir_translator.translate_nbest(SENTENCES, beam=5, nbest=5)  # the choice is one of the n-best
     assert all(t["text"] in [h.text for h in hyps] for t, hyps in zip(out, nbest))
@@ -148,7 +150,7 @@ def test_other_engine_serves_text_but_no_attention(run_dir, run_dir_translator):
             assert r.status_code == 400 and "needs the torch engine" in r.json()["error"]["message"]
 
 
-def test_alignment_is_computed_for_the_returned_translation_only(run_dir, monkeypatch):
+def test_alignment_is_computed_for_each_returned_translation_only(run_dir, monkeypatch):
     import nmt.infer.attention_maps as attention_maps
 
     calls = []
@@ -156,9 +158,11 @@ def test_alignment_is_computed_for_the_returned_translation_only(run_dir, monkey
     monkeypatch.setattr(attention_maps, "align", lambda *a, **k: calls.append(1) or real(*a, **k))
     app, _ = make_app(run_dir)
     with TestClient(app) as c:
-        r = c.post("/translate", json={"text": SENTENCES[:3], "beam": 4, "nbest": 3, "alignment": True})
-    assert r.status_code == 200 and all("alignment" in t for t in r.json()["translations"])
-    assert len(calls) == 3
+        r = c.post("/translate", json={"text": SENTENCES[:3], "beam": 4, "nbest": 2, "alignment": True})
+    out = r.json()["translations"]
+    assert r.status_code == 200 and all("alignment" in t for t in out)
+    assert all("alignment" in a for t in out for a in t["nbest"])
+    assert len(calls) == 6  # the n-best returned (2 of the beam's 4) of each of 3 sentences
 
 
 def test_attention_is_bounded_and_rendered_off_the_event_loop(run_dir, monkeypatch):
@@ -198,9 +202,7 @@ def test_a_truncated_sentence_is_reported(run_dir, run_dir_translator):
         plain = {"split": False, "recase": False, "max_words": 0}
         r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1, **plain})
         assert r.status_code == 200
-        assert r.json()["warnings"] == [
-            f"sentence 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"
-        ]
+        assert r.json()["warnings"] == [f"text 2: {n:,} pieces, truncated to 255 (model.max_positions=256)"]
         # real text (the default) with max_words 0: truncated, not cut into parts; by text
         r = c.post("/translate", json={"text": [SENTENCES[0], long], "beam": 1, "max_words": 0})
         assert r.status_code == 200

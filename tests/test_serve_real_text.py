@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
+from real_text_fixtures import translate_text  # noqa: E402
 
-from nmt.infer.real_text import PLAIN, TextOptions, translate_text  # noqa: E402
+from nmt.infer.real_text import TextOptions  # noqa: E402
 from nmt.serve.app import create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
@@ -40,11 +41,10 @@ def test_texts_are_translated_as_translate_text_does(real_text_client, run_dir_t
 def test_split_recase_and_max_words_off_give_the_plain_translation(real_text_client, run_dir_translator):
     body = {"text": TEXTS, "split": False, "recase": False, "max_words": 0}
     r = real_text_client.post("/translate", json=body)
-    assert [t["text"] for t in r.json()["translations"]] == run_dir_translator.translate(TEXTS)
-    lines = ["der hund. DIE KATZE SPRINGT.", "", "Der Rote Hund Springt."]  # the API's PLAIN: line by line
-    assert [
-        t.text for t in translate_text(run_dir_translator, lines, options=PLAIN)
-    ] == run_dir_translator.translate(lines)
+    plain = TextOptions(split=False, recase=False, max_words=0)  # each line as one sentence
+    assert [t["text"] for t in r.json()["translations"]] == run_dir_translator.translate(TEXTS, text=plain)
+    lines = ["der hund. DIE KATZE SPRINGT.", "", "Der Rote Hund Springt."]
+    assert run_dir_translator.translate(lines, text=plain) == run_dir_translator.translate_sentences(lines)
 
 
 def test_html_keeps_every_tag_well_nested(real_text_client, run_dir_translator):
@@ -61,6 +61,6 @@ def test_a_long_sentence_is_cut_with_a_warning_and_bad_combinations_refused(real
     r = real_text_client.post("/translate", json={"text": " ".join(["katze"] * 50), "max_words": 20})
     cut = "50 words (over 20), translated in 4 parts of at most 20 (cut before 'katze', 'katze', 'katze')"
     assert r.json()["warnings"] == [f"text 1: sentence 1: {cut}"]
-    r = real_text_client.post("/translate", json={"text": HTML, "format": "html", "nbest": 2})
-    assert r.status_code == 422 and "not with nbest" in r.json()["error"]["message"]
+    r = real_text_client.post("/translate", json={"text": HTML, "format": "html", "alignment": True})
+    assert r.status_code == 422 and "not with alignment" in r.json()["error"]["message"]
     assert real_text_client.post("/translate", json={"text": "x", "format": "pdf"}).status_code == 422

@@ -223,12 +223,12 @@ def test_python_api_str_none_bom_and_line_numbers(tiny_checkpoint):
     assert [x.text for x in t.translate_nbest("der hund", nbest=2, **kw)] == [
         x.text for x in t.translate_nbest(["der hund"], nbest=2, **kw)[0]
     ]
-    with pytest.raises(TypeError, match="sentence 2: expected str, got NoneType"):
+    with pytest.raises(TypeError, match="text 2: expected str, got NoneType"):
         t.translate(["der hund", None], **kw)
     with pytest.raises(TypeError, match="expected a str or a list of str"):
         t.translate(42, **kw)
     with pytest.warns(UserWarning, match=r"^line 2: 300 pieces, truncated to 255"):
-        t.translate(["der hund", " ".join(["katze"] * 300)], beam=1, max_len_a=0, max_len_b=2)
+        t.translate_sentences(["der hund", " ".join(["katze"] * 300)], beam=1, max_len_a=0, max_len_b=2)
 
 
 def test_translate_threads_option(tiny_checkpoint, tmp_path):

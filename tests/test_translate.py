@@ -31,7 +31,7 @@ def test_nbest_output_and_api(tiny_checkpoint, tmp_path, capsys):
     assert [n[0].text for n in nbest] == texts  # batching does not change the result
     assert all(n[0].score >= n[-1].score for n in nbest if n)
     with pytest.warns(UserWarning, match="line 1: 300 pieces"):
-        t.translate([" ".join(["katze"] * 300)], beam=1, alpha=0, max_len_a=0, max_len_b=2)
+        t.translate_sentences([" ".join(["katze"] * 300)], beam=1, alpha=0, max_len_a=0, max_len_b=2)
 
 
 def test_translate_ids_restores_training_mode(tiny_checkpoint):

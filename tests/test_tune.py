@@ -24,7 +24,7 @@ def test_the_alpha_with_the_best_bleu_wins_and_rows_are_sacrebleu():
     # nearer the paper's 0.6 is kept
     assert rows[2].bleu == pytest.approx(100) and rows[3].bleu == pytest.approx(100) and best == 1.0
     # shorter outputs: lower BLEU through the brevity penalty, as sacreBLEU computes it
-    short = BLEU().corpus_score(fake.translate(SOURCES, beam=4, alpha=0.7, batch_tokens=0), [refs])
+    short = BLEU().corpus_score(fake.translate_sentences(SOURCES, beam=4, alpha=0.7, batch_tokens=0), [refs])
     assert rows[1].bleu == pytest.approx(short.score) and rows[1].brevity_penalty == pytest.approx(short.bp)
     assert rows[0].bleu < rows[1].bleu < rows[2].bleu and rows[1].hyp_len < rows[1].ref_len
 

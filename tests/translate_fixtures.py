@@ -80,7 +80,7 @@ class LengthTranslator:
     def __init__(self, references):
         self.references, self.calls = references, []
 
-    def translate(self, sentences, options=None, *, batch_tokens, mbr=None, **fields):
+    def translate_sentences(self, sentences, options=None, *, batch_tokens, mbr=None, **fields):
         from nmt.infer.options import with_fields
 
         options = with_fields(options, fields)

@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
+from dataclasses import replace
 
 import torch
 
 from ..checkpoint import CheckpointError
-from ..data.multilingual import checkpoint_target_tag, tagged
 from ..precision import resolve_precision
-from .attention_maps import align, format_alignment
+from .attention_maps import format_alignment
 from .document import document_kind
 from .export_ctranslate2 import ExportError
-from .mbr import MBR, UTILITIES, mbr_results
+from .mbr import MBR, UTILITIES
 from .options import SearchOptions
-from .real_text_command import add_real_text_args, text_options, translate_file, translate_real_text
+from .pipeline import TextTranslation, TranslationRequest
+from .real_text_command import add_real_text_args, run_request, text_options, translate_file
 from .rerank import Rerank
-from .results import ConstraintsError, TranslateError, Translation
+from .results import TranslateError
 from .search import MAX_ALPHA, STOPPING, default_alpha
-from .text import TextTranslator, truncation_message
+from .text import TextTranslator
 from .translate import Translator, check_output, read_text_lines, write_output
 
 
@@ -155,50 +157,34 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
-    """`nmt translate`: the options checked, the inputs read, the translator loaded, the lines
-    searched (then the MBR or reranked choice), the outputs written (stdout, or -o atomically)."""
+    """`nmt translate`: the options checked and the inputs read into one request (checked before
+    the translator is loaded), then run through nmt.infer.pipeline; the outputs written (stdout,
+    or -o atomically)."""
     if overrides:
         raise TranslateError(f"--{next(iter(overrides))}.*: translate takes no configuration overrides")
     search_options, mbr = check_translate_args(args)
-    options = text_options(args)  # real text (nmt.infer.real_text): checked before anything is read
-    rerank = load_rerank(args, args.rerank_weight)
     document = document_kind(args.input) is not None
-    lines, prefix, constraints = ([], None, None) if document else read_translate_inputs(args)
-    try:  # checked before the model is loaded
-        tag = checkpoint_target_tag(args.checkpoint[0], args.target_lang)
-    except ValueError as e:
-        raise TranslateError(f"--target-lang: {e}") from None
-    translator = translator_from_args(args)
-
-    def search(sentences: list[str], line_of: list[int] | None = None) -> list[list[Translation]]:
-        sentences = tagged(sentences, args.target_lang) if tag else sentences
-        results = translate_lines(
-            args,
-            translator,
-            sentences,
-            search_options.replace(nbest=args.beam) if mbr or rerank else search_options,
-            prefix=prefix,
-            constraints=constraints,
-            line_of=line_of,
-        )
-        if mbr is not None:
-            return mbr_results(results, mbr)
-        if rerank is not None:  # the beam's n-best reordered; --nbest K keeps the first K
-            return [
-                r[: args.nbest]
-                for r in translator.rerank(
-                    sentences, results, rerank, alpha=search_options.penalty, batch_tokens=args.batch_tokens
-                )
-            ]
-        return results
-
     if document:
-        translate_file(args, translator, options, search)
+        check_document_args(args)
+    lines, prefix, constraints = ([], None, None) if document else read_translate_inputs(args)
+    request = TranslationRequest(
+        lines,
+        text=text_options(args),
+        search=search_options,
+        target_lang=args.target_lang,
+        alignment=args.alignment,
+        mbr=mbr,
+        prefix=prefix,
+        constraints=constraints,
+    )
+    rerank = load_rerank(args, args.rerank_weight)
+    if rerank is not None:
+        request = replace(request, rerank=rerank)
+    translator = translator_from_args(args)
+    if document:
+        translate_file(args, translator, request)
         return 0
-    if options.plain:
-        out = output_lines(args, translator, lines, search(lines))
-    else:
-        out = translate_real_text(args, translator, lines, options, search)
+    out = output_lines(args, run_request(args, translator, request), plain=request.sentence_level)
     text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))
@@ -206,6 +192,20 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     else:
         write_output(args.output, text)
     return 0
+
+
+def check_document_args(args: argparse.Namespace) -> None:
+    """TranslateError for the options that need one output per input line, given with a document."""
+    given = {
+        "--nbest": args.nbest > 1,
+        "--alignment": args.alignment,
+        "--prefix-file": args.prefix_file is not None,
+        "--constraints": args.constraints is not None,
+        "--sampling": args.sampling,
+    }
+    per_line = [name for name, on in given.items() if on]
+    if per_line:
+        raise TranslateError(f"{args.input}: a document is translated whole: not with {', '.join(per_line)}")
 
 
 def check_translate_args(args: argparse.Namespace) -> tuple[SearchOptions, MBR | None]:
@@ -308,67 +308,25 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
     return translator
 
 
-def translate_lines(
-    args: argparse.Namespace,
-    translator: TextTranslator,
-    lines: list[str],
-    options: SearchOptions,
-    *,
-    prefix: list[str] | None,
-    constraints: list[list[str]] | None,
-    line_of: list[int] | None = None,
-) -> list[list[Translation]]:
-    """``translator.translate_nbest`` of ``lines`` searched with ``options``; truncation
-    warnings (naming line ``line_of[i]`` of sentence i, from 0; default i) and a progress bar (not
-    for stdin or --quiet) on stderr; a ConstraintsError names the --constraints file."""
-    from ..progress import progress
+def output_lines(args: argparse.Namespace, results: list[TextTranslation], *, plain: bool) -> list[str]:
+    """One line per output: its text (a real text's line breaks made spaces), or
+    'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1; --alignment appends '<TAB>s-t ...'
+    (nmt.infer.attention_maps: last layer, heads averaged, 0-based piece indices)."""
 
-    limit = translator.model.cfg.max_positions
+    def line(text: str) -> str:
+        return text if plain else re.sub(r"[\r\n]+", " ", text).strip()
 
-    def warn(i: int, n: int) -> None:
-        message = truncation_message(i if line_of is None else line_of[i], n, limit)
-        print(f"nmt translate: warning: {message}", file=sys.stderr)
-
-    bar = progress(
-        total=sum(1 for s in lines if s.strip()),
-        unit="sent",
-        desc="translate",
-        disable=args.quiet or args.input == "-",
-    )
-    try:
-        results = translator.translate_nbest(
-            lines,
-            options,
-            batch_tokens=args.batch_tokens,
-            on_truncate=warn,
-            on_batch=bar.update,
-            prefix=prefix,
-            **({} if constraints is None else {"constraints": constraints}),
-        )
-    except ConstraintsError as e:  # its line is the constraints file's
-        raise TranslateError(f"{args.constraints}: {e}") from None
-    bar.close()
-    return results
-
-
-def output_lines(
-    args: argparse.Namespace, translator: TextTranslator, lines: list[str], results: list[list[Translation]]
-) -> list[str]:
-    """One line per output: its text, or 'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1; --alignment
-    appends '<TAB>s-t ...' (nmt.infer.attention_maps: last layer, heads averaged, 0-based piece indices)."""
     if args.nbest == 1:
-        out = [r[0].text for r in results]
+        out = [(line(r.text), r.nbest[0].alignment) for r in results]
     else:
-        out = [f"{n}\t{t.score:.4f}\t{t.text}" for n, r in enumerate(results, start=1) for t in r]
-    if args.alignment:
-        sources, _ = translator.encode(lines)
-        pairs = [
-            format_alignment(align(translator.model, sources[i], t.tokens))
-            for i, r in enumerate(results)
-            for t in r
+        out = [
+            (f"{n}\t{t.score:.4f}\t{line(t.text)}", t.alignment)
+            for n, r in enumerate(results, start=1)
+            for t in r.nbest
         ]
-        out = [f"{line}\t{a}" for line, a in zip(out, pairs)]
-    return out
+    if args.alignment:
+        return [f"{text}\t{format_alignment(pairs or [])}" for text, pairs in out]
+    return [text for text, _ in out]
 
 
 def set_precision(translator: Translator, precision: str) -> str:

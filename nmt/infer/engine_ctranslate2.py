@@ -178,7 +178,8 @@ class CTranslate2Translator(TextTranslator):
         )
         sp = load_checkpoint_spm(model.directory)
         translator = cls(model, sp, device=device or "cpu", shortlist=shortlist)
-        translator.source_words = source_words(training_data(checkpoint))
+        translator.data = training_data(checkpoint)
+        translator.source_words = source_words(translator.data)
         return translator
 
     def use_shortlist(self, shortlist) -> None:

@@ -1,12 +1,11 @@
 """Real text in, real text out: paragraphs, ALL CAPS, long sentences and inline markup, above the
-search (which translates sentences).
+search (which translates sentences). nmt.infer.pipeline runs it for every door:
 
     from nmt import Translator
-    from nmt.infer.real_text import TextOptions, translate_text
     t = Translator.load("runs/demo/average")
-    translate_text(t, ["Two dogs play. A MAN IS RIDING A BIKE."])[0].text
-    # 'Zwei Hunde spielen. EIN MANN FÄHRT FAHRRAD.'
-    translate_text(t, ['<b>Two dogs</b> play.'], options=TextOptions(format="html"))[0].text
+    t.translate(["Two dogs play. A MAN IS RIDING A BIKE."])
+    # ['Zwei Hunde spielen. EIN MANN FÄHRT FAHRRAD.']
+    t.translate(['<b>Two dogs</b> play.'], text=TextOptions(format="html"))
 
 Each text goes through (every step switchable, TextOptions):
 1. markup (``format`` "html" / "xml"): the tags taken out, the text runs translated, the tags
@@ -16,13 +15,12 @@ Each text goes through (every step switchable, TextOptions):
 3. capitals (``recase``): an ALL-CAPS or Title-Case sentence translated in sentence case and its
    output recased (nmt.infer.casing);
 4. long sentences (``max_words``, ``part_words``): a sentence of more words cut at clauses into
-   parts, each translated, the cut reported (TextResult.cuts). By default a sentence longer than
+   parts, each translated, the cut reported (TextTranslation.cuts). By default a sentence longer than
    any the model learned from is cut into parts of at most the 99th percentile of its training
    sources' lengths (both in words, recorded by `nmt prepare`): shorter sentences, which the model
    has seen, are translated whole.
-All the sentences of all the texts go to the model as one batch. ``TextJob`` is the same in two
-steps (the sentences to translate; the texts from their translations), for a caller with its own
-way of translating them (the HTTP server's batcher).
+All the sentences of all the texts go to the model as one batch. ``TextJob`` plans it in two
+steps: the units to translate, then the texts from their translations (nmt.infer.pipeline.Plan).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..data.lines import clean_line
-from .casing import NORMAL, case_of, fewer_pieces, known_lower, lower_first, normal_case, recase
+from .casing import NORMAL, case_of, lower_first, normal_case, recase
 from .markup import FORMATS, Document, Projected, parse
 from .results import TranslateError
 from .search import reading_order
@@ -49,14 +47,15 @@ class TextOptions:
     ``recase``: ALL-CAPS / Title-Case sentences translated in normal case and recased;
     ``max_words``: longer sentences cut at clauses (0: never; None: the model's, ``for_model``),
     into parts of at most ``part_words`` (None: the model's, at most max_words);
-    ``language``: the source's ISO 639 code, for the sentence splitter's rules."""
+    ``language``: the source's ISO 639 code, for the sentence splitter's rules (None: the
+    checkpoint's source language, else "en")."""
 
     format: str = "text"
     split: bool = True
     recase: bool = True
     max_words: int | None = None
     part_words: int | None = None
-    language: str = "en"
+    language: str | None = None
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -83,9 +82,6 @@ class TextOptions:
     def plain(self) -> bool:
         """True when nothing is changed: each line translated as one sentence, as it is."""
         return self.format == "text" and not self.split and not self.recase and self.max_words == 0
-
-
-PLAIN = TextOptions(split=False, recase=False, max_words=0)
 
 
 @dataclass
@@ -165,7 +161,7 @@ class TextJob:
 
     def _paragraph(self, text: str, cuts: list[Cut]) -> Paragraph:
         o = self.options
-        parts = split_text(text, language=o.language, split=o.split)
+        parts = split_text(text, language=o.language or "en", split=o.split)
         plans = []
         for sentence in parts.sentences:
             case = case_of(sentence) if o.recase else NORMAL
@@ -240,16 +236,19 @@ class TextJob:
 
 # ----------------------------------------------------------------------------- with a Translator
 def unit_output(
-    translator, source: str, translation, piece_pairs: list[tuple[int, int]] | None
+    translator, source: str, translation, piece_pairs: list[tuple[int, int]] | None, *, skip: int = 0
 ) -> UnitOutput:
-    """A Translation of ``source`` with its piece alignment (nmt.infer.attention_maps, reading order)
-    as character pairs; without pairs when its pieces cannot be traced to characters."""
+    """A Translation of ``source`` (what the model read) with its piece alignment
+    (nmt.infer.attention_maps, reading order) as character pairs, less the first ``skip``
+    characters of the source (a target-language tag); without pairs when its pieces cannot be
+    traced to characters."""
     if piece_pairs is None or clean_line(source) != source:
         return UnitOutput(translation.text, None)
     text, tgt_spans = decoded_spans(translator.sp, reading_order(translator.model, translation.tokens))
     if text != translation.text:
         return UnitOutput(translation.text, None)
-    return UnitOutput(text, char_pairs(piece_spans(translator.sp, source), tgt_spans, piece_pairs))
+    pairs = char_pairs(piece_spans(translator.sp, source), tgt_spans, piece_pairs)
+    return UnitOutput(text, [(a - skip, b - skip, c, d) for a, b, c, d in pairs if a >= skip])
 
 
 # the width of the diagonal prior on the cross-attention that places tags (attention_maps.align).
@@ -259,56 +258,3 @@ def unit_output(
 # 0.798 / 0.776 with a prior of width 0.05 / 0.07 / 0.1 / 0.2 (results/real-text/README.md): 0.1,
 # the widest of the plateau, leaves the most room to pairs whose word order differs more.
 PROJECTION_DIAGONAL = 0.1
-
-
-def aligned_outputs(
-    translator, units: list[str], best: list, *, diagonal: float | None = PROJECTION_DIAGONAL
-) -> list[UnitOutput]:
-    """Each unit's best Translation with its character pairs from the model's cross-attention
-    (nmt.infer.attention_maps.align with the diagonal prior ``diagonal``; the torch engine: other
-    engines give None, a monotone guess)."""
-    from .attention_maps import align
-
-    if translator.engine != "torch":
-        return [UnitOutput(t.text) for t in best]
-    sources, _ = translator.encode(units)
-    return [
-        unit_output(
-            translator,
-            unit,
-            t,
-            align(translator.model, src, t.tokens, diagonal=diagonal) if src else None,
-        )
-        for unit, src, t in zip(units, sources, best)
-    ]
-
-
-def translate_units(translator, units: list[str], *, alignment: bool, **search) -> list[UnitOutput]:
-    """``translator``'s translations of ``units`` (search options as Translator.translate), with
-    their alignments (aligned_outputs) when asked."""
-    if not alignment:
-        return [UnitOutput(t) for t in translator.translate(units, **search)]
-    return aligned_outputs(
-        translator, units, [r[0] for r in translator.translate_nbest(units, nbest=1, **search)]
-    )
-
-
-def translate_text(
-    translator, texts: list[str] | str, *, options: TextOptions = TextOptions(), **search
-) -> list[TextResult] | TextResult:
-    """Each text translated as ``options`` say (see the module's docstring); one str in, one
-    TextResult out. ``search``: Translator.translate's options (beam, alpha, ...)."""
-    one = isinstance(texts, str)
-    if one:
-        texts = [texts]
-    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts: expected a str or a list of str")
-    sp = getattr(translator, "sp", None)
-    job = TextJob(
-        list(texts),
-        options.for_model(translator),
-        keep_capital=None if sp is None else fewer_pieces(sp),
-        lower_known=None if sp is None else known_lower(sp),
-    )
-    results = job.finish(translate_units(translator, job.units, alignment=job.needs_alignment, **search))
-    return results[0] if one else results

@@ -1,21 +1,17 @@
 """`nmt translate`'s real-text options (--format, --split, --recase, --max-words, --language) and
-their run: the input's lines (or a document's text, nmt.infer.document) through
-nmt.infer.real_text, the sentences searched as `nmt translate` searches lines (its progress bar,
-warnings, --mbr and --rerank)."""
+its run of a request: the input's lines (or a document's texts, nmt.infer.document) through
+nmt.infer.pipeline, with a progress bar and warnings naming the line."""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
+from dataclasses import replace
 
 from .markup import FORMATS
-from .real_text import TextJob, TextOptions, UnitOutput, aligned_outputs
-from .results import TranslateError
-
-# options that need one output per input line as the model gave it (--sampling: line i draws from
-# the stream seeded by (--seed, i), which sentence splitting would renumber)
-PER_LINE = ("nbest", "alignment", "prefix_file", "constraints", "sampling")
+from .pipeline import Plan, TextTranslation, TranslationRequest, search_units
+from .real_text import TextOptions
+from .results import ConstraintsError, TranslateError
 
 
 def add_real_text_args(parser: argparse.ArgumentParser) -> None:
@@ -64,84 +60,67 @@ def add_real_text_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def text_options(args: argparse.Namespace, *, document_format: str | None = None) -> TextOptions:
-    """The TextOptions of the arguments (before anything is loaded); a per-line option (--nbest K,
-    --alignment, --prefix-file, --constraints) means each line as one sentence, as given."""
+def text_options(args: argparse.Namespace) -> TextOptions:
+    """The TextOptions of the arguments (before anything is read or loaded; the source language,
+    where --language is not given, is the checkpoint's: nmt.infer.pipeline)."""
     if args.max_words is not None and args.max_words < 0:
         raise TranslateError(f"--max-words {args.max_words}: must be >= 0 (0: never cut)")
-    fmt = args.format or document_format or "text"
-    options = TextOptions(
-        format=fmt,
+    return TextOptions(
+        format=args.format or "text",
         split=args.split,
         recase=args.recase,
         max_words=args.max_words,
         part_words=args.part_words,
-        language=args.language or source_language(args.checkpoint[0]),
+        language=args.language,
     )
-    given = {
-        "nbest": args.nbest > 1,
-        "alignment": args.alignment,
-        "sampling": bool(getattr(args, "sampling", False)),
-    }
-    given.update((o, getattr(args, o) is not None) for o in ("prefix_file", "constraints"))
-    per_line = [f"--{o.replace('_', '-')}" for o in PER_LINE if given[o]]
-    if per_line:
-        if fmt != "text":
-            raise TranslateError(f"--format {fmt}: not with {', '.join(per_line)} (one output per line)")
-        return TextOptions(split=False, recase=False, max_words=0)
-    return options
 
 
-def source_language(checkpoint: str) -> str:
-    """The source language recorded with a checkpoint's data (config.json), else "en"."""
-    from .text import training_data
+def run_request(args: argparse.Namespace, translator, request: TranslationRequest) -> list[TextTranslation]:
+    """``request`` through nmt.infer.pipeline as `nmt translate` runs it: a progress bar (not for
+    stdin or --quiet) and warnings on stderr, naming the line (from 1) of each sentence cut at
+    clauses or truncated to the model's positions."""
+    from ..progress import progress
+    from .text import truncation_message
 
-    data = training_data(checkpoint)
-    return data["src_lang"] if data and isinstance(data.get("src_lang"), str) else "en"
+    plan = Plan(request, translator)
+    truncated: list[tuple[int, int]] = []
+    limit = translator.model.cfg.max_positions
 
+    def warn(unit: int, n: int) -> None:
+        truncated.append((unit, n))
+        message = truncation_message(plan.unit_text[unit], n, limit)
+        print(f"nmt translate: warning: {message}", file=sys.stderr)
 
-def translate_real_text(
-    args: argparse.Namespace,
-    translator,
-    texts: list[str],
-    options: TextOptions,
-    search,
-    *,
-    lines: bool = True,
-) -> list[str]:
-    """``texts`` translated through nmt.infer.real_text with `nmt translate`'s search
-    (``search(units, line_of)``: each unit's n-best, --mbr / --rerank applied, warnings naming
-    line ``line_of[i]`` of unit i); a warning per cut sentence on stderr. ``lines``: each text is
-    a line of the input, and its translation one line (stripped, as a sentence's)."""
-    from .casing import fewer_pieces, known_lower
-
-    sp = translator.sp
-    job = TextJob(
-        texts, options.for_model(translator), keep_capital=fewer_pieces(sp), lower_known=known_lower(sp)
+    bar = progress(
+        total=sum(1 for s in plan.inputs if s.strip()),
+        unit="sent",
+        desc="translate",
+        disable=args.quiet or args.input == "-",
     )
-    results = search(job.units, job.unit_text)
-    if job.needs_alignment:
-        outputs = aligned_outputs(translator, job.units, [r[0] for r in results])
-    else:
-        outputs = [UnitOutput(r[0].text) for r in results]
-    done = job.finish(outputs)
+    try:
+        results = search_units(
+            translator, plan, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update
+        )
+    except ConstraintsError as e:  # its line is the constraints file's
+        raise TranslateError(f"{args.constraints}: {e}") from None
+    bar.close()
+    done = plan.finish(results, truncated)
     for n, r in enumerate(done, start=1):
         for cut in r.cuts:
             print(f"nmt translate: warning: line {n}: {cut.message()}", file=sys.stderr)
-    if lines:
-        return [re.sub(r"[\r\n]+", " ", r.text).strip() for r in done]
-    return [r.text for r in done]
+    return done
 
 
-def translate_file(args: argparse.Namespace, translator, options: TextOptions, search) -> None:
-    """-i FILE, a document (nmt.infer.document: by its extension, or --format), translated into -o
-    in its format."""
-    from dataclasses import replace
-
+def translate_file(args: argparse.Namespace, translator, request: TranslationRequest) -> None:
+    """-i FILE, a document (nmt.infer.document: by its extension; --format html / xml / text for a
+    .html, .htm or .xml file), translated into -o in its format."""
     from .document import document_kind, translate_document
 
     def translate(texts: list[str], fmt: str) -> list[str]:
-        return translate_real_text(args, translator, texts, replace(options, format=fmt), search, lines=False)
+        job = replace(request, texts=tuple(texts), text=replace(request.text, format=fmt))
+        return [r.text for r in run_request(args, translator, job)]
 
     kind = document_kind(args.input)
-    translate_document(args.input, args.output, translate, kind=args.format if kind == "text" else kind)
+    if args.format is not None and kind in ("html", "xml"):
+        kind = args.format
+    translate_document(args.input, args.output, translate, kind=kind)

@@ -5,7 +5,9 @@ back: sentences are cleaned as at training time (strip, NFC), encoded, given EOS
 the model's positions (with a warning naming the sentence, counted from 1); an empty sentence
 gives an empty output without calling the model. Its engines add ``translate_nbest`` (the search):
 nmt.infer.translate.Translator (torch) and nmt.infer.engine_ctranslate2.CTranslate2Translator.
-``translate`` keeps each sentence's best output, or the MBR / reranked choice among its n-best.
+``translate`` runs real text through nmt.infer.pipeline, as `nmt translate` does;
+``translate_sentences`` keeps each sentence's best output as the model gives it, or the MBR /
+reranked choice among its n-best.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from ..data.lines import clean_line
 from ..vocab import EOS
 from .mbr import MBR, mbr_results
 from .options import SearchOptions, with_fields
+from .pipeline import TextTranslation, TranslationRequest, translate_request
+from .real_text import TextOptions
 from .rerank import Rerank, rerank_results
 from .results import TranslateError, Translation
 from .search import reading_order
@@ -111,6 +115,8 @@ class TextTranslator:
     # the lengths in words of the training sources (source_words of the checkpoint's training data;
     # None: not recorded): real-text translation cuts a longer sentence by default
     source_words: SourceWords | None = None
+    # what the checkpoint records of its training data (training_data; None: nothing): its languages
+    data: dict | None = None
 
     def encode(self, sentences: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
         """Token ids (+EOS; [] for an empty sentence) and (index, n_pieces) of truncated ones."""
@@ -142,8 +148,63 @@ class TextTranslator:
             else:
                 warnings.warn(truncation_message(i, n, self.model.cfg.max_positions))
 
-    @one_or_many
     def translate(
+        self,
+        texts: list[str] | str,
+        options: SearchOptions | None = None,
+        *,
+        text: TextOptions | None = None,
+        target_lang: str | None = None,
+        batch_tokens: int = 2048,
+        prefix: list[str] | None = None,
+        mbr: MBR | None = None,
+        rerank: Rerank | None = None,
+        constraints: list[list[str]] | None = None,
+        **fields,
+    ) -> list[str] | str:
+        """Each text translated as `nmt translate` translates a line (nmt.infer.pipeline: sentences
+        split, capitals recased, long sentences cut, ``text.format`` "html" / "xml": tags placed);
+        one str in, one str out. ``options``: how to search (SearchOptions; its fields also as
+        keywords, ``beam=4``); ``text``: how real text is handled (nmt.infer.real_text.TextOptions);
+        ``target_lang``: the target of a model of several (checked against its checkpoint);
+        ``mbr`` / ``rerank``: the choice among the beam's n-best; ``prefix[i]`` /
+        ``constraints[i]``: what translation i starts with / contains (each text then is one
+        sentence, as given). ``translate_sentences``: the model's output per sentence;
+        ``translate_request``: the whole TextTranslation (scores, n-best, cuts)."""
+        one = isinstance(texts, str)
+        request = TranslationRequest(
+            [texts] if one else texts,
+            text=text or TextOptions(),
+            search=with_fields(options, fields),
+            target_lang=target_lang,
+            mbr=mbr,
+            rerank=rerank,
+            prefix=prefix,
+            constraints=constraints,
+        )
+        out = [t.text for t in self.translate_request(request, batch_tokens=batch_tokens)]
+        return out[0] if one else out
+
+    def translate_request(
+        self,
+        request: TranslationRequest,
+        *,
+        batch_tokens: int = 2048,
+        on_truncate: Callable[[int, int], None] | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> list[TextTranslation]:
+        """A TranslationRequest through nmt.infer.pipeline (``on_truncate(text, pieces)``, from 0;
+        default: a warning)."""
+
+        def warn(i: int, n: int) -> None:
+            warnings.warn(truncation_message(i, n, self.model.cfg.max_positions))
+
+        return translate_request(
+            self, request, batch_tokens=batch_tokens, on_truncate=on_truncate or warn, on_batch=on_batch
+        )
+
+    @one_or_many
+    def translate_sentences(
         self,
         sentences: list[str] | str,
         options: SearchOptions | None = None,
@@ -155,7 +216,9 @@ class TextTranslator:
         constraints: list[list[str]] | None = None,
         **fields,
     ) -> list[str]:
-        """The best translation of each sentence; one str in, one str out. ``options``: how to
+        """Sentence level: the best translation of each sentence as the model gives it (no
+        splitting, recasing or cutting; ``translate`` handles real text); one str in, one str out.
+        ``options``: how to
         search (nmt.infer.options.SearchOptions; its fields may also be given as keywords,
         ``beam=4, alpha=0.6``; alpha None: beam 1 is greedy search; stopping None: the engine's own
         rule, "exact" for torch, "fast" for CTranslate2). ``mbr``: the minimum-Bayes-risk choice

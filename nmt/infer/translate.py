@@ -358,7 +358,8 @@ class Translator(TextTranslator):
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
         translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
-        translator.source_words = source_words(training_data(paths[0]))
+        translator.data = training_data(paths[0])
+        translator.source_words = source_words(translator.data)
         return translator
 
     @one_or_many

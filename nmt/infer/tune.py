@@ -82,7 +82,9 @@ def tune_alpha(
     for alpha in alphas:
         at_alpha = options.replace(alpha=alpha)
         if rerank is None:
-            outputs = [(None, translator.translate(sources, at_alpha, mbr=mbr, batch_tokens=batch_tokens))]
+            outputs = [
+                (None, translator.translate_sentences(sources, at_alpha, mbr=mbr, batch_tokens=batch_tokens))
+            ]
         else:
             outputs = reranked_outputs(
                 translator,

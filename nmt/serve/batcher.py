@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..infer.options import SearchOptions
+from ..infer.pipeline import align_results
 
 MERGE_RATIO = 8  # requests batched together differ in work by at most this factor (and a search
 #                  is interrupted only for requests this many times smaller) ...
@@ -484,16 +485,8 @@ class Batcher:
             mine = results[start : start + len(job.sentences)]
             start += len(job.sentences)
             if job.alignment and not job.gone(time.monotonic()):
-                self._add_alignments(job.sentences, mine, diagonal=job.options.alignment_diagonal)
+                align_results(self.translator, job.sentences, mine, diagonal=job.options.alignment_diagonal)
             self._answer(running, job, mine)
-
-    def _add_alignments(self, sentences: list[str], results: list, *, diagonal: float | None) -> None:
-        """The alignment of each sentence's best translation (the only one the API returns)."""
-        from ..infer.attention_maps import align
-
-        sources, _ = self.translator.encode(sentences)
-        for src, nbest in zip(sources, results):
-            nbest[0].alignment = align(self.translator.model, src, nbest[0].tokens, diagonal=diagonal)
 
     def _attention(self, job: Job, running: Running):
         from ..infer.attention_maps import attention_maps

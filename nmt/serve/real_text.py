@@ -1,71 +1,88 @@
-"""POST /translate on real text (``format``, ``split``, ``recase``, ``max_words``): each text
-through nmt.infer.real_text, its sentences queued on the model's batcher like any request's, the
-texts put back together from their translations (and, for html / xml, the batcher's alignments)."""
+"""A request through nmt.infer.pipeline on a model's batcher: what nmt's POST /translate and
+LibreTranslate's /translate share. The request is planned (markup parsed, sentences split, the
+target checked) and its texts put back together (tags placed) off the event loop, so that /health
+and other requests are answered meanwhile; its units are queued like any request's. The doors
+build the TranslationRequest from their own syntax and write their own answer."""
 
 from __future__ import annotations
 
-from ..infer.casing import fewer_pieces, known_lower
-from ..infer.real_text import TextJob, TextOptions, unit_output
+import asyncio
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from ..infer.pipeline import Plan, TextTranslation, TranslationRequest
 from ..infer.results import TranslateError
+from .batcher import JobOptions, Measured
 from .errors import ApiError
+from .state import ServedModel, ServeState
+from .validation import check_work
+from .waiting import answer
 
 
-def text_job(req, texts: list[str], translator) -> TextJob | None:
-    """The TextJob of a /translate request's texts, or None when it asks for plain translation
-    (one sentence per text as given: format "text" with split, recase and max_words off) or for
-    what needs one output per text as the model gave it (nbest > 1, alignment, constraints)."""
+@dataclass
+class Answered:
+    """A request's texts translated, and its plan and measure (for the answer's warnings)."""
+
+    texts: list[TextTranslation]
+    plan: Plan
+    measured: Measured | None
+
+
+def plan_request(treq: TranslationRequest, m: ServedModel, state: ServeState) -> tuple[Plan, Measured]:
+    """The request planned on the model's translator and measured (422 for what the pipeline
+    refuses, 413 for more sentences or work than the limits allow); runs off the event loop."""
     try:
-        options = TextOptions(
-            format=req.format,
-            split=req.split,
-            recase=req.recase,
-            max_words=req.max_words,
-            part_words=req.part_words,
-        )
+        plan = Plan(treq, m.batcher.translator)
     except TranslateError as e:
         raise ApiError(422, str(e)) from None
-    per_text = [name for name in ("alignment", "constraints") if getattr(req, name)] + (
-        ["nbest"] if req.nbest > 1 else []
-    )
-    if per_text:
-        if options.format != "text":
-            raise ApiError(
-                422, f"format {options.format!r}: not with {', '.join(per_text)} (one output per text)"
-            )
-        return None
-    if options.plain:
-        return None
-    options = options.for_model(translator)
-    sp = getattr(translator, "sp", None)
-    if sp is None:
-        return TextJob(texts, options)
-    return TextJob(texts, options, keep_capital=fewer_pieces(sp), lower_known=known_lower(sp))
+    limits = state.limits
+    if len(plan.units) > limits.max_sentences:
+        raise ApiError(
+            413, f"{len(plan.units)} sentences after splitting: at most {limits.max_sentences} per request"
+        )
+    measured = m.batcher.measure(plan.inputs)
+    check_work(measured, treq.search.beam, max_request_work=limits.max_request_work)
+    return plan, measured
 
 
-def text_body(name: str, job: TextJob, translator, results: list, truncated: list[tuple[int, int]]) -> dict:
-    """The /translate answer of a TextJob: per text its translation, with the mean score of its
-    sentences; warnings for the sentences cut at clauses and those truncated to the model's
-    positions, naming the text (from 1)."""
-    if job.needs_alignment:
-        outputs = [
-            unit_output(translator, u, r[0], getattr(r[0], "alignment", None))
-            for u, r in zip(job.units, results)
-        ]
-    else:
-        outputs = [unit_output(translator, u, r[0], None) for u, r in zip(job.units, results)]
-    texts = job.finish(outputs)
-    scores: list[list[float]] = [[] for _ in texts]
-    for k, r in zip(job.unit_text, results):
-        scores[k].append(r[0].score)
-    out = []
-    for t, s in zip(texts, scores):
-        score = sum(s) / len(s) if s else 0.0
-        out.append({"text": t.text, "score": score, "nbest": [{"text": t.text, "score": score}]})
-    warnings = [f"text {k + 1}: {cut.message()}" for k, t in enumerate(texts) for cut in t.cuts]
-    limit = getattr(getattr(translator.model, "cfg", None), "max_positions", None)  # a stand-in may have none
+async def run_request(
+    request: Request, state: ServeState, m: ServedModel, treq: TranslationRequest
+) -> Answered:
+    """``treq`` planned and finished off the event loop, its units searched on the model's batcher
+    (the MBR choice there; alignments where tags are placed or asked for)."""
+    plan, measured = await asyncio.to_thread(plan_request, treq, m, state)
+    results = []
+    if plan.inputs:
+        options = JobOptions(
+            treq.search,
+            mbr=treq.mbr is not None,
+            constraints=None if treq.constraints is None else tuple(treq.constraints),
+            alignment_diagonal=plan.alignment_diagonal,
+        )
+        results = await answer(
+            request,
+            state,
+            m,
+            plan.inputs,
+            options,
+            n_tokens=sum(measured.tokens),
+            alignment=plan.needs_alignment,
+        )
+        state.metrics.sentences.labels(model=m.name).inc(len(plan.inputs))
+    texts = await asyncio.to_thread(plan.finish, results, measured.truncated)
+    return Answered(texts, plan, measured)
+
+
+def warnings_of(done: Answered, translator) -> list[str]:
+    """The answer's warnings, naming the text (from 1): sentences cut at clauses, and those
+    truncated to the model's positions."""
+    limit = getattr(getattr(translator.model, "cfg", None), "max_positions", None)
     cut_to = f"{limit - 1:,} (model.max_positions={limit})" if limit else "the model's positions"
-    warnings += [f"text {job.unit_text[i] + 1}: {n:,} pieces, truncated to {cut_to}" for i, n in truncated]
-    body = {"model": name, "translations": out}
-    if warnings:
-        body["warnings"] = warnings
-    return body
+    out = [f"text {k + 1}: {cut.message()}" for k, t in enumerate(done.texts) for cut in t.cuts]
+    out += [
+        f"text {k + 1}: {n:,} pieces, truncated to {cut_to}"
+        for k, t in enumerate(done.texts)
+        for n in t.truncated
+    ]
+    return out

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-import traceback
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..infer.mbr import MBR
 from ..infer.options import SearchOptions
-from ..infer.real_text import PROJECTION_DIAGONAL
-from .batcher import Cancelled, JobOptions, Measured, QueueFull
+from ..infer.pipeline import TranslationRequest
+from ..infer.real_text import TextOptions
+from ..infer.results import TranslateError
+from .batcher import JobOptions, Measured
 from .errors import ApiError, error_response
-from .real_text import text_body, text_job
+from .real_text import Answered, run_request, warnings_of
 from .schemas import (
     POST_ERRORS,
     AttentionRequest,
@@ -30,7 +30,7 @@ from .schemas import (
     documented,
     request_body,
 )
-from .state import ServedModel, ServeState, serve_state
+from .state import ServedModel, serve_state
 from .validation import (
     check_attention,
     check_attention_cells,
@@ -38,74 +38,13 @@ from .validation import (
     check_translate,
     check_work,
     checked_constraints,
-    checked_target,
+    checked_search,
     read_json,
-    search_alpha,
     served_model,
-    torch_model,
 )
+from .waiting import answer
 
 router = APIRouter()
-
-
-# ------------------------------------------------------------------------ queueing and waiting
-async def client_gone(request: Request) -> None:
-    """Returns when the client closes the connection (the body has been read already)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-async def answer(
-    request: Request,
-    state: ServeState,
-    m: ServedModel,
-    sentences: list[str],
-    options: JobOptions,
-    *,
-    n_tokens: int,
-    alignment: bool = False,
-    kind: str = "translate",
-) -> Any:
-    """The worker's answer to the request, or 503 (queue full), 504 (timeout), 499 (client gone),
-    500. Whoever stops waiting cancels the queued work: the client, the deadline, or the server
-    (this task cancelled)."""
-    retry = {"Retry-After": str(state.queue_retry_after)}
-    timeout = state.limits.timeout
-    try:
-        future = m.batcher.submit(
-            sentences, options, alignment=alignment, kind=kind, n_tokens=n_tokens, timeout=timeout
-        )
-    except QueueFull as e:
-        raise ApiError(503, f"{e}; retry later", retry)  # full, stopping, or no worker: e says which
-    gone = asyncio.ensure_future(client_gone(request))
-    try:
-        await asyncio.wait([future, gone], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this task is cancelled (server stopping): the queued work goes too
-        gone.cancel()
-        if not future.done():
-            future.cancel()
-    return outcome(future, gone, m, timeout=timeout, retry=retry)
-
-
-def outcome(
-    future: asyncio.Future, gone: asyncio.Future, m: ServedModel, *, timeout: float, retry: dict
-) -> Any:
-    """The result of a request's future once waiting is over, or the error that says why there is none."""
-    late = f"no answer within {timeout:g} s (--timeout); the request was cancelled"
-    if future.cancelled():
-        if gone.done() and not gone.cancelled():
-            raise ApiError(499, "the client closed the connection")
-        raise ApiError(504, late)
-    e = future.exception()
-    if isinstance(e, Cancelled):  # the worker saw the deadline first
-        raise ApiError(504, late)
-    if isinstance(e, QueueFull):
-        raise ApiError(503, f"{e}; retry later", retry)
-    if e is not None:
-        print(f"nmt serve: model {m.name!r}: {type(e).__name__}: {e}", file=sys.stderr)
-        traceback.print_exception(e)
-        raise ApiError(500, f"model {m.name!r} failed: {type(e).__name__}: {e}")
-    return future.result()
 
 
 # -------------------------------------------------------------------------------- /translate
@@ -118,22 +57,44 @@ def truncation_warnings(measured: Measured) -> list[str]:
     ]
 
 
-def translation_body(name: str, results: list, measured: Measured, *, alignment: bool) -> dict:
-    """The /translate answer: per sentence, its best translation, the n-best and (when asked) the
-    best one's alignment; warnings for truncated sentences."""
+def translation_request(req: TranslateRequest, texts: list[str], m: ServedModel) -> TranslationRequest:
+    """The pipeline's request of a /translate body (422 for options it refuses)."""
+    try:
+        return TranslationRequest(
+            texts,
+            text=TextOptions(
+                format=req.format,
+                split=req.split,
+                recase=req.recase,
+                max_words=req.max_words,
+                part_words=req.part_words,
+            ),
+            search=SearchOptions(beam=req.beam, alpha=req.alpha, nbest=req.nbest),
+            target_lang=req.target_lang,
+            alignment=req.alignment,
+            mbr=MBR() if req.mbr else None,
+            constraints=checked_constraints(req, texts, m),
+        )
+    except (TranslateError, ValueError) as e:
+        raise ApiError(422, str(e)) from None
+
+
+def translation_body(name: str, done: Answered, translator, *, alignment: bool) -> dict:
+    """The /translate answer: per text, its best translation, the n-best and (when asked) their
+    alignments; warnings for sentences cut or truncated."""
     out = []
-    for nbest in results:
-        entry = {
-            "text": nbest[0].text,
-            "score": nbest[0].score,
-            "nbest": [{"text": t.text, "score": t.score} for t in nbest],
-        }
+    for t in done.texts:
+        nbest = [{"text": a.text, "score": a.score} for a in t.nbest]
+        entry = {"text": t.text, "score": t.score, "nbest": nbest}
         if alignment:
-            entry["alignment"] = [list(p) for p in nbest[0].alignment]
+            entry["alignment"] = [list(p) for p in t.alignment or []]
+            for a, hypothesis in zip(t.nbest, nbest):
+                hypothesis["alignment"] = [list(p) for p in a.alignment or []]
         out.append(entry)
     body = {"model": name, "translations": out}
-    if measured.truncated:
-        body["warnings"] = truncation_warnings(measured)
+    warnings = warnings_of(done, translator)
+    if warnings:
+        body["warnings"] = warnings
     return body
 
 
@@ -143,34 +104,16 @@ def translation_body(name: str, results: list, measured: Measured, *, alignment:
     openapi_extra=request_body(TranslateRequest),
 )
 async def translate(request: Request) -> Response:
-    """Translate one sentence or a list; results in input order."""
+    """Translate one text or a list (paragraphs, capitals, markup: as `nmt translate`); results in
+    input order."""
     state = serve_state(request)
     check_key(state, request)
     req = await read_json(request, TranslateRequest)
     m = served_model(state, req.model)
-    sentences = [req.text] if isinstance(req.text, str) else req.text
-    check_translate(req, sentences, m, state.limits)
-    if not sentences:
-        return JSONResponse({"model": m.name, "translations": []})
-    job = text_job(req, sentences, m.batcher.translator)  # real text (nmt.serve.real_text); None: plain
-    units = sentences if job is None else job.units
-    tag = checked_target(req, m, markup=job is not None and job.needs_alignment)
-    units = [f"{tag} {u}" if tag and u.strip() else u for u in units]  # a multi-target model's target
-    constraints = checked_constraints(req, sentences, m)
-    measured = m.batcher.measure(units)
-    tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
-    search = SearchOptions(beam=req.beam, alpha=search_alpha(req.beam, req.alpha), nbest=req.nbest)
-    markup = job is not None and job.needs_alignment and torch_model(m)
-    diagonal = PROJECTION_DIAGONAL if markup else None  # tags placed as nmt translate places them
-    options = JobOptions(search, mbr=req.mbr, constraints=constraints, alignment_diagonal=diagonal)
-    aligned = req.alignment or markup
-    results = (
-        await answer(request, state, m, units, options, n_tokens=tokens, alignment=aligned) if units else []
-    )
-    state.metrics.sentences.labels(model=m.name).inc(len(sentences))
-    if job is not None:
-        return JSONResponse(text_body(m.name, job, m.batcher.translator, results, measured.truncated))
-    return JSONResponse(translation_body(m.name, results, measured, alignment=req.alignment))
+    texts = [req.text] if isinstance(req.text, str) else req.text
+    check_translate(req, texts, m, state.limits)
+    done = await run_request(request, state, m, translation_request(req, texts, m))
+    return JSONResponse(translation_body(m.name, done, m.batcher.translator, alignment=req.alignment))
 
 
 # -------------------------------------------------------------------------------- /attention
@@ -214,7 +157,7 @@ async def attention(request: Request) -> Response:
     measured = m.batcher.measure([req.text])
     tokens = check_work(measured, req.beam, max_request_work=state.limits.max_request_work)
     check_attention_cells(m, tokens, max_cells=state.limits.max_attention_cells)
-    options = JobOptions(SearchOptions(beam=req.beam, alpha=search_alpha(req.beam, req.alpha)))
+    options = JobOptions(checked_search(req.beam, req.alpha))
     maps, best = await answer(request, state, m, [req.text], options, n_tokens=tokens, kind="attention")
     head = attention_head(m, req.text, best, measured)
     return Response(await asyncio.to_thread(render_attention, head, maps), media_type="application/json")

@@ -13,17 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
     model: str | None = Field(None, description="model name (default: the first one served)")
-    text: str | list[str] = Field(description="one sentence or a list of sentences")
+    text: str | list[str] = Field(description="one text or a list of texts (paragraphs, markup)")
     target_lang: str | None = Field(
         None,
         description="the target language of a model trained for several (nmt prepare --tgt de,fr,cs): "
         "each sentence is given its tag >>LANG<< (nmt.data.multilingual); needed by such a model",
     )
     beam: int = Field(4, ge=1, le=32, description="beam size (paper: 4; 1 = greedy)")
-    alpha: float | None = Field(
-        None, ge=0.0, le=5.0, description="length penalty (default 0.6; 0 for beam 1)"
+    alpha: float | None = Field(None, description="length penalty (default 0.6; 0 for beam 1)")
+    nbest: int = Field(
+        1,
+        ge=1,
+        description="translations per text (<= beam): the text with each sentence's i-th hypothesis",
     )
-    nbest: int = Field(1, ge=1, description="translations per sentence (<= beam)")
     alignment: bool = Field(False, description="source-target piece alignment (last layer, heads averaged)")
     mbr: bool = Field(
         False,
@@ -39,7 +41,7 @@ class TranslateRequest(BaseModel):
     format: Literal["text", "html", "xml"] = Field(
         "text",
         description="html / xml: tags taken out, the text translated, the tags put back around the aligned "
-        "words (nmt.infer.markup); not with nbest > 1, alignment or constraints",
+        "words (nmt.infer.markup); not with alignment or constraints",
     )
     split: bool = Field(
         True,
@@ -67,7 +69,7 @@ class AttentionRequest(BaseModel):
     model: str | None = None
     text: str
     beam: int = Field(4, ge=1, le=32)
-    alpha: float | None = Field(None, ge=0.0, le=5.0)
+    alpha: float | None = None
 
 
 def request_body(schema: type[BaseModel]) -> dict:
@@ -94,6 +96,9 @@ class ErrorBody(BaseModel):
 class Hypothesis(BaseModel):
     text: str
     score: float
+    alignment: list[list[int]] | None = Field(
+        None, description="[source piece, output piece] pairs (when asked)"
+    )
 
 
 class SentenceTranslation(BaseModel):

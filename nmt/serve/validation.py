@@ -1,6 +1,7 @@
-"""Reading and checking a request before it is queued: the API key (401), the model it names (404),
-the JSON body (415, 400, 422), the text, the per-request limits (413), what the model's engine can
-do (400) and the terminology constraints."""
+"""Reading and checking a request before it is parsed and queued: the API key (401), the model it
+names (404), the JSON body (415, 400, 422), the text, the per-request limits on the text as sent
+(413), what the model's engine can do (400) and the terminology constraints. The search and
+real-text options are checked once, by nmt.infer.pipeline."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import json
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from ..data.multilingual import check_target
+from ..infer.options import SearchOptions
 from ..infer.results import TranslateError
-from ..infer.search import default_alpha
 from .batcher import Measured
 from .errors import ApiError
 from .schemas import AttentionRequest, TranslateRequest
@@ -103,27 +103,29 @@ def torch_model(m: ServedModel) -> bool:
     return isinstance(getattr(m.batcher.translator, "model", None), torch.nn.Module)
 
 
-def search_alpha(beam: int, alpha: float | None) -> float:
-    """The length penalty a request asked for, else the default for its beam."""
-    return default_alpha(beam) if alpha is None else alpha
+def checked_search(beam: int, alpha: float | None, nbest: int = 1) -> SearchOptions:
+    """The SearchOptions a request asks for (422 naming what SearchOptions refuses)."""
+    try:
+        return SearchOptions(beam=beam, alpha=alpha, nbest=nbest)
+    except ValueError as e:
+        raise ApiError(422, str(e)) from None
 
 
-def check_translate(req: TranslateRequest, sentences: list[str], m: ServedModel, limits: Limits) -> None:
-    """A /translate request's search options (422), size (413), text (422) and alignment (400)."""
-    if req.nbest > req.beam:
-        raise ApiError(422, f"nbest: {req.nbest} must be <= beam ({req.beam})")
-    if req.mbr and (req.beam < 2 or req.nbest != 1):
-        raise ApiError(
-            422,
-            f"mbr chooses one translation among the beam's n-best: needs beam >= 2 and "
-            f"nbest 1 (got beam {req.beam}, nbest {req.nbest})",
-        )
-    if len(sentences) > limits.max_sentences:
-        raise ApiError(413, f"{len(sentences)} sentences: at most {limits.max_sentences} per request")
-    chars = sum(map(len, sentences))
+def check_raw_limits(texts: list[str], limits: Limits) -> None:
+    """A request's texts as sent, before anything parses them: 413 for more texts or characters
+    (markup included) than the limits, 422 for a string that is not Unicode text."""
+    if len(texts) > limits.max_sentences:
+        raise ApiError(413, f"{len(texts)} texts: at most {limits.max_sentences} per request")
+    chars = sum(map(len, texts))
     if chars > limits.max_chars:
         raise ApiError(413, f"{chars} characters: at most {limits.max_chars} per request")
-    check_text(sentences)
+    check_text(texts)
+
+
+def check_translate(req: TranslateRequest, texts: list[str], m: ServedModel, limits: Limits) -> None:
+    """A /translate request's size (413), text (422) and alignment (400), before it is parsed;
+    its options are checked by nmt.infer.pipeline."""
+    check_raw_limits(texts, limits)
     if req.alignment and not torch_model(m):
         raise ApiError(400, f"model {m.name!r}: alignment needs the torch engine")
 
@@ -162,22 +164,6 @@ def checked_constraints(
     except TranslateError as e:
         raise ApiError(422, f"constraints: {e}")
     return tuple(tuple(c) for c in constraints)
-
-
-def checked_target(req: TranslateRequest, m: ServedModel, *, markup: bool) -> str | None:
-    """The tag of ``req.target_lang`` for model ``m`` (None: no tag), or 422 naming the model's
-    targets; 422 for markup (its tags are placed by the alignment, which a tag would shift)."""
-    try:
-        tag = check_target(
-            req.target_lang, {"tgt_lang": m.info.get("tgt_lang"), "tgt_langs": m.info.get("tgt_langs")}
-        )
-    except ValueError as e:
-        raise ApiError(422, f"target_lang: model {m.name!r}: {e}")
-    if tag is not None and markup:
-        raise ApiError(
-            422, "target_lang: not with format html or xml (the target tag would shift the alignment)"
-        )
-    return tag
 
 
 def check_attention(req: AttentionRequest, m: ServedModel, limits: Limits) -> None:
