@@ -22,7 +22,7 @@ Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.tx
    out of the measure): for each tagged line whose source is one unit (one sentence, uncut, one
    run), the reference's text (tags removed) is taken as the model's output for that unit (its
    pieces forced through the decoder), aligned with the source by the model's cross-attention as
-   the model's own translations are (nmt.infer.real_text.aligned_outputs), the source's tags
+   the model's own translations are (nmt.infer.pipeline.align_results), the source's tags
    projected onto it by TextJob.finish, and scored by part 3's placement F1 against the
    reference's own tags: the words are the same, so a perfect projection scores 1.0. Beside it the
    monotone guess (nmt.infer.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
@@ -55,20 +55,31 @@ import torch  # noqa: E402
 from nmt.data.lines import clean_line  # noqa: E402
 from nmt.infer.casing import fewer_pieces  # noqa: E402
 from nmt.infer.markup import TAG, parse  # noqa: E402
+from nmt.infer.options import SearchOptions  # noqa: E402
+from nmt.infer.pipeline import TranslationRequest, align_results, translate_request  # noqa: E402
 from nmt.infer.real_text import (  # noqa: E402
-    PLAIN,
     PROJECTION_DIAGONAL,
     TextJob,
     TextOptions,
     UnitOutput,
-    aligned_outputs,
-    translate_text,
+    unit_output,
 )
 from nmt.infer.results import Translation  # noqa: E402
 from nmt.infer.search import reading_order  # noqa: E402
 from nmt.infer.segment import split_text  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.progress import progress  # noqa: E402
+
+PLAIN = TextOptions(split=False, recase=False, max_words=0)  # each line one sentence, as given
+
+
+def translate_text(translator, texts, *, options: TextOptions, **search):
+    """The pipeline's TextTranslation of a text (or of each of a list) with these options."""
+    one = isinstance(texts, str)
+    request = TranslationRequest([texts] if one else texts, text=options, search=SearchOptions(**search))
+    out = translate_request(translator, request)
+    return out[0] if one else out
+
 
 SIX = [
     "Two dogs play in the snow. A man is riding a bike. The children are laughing.",
@@ -393,7 +404,7 @@ def forced_outputs(
 ) -> Callable[[str, str], UnitOutput | None]:
     """``output`` for forced_placement: the reference forced as the unit's translation, with the
     character pairs the model's cross-attention gives it as for a translation of its own
-    (aligned_outputs, with the prior ``diagonal``), or with none (``aligned`` False: TextJob's
+    (align_results, with the prior ``diagonal``), or with none (``aligned`` False: TextJob's
     monotone guess)."""
 
     def output(unit: str, text: str) -> UnitOutput | None:
@@ -402,7 +413,8 @@ def forced_outputs(
             return None
         if not aligned:
             return UnitOutput(t.text)
-        return aligned_outputs(translator, [unit], [t], diagonal=diagonal)[0]
+        align_results(translator, [unit], [[t]], diagonal=diagonal)
+        return unit_output(translator, unit, t, t.alignment)
 
     return output
 

@@ -197,10 +197,10 @@ def test_stopping_rules_counts_rows_without_changing_the_search_and_exact_decode
 
     lines = ["a b c", "d e", "f g h i", "a"]
     t = Translator.load(tiny_checkpoint, device="cpu")
-    plain = t.translate(lines, beam=4)
+    plain = t.translate_sentences(lines, beam=4)
     counts = {"steps": 0, "rows": 0, "losing": 0}
     monkeypatch.setattr(search, "still_searching", rules.counting(counts))
-    assert t.translate(lines, beam=4) == plain
+    assert t.translate_sentences(lines, beam=4) == plain
     assert counts["steps"] > 0 and counts["rows"] % 4 == 0 and counts["rows"] >= 4 * counts["steps"]
     assert 0 <= counts["losing"] <= counts["rows"]
 

@@ -360,12 +360,12 @@ def test_translator_outputs_hold_the_phrases(tiny_checkpoint):
 
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     kw = dict(beam=3, max_len_a=0, max_len_b=12)
-    plain = t.translate(LINES, **kw)
-    out = t.translate(LINES, constraints=PHRASES, **kw)
+    plain = t.translate_sentences(LINES, **kw)
+    out = t.translate_sentences(LINES, constraints=PHRASES, **kw)
     for line, phrases, text in zip(out, PHRASES, plain):
         assert all(p in line for p in phrases), (line, phrases)
     assert out[2:] == plain[2:] and out[3] == ""
-    assert t.translate(LINES, constraints=[[] for _ in LINES], **kw) == plain
+    assert t.translate_sentences(LINES, constraints=[[] for _ in LINES], **kw) == plain
     nbest = t.translate_nbest(LINES[:2], constraints=PHRASES[:2], nbest=3, **kw)
     assert all(all(p in tr.text for p in phrases) for r, phrases in zip(nbest, PHRASES) for tr in r)
 
@@ -379,21 +379,23 @@ def test_translator_constraint_errors_name_the_line(tiny_checkpoint):
         match=r"line 2: the constraints need \d+ tokens and EOS, more than the "
         r"maximum output length 4",
     ):
-        t.translate(LINES[:2], constraints=[[], ["unter dem haus neben dem baum"]], max_len_a=0, max_len_b=4)
+        t.translate_sentences(
+            LINES[:2], constraints=[[], ["unter dem haus neben dem baum"]], max_len_a=0, max_len_b=4
+        )
     with pytest.raises(
         TranslateError, match=r"line 1: constraint 'жук' holds characters the vocabulary does not have"
     ):
-        t.translate(LINES[:1], constraints=[["жук"]])
+        t.translate_sentences(LINES[:1], constraints=[["жук"]])
     with pytest.raises(TranslateError, match="line 4: the sentence is empty"):
-        t.translate(LINES, constraints=[[], [], [], ["haus"]])
-    with pytest.raises(TranslateError, match="constraints: 1 given for 2 texts"):
-        t.translate(LINES[:2], constraints=[["haus"]])
+        t.translate_sentences(LINES, constraints=[[], [], [], ["haus"]])
+    with pytest.raises(TranslateError, match="1 constraint lists for 2 sentences"):
+        t.translate_sentences(LINES[:2], constraints=[["haus"]])
     with pytest.raises(TypeError, match="constraints of sentence 1: expected a list of str"):
-        t.translate(LINES[:1], constraints=["haus"])
+        t.translate_sentences(LINES[:1], constraints=["haus"])
     from nmt.infer.translate import Sampling
 
     with pytest.raises(TranslateError, match="not with a prefix, sampling"):
-        t.translate(LINES[:1], constraints=[["haus"]], sampling=Sampling())
+        t.translate_sentences(LINES[:1], constraints=[["haus"]], sampling=Sampling())
 
 
 def cli(*argv):
@@ -475,7 +477,7 @@ def test_http_constraints_field(tiny_checkpoint):
     parser = argparse.ArgumentParser()
     add_serve_args(parser)
     app = create_app(build_models({"tiny": tiny_checkpoint}, parser.parse_args([f"tiny={tiny_checkpoint}"])))
-    want = Translator.load(tiny_checkpoint, device="cpu", precision="fp32").translate(
+    want = Translator.load(tiny_checkpoint, device="cpu", precision="fp32").translate_sentences(
         LINES, constraints=PHRASES, beam=3
     )
     with TestClient(app) as c:

@@ -70,7 +70,7 @@ def test_cpu_and_cuda_translate_alike_in_float32(tiny_data, tmp_path):
     for device in ("cpu", "cuda"):
         translator = Translator.load(tmp_path / "run", device=device, precision="fp32")
         assert translator.device.type == device
-        outputs[device] = translator.translate(sources, beam=4, alpha=0.6)
+        outputs[device] = translator.translate_sentences(sources, beam=4, alpha=0.6)
     same = sum(a == b for a, b in zip(outputs["cpu"], outputs["cuda"]))
     assert same >= 0.9 * len(sources), list(zip(outputs["cpu"], outputs["cuda"]))  # near-ties may flip
 

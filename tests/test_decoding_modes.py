@@ -325,7 +325,7 @@ def test_cli_modes(vocab_and_weight_checkpoints, tmp_path, capsys):
     assert status == 0 and len(plain) == 3 and plain[1] == ""
     status, forced = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--prefix-file", prefix)
     assert status == 0 and forced[0].startswith("rot") and forced[2] == plain[2]
-    api = Translator.load(a).translate(
+    api = Translator.load(a).translate_sentences(
         ["der hund laeuft.", "die katze."], beam=2, max_len_a=0, max_len_b=5, prefix=["rot", ""]
     )
     assert api == [forced[0], forced[2]]

@@ -78,7 +78,7 @@ def test_distill_writes_the_teachers_translations_the_students_data_and_its_aver
         "part-00002.txt",
     ]
     # the teacher's beam-4 translations, line for line
-    expected = Translator.load(teacher, precision="fp32").translate(sources[:5], beam=4, alpha=0.6)
+    expected = Translator.load(teacher, precision="fp32").translate_sentences(sources[:5], beam=4, alpha=0.6)
     assert lines[:5] == expected
     # the student's data: the teacher's vocabulary, the original pairs and the distilled ones
     ckpt = resolve_checkpoint(teacher)

@@ -107,14 +107,15 @@ def test_a_student_exports_with_its_own_depths_and_decodes_in_int8_in_both_engin
         "--train.lr_scale=0.3",
     ]
     assert main(["train", str(tiny_data), "--out", str(run), *TINY, *depths, *budget]) == 0
-    fp32 = Translator.load(run, precision="fp32").translate(tiny_test_lines, beam=1, alpha=0.0)
+    fp32 = Translator.load(run, precision="fp32").translate_sentences(tiny_test_lines, beam=1, alpha=0.0)
     assert len(set(fp32)) > 10
     int8 = Translator.load(run, precision="int8")
     assert (len(int8.model.encoder.layers), len(int8.model.decoder.layers)) == (3, 1)
-    nmt_int8 = int8.translate(tiny_test_lines, beam=4)
+    nmt_int8 = int8.translate_sentences(tiny_test_lines, beam=4)
     assert (
         all(nmt_int8)
-        and sacrebleu.corpus_chrf(int8.translate(tiny_test_lines, beam=1, alpha=0.0), [fp32]).score >= 50
+        and sacrebleu.corpus_chrf(int8.translate_sentences(tiny_test_lines, beam=1, alpha=0.0), [fp32]).score
+        >= 50
     )
     if importlib.util.find_spec("ctranslate2") is not None:
         import ctranslate2
@@ -126,8 +127,8 @@ def test_a_student_exports_with_its_own_depths_and_decodes_in_int8_in_both_engin
         assert b"decoder/layer_0/" in weights and b"decoder/layer_1/" not in weights
         assert ctranslate2.Translator(str(out), device="cpu").compute_type.startswith("int8")
         ct2 = Translator.load(out, engine="ctranslate2")
-        assert all(ct2.translate(tiny_test_lines, beam=4))
-        ct2_greedy = ct2.translate(tiny_test_lines, beam=1, alpha=0.0)
+        assert all(ct2.translate_sentences(tiny_test_lines, beam=4))
+        ct2_greedy = ct2.translate_sentences(tiny_test_lines, beam=1, alpha=0.0)
         assert sacrebleu.corpus_chrf(ct2_greedy, [fp32]).score >= 50
     if importlib.util.find_spec("transformers") is not None:
         from transformers import MarianConfig, pipeline
@@ -139,6 +140,6 @@ def test_a_student_exports_with_its_own_depths_and_decodes_in_int8_in_both_engin
         pipe = pipeline("translation", model=str(out))
         translator = Translator.load(run, precision="fp32")
         for line in tiny_test_lines[:10]:
-            expected = translator.translate([line], beam=1, alpha=0.0, max_len_b=10)[0]
+            expected = translator.translate_sentences([line], beam=1, alpha=0.0, max_len_b=10)[0]
             n = len(translator.encode([line])[0][0]) + 10
             assert pipe(line, num_beams=1, max_new_tokens=n)[0]["translation_text"] == expected

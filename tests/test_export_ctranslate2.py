@@ -50,8 +50,10 @@ def test_ctranslate2_greedy_matches_nmt(trained_tiny_run, tiny_test_lines, tmp_p
     assert main(["export", "ctranslate2", str(trained_tiny_run), str(out)]) == 0
     for name in ("model.bin", "spm.model", "README.md", "shared_vocabulary.json"):
         assert (out / name).exists(), name
-    ref = Translator.load(trained_tiny_run, precision="fp32").translate(tiny_test_lines, beam=1, alpha=0.0)
-    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32").translate(
+    ref = Translator.load(trained_tiny_run, precision="fp32").translate_sentences(
+        tiny_test_lines, beam=1, alpha=0.0
+    )
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32").translate_sentences(
         tiny_test_lines, beam=1, alpha=0.0
     )
     # non-trivial outputs (the tiny model's output lengths vary with the CPU's float kernels: ~2.9-4 words)
@@ -61,14 +63,14 @@ def test_ctranslate2_greedy_matches_nmt(trained_tiny_run, tiny_test_lines, tmp_p
     # an nmt checkpoint given to the engine is exported on the fly into the cache
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
     t = Translator.load(trained_tiny_run, engine="ctranslate2", precision="fp32")
-    assert t.translate(tiny_test_lines[:5], beam=1, alpha=0.0) == ct2[:5]
+    assert t.translate_sentences(tiny_test_lines[:5], beam=1, alpha=0.0) == ct2[:5]
     assert len(list((tmp_path / "cache" / "ctranslate2").iterdir())) == 1
     # int8 quantized export loads and translates every line
     assert (
         main(["export", "ctranslate2", str(trained_tiny_run), str(tmp_path / "q"), "--quantization", "int8"])
         == 0
     )
-    q = Translator.load(tmp_path / "q", engine="ctranslate2").translate(tiny_test_lines[:5], beam=2)
+    q = Translator.load(tmp_path / "q", engine="ctranslate2").translate_sentences(tiny_test_lines[:5], beam=2)
     assert len(q) == 5
     # ... and is int8: CTranslate2 loads its weights as int8, the file holds under half the float
     # export's bytes, and its greedy outputs are mostly the float export's (see int8_agrees)
@@ -77,7 +79,7 @@ def test_ctranslate2_greedy_matches_nmt(trained_tiny_run, tiny_test_lines, tmp_p
     assert ctranslate2.Translator(str(tmp_path / "q"), device="cpu").compute_type.startswith("int8")
     assert ctranslate2.Translator(str(out), device="cpu").compute_type == "float32"
     assert (tmp_path / "q" / "model.bin").stat().st_size < 0.5 * (out / "model.bin").stat().st_size
-    q_greedy = Translator.load(tmp_path / "q", engine="ctranslate2").translate(
+    q_greedy = Translator.load(tmp_path / "q", engine="ctranslate2").translate_sentences(
         tiny_test_lines, beam=1, alpha=0.0
     )
     assert len(q_greedy) == len(tiny_test_lines) and all(q_greedy)
@@ -85,15 +87,15 @@ def test_ctranslate2_greedy_matches_nmt(trained_tiny_run, tiny_test_lines, tmp_p
     # CTranslate2 stops as --stopping fast: asking it for the exact rule is a clear error
     from nmt.infer.translate import TranslateError
 
-    assert t.translate(tiny_test_lines[:2], beam=2, stopping="fast") == t.translate(
+    assert t.translate_sentences(tiny_test_lines[:2], beam=2, stopping="fast") == t.translate_sentences(
         tiny_test_lines[:2], beam=2
     )
     with pytest.raises(TranslateError, match="stopping"):
-        t.translate(tiny_test_lines[:2], beam=2, stopping="exact")
+        t.translate_sentences(tiny_test_lines[:2], beam=2, stopping="exact")
     # MBR with the CTranslate2 engine: the MBR choice among CTranslate2's own n-best
     from nmt.infer.mbr import MBR, mbr_select
 
-    chosen = t.translate(tiny_test_lines[:8], beam=4, mbr=MBR())
+    chosen = t.translate_sentences(tiny_test_lines[:8], beam=4, mbr=MBR())
     for pick, nbest in zip(chosen, t.translate_nbest(tiny_test_lines[:8], beam=4, nbest=4)):  # same batch
         assert pick == nbest[mbr_select([h.text for h in nbest], [h.score for h in nbest])].text
 
@@ -149,8 +151,8 @@ def test_ctranslate2_export_searches_beam_4_as_nmt_does_up_to_the_length_penalty
     assert main(["export", "ctranslate2", str(trained_tiny_run), str(out)]) == 0
     nmt = Translator.load(trained_tiny_run, precision="fp32")
     ct2 = Translator.load(out, engine="ctranslate2", precision="fp32")
-    ours = nmt.translate(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
-    theirs = ct2.translate(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
+    ours = nmt.translate_sentences(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
+    theirs = ct2.translate_sentences(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
     same, unexplained = beam_fidelity(nmt, tiny_test_lines, ours, theirs, alpha)
     assert same >= 0.6 * len(tiny_test_lines) and unexplained <= 0.05 * len(tiny_test_lines), (
         same,

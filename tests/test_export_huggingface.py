@@ -43,7 +43,7 @@ def test_huggingface_export_is_exact(trained_tiny_run, tiny_test_lines, tmp_path
     translator = Translator.load(trained_tiny_run, precision="fp32")
     pipe = pipeline("translation", model=str(out))
     lines = tiny_test_lines[:20]
-    ref = translator.translate(lines, beam=1, alpha=0.0, max_len_b=10)
+    ref = translator.translate_sentences(lines, beam=1, alpha=0.0, max_len_b=10)
     for line, r in zip(lines, ref):  # nmt's max length |x| + b (|x| with EOS) per sentence
         n = len(translator.encode([line])[0][0]) + 10
         assert pipe(line, num_beams=1, max_new_tokens=n)[0]["translation_text"] == r
@@ -63,7 +63,7 @@ def test_huggingface_export_searches_beam_4_as_nmt_does_up_to_the_length_penalty
     assert main(["export", "huggingface", str(trained_tiny_run), str(out)]) == 0
     nmt = Translator.load(trained_tiny_run, precision="fp32")
     pipe = pipeline("translation", model=str(out))
-    ours = nmt.translate(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
+    ours = nmt.translate_sentences(tiny_test_lines, beam=4, alpha=alpha, max_len_b=BEAM_B)
     theirs = [
         pipe(line, num_beams=4, length_penalty=alpha, max_new_tokens=len(nmt.encode([line])[0][0]) + BEAM_B)[
             0

@@ -93,7 +93,7 @@ def test_greedy_translations_with_onnx_runtime_are_nmts(run_dir, onnx_dir):
     from nmt.infer.export_onnx import OnnxTranslator
     from nmt.infer.translate import Translator
 
-    want = Translator.load(run_dir, device="cpu", precision="fp32").translate(SENTENCES, beam=1)
+    want = Translator.load(run_dir, device="cpu", precision="fp32").translate_sentences(SENTENCES, beam=1)
     ort = OnnxTranslator.load(onnx_dir)
     assert ort.translate(SENTENCES) == want  # the cached step, all sentences in one batch
     assert ort.translate(SENTENCES, cached=False) == want  # the full-prefix decoder

@@ -1,5 +1,6 @@
 """Minimum-Bayes-risk selection (nmt.infer.mbr): chrF against sacreBLEU, the selection rule on
-hand-built candidates, and `nmt translate --mbr` / `Translator.translate(mbr=...)` on a tiny model."""
+hand-built candidates, and `nmt translate --mbr` / `Translator.translate_sentences(mbr=...)` on a
+tiny model."""
 
 import math
 
@@ -95,7 +96,7 @@ def test_translate_mbr_cli_and_api(tiny_checkpoint, tmp_path):
     search = dict(beam=4, max_len_a=0, max_len_b=6)
     nbest = t.translate_nbest(lines, nbest=4, **search)
     want = [r[mbr_select([c.text for c in r], [c.score for c in r], temperature=2.0)].text for r in nbest]
-    assert t.translate(lines, mbr=MBR("chrf", 2.0), **search) == want
+    assert t.translate_sentences(lines, mbr=MBR("chrf", 2.0), **search) == want
     assert want != [r[0].text for r in nbest]  # random weights: flat distributions, MBR moves some
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -126,7 +127,7 @@ def test_translate_mbr_cli_and_api(tiny_checkpoint, tmp_path):
         r[mbr_select([c.text for c in r], [c.score for c in r], utility="bleu", temperature=0.5)].text
         for r in nbest
     ]
-    assert t.translate(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
+    assert t.translate_sentences(lines, mbr=MBR("bleu", 0.5), **search) == bleu_pick
 
 
 def test_tune_alpha_with_mbr(tiny_checkpoint, tmp_path, capsys):
@@ -147,7 +148,9 @@ def test_tune_alpha_with_mbr(tiny_checkpoint, tmp_path, capsys):
     assert saved["mbr"] == {"utility": "chrf", "temperature": 1.5}
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     for row in saved["rows"]:
-        hyps = t.translate(lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5, mbr=MBR("chrf", 1.5))
+        hyps = t.translate_sentences(
+            lines, beam=3, alpha=row["alpha"], max_len_a=0, max_len_b=5, mbr=MBR("chrf", 1.5)
+        )
         assert row["bleu"] == pytest.approx(Corpus().corpus_score(hyps, [refs]).score)
 
 

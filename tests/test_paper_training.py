@@ -180,6 +180,6 @@ def test_a_short_run_translates_its_training_sentences(tiny_data, tmp_path):
         )
         == 0
     )
-    hyps = Translator.load(run, device="cpu", precision="fp32").translate(sources, beam=1)
+    hyps = Translator.load(run, device="cpu", precision="fp32").translate_sentences(sources, beam=1)
     exact = sum(h == r for h, r in zip(hyps, references))
     assert exact >= 95, f"{exact}/100 training sentences translated exactly"

@@ -111,7 +111,7 @@ def test_right_to_left_output_reads_forwards(r2l):
         for c in r:
             assert c.text == (t.sp.decode(c.tokens[::-1]) if c.tokens else "")
     assert any(len(c.tokens) > 1 and t.sp.decode(c.tokens) != c.text for r in nbest for c in r)
-    assert t.translate(LINES, **SEARCH) == [r[0].text for r in nbest]
+    assert t.translate_sentences(LINES, **SEARCH) == [r[0].text for r in nbest]
     assert reading_order(t.model, [5, 6, 7]) == [7, 6, 5]
 
 
@@ -175,10 +175,10 @@ def test_rerank_with_itself_changes_nothing(tiny_checkpoint):
     """Rescoring with the searching model itself (any weight) keeps the beam's choice: the search's
     scores are the teacher-forced ones."""
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
-    plain = t.translate(LINES, **SEARCH)
+    plain = t.translate_sentences(LINES, **SEARCH)
     for w in (0.3, 1.0):
         assert (
-            t.translate(
+            t.translate_sentences(
                 LINES,
                 rerank=Rerank(Translator.load(tiny_checkpoint, device="cpu", precision="fp32"), w),
                 **SEARCH,
@@ -208,7 +208,7 @@ def test_rerank_picks_the_combined_best(tiny_checkpoint, r2l, tmp_path):
                 for o, th, c in zip(own, theirs, r)
             ]
             want.append(r[int(np.argmax(comb))].text)
-        assert t.translate(LINES, rerank=Rerank(scorer, w), **SEARCH) == want
+        assert t.translate_sentences(LINES, rerank=Rerank(scorer, w), **SEARCH) == want
         picks[w] = want
     assert picks[0.0] == [r[0].text for r in nbest]
     assert picks[1.0] != picks[0.0]  # random weights: the other direction disagrees on some lines
@@ -293,7 +293,7 @@ def test_tune_alpha_with_rerank(tiny_checkpoint, r2l, tmp_path, capsys):
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     for row in saved["rows"]:
-        hyps = t.translate(
+        hyps = t.translate_sentences(
             lines,
             beam=3,
             alpha=row["alpha"],
@@ -326,8 +326,8 @@ def test_tune_alpha_with_rerank_saves_the_weight_of_the_highest_bleu(tiny_checkp
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     scorer = Translator.load(r2l, device="cpu", precision="fp32")
     kw = dict(beam=3, alpha=0.0, max_len_a=0, max_len_b=5)
-    refs = t.translate(lines, rerank=Rerank(scorer, 1.0), **kw)
-    own = t.translate(lines, rerank=Rerank(scorer, 0.0), **kw)
+    refs = t.translate_sentences(lines, rerank=Rerank(scorer, 1.0), **kw)
+    own = t.translate_sentences(lines, rerank=Rerank(scorer, 0.0), **kw)
     assert [a == b for a, b in zip(refs, own)] == [False, True, True, True]  # they disagree on line 1
     args = tune_alpha_args(tiny_checkpoint, tmp_path, "--rerank", str(r2l), "--rerank-weights", "0,0.5,1")
     (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")

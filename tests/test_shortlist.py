@@ -102,11 +102,11 @@ def test_an_ensemble_searches_with_a_shortlist(trained_tiny_run, lines, small_sh
     )
     assert both.shortlist is not None
     for beam in (4, 1):
-        expected = alone.translate(lines, beam=beam)
-        assert both.translate(lines, beam=beam) == expected
-        assert expected != Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate(
-            lines, beam=beam
-        )
+        expected = alone.translate_sentences(lines, beam=beam)
+        assert both.translate_sentences(lines, beam=beam) == expected
+        assert expected != Translator.load(
+            trained_tiny_run, device="cpu", precision="fp32"
+        ).translate_sentences(lines, beam=beam)
 
 
 def test_union_groups_search_each_sentence_over_its_groups_union_in_any_batch(
@@ -272,7 +272,7 @@ def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
     )
     cli = capsys.readouterr().out.splitlines()
     api = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=out).translate(lines)
-    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate(lines)
+    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate_sentences(lines)
     assert cli == api and api != full  # restrictive enough to change outputs
 
 
@@ -331,8 +331,11 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         lines, beam=1
     )
     ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
-    assert ct2.translate(lines, beam=1) == nmt
-    assert Translator.load(export, engine="ctranslate2", precision="fp32").translate(lines, beam=1) != nmt
+    assert ct2.translate_sentences(lines, beam=1) == nmt
+    assert (
+        Translator.load(export, engine="ctranslate2", precision="fp32").translate_sentences(lines, beam=1)
+        != nmt
+    )
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))  # a checkpoint: exported with its map
     assert (
         Translator.load(trained_tiny_run, engine="ctranslate2", precision="fp32", shortlist=path).translate(

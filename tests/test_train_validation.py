@@ -79,7 +79,7 @@ def test_validation_bleu_is_sacrebleu_of_the_translations_of_the_split(tmp_path,
         config={"model": dataclasses.asdict(cfg), "train": {}, "data": meta},
     )
     sources = (data / "valid.de.txt").read_text(encoding="utf-8").splitlines()[:4]
-    hyps = Translator.load(ckpt, device="cpu", precision="fp32").translate(sources, beam=beam)
+    hyps = Translator.load(ckpt, device="cpu", precision="fp32").translate_sentences(sources, beam=beam)
     refs = [
         h if i % 2 == 0 else r
         for i, (h, r) in enumerate(

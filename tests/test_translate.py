@@ -25,7 +25,7 @@ def test_nbest_output_and_api(tiny_checkpoint, tmp_path, capsys):
 
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     sentences = ["der hund", "", "ein baum und eine katze", "blau"]
-    texts = t.translate(sentences, beam=2, max_len_a=0, max_len_b=4)
+    texts = t.translate_sentences(sentences, beam=2, max_len_a=0, max_len_b=4)
     assert len(texts) == 4 and texts[1] == ""
     nbest = t.translate_nbest(sentences, beam=2, nbest=2, max_len_a=0, max_len_b=4, batch_tokens=8)
     assert [n[0].text for n in nbest] == texts  # batching does not change the result
@@ -70,9 +70,9 @@ def test_make_batches():
 def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(tiny_checkpoint):
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(TypeError, match=r"prefix 2: expected str, got int"):
-        t.translate(["der hund", "blau"], prefix=["", 3], **SEARCH)
+        t.translate_sentences(["der hund", "blau"], prefix=["", 3], **SEARCH)
     with pytest.raises(TypeError, match=r"prefix: expected a list of str \(one per sentence\), got str"):
-        t.translate("der hund", prefix="der", **SEARCH)  # not read as 3 one-letter prefixes
+        t.translate_sentences("der hund", prefix="der", **SEARCH)  # not read as 3 one-letter prefixes
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_a_prefix_that_is_not_a_list_of_str_is_a_type_error_naming_it(tiny_check
 def test_a_search_option_out_of_range_is_a_value_error_naming_it(tiny_checkpoint, option, message):
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match=message):
-        t.translate(["der hund", "blau"], **option)
+        t.translate_sentences(["der hund", "blau"], **option)
 
 
 @pytest.mark.parametrize(
@@ -169,9 +169,9 @@ def test_search_options_as_one_value_or_as_keywords_translate_alike(tiny_checkpo
     assert [[(h.text, h.score) for h in hs] for hs in by_value] == [
         [(h.text, h.score) for h in hs] for hs in by_keywords
     ]
-    assert t.translate(lines, options) == [hs[0].text for hs in by_value]
+    assert t.translate_sentences(lines, options) == [hs[0].text for hs in by_value]
     with pytest.raises(TypeError, match="not search options"):
-        t.translate(lines, beams=3)
+        t.translate_sentences(lines, beams=3)
 
 
 def test_a_loaded_translator_knows_the_longest_sentences_its_model_learned_from(finished_tiny_run, tiny_data):

@@ -156,10 +156,8 @@ class TextTranslator:
         text: TextOptions | None = None,
         target_lang: str | None = None,
         batch_tokens: int = 2048,
-        prefix: list[str] | None = None,
         mbr: MBR | None = None,
         rerank: Rerank | None = None,
-        constraints: list[list[str]] | None = None,
         **fields,
     ) -> list[str] | str:
         """Each text translated as `nmt translate` translates a line (nmt.infer.pipeline: sentences
@@ -167,10 +165,9 @@ class TextTranslator:
         one str in, one str out. ``options``: how to search (SearchOptions; its fields also as
         keywords, ``beam=4``); ``text``: how real text is handled (nmt.infer.real_text.TextOptions);
         ``target_lang``: the target of a model of several (checked against its checkpoint);
-        ``mbr`` / ``rerank``: the choice among the beam's n-best; ``prefix[i]`` /
-        ``constraints[i]``: what translation i starts with / contains (each text then is one
-        sentence, as given). ``translate_sentences``: the model's output per sentence;
-        ``translate_request``: the whole TextTranslation (scores, n-best, cuts)."""
+        ``mbr`` / ``rerank``: the choice among the beam's n-best. ``translate_sentences``: the
+        model's output per sentence (and its prefixes and constraints); ``translate_request``: the
+        whole TextTranslation (scores, n-best, cuts) of any TranslationRequest."""
         one = isinstance(texts, str)
         request = TranslationRequest(
             [texts] if one else texts,
@@ -179,8 +176,6 @@ class TextTranslator:
             target_lang=target_lang,
             mbr=mbr,
             rerank=rerank,
-            prefix=prefix,
-            constraints=constraints,
         )
         out = [t.text for t in self.translate_request(request, batch_tokens=batch_tokens)]
         return out[0] if one else out
