@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import cpu_name  # noqa: E402
 
 from nmt.data.lines import read_lines  # noqa: E402
-from nmt.infer.export_onnx import OnnxTranslator, export_onnx  # noqa: E402
+from nmt.export.onnx import OnnxTranslator, export_onnx  # noqa: E402
 
 
 def decode(

@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
 from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.lines import clean_line, read_lines  # noqa: E402
+from nmt.export.ctranslate2 import export_model, vocabulary  # noqa: E402
 from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
-from nmt.infer.export_ctranslate2 import export_model, vocabulary  # noqa: E402
 from nmt.infer.shortlist import SPECIAL, Shortlist  # noqa: E402
 from nmt.infer.shortlist import load as load_shortlist
 from nmt.infer.translate import BatchedSearch, Translator, add_eos  # noqa: E402

@@ -157,8 +157,8 @@ def commands() -> list[tuple[str, object, object]]:
     from . import plot_command as plot
     from .data import command as data
     from .experiments import command as experiments
+    from .export import command as export
     from .infer import command as translate
-    from .infer import export_command as export
     from .infer import plot_attention_command as plot_attention
     from .infer import shortlist_command as shortlist
     from .infer import tune_command as tune

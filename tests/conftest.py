@@ -45,7 +45,7 @@ SLOW_FILES = {
     "test_cuda.py",
     "test_distill.py",
     "test_distributed.py",
-    "test_export_onnx.py",
+    "test_onnx.py",
     "test_finetune.py",
     "test_libreoffice.py",
     "test_multilingual.py",

@@ -13,7 +13,7 @@ def test_every_layers_user_error_is_a_user_error():
     from nmt.checkpoint import CheckpointError
     from nmt.config import ConfigError
     from nmt.data.download import DataError
-    from nmt.infer.export_ctranslate2 import ExportError
+    from nmt.export.ctranslate2 import ExportError
     from nmt.infer.plot_attention import PlotAttentionError
     from nmt.infer.results import ConstraintsError, TranslateError
     from nmt.infer.shortlist import ShortlistError

@@ -1,4 +1,4 @@
-"""`nmt export` (nmt/infer/export_command.py) across formats: models an export cannot hold refused, OUT_DIR
+"""`nmt export` (nmt/export/command.py) across formats: models an export cannot hold refused, OUT_DIR
 never replaced unless it is an export, a student's depths kept (optional extras ct2, hf: the tests skip
 with a message without them)."""
 

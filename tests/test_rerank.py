@@ -367,7 +367,7 @@ def test_rerank_bad_options(tiny_checkpoint, r2l, tmp_path, extra, message):
 def test_right_to_left_refusals(tiny_checkpoint, r2l, tmp_path):
     """Mixed directions in one ensemble, a prefix for a right-to-left model, a rescoring model of
     another vocabulary and the exports of a right-to-left model are errors that say why."""
-    from nmt.infer.export_ctranslate2 import ExportError, check_left_to_right
+    from nmt.export.ctranslate2 import ExportError, check_left_to_right
 
     with pytest.raises(TranslateError, match="one direction"):
         Translator.load([tiny_checkpoint, r2l], device="cpu", precision="fp32")

@@ -302,7 +302,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
     outputs (the choice at each step is the argmax over the same pieces), and they differ from the
     full vocabulary's."""
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
-    from nmt.infer.export_ctranslate2 import ExportError
+    from nmt.export.ctranslate2 import ExportError
 
     export = tmp_path / "ct2"
     assert main(["export", "ctranslate2", str(trained_tiny_run), str(export)]) == 0

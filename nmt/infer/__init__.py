@@ -9,8 +9,8 @@ packed, quantize    fast float32 (oneDNN) and int8 linear layers for CPU inferen
 shortlist, attention   vocabulary shortlists; attention weights and alignments
 mbr, rerank, tune   choosing among the beam's n-best; choosing the length penalty's alpha
 text                TextTranslator: sentences to ids and back, what every engine shares
-export_*, engine_ctranslate2   CTranslate2 / Hugging Face exports; the CTranslate2 engine
+engine_ctranslate2  the CTranslate2 engine (over nmt.export.ctranslate2's export)
 translate           Translator: the torch engine; Translator.load picks the engine
 plot_attention      heatmaps of the attention weights
-command             `nmt translate / tune-alpha / shortlist / export / plot-attention`
+command             `nmt translate / tune-alpha / shortlist / plot-attention`
 """

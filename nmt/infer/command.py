@@ -3,7 +3,7 @@
 attention), and the --mbr and --rerank options that `nmt tune-alpha` shares (nmt.infer.tune_command).
 Every option is checked before anything is read or loaded; user errors are TranslateError, which
 `nmt` prints as one line (nmt/cli.py). The other commands of nmt.infer have their own modules:
-tune_command, shortlist_command, export_command, plot_attention_command.
+tune_command, shortlist_command, plot_attention_command (`nmt export`: nmt.export.command).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import replace
 import torch
 
 from ..checkpoint import CheckpointError
+from ..export.ctranslate2 import ExportError
 from ..precision import resolve_precision
 from .attention_maps import format_alignment
 from .document import document_kind
-from .export_ctranslate2 import ExportError
 from .mbr import MBR, UTILITIES
 from .options import SearchOptions
 from .pipeline import TextTranslation, TranslationRequest

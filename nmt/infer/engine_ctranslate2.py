@@ -30,8 +30,8 @@ from typing import Any, Callable
 
 from ..config import ModelConfig, from_dict
 from ..data.batching import make_batches
+from ..export.ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from ..vocab import UNK, load_spm
-from .export_ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from .options import SearchOptions, with_fields
 from .results import TranslateError, Translation
 from .search import length_penalty

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..vocab import BOS, EOS, PAD, UNK, load_spm
-from .export_ctranslate2 import (
+from .ctranslate2 import (
     HF_README_TITLE,
     ExportError,
     check_full_attention,

@@ -264,7 +264,7 @@ def export_model(
     try:
         spec.save(str(tmp))
         if shortlist is not None:
-            from .shortlist import vmap_text
+            from ..infer.shortlist import vmap_text
 
             (tmp / "vmap.txt").write_text(vmap_text(shortlist, vocab), encoding="utf-8")
         if spm_model is not None:

@@ -1,4 +1,4 @@
-"""`nmt export ctranslate2` (nmt/infer/export_ctranslate2.py): the weight mapping exact, greedy and beam
+"""`nmt export ctranslate2` (nmt/export/ctranslate2.py): the weight mapping exact, greedy and beam
 search as nmt's, int8 (optional extra ct2: the tests skip with a message without ctranslate2)."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_ctranslate2_scores_equal_nmt_log_probs(trained_tiny_run, tmp_path, chan
     )
     import sentencepiece as spm
 
-    from nmt.infer.export_ctranslate2 import export_ctranslate2
+    from nmt.export.ctranslate2 import export_ctranslate2
 
     ckpt = random_checkpoint(tmp_path, trained_tiny_run, **changes)
     export_ctranslate2(ckpt, tmp_path / "ct2")

@@ -1,4 +1,4 @@
-"""`nmt export onnx` (nmt/infer/export_onnx.py): ONNX Runtime runs the exported encoder, cached
+"""`nmt export onnx` (nmt/export/onnx.py): ONNX Runtime runs the exported encoder, cached
 decoder step and full-prefix decoder as nmt's model does, and its greedy translations are nmt's."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def model(run_dir):
 
 
 def test_onnx_runtime_gives_the_models_log_probs_at_any_batch_and_length(model, onnx_dir):
-    from nmt.infer.export_onnx import OnnxTranslator
+    from nmt.export.onnx import OnnxTranslator
 
     ort = OnnxTranslator.load(onnx_dir)
     for src, tgt in (
@@ -62,7 +62,7 @@ def test_the_cached_step_gives_the_uncached_log_probs_at_every_position(model, o
     """The cached step, fed its own presents as the next past from an empty one, against the
     full-prefix decoder on the same prefix and against nmt's incremental decode_step, at every
     position of a 12-token prefix, for three sources of different lengths."""
-    from nmt.infer.export_onnx import OnnxTranslator
+    from nmt.export.onnx import OnnxTranslator
 
     ort = OnnxTranslator.load(onnx_dir)
     src = np.array(SOURCES, dtype=np.int64)  # (3, 6)
@@ -90,7 +90,7 @@ def test_the_cached_step_gives_the_uncached_log_probs_at_every_position(model, o
 
 
 def test_greedy_translations_with_onnx_runtime_are_nmts(run_dir, onnx_dir):
-    from nmt.infer.export_onnx import OnnxTranslator
+    from nmt.export.onnx import OnnxTranslator
     from nmt.infer.translate import Translator
 
     want = Translator.load(run_dir, device="cpu", precision="fp32").translate_sentences(SENTENCES, beam=1)
@@ -102,8 +102,8 @@ def test_greedy_translations_with_onnx_runtime_are_nmts(run_dir, onnx_dir):
 
 
 def test_an_export_without_the_cached_step_is_refused(onnx_dir, tmp_path):
-    from nmt.infer.export_ctranslate2 import ExportError
-    from nmt.infer.export_onnx import OnnxTranslator
+    from nmt.export.ctranslate2 import ExportError
+    from nmt.export.onnx import OnnxTranslator
 
     old = shutil.copytree(onnx_dir, tmp_path / "old")
     (old / "decoder_step.onnx").unlink()

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .export_ctranslate2 import ExportError, check_full_attention, check_left_to_right, check_out_dir
+from .ctranslate2 import ExportError, check_full_attention, check_left_to_right, check_out_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,7 +68,7 @@ source sentence is its SentencePiece pieces (`spm.model`) + EOS, padded with PAD
   log_probs (B, W) of the next token (the whole prefix is fed at every step).
 - `nmt_export.json`: the model's configuration, the ids and every graph's input and output names.
 
-    from nmt.infer.export_onnx import OnnxTranslator
+    from nmt.export.onnx import OnnxTranslator
     OnnxTranslator.load("{out}").translate(["..."])   # greedy with the cached step, onnxruntime
 """
 
@@ -461,8 +461,8 @@ class OnnxTranslator:
         import numpy as np
 
         from ..data.lines import clean_line
+        from ..infer.text import add_eos
         from ..vocab import EOS, PAD
-        from .text import add_eos
 
         cleaned = [clean_line(s) for s in sentences]
         rows = [i for i, s in enumerate(cleaned) if s]

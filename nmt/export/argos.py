@@ -3,7 +3,7 @@ LibreTranslate runs.
 
 The package is a zip of one directory, ``translate-SRC_TGT-VERSION/``, holding what
 ``argostranslate.package.Package`` reads: ``metadata.json`` (languages, versions), ``model/`` (the
-CTranslate2 export of nmt.infer.export_ctranslate2, which argostranslate loads with
+CTranslate2 export of nmt.export.ctranslate2, which argostranslate loads with
 ``ctranslate2.Translator``), ``sentencepiece.model`` (the checkpoint's ``spm.model``: argostranslate
 encodes each sentence into pieces with it and decodes the pieces it gets back) and a ``README.md``.
 It holds no sentence splitter: argostranslate 1.11 splits a paragraph into sentences with MiniSBD,
@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 from ..languages import language_name
-from .export_ctranslate2 import ExportError, export_ctranslate2
+from .ctranslate2 import ExportError, export_ctranslate2
 
 ARGOS_VERSION = "1.9"  # the package format argostranslate 1.9 to 1.11 read
 

@@ -1,4 +1,4 @@
-"""`nmt export huggingface` (nmt/infer/export_huggingface.py): HF Marian's logits exactly nmt's, its greedy
+"""`nmt export huggingface` (nmt/export/huggingface.py): HF Marian's logits exactly nmt's, its greedy
 and beam search as nmt's (optional extra hf: the tests skip with a message without transformers)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def test_huggingface_export_is_exact(trained_tiny_run, tiny_test_lines, tmp_path
     pytest.importorskip("transformers", reason="transformers not installed (pip install 'nmt[hf]')")
     from transformers import MarianMTModel, pipeline
 
-    from nmt.infer.export_huggingface import to_marian
+    from nmt.export.huggingface import to_marian
 
     # logits equality on random models with non-trivial LayerNorms (the permutation is exact),
     # also with a deeper encoder than decoder

@@ -1,5 +1,5 @@
-"""The command line of `nmt export`: its arguments and its run over nmt.infer.export_ctranslate2,
-nmt.infer.export_huggingface, nmt.infer.export_argos and nmt.infer.export_onnx. User errors are
+"""The command line of `nmt export`: its arguments and its run over nmt.export.ctranslate2,
+nmt.export.huggingface, nmt.export.argos and nmt.export.onnx. User errors are
 ExportError, which `nmt` prints as one line (nmt/cli.py).
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 
 from ..checkpoint import CheckpointError
-from .export_argos import export_argos
-from .export_ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
-from .export_huggingface import export_huggingface
-from .export_onnx import export_onnx
+from .argos import export_argos
+from .ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
+from .huggingface import export_huggingface
+from .onnx import export_onnx
 
 
 def add_export_args(parser: argparse.ArgumentParser) -> None:

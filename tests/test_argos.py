@@ -1,4 +1,4 @@
-"""`nmt export argos` (nmt/infer/export_argos.py): the real argostranslate installs the package
+"""`nmt export argos` (nmt/export/argos.py): the real argostranslate installs the package
 offline and translates with it as `nmt translate --engine ctranslate2` does."""
 
 from __future__ import annotations
