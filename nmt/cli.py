@@ -154,7 +154,7 @@ HELP = {
 def commands() -> list[tuple[str, object, object]]:
     """Every subcommand as (name, add its arguments, run it), in the order of `nmt --help`; each
     layer's command-line module owns its arguments."""
-    from . import plot_command as plot
+    from .train import plot_command as plot
     from .data import command as data
     from .experiments import command as experiments
     from .export import command as export

@@ -20,7 +20,7 @@ def test_a_corrupt_metrics_line_is_an_error_naming_the_file_and_line(tmp_path, c
 def test_records_are_read_with_their_update_and_those_of_older_runs_with_their_step(tmp_path):
     """metrics.jsonl of a run begun when records said "step" and resumed since (its later records say
     "update"): every record is read with its "update", and `nmt plot` draws them all."""
-    from nmt.plot import read_metrics
+    from nmt.train.plot import read_metrics
 
     (tmp_path / "metrics.jsonl").write_text(
         '{"split": "train", "step": 1, "loss": 5.0, "ppl": 100, "lr": 0.001}\n'

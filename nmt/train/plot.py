@@ -19,7 +19,7 @@ def read_metrics(run_dir: str | Path) -> tuple[list[dict], list[dict]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            from .data.download import DataError  # a user error: `nmt` prints one line
+            from ..data.download import DataError  # a user error: `nmt` prints one line
 
             raise DataError(f"{path}:{lineno}: not a JSON line") from None
         if "update" not in record and "step" in record:

@@ -1,4 +1,4 @@
-"""`nmt plot RUN_DIR [--out DIR]`: its arguments, and the run that writes nmt/plot.py's curves and
+"""`nmt plot RUN_DIR [--out DIR]`: its arguments, and the run that writes nmt/train/plot.py's curves and
 prints each PNG's path."""
 
 from __future__ import annotations
