@@ -154,7 +154,6 @@ HELP = {
 def commands() -> list[tuple[str, object, object]]:
     """Every subcommand as (name, add its arguments, run it), in the order of `nmt --help`; each
     layer's command-line module owns its arguments."""
-    from .train import plot_command as plot
     from .data import command as data
     from .experiments import command as experiments
     from .export import command as export
@@ -165,6 +164,7 @@ def commands() -> list[tuple[str, object, object]]:
     from .serve import command as serve
     from .train import command as train
     from .train import distill_command as distill
+    from .train import plot_command as plot
 
     return [
         ("model-info", add_model_info_args, cmd_model_info),

@@ -91,7 +91,7 @@ def request(url: str, body: dict | None = None, *, timeout: float = 60) -> tuple
         return e.code, json.loads(e.read())
 
 
-def make_app(run_dir, *extra, api_key=None, limits=None, allowed_hosts=None):
+def make_app(run_dir, *extra, api_key=None, limits=None, allowed_hosts=None, allowed_origins=()):
     """The app of `nmt serve tiny=RUN_DIR *extra` (the argparse defaults of `nmt serve`) and its models."""
     import argparse
 
@@ -102,7 +102,10 @@ def make_app(run_dir, *extra, api_key=None, limits=None, allowed_hosts=None):
     add_serve_args(parser)
     args = parser.parse_args([f"tiny={run_dir}", *extra])
     models = build_models({"tiny": run_dir}, args)
-    return create_app(models, api_key=api_key, limits=limits, allowed_hosts=allowed_hosts), models
+    app = create_app(
+        models, api_key=api_key, limits=limits, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+    return app, models
 
 
 class SteppedModel:

@@ -172,3 +172,109 @@ def test_frontend_settings_name_the_first_pair_and_the_limits(libretranslate_cli
         "source": {"code": "en", "name": "English"},
         "target": {"code": "de", "name": "German"},
     }
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (b'"alternatives": Infinity', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": -Infinity', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": 1e400', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": NaN', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": true', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": [1]', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": {"n": 1}', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": "1e400"', "Invalid request: alternatives parameter is not a number"),
+        (b'"alternatives": "\\ud800"', "Invalid request: alternatives parameter: a lone surrogate"),
+        (
+            b'"q": "a \\ud800 cat"',
+            "Invalid request: q parameter: a lone surrogate '\\ud800' at character 2 is not Unicode text",
+        ),
+        (b'"q": ["a cat", "\\udfff"]', "Invalid request: q parameter, text 2: a lone surrogate '\\udfff'"),
+        (b'"q": [["a cat"]]', "Invalid request: q must be a string or a list of strings"),
+        (b'"source": "\\ud800"', "Invalid request: source parameter: a lone surrogate '\\ud800'"),
+        (b'"target": "de\\udc80"', "Invalid request: target parameter: a lone surrogate '\\udc80'"),
+        (b'"format": "\\ud800"', "Invalid request: format parameter: a lone surrogate"),
+        (b'"api_key": "\\ud800"', "Invalid request: api_key parameter: a lone surrogate"),
+        (b'"source": 5', "Invalid request: source parameter must be a string"),
+        (b'"source": ["en"]', "Invalid request: source parameter must be a string"),
+        (b'"target": {"code": "de"}', "Invalid request: target parameter must be a string"),
+        (b'"format": ["text"]', "Invalid request: format parameter must be a string"),
+        (b'"api_key": 1234', "Invalid request: api_key parameter must be a string"),
+    ],
+)
+def test_a_malformed_json_value_is_a_400_naming_it_never_a_500(libretranslate_client, value, message):
+    """Each value replaces one of a valid request's (the later of two equal JSON keys wins)."""
+    body = b'{"q": "a cat", "source": "en", "target": "de", ' + value + b"}"
+    r = libretranslate_client.post(
+        f"{BASE}/translate", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400 and set(r.json()) == {"error"} and r.json()["error"].startswith(message), (
+        r.text
+    )
+    if not value.startswith(b'"alternatives"'):  # /detect reads the same parameters, alternatives aside
+        r = libretranslate_client.post(
+            f"{BASE}/detect", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert r.status_code == 400 and r.json()["error"].startswith(message), r.text
+
+
+def test_alternatives_are_read_as_libretranslate_reads_them(libretranslate_client):
+    """int() of the value: "1", 1.7 -> 1; below 0 or null -> none."""
+    for value, n in (("1", 1), (1.7, 1), (-3, 0), (None, 0)):
+        body = {"q": SENTENCES[0], "source": "en", "target": "de", "alternatives": value}
+        r = libretranslate_client.post(f"{BASE}/translate", json=body)
+        assert r.status_code == 200 and len(r.json().get("alternatives", [])) <= n, (value, r.text)
+        assert ("alternatives" in r.json()) == (n > 0)
+
+
+def nested_multipart(depth: int) -> bytes:
+    """A form-data body whose one field lies in ``depth`` multiparts, each inside the one before."""
+    body = b"".join(
+        f"--b{i}\r\nContent-Type: multipart/mixed; boundary=b{i + 1}\r\n\r\n".encode() for i in range(depth)
+    )
+    body += (
+        f'--b{depth}\r\nContent-Disposition: form-data; name="q"\r\n\r\na cat\r\n--b{depth}--\r\n'.encode()
+    )
+    return body + b"".join(f"--b{i}--\r\n".encode() for i in reversed(range(depth)))
+
+
+def test_forms_of_many_parts_deep_nesting_or_only_separators_are_read_or_a_400():
+    """body_params on bodies of about 1 MiB (--max-body-bytes): each is read (email.parser and
+    parse_qsl take time linear in the size) or refused as a 400 naming the reason, never a 500."""
+    from nmt.serve.errors import ApiError
+    from nmt.serve.libretranslate import body_params
+
+    form = "multipart/form-data; boundary=b"
+    part = b'--b\r\nContent-Disposition: form-data; name="q"\r\n\r\na cat\r\n'
+    assert body_params(form, part * 20_000 + b"--b--\r\n") == {"q": "a cat"}
+    assert body_params(form, b"--" + b"b" * 1_000_000 + b"\r\n" + part + b"--b--\r\n") == {"q": "a cat"}
+    assert body_params("multipart/form-data; boundary=b0", nested_multipart(50)) == {"q": "a cat"}
+    with pytest.raises(ApiError) as e:
+        body_params("multipart/form-data; boundary=b0", nested_multipart(2000))
+    assert e.value.status == 400 and "(RecursionError" in e.value.message
+    with pytest.raises(ApiError) as e:
+        body_params(form, b'--b\r\nContent-Disposition: form-data; name="q"\r\n\r\na \xff cat\r\n--b--\r\n')
+    assert e.value.status == 400 and "(UnicodeDecodeError" in e.value.message
+    rfc2231 = b"--b\r\nContent-Disposition: form-data; name*=utf-8''q%C3%BC\r\n\r\nx\r\n--b--\r\n"
+    assert body_params(form, rfc2231) == {"qü": "x"}
+    urlencoded = "application/x-www-form-urlencoded"
+    assert body_params(urlencoded, b"&" * 1_000_000) == {}
+    assert body_params(urlencoded, b"%" * 1_000_000) == {"%" * 1_000_000: ""}
+    assert body_params(urlencoded, b"q=%ff%fe&" * 100_000) == {"q": "\ufffd\ufffd"}
+
+
+def test_a_malicious_form_through_the_server_is_a_libretranslate_400(libretranslate_client):
+    for content_type, body, message in (
+        (
+            "multipart/form-data; boundary=b0",
+            nested_multipart(2000),
+            "Invalid request: the body cannot be read",
+        ),
+        ("application/x-www-form-urlencoded", b"%" * 1_000_000, "Invalid request: missing q parameter"),
+        ("application/x-www-form-urlencoded", b"&" * 1_000_000, "Invalid request: missing q parameter"),
+    ):
+        r = libretranslate_client.post(
+            f"{BASE}/translate", content=body, headers={"Content-Type": content_type}
+        )
+        assert r.status_code == 400 and set(r.json()) == {"error"} and r.json()["error"].startswith(message)

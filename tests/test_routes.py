@@ -32,7 +32,7 @@ def test_translate_matches_translator_in_input_order(serve_client, run_dir_trans
     assert out[SENTENCES.index("")] == {
         "text": "",
         "score": 0.0,
-        "nbest": [{"text": "", "score": 0.0}],
+        "nbest": [{"text": "", "score": 0.0, "alignment": []}],
         "alignment": [],
     }
     # one string, greedy, default model; alpha defaults to 0 for beam 1

@@ -65,14 +65,20 @@ def test_cli_warning_engine_and_errors(run_dir, tmp_path, monkeypatch, capsys):
     assert main(["serve", f"en-de={run_dir}", "--host", "0.0.0.0", "--port", "8123"]) == 0
     assert calls[-1].host == "0.0.0.0" and calls[-1].port == 8123
     assert (calls[-1].limit_concurrency, calls[-1].timeout_graceful_shutdown) == (256, 20.0)
+    assert calls[-1].http.keywords["shared"].read_timeout == 10.0  # nmt/serve/connections.py
     assert "warning: listening on 0.0.0.0" in capsys.readouterr().err
-    assert main(["serve", str(run_dir), "--max-connections", "8", "--shutdown-grace", "5"]) == 0
+    options = ["--max-connections", "8", "--shutdown-grace", "5", "--read-timeout", "2.5"]
+    assert main(["serve", str(run_dir), *options, "--allow-origin", "https://a.example:443"]) == 0
     assert (calls[-1].limit_concurrency, calls[-1].timeout_graceful_shutdown) == (8, 5.0)
+    assert calls[-1].http.keywords["shared"].read_timeout == 2.5
     for bad in (
         ["--timeout", "0"],
+        ["--read-timeout", "0"],
         ["--max-request-work", "0"],
         ["--max-body-bytes", "-1"],
         ["--allowed-hosts", ","],
+        ["--allow-origin", "a.example"],
+        ["--allow-origin", "https://a.example/page"],
     ):
         assert main(["serve", str(run_dir), *bad]) == 2
         assert f"nmt serve: error: {bad[0]} " in capsys.readouterr().err

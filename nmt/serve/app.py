@@ -13,18 +13,20 @@
                      http://HOST:PORT/libretranslate/
 
 Errors are JSON ``{"error": {"status": N, "message": "..."}}``: invalid UTF-8 or JSON, a Host the
-server does not serve 400; missing/wrong API key 401; unknown model 404; over the body, character,
-sentence, work or attention limits 413; a POST body that is not ``application/json`` 415; wrong
-types or values 422; a failure inside the worker 500; queue full, server stopping or worker not
-running 503 with Retry-After; no answer within ``timeout`` 504. A request whose client has gone
-is dropped from the queue (or its search abandoned) and counted as 499 in /metrics.
+server does not serve 400; missing/wrong API key 401; a POST from a web page of another origin 403;
+unknown model 404; over the body, character, sentence, work or attention limits 413; a POST body
+that is not ``application/json`` 415; wrong types or values 422; a failure inside the worker 500;
+queue full, server stopping or worker not running 503 with Retry-After; no answer within
+``timeout`` 504. A request whose client has gone is dropped from the queue (or its search
+abandoned) and counted as 499 in /metrics.
 
 Where each part lives: the request and answer bodies in schemas.py, reading and checking a request
-in validation.py, the endpoints in routes.py (LibreTranslate's in libretranslate.py, its text and
-HTML split into sentences by segments.py), the shared state (models, limits, API key) in
-state.py, the middleware (Host, body size, JSON 500, counting) in guard.py, the metrics in
-prometheus.py, the queue and worker in batcher.py, the web page in page.py; this module puts them
-together.
+in validation.py, the endpoints in routes.py (LibreTranslate's in libretranslate.py), a request
+through nmt.infer.pipeline on the batcher in real_text.py, queueing and waiting in waiting.py, the
+shared state (models, limits, API key) in state.py, the middleware (Host, Origin, body size, JSON
+500, counting) in guard.py, uvicorn's connections (read deadline, requests at once) in
+connections.py, the metrics in prometheus.py, the queue and worker in batcher.py, the web
+page in page.py; this module puts them together.
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ def create_app(
     limits: Limits | None = None,
     queue_retry_after: int = 1,
     allowed_hosts: tuple[str, ...] | None = None,
+    allowed_origins: tuple[str, ...] | None = (),
 ) -> FastAPI:
     """The app for ``models`` (name -> ServedModel, first = default); starts and stops their
-    batchers with its lifespan. ``allowed_hosts``: the Host header values served (None: any)."""
+    batchers with its lifespan. ``allowed_hosts``: the Host header values served (None: any);
+    ``allowed_origins``: the origins besides the server's own whose pages may POST (None: any)."""
     if not models:
         raise ValueError("no model to serve")
     metrics = Metrics()
@@ -75,7 +79,11 @@ def create_app(
     )
     app.state.serve = state
     app.add_middleware(
-        Guard, metrics=metrics, max_body_bytes=state.limits.max_body_bytes, allowed_hosts=allowed_hosts
+        Guard,
+        metrics=metrics,
+        max_body_bytes=state.limits.max_body_bytes,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
     )
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

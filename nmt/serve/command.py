@@ -83,7 +83,16 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
         "--max-connections",
         type=int,
         default=256,
-        help="open connections before uvicorn answers 503 (uvicorn's limit_concurrency)",
+        help="requests answered at once before uvicorn answers 503 (uvicorn's limit_concurrency, "
+        "counted over requests being answered: idle connections and those still sending their "
+        "request do not count)",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection has, from its opening and from each answer, to send a whole "
+        "request (headers and body), else it is closed: idle and slow (slowloris) clients",
     )
     parser.add_argument(
         "--shutdown-grace",
@@ -97,6 +106,15 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated Host header names served (default: localhost,127.0.0.1,::1 "
         "when --host is a loopback address, else any)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (https://example.org) whose pages may POST here besides the server's own "
+        "(the host and port of the Host header, in any scheme); repeatable; * = any. A POST whose "
+        "Origin header is another is a 403; requests without Origin (curl, API clients) are served",
     )
     parser.add_argument("--api-key-file", help="file whose first line is the API key clients must send")
     parser.add_argument("--device", default="cpu")
@@ -167,7 +185,7 @@ def parse_shortlist_args(specs: list[str], names: list[str]) -> dict[str, Path]:
 
 def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | None = None):
     from ..checkpoint import CheckpointError
-    from ..infer.export_ctranslate2 import ExportError
+    from ..export.ctranslate2 import ExportError
     from ..infer.translate import TranslateError, Translator
 
     kwargs = {"device": device, "precision": "fp32"}
@@ -248,6 +266,21 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...] | None:
     return ("localhost", "127.0.0.1", "::1") if is_loopback(args.host) else None
 
 
+def allowed_origins(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The --allow-origin values as nmt/serve/guard.py compares them (None: any origin)."""
+    from .guard import normal_origin
+
+    origins = []
+    for origin in args.allow_origin:
+        if origin.strip() == "*":
+            return None
+        normal = normal_origin(origin)
+        if normal is None:
+            raise ServeError(f"--allow-origin {origin!r}: expected SCHEME://HOST[:PORT] (no path), null or *")
+        origins.append(normal)
+    return tuple(origins)
+
+
 def limits(args: argparse.Namespace):
     from .state import Limits
 
@@ -264,7 +297,7 @@ def limits(args: argparse.Namespace):
     ):
         if getattr(args, flag) < 1:
             raise ServeError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be positive")
-    for flag in ("timeout", "shutdown_grace", "slice_ms"):
+    for flag in ("timeout", "shutdown_grace", "slice_ms", "read_timeout"):
         if not getattr(args, flag) > 0:
             raise ServeError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be > 0")
     if args.max_wait_ms < 0:
@@ -301,11 +334,12 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
         raise ServeError(f'{e.name} is not installed: pip install "nmt[serve]"') from None
     bounds = limits(args)
     hosts = allowed_hosts(args)
+    origins = allowed_origins(args)
     paths = parse_model_args(args.models)
     api_key = read_api_key(args.api_key_file) if args.api_key_file else None
     warn_if_open(args.host, api_key)
     models = build_models(paths, args)
-    app = create_app(models, api_key=api_key, limits=bounds, allowed_hosts=hosts)
+    app = create_app(models, api_key=api_key, limits=bounds, allowed_hosts=hosts, allowed_origins=origins)
     names = ", ".join(f"{n}={p}" for n, p in paths.items())
     print(f"nmt serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     return serve(
@@ -315,4 +349,5 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
         port=args.port,
         shutdown_grace=args.shutdown_grace,
         max_connections=args.max_connections,
+        read_timeout=args.read_timeout,
     )

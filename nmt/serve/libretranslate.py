@@ -14,24 +14,29 @@ The parameters come as JSON, as a form (urlencoded, as libretranslatepy sends th
 or in the query string. A language pair is served by the first model whose checkpoint's data has
 that source language and that target language (or, for a model of several target languages, has it
 among them: its sentences then start with the target's tag, nmt.data.multilingual). Text and HTML
-are translated as nmt's own /translate translates real text (nmt.serve.real_text: sentences split,
-recased, inline tags placed by the alignment); with alternatives, or a target tag, each line is one
-sentence and HTML keeps its tags around the text it translates (nmt/serve/segments.py). Detection
+are translated as nmt's own /translate translates real text, through the one pipeline
+(nmt.infer.pipeline over nmt.serve.real_text: sentences split, recased, inline tags placed by the
+alignment); an alternative is the text with each sentence's next hypothesis, its tags placed alike. Detection
 cannot tell languages of one script apart: it ranks the source languages served by the share of
 the text's characters in each one's vocabulary (the confidence, 0 to 100). With ``--api-key`` a
 translation or detection needs the key (``api_key``, or the headers of nmt's API): missing is a
 400, wrong a 403; /languages and /frontend/settings stay open, as in LibreTranslate.
 
-Errors are LibreTranslate's ``{"error": "..."}``: 400 for a missing or wrong parameter, an
-unknown language or pair, a text over the limits; 403 for a wrong API key; 429 for a full queue;
-500 for a failure or no answer in time (nmt/serve/errors.py maps nmt's statuses)."""
+Errors are LibreTranslate's ``{"error": "..."}``: 400 for a missing or wrong parameter (a value
+of the wrong JSON type, a lone surrogate, a body that cannot be read), an unknown language or pair,
+a text over the limits; 403 for a wrong API key, or a POST from a web page of another origin
+(nmt/serve/guard.py); 429 for a full queue; 500 for a failure or no answer in time
+(nmt/serve/errors.py maps nmt's statuses)."""
 
 from __future__ import annotations
 
+import asyncio
 import email.parser
+import email.utils
 import functools
 import hmac
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -40,17 +45,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..infer.options import SearchOptions
-from ..infer.real_text import PROJECTION_DIAGONAL
+from ..infer.pipeline import TranslationRequest
+from ..infer.real_text import TextOptions
 from ..languages import language_name
-from ..vocab import target_tag
-from .batcher import JobOptions
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
-from .real_text import text_body, text_job
-from .routes import answer
-from .schemas import TranslateRequest
-from .segments import Template, html_template, plain_template
+from .real_text import run_request
 from .state import ServedModel, ServeState, serve_state
-from .validation import check_text, check_work, search_alpha, torch_model
+from .validation import check_text, check_unicode
 
 router = APIRouter(prefix=LIBRETRANSLATE_PREFIX, tags=["LibreTranslate"])
 
@@ -76,30 +77,68 @@ def language_pairs(state: ServeState) -> dict[str, dict[str, ServedModel]]:
 
 
 # -------------------------------------------------------------------------------------- request
+# the parameters read as strings (q: a string or a list of strings; alternatives: a number)
+TEXT_PARAMS = ("source", "target", "format", "api_key")
+
+
+def field_name(part) -> str | None:
+    """The name of a multipart part, RFC 2231's ``name*=utf-8''...`` decoded (the email parser
+    gives it as a tuple)."""
+    name = part.get_param("name", header="content-disposition")
+    return None if name is None else email.utils.collapse_rfc2231_value(name)
+
+
 def multipart_fields(content_type: str, body: bytes) -> list[tuple[str, str]]:
-    """The text fields of a multipart/form-data body."""
+    """The text fields of a multipart/form-data body. The email parser reads it in time linear in
+    its size (parts, lines, header and boundary lengths); a multipart nested in a multipart ~1,000
+    deep is a RecursionError (a 400 in read_params)."""
     message = email.parser.BytesParser().parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
     fields = []
     for part in message.walk() if message.is_multipart() else []:
-        name = part.get_param("name", header="content-disposition")
+        name = field_name(part)
         if name is not None and not part.is_multipart():
             fields.append((name, part.get_payload(decode=True).decode("utf-8")))
     return fields
 
 
+def checked_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params``, or 400 for a parameter read as a string that is another JSON value (a number, a
+    list, an object) and for a lone surrogate (a JSON escape: no Unicode text, and it could not be
+    written back in an error message) in q, alternatives or those strings."""
+    for name in TEXT_PARAMS:
+        if params.get(name) is not None and not isinstance(params[name], str):
+            raise ApiError(400, f"Invalid request: {name} parameter must be a string")
+    for name in ("q", "alternatives", *TEXT_PARAMS):
+        value = params.get(name)
+        strings = value if isinstance(value, list) else [value]
+        for i, s in enumerate(strings):
+            if isinstance(s, str):
+                where = f", text {i + 1}" if isinstance(value, list) else ""
+                check_unicode(s, f"Invalid request: {name} parameter{where}")
+    return params
+
+
 async def read_params(request: Request) -> dict[str, Any]:
-    """The query string's parameters updated with the body's: a JSON object, or a form (urlencoded
-    or multipart); a form's line ends made '\\n'. 400 for a body that cannot be read."""
+    """The query string's parameters updated with the body's (body_params), checked
+    (checked_params)."""
     params: dict[str, Any] = dict(request.query_params)
-    content_type = request.headers.get("content-type", "")
-    media = content_type.partition(";")[0].strip().lower()
     body = await request.body()
+    # a form of 1 MiB can take a second to parse (a million percent signs, thousands of parts): in
+    # a thread, so that the event loop goes on answering the other requests meanwhile
+    data = await asyncio.to_thread(body_params, request.headers.get("content-type", ""), body)
+    return checked_params(params | data)
+
+
+def body_params(content_type: str, body: bytes) -> dict[str, Any]:
+    """A body's parameters: a JSON object, or a form (urlencoded or multipart) whose line ends are
+    made '\\n'. 400 for a body that cannot be read."""
+    media = content_type.partition(";")[0].strip().lower()
     try:
         if media == "application/json":
             data = json.loads(body.decode("utf-8"))
             if not isinstance(data, dict):
                 raise ApiError(400, "Invalid JSON format")
-            return params | data
+            return data
         if media == "multipart/form-data":
             fields = multipart_fields(content_type, body)
         elif not body or media in ("", "application/x-www-form-urlencoded"):
@@ -111,7 +150,7 @@ async def read_params(request: Request) -> dict[str, Any]:
     form = {}
     for name, value in fields:
         form.setdefault(name, value.replace("\r\n", "\n").replace("\r", "\n"))
-    return params | form
+    return form
 
 
 def check_api_key(state: ServeState, request: Request, params: dict) -> None:
@@ -148,10 +187,16 @@ def texts_of(q: Any) -> list[str]:
 
 
 def alternatives_of(params: dict) -> int:
-    value = params.get("alternatives", 0)
+    """``alternatives`` as LibreTranslate reads it (int(): "3", 3, 3.7 -> 3; below 0 -> 0; null:
+    0), or 400 for what is not a number: true, a list, an object, NaN, infinity (1e400 in JSON)."""
+    value = params.get("alternatives")
+    if value is None:
+        return 0
     try:
+        if isinstance(value, bool) or isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(value)
         n = max(0, int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
     if n + 1 > 32:
         raise ApiError(400, "Invalid request: alternatives parameter must be <= 31")
@@ -182,14 +227,13 @@ def detect(state: ServeState, text: str) -> list[dict]:
 
 @dataclass
 class Route:
-    """The model that translates a request, its pair, the source detected (source "auto"), and the
-    target-language tag in front of each sentence for a multi-target model."""
+    """The model that translates a request, its pair (the target: the pipeline's target language),
+    and the source detected (source "auto")."""
 
     model: ServedModel
     source: str
     target: str
     detected: dict | None = None
-    tag: str | None = None
 
 
 def route(state: ServeState, source: str, target: str, texts: list[str]) -> Route:
@@ -211,55 +255,22 @@ def route(state: ServeState, source: str, target: str, texts: list[str]) -> Rout
             f"{language_name(source)} ({source})",
         )
     m = pairs[source][target]
-    return Route(m, source, target, detected, target_tag(target) if m.info.get("tgt_langs") else None)
+    return Route(m, source, target, detected)
 
 
 # ------------------------------------------------------------------------------------ translate
-def real_text_job(texts: list[str], fmt: str, r: Route, n_alternatives: int):
-    """The real-text job of nmt's own /translate for these texts (nmt.serve.real_text: sentences
-    split, ALL-CAPS recased, long sentences cut at clauses, and for html the inline tags placed
-    around the aligned words), or None where each line is translated as one sentence instead
-    (nmt/serve/segments.py): alternatives asked, or a target tag (it would shift the alignment)."""
-    if n_alternatives or r.tag is not None:
-        return None
-    defaults = {name: field.default for name, field in TranslateRequest.model_fields.items()}
-    req = TranslateRequest(text=texts, format=fmt, split=True, recase=True, max_words=defaults["max_words"])
-    return text_job(req, texts, r.model.batcher.translator)
-
-
-def check_limits(state: ServeState, sentences: list[str]) -> None:
+def check_limits(state: ServeState, texts: list[str]) -> None:
+    """The texts as sent, markup included, before anything parses them: LibreTranslate's 400 for
+    more characters or texts than the limits (its wording), or a string that is not Unicode."""
     limits = state.limits
-    chars = sum(map(len, sentences))  # first: a text's characters do not depend on how it is cut
+    chars = sum(map(len, texts))
     if chars > limits.max_chars:
         raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({limits.max_chars})")
-    if len(sentences) > limits.max_sentences:
+    if len(texts) > limits.max_sentences:
         raise ApiError(
-            400, f"Invalid request: request ({len(sentences)}) exceeds text limit ({limits.max_sentences})"
+            400, f"Invalid request: request ({len(texts)}) exceeds text limit ({limits.max_sentences})"
         )
-    check_text(sentences)
-
-
-def unique(alternatives: list[str], best: str) -> list[str]:
-    seen = {best}
-    return [a for a in alternatives if not (a in seen or seen.add(a))]
-
-
-def rendered(
-    templates: list[Template], results: list, n_alternatives: int
-) -> tuple[list[str], list[list[str]]]:
-    """Each text with its best translations put back, and its alternatives: the text with each
-    sentence's i-th hypothesis (its best where it has fewer), repeats dropped."""
-    texts, alternatives, at = [], [], 0
-    for template in templates:
-        nbest = results[at : at + len(template.sentences)]
-        at += len(template.sentences)
-        best = template.render([h[0].text for h in nbest])
-        others = [
-            template.render([h[min(i, len(h) - 1)].text for h in nbest]) for i in range(1, n_alternatives + 1)
-        ]
-        texts.append(best)
-        alternatives.append(unique(others, best) if nbest else [])
-    return texts, alternatives
+    check_text(texts)
 
 
 @router.post("/translate")
@@ -275,37 +286,18 @@ async def translate(request: Request) -> Response:
     fmt = params.get("format") or "text"
     if fmt not in ("text", "html"):
         raise ApiError(400, f"{fmt} format is not supported")
+    check_limits(state, texts)
     r = route(state, str(source), str(target), texts)
-    job = real_text_job(texts, fmt, r, n_alternatives)
-    templates = (
-        [] if job is not None else [html_template(t) if fmt == "html" else plain_template(t) for t in texts]
+    beam = max(BEAM, n_alternatives + 1)
+    treq = TranslationRequest(
+        texts,
+        text=TextOptions(format=fmt),
+        search=SearchOptions(beam=beam, nbest=n_alternatives + 1),
+        target_lang=r.target,
     )
-    sentences = (
-        job.units
-        if job is not None
-        else [f"{r.tag} {s}" if r.tag else s for t in templates for s in t.sentences]
-    )
-    aligned = job is not None and job.needs_alignment and torch_model(r.model)
-    check_limits(state, sentences)
-    results = []
-    if sentences:
-        beam = max(BEAM, n_alternatives + 1)
-        measured = r.model.batcher.measure(sentences)
-        tokens = check_work(measured, beam, max_request_work=state.limits.max_request_work)
-        options = JobOptions(
-            SearchOptions(beam=beam, alpha=search_alpha(beam, None), nbest=n_alternatives + 1),
-            alignment_diagonal=PROJECTION_DIAGONAL if aligned else None,
-        )
-        results = await answer(
-            request, state, r.model, sentences, options, n_tokens=tokens, alignment=aligned
-        )
-        state.metrics.sentences.labels(model=r.model.name).inc(len(sentences))
-    if job is not None:
-        truncated = measured.truncated if sentences else []
-        out = text_body(r.model.name, job, r.model.batcher.translator, results, truncated)["translations"]
-        translated, alternatives = [t["text"] for t in out], []
-    else:
-        translated, alternatives = rendered(templates, results, n_alternatives)
+    done = await run_request(request, state, r.model, treq)
+    translated = [t.text for t in done.texts]
+    alternatives = [[a.text for a in t.nbest[1:]] for t in done.texts]
     single = isinstance(params["q"], str)
     body: dict[str, Any] = {"translatedText": translated[0] if single else translated}
     if n_alternatives:

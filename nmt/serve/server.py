@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from .batcher import Batcher
+from .connections import http_protocol
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -33,9 +34,12 @@ def serve(
     port: int,
     shutdown_grace: float,
     max_connections: int,
+    read_timeout: float,
 ) -> int:
     """Serve ``app`` until a signal: 0 when the requests in flight were answered, 1 when a second
-    signal stopped it at once. The ``batchers`` are stopped either way."""
+    signal stopped it at once. The ``batchers`` are stopped either way. A connection has
+    ``read_timeout`` seconds to send each whole request; ``max_connections`` requests are answered
+    at once, more get 503 (nmt/serve/connections.py)."""
     # uvicorn answers SIGTERM/SIGINT by refusing new connections and finishing in-flight requests
     # for --shutdown-grace seconds, then cancels them (their queued work is dropped); the app's
     # lifespan then stops the batchers. uvicorn re-raises the signal to the handler installed
@@ -48,6 +52,7 @@ def serve(
             log_level="warning",
             timeout_graceful_shutdown=shutdown_grace,
             limit_concurrency=max_connections,
+            http=http_protocol(read_timeout),
         )
     )
     previous = {
