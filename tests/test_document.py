@@ -1,10 +1,14 @@
 """nmt.infer.document: .txt, .md, .html and .docx read and written in the same format (a fake
 translation that upper-cases the text between tags, so what is translated is visible)."""
 
+import io
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from nmt.infer import document
 from nmt.infer.document import (
     document_kind,
     markdown_lines,
@@ -13,7 +17,10 @@ from nmt.infer.document import (
     translate_document,
     translate_source,
 )
+from nmt.infer.markup import Projected, parse
 from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
+from nmt.infer.results import TranslateError
+from nmt.infer.spans import TOKEN
 
 
 def shout(texts: list[str], fmt: str) -> list[str]:
@@ -101,3 +108,131 @@ def test_docx_runs_keep_their_formatting(tmp_path: Path):
     runs = out.paragraphs[0].runs
     assert [(r.text, bool(r.bold)) for r in runs] == [("TWO ", False), ("DOGS", True), (" PLAY.", False)]
     assert out.tables[0].cell(0, 0).text == "IN A CELL"
+
+
+def test_unterminated_inline_markdown_is_text():
+    for line in ["a `b", "a ``b`", "[a](b", '[a](b "c)', "**a", "*a *", "__a_", "[a] (b)"]:
+        assert markup_to_markdown(markdown_to_markup(line)) == line
+        assert "<m" not in markdown_to_markup(line), line
+
+
+# ----------------------------------------------------------------------------- worst cases
+def markup_identity(texts: list[str], fmt: str) -> list[str]:
+    """Each text through nmt.infer.markup, each run its own translation (aligned token for token)."""
+    out = []
+    for text in texts:
+        doc = parse(text, html=fmt == "html")
+        runs = [Projected(r.text, [(*m.span(), *m.span()) for m in TOKEN.finditer(r.text)]) for r in doc.runs]
+        out.append(doc.render(runs))
+    return out
+
+
+def cpu_seconds(fn, *args) -> float:
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def assert_linear(fn, make, n: int) -> None:
+    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
+    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
+    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
+    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
+    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
+    big = cpu_seconds(fn, make(n))
+    assert big <= 64 * small + 0.5, (n, small, big)
+
+
+MB = 1 << 20
+WORST_MARKDOWN = [  # (name, size in characters, the text of that size): 1 MB where reading is all
+    # there is to it, less where most characters start an element or a delimiter (Python's work each)
+    ("a line of spaces", MB, lambda n: "x" + " " * n + "y"),
+    ("a blank line of spaces", MB, lambda n: " " * n),
+    ("digits", MB, lambda n: "1" * n),
+    ("block markers", MB, lambda n: "> - " * (n // 4) + "x"),
+    ("backticks", MB, lambda n: "`" * n),
+    (
+        "backtick runs of growing length",
+        MB // 4,
+        lambda n: "".join("`" * k + "a" for k in range(1, int((2 * n) ** 0.5))),
+    ),
+    ("single backticks", MB // 8, lambda n: "`a" * (n // 2)),
+    ("brackets", MB // 4, lambda n: "[" * n),
+    ("links never closed", MB // 4, lambda n: "[x](" * (n // 4)),
+    ("link titles never closed", MB // 4, lambda n: '[x](y "' * (n // 7)),
+    ("link urls then spaces", MB // 4, lambda n: "[x](y" * (n // 5) + " " * (n // 2)),
+    ("strong never closed", MB // 8, lambda n: "**a" * (n // 3)),
+    ("emphasis never closed", MB // 4, lambda n: "*a " * (n // 3)),
+    ("underscores", MB // 4, lambda n: "_a" * (n // 2)),
+    ("nested delimiters", MB // 8, lambda n: "**_*[`" * (n // 6)),
+    ("paragraph lines", MB // 4, lambda n: "a\n" * (n // 2)),
+    ("fences", MB // 4, lambda n: "```\n" * (n // 4)),
+    ("comment lines", MB // 4, lambda n: "<!--\n" * (n // 5)),
+]
+
+
+@pytest.mark.slow  # over 3 s on 2 cores
+def test_markdown_takes_linear_time_on_worst_case_documents_of_up_to_1_mb():
+    for name, size, make in WORST_MARKDOWN:
+        assert_linear(lambda text: translate_source(text, "markdown", markup_identity), make, size)
+        line = make(1000).split("\n")[0]
+        assert markup_to_markdown(markdown_to_markup(line)) == line, name
+
+
+# ----------------------------------------------------------------------------- files
+def test_a_file_that_is_not_a_docx_is_refused_naming_it(tmp_path: Path):
+    pytest.importorskip("docx")
+    for name, data in [
+        ("empty.docx", b""),
+        ("text.docx", b"not a zip"),
+        ("cut.docx", zipped({"a": b"x"})[:30]),
+    ]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(TranslateError, match=f"{name}: not a .docx"):
+            translate_document(str(tmp_path / name), str(tmp_path / "out.docx"), shout)
+    assert not (tmp_path / "out.docx").exists()
+
+
+def zipped(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+def test_a_zip_bomb_is_refused_before_python_docx_reads_it(tmp_path: Path, monkeypatch):
+    """The limits are lowered here so that the archives stay small; each is checked from the
+    archive's directory, before anything is unpacked."""
+    pytest.importorskip("docx")
+    bomb = tmp_path / "bomb.docx"
+    bomb.write_bytes(zipped({"word/document.xml": b"\0" * (document.RATIO_CHECKED_FROM + 1)}))
+    with pytest.raises(TranslateError, match="bomb.docx: member word/document.xml unpacks to .* times"):
+        translate_document(str(bomb), str(tmp_path / "out.docx"), shout)
+    monkeypatch.setattr(document, "MAX_DOCX_MEMBERS", 3)
+    (tmp_path / "many.docx").write_bytes(zipped({f"m{k}": b"x" for k in range(4)}))
+    with pytest.raises(TranslateError, match="many.docx: 4 members"):
+        translate_document(str(tmp_path / "many.docx"), str(tmp_path / "out.docx"), shout)
+    monkeypatch.setattr(document, "MAX_DOCX_BYTES", 1000)
+    (tmp_path / "big.docx").write_bytes(zipped({"a": bytes(range(256)) * 4}))
+    with pytest.raises(TranslateError, match="big.docx: unpacks to"):
+        translate_document(str(tmp_path / "big.docx"), str(tmp_path / "out.docx"), shout)
+    assert not (tmp_path / "out.docx").exists()
+
+
+def test_outputs_are_written_whole_or_not_at_all(tmp_path: Path):
+    page, out = tmp_path / "p.html", tmp_path / "o.html"
+    page.write_text("<p>A <b>b</b>.</p>")
+    out.write_text("the previous translation")
+
+    def failing(texts, fmt):
+        raise RuntimeError("the model failed")
+
+    with pytest.raises(RuntimeError):
+        translate_document(str(page), str(out), failing)
+    assert out.read_text() == "the previous translation"
+    with pytest.raises(TranslateError, match="cannot write"):
+        translate_document(str(page), str(tmp_path / "missing" / "o.html"), shout)
+    translate_document(str(page), str(out), shout)
+    assert out.read_text() == "<p>A <b>B</b>.</p>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.html", "p.html"]  # no temporary left

@@ -1,12 +1,17 @@
 """nmt.infer.markup: tags taken out, put back around the aligned output words, well nested; with
 the fake translator (word for word: its monotone alignment is exact) and with given alignments."""
 
+import time
 import xml.etree.ElementTree as ET
 
-from real_text_fixtures import FakeTranslator
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from real_text_fixtures import FakeTranslator, translate_text
 
-from nmt.infer.markup import Projected, parse
-from nmt.infer.real_text import TextJob, TextOptions, UnitOutput, translate_text
+from nmt.infer.markup import RAW, TAG, TEXT, Document, Projected, escape, parse, scan
+from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
+from nmt.infer.spans import TOKEN
 
 HTML = TextOptions(format="html")
 
@@ -83,3 +88,228 @@ def test_every_tag_of_the_source_is_in_the_output_whatever_the_alignment():
 def test_xml_format_knows_no_html_blocks():
     out = translate_text(FakeTranslator(), "<p>Two <x/>dogs.</p>", options=TextOptions(format="xml")).text
     assert out == "<p>Zwei <x/>Hunde.</p>"
+
+
+# ----------------------------------------------------------------------------- constructs
+def test_a_doctype_with_an_internal_subset_cdata_and_processing_instructions_are_copied_verbatim():
+    doctype = '<!DOCTYPE r [ <!ENTITY e "the > snow]"> <!-- ]> --> <?p ]>?> ]>'
+    src = f"{doctype}<r>Two dogs <?pi a > b?>play in <![CDATA[ the <snow> & ]]>the &e; snow.</r>"
+    out = translate_text(FakeTranslator(), src, options=TextOptions(format="xml")).text
+    assert out == (
+        f"{doctype}<r>Zwei Hunde <?pi a > b?>spielen in <![CDATA[ the <snow> & ]]>dem &e;Schnee.</r>"
+    )
+    assert ET.fromstring(out).text is not None  # the entity the doctype declares is still declared
+
+
+def test_an_unterminated_construct_runs_to_the_end_and_is_copied_verbatim():
+    for rest in ["<!-- c <b>snow</b>.", "<![CDATA[ snow", "<?pi snow", '<a href="x>snow</a>.', "<b", "<!x"]:
+        assert html(f"Two dogs. {rest}") == f"Zwei Hunde. {rest}", rest
+    assert html("Two dogs <script>play(); the snow") == "Zwei Hunde <script>play(); the snow"
+    doc = parse("Two < dogs <3 play.", html=True)  # a "<" that starts nothing is text
+    assert doc.runs[0].text == "Two < dogs <3 play."
+    assert doc.render([Projected("Zwei < Hunde <3 spielen.", [])]) == "Zwei &lt; Hunde &lt;3 spielen."
+
+
+def test_a_quote_starts_an_attribute_value_only_after_its_equals_sign():
+    assert html('<a title="a > b">Two</a> dogs.') == '<a title="a > b">Zwei</a> Hunde.'
+    assert html("<img alt=don't>Two dogs.") == "<img alt=don't>Zwei Hunde."
+
+
+def test_constructs_are_found_as_the_benchmarks_read_them():
+    found = [
+        (m.group(0), m.group(1), m.group(2), m.group(3)) for m in TAG.finditer('a<b x="1">c</b><br/><!--d-->')
+    ]
+    assert found == [
+        ('<b x="1">', "", "b", ""),
+        ("</b>", "/", "b", ""),
+        ("<br/>", "", "br", "/"),
+        ("<!--d-->", None, None, None),
+    ]
+
+
+# ----------------------------------------------------------------------------- worst cases
+def identity(doc: Document) -> list[Projected]:
+    """Each run's text as its own translation, each token aligned with itself."""
+    return [
+        Projected(r.text, [(a, b, a, b) for a, b in (m.span() for m in TOKEN.finditer(r.text))])
+        for r in doc.runs
+    ]
+
+
+def parse_and_render(text: str, xml: bool = False) -> str:
+    doc = parse(text, html=not xml)
+    return doc.render(identity(doc))
+
+
+def constructs(text: str, *, html: bool) -> list[tuple[str, str]]:
+    """The markup constructs of ``text`` (all but its text), in order."""
+    return [(t.kind, t.raw) for t in scan(text, RAW if html else frozenset()) if t.kind != TEXT]
+
+
+def parses(xml: str) -> bool:
+    try:
+        ET.fromstring(xml)
+    except ET.ParseError:
+        return False
+    return True
+
+
+def cpu_seconds(fn, *args) -> float:
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def assert_linear(fn, make, n: int) -> None:
+    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
+    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
+    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
+    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
+    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
+    big = cpu_seconds(fn, make(n))
+    assert big <= 64 * small + 0.5, (n, small, big)
+
+
+MB = 1 << 20
+WORST_MARKUP = {  # each about n characters
+    "spaces then a quote in a tag": lambda n: "<b" + " " * n + '"',
+    "comments never closed": lambda n: "<!--" * (n // 4),
+    "CDATA never closed": lambda n: "<![CDATA[" * (n // 9),
+    "processing instructions never closed": lambda n: "<?" * (n // 2),
+    "less-than signs": lambda n: "<" * n,
+    "quotes in a tag": lambda n: "<a " + '"' * n,
+    "equals signs and quotes in a tag": lambda n: "<a " + '="' * (n // 2),
+    "a doctype's brackets": lambda n: "<!DOCTYPE" + "[" * n,
+    "entity starts": lambda n: "&#" * (n // 2),
+    "an entity never ended": lambda n: "&" + "a" * n,
+}
+WORST_TAGS = {  # each about n characters, most of them tags (projected one by one: 256 KB each)
+    "unclosed tags": lambda n: "<b>" * (n // 3) + "x",
+    "closing tags never opened": lambda n: "</b>" * (n // 4) + "x",
+    "nesting": lambda n: "<b>" * (n // 7) + "x" + "</b>" * (n // 7),
+    "kept nesting": lambda n: "<code>" * (n // 13) + "x" + "</code>" * (n // 13),
+    "inner tags left open": lambda n: "<b><i>x" * (n // 11) + "</b>" * (n // 11),
+    "unbalanced quotes": lambda n: "<a b='x\" c=\"y'>z</a> " * (n // 22),
+    "scripts never closed": lambda n: "<script>" * (n // 8),
+    "a script's closing tag never ended": lambda n: "<script></script" + " " * n,
+}
+
+
+@pytest.mark.slow  # over 3 s on 2 cores
+def test_parsing_and_projecting_take_linear_time_on_worst_case_markup_of_1_mb():
+    for name, make in [*WORST_MARKUP.items(), *WORST_TAGS.items()]:
+        assert_linear(parse_and_render, make, MB if name in WORST_MARKUP else MB // 4)
+        text = make(1000)
+        assert constructs(parse_and_render(text), html=True) == constructs(text, html=True), name
+        assert constructs(parse_and_render(text, xml=True), html=False) == constructs(text, html=False), name
+        if parses(f"<r>{text}</r>"):
+            assert parses(f"<r>{parse_and_render(text, xml=True)}</r>"), name
+
+
+def test_many_marks_are_projected_in_linear_time():
+    """Each mark's output tokens are found by bisection, not by a scan of every token."""
+    assert_linear(lambda t: parse_and_render(t, xml=True), lambda n: "<b>w</b> " * (n // 9), MB // 8)
+    assert_linear(
+        lambda t: parse_and_render(t, xml=True), lambda n: "<b>w " * (n // 9) + "</b>" * (n // 9), MB // 8
+    )
+
+
+def test_deep_nesting_is_kept_without_recursion():
+    for depth in (1000, 100_000):
+        src = "<b>" * depth + "Two dogs." + "</b>" * depth
+        out = parse_and_render(src, xml=True)
+        assert out == src
+        ET.fromstring(out)
+    out = parse_and_render("<code>" * 1000 + "x" + "</code>" * 1000)
+    assert out == "<code>" * 1000 + "x" + "</code>" * 1000
+
+
+# ----------------------------------------------------------------------------- generated markup
+NAMES = st.sampled_from(["b", "i", "a", "span", "code", "p", "br", "li", "x:y", "script", "B"])
+QUOTED = st.builds(
+    lambda q, v: q + v.replace(q, "") + q, st.sampled_from(['"', "'"]), st.text("ab >=<&/\"' ", max_size=6)
+)
+ATTRIBUTE = st.builds(
+    lambda name, value: f" {name}={value}",
+    st.sampled_from(["href", "class", "translate", "title"]),
+    QUOTED | st.sampled_from(["no", '"notranslate"', "x", '"', "'", "'a"]),
+)
+OPENING = st.builds(
+    lambda n, attrs, end: f"<{n}{''.join(attrs)}{end}",
+    NAMES,
+    st.lists(ATTRIBUTE, max_size=2),
+    st.sampled_from([">", "/>", " >", ""]),
+)
+SOUP = st.lists(
+    st.one_of(
+        OPENING,
+        st.builds(lambda n: f"</{n}>", NAMES),
+        st.text("ab c.,&;#<>!?-[]\"' \n", min_size=1, max_size=8),
+        st.sampled_from(
+            [
+                "<!-- c -->",
+                "<!--",
+                "-->",
+                "<![CDATA[ a<b ]]>",
+                "<![CDATA[",
+                "<?pi x?>",
+                "<?",
+                "<!DOCTYPE x>",
+                '<!DOCTYPE x [ <!ENTITY e "]>"> ]>',
+                "<!DOCTYPE x [",
+                "&amp;",
+                "&copy;",
+                "&#65;",
+                "&#x41;",
+                "&lt;",
+                "&e;",
+                "&",
+                "<3",
+            ]
+        ),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SOUP, st.booleans())
+def test_any_markup_renders_with_the_same_constructs_in_the_same_order(text, xml):
+    out = parse_and_render(text, xml=xml)
+    assert constructs(out, html=not xml) == constructs(text, html=not xml)
+
+
+def element(children: list[str], name: str, attributes: dict[str, str]) -> str:
+    values = "".join(f' {k}="{v}"' for k, v in attributes.items())
+    return f"<{name}{values}>{''.join(children)}</{name}>"
+
+
+XML_TEXT = st.text("ab c.,&<>\"' ", min_size=1, max_size=8).map(lambda t: escape(t, {}))
+XML_LEAF = st.one_of(
+    XML_TEXT,
+    st.sampled_from(
+        ["<!-- c -->", "<![CDATA[ a<b & ]]>", "<?pi x > y?>", "&amp;", "&#65;", "&e;", "<br/>", "<x a='1'/>"]
+    ),
+)
+XML_NODES = st.recursive(
+    XML_LEAF,
+    lambda inner: st.builds(
+        element,
+        st.lists(inner, max_size=4),
+        st.sampled_from(["b", "i", "code", "x-y"]),
+        st.dictionaries(
+            st.sampled_from(["href", "translate", "class"]), st.text("ab >=/' ", max_size=6), max_size=2
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(XML_NODES, max_size=5).map("".join))
+def test_well_formed_xml_renders_well_formed_with_the_same_constructs(body):
+    src = f'<!DOCTYPE r [ <!ENTITY e "an ]> entity"> ]><r>{body}</r>'
+    assert parses(src)
+    out = parse_and_render(src, xml=True)
+    assert parses(out), out
+    assert constructs(out, html=False) == constructs(src, html=False)

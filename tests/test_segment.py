@@ -1,6 +1,15 @@
 """nmt.infer.segment: sentences split and joined with their spacing; long sentences cut at clauses."""
 
-from nmt.infer.segment import cut_sentence, cut_spans, part_output, split_text
+import time
+
+import pytest
+
+from nmt.infer.segment import MAX_SEGMENT_CHARS, cut_spans, part_output, split_text
+
+
+def cut_sentence(sentence: str, max_words: int) -> list[str]:
+    """The parts of ``sentence`` (cut_spans) as strings."""
+    return [sentence[a:b] for a, b in cut_spans(sentence, max_words)]
 
 
 def test_split_text_keeps_every_space_line_break_and_blank_line():
@@ -77,3 +86,70 @@ def test_part_output_drops_the_full_stop_of_a_part_that_did_not_end_the_sentence
     )
     assert part_output("and a dog", "und ein Hund.", last=False) == "und ein Hund"
     assert part_output("a bench.", "eine Bank.", last=True) == "eine Bank."
+
+
+# ----------------------------------------------------------------------------- worst cases
+def cpu_seconds(fn, *args) -> float:
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def assert_linear(fn, make, n: int) -> None:
+    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
+    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
+    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
+    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
+    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
+    big = cpu_seconds(fn, make(n))
+    assert big <= 64 * small + 0.5, (n, small, big)
+
+
+MB = 1 << 20
+WORST_LINES = {
+    "one letter": lambda n: "a" * n,
+    "spaces": lambda n: "x" + " " * n + "x",
+    "full stops": lambda n: "." * n,
+    "a. repeated": lambda n: "a. " * (n // 3),
+    "long words": lambda n: ("w" * 5000 + " ") * (n // 5001),
+    "apostrophes": lambda n: "'" * n,  # sentencex alone takes quadratic time on these
+    "guillemets": lambda n: "« " * (n // 2),
+    "curly quotes": lambda n: "“" * n,
+    "line breaks": lambda n: "\n" * n,
+    "blank lines and words": lambda n: "a\n\n" * (n // 3),
+}
+
+
+@pytest.mark.slow  # over 3 s on 2 cores
+def test_splitting_takes_linear_time_on_worst_case_lines_of_1_mb():
+    for name, make in WORST_LINES.items():
+        assert_linear(split_text, make, MB)
+        text = make(4 * MAX_SEGMENT_CHARS + 7)
+        parts = split_text(text)
+        assert parts.join(parts.sentences) == text, name
+
+
+def test_a_line_longer_than_the_window_is_split_where_sentencex_splits_it():
+    sentences = [
+        f"Sentence number {k} says that Mr. Smith met Dr. Jones in the U.S. today." for k in range(200)
+    ]
+    line = " ".join(sentences)
+    assert len(line) > 5 * MAX_SEGMENT_CHARS
+    parts = split_text(line)
+    assert parts.sentences == sentences
+    assert parts.join(parts.sentences) == line
+
+
+def test_cutting_takes_linear_time_on_a_sentence_of_1_mb():
+    assert_linear(lambda s: cut_spans(s, 40), lambda n: "w " * (n // 2), MB)
+    assert_linear(lambda s: cut_spans(s, 40), lambda n: "w, " * (n // 3), MB)
+    text = "w " * 5000  # 5000 words halved 7 times: 128 parts of 39 or 40 words
+    spans = cut_spans(text, 40)
+    assert len(spans) == 128 and all(39 <= len(text[a:b].split()) <= 40 for a, b in spans)
+
+
+def test_a_window_edge_never_ends_a_sentence():
+    long = " ".join(["katze"] * (2 * MAX_SEGMENT_CHARS // 6))  # no sentence end in any window
+    assert split_text(long).sentences == [long]
+    text = f"Two dogs play. {long}. A man runs."
+    assert split_text(text).sentences == ["Two dogs play.", f"{long}.", "A man runs."]

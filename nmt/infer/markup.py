@@ -6,44 +6,55 @@ back around the output words aligned to the words they wrapped (tag projection).
     doc.render([Projected('Zwei Hunde spielen im Schnee.', pairs)])
     # '<b>Zwei Hunde</b> spielen im <i>Schnee</i>.'
 
-A document is a list of pieces: verbatim markup (block tags such as <p> or <li>, comments,
-doctype, and the elements never translated: <script>, <style>, <pre>, <textarea>) and *runs*:
-stretches of text with their inline tags, each translated as a paragraph (nmt.infer.real_text
-splits it into sentences). In a run:
+A document is a list of pieces: verbatim markup (block tags such as <p> or <li>, and the
+elements never translated: <script>, <style>, <pre>, <textarea>) and *runs*: stretches of text
+with their inline tags, each translated as a paragraph (nmt.infer.real_text splits it into
+sentences). In a run:
 - a paired inline tag (<b>, <a href="...">, <span class="...">) becomes a *mark* over the
   characters it wraps; its opening and closing tags are copied byte for byte (attributes
   untouched);
-- a void tag (<br>, <img ...>, <x/>), a comment, or a tag without its partner in the run is a
-  zero-width mark at its position;
+- a void tag (<br>, <img ...>, <x/>), a comment, a CDATA section, a doctype, a processing
+  instruction, or a tag without its partner in the run is a zero-width mark at its position,
+  copied byte for byte (never translated, nothing in it expanded);
 - <code>, <kbd>, <samp>, <var> and any element with translate="no" or class "notranslate" keep
   their text in the sentence the model sees (so that it reads naturally) but come out verbatim,
   in place of the output words aligned to them;
 - entities are decoded for the model, and every character that came from an entity goes back as
-  that entity; & < > are escaped.
+  that entity; & < > are escaped. In XML, an entity HTML does not know (one the document's
+  doctype declares) is a zero-width mark, copied as written.
+
+Reading (``scan``) is one pass, in time linear in the text, whatever it holds: a tag ends at the
+first ``>`` outside a quoted attribute value (a value is quoted when a quote follows its ``=``); a
+comment at ``-->`` (``<!-->`` is an empty one, as in HTML), a CDATA section at ``]]>``, a
+processing instruction at ``?>``, a doctype at the ``>`` after its internal subset ``[...]``
+(quoted strings, comments and processing instructions in it skipped), any other ``<!...`` at
+``>``. A ``<`` that starts none of these (``a < b``, ``<3``) is text. A construct that never ends
+(an unterminated comment, CDATA section, processing instruction, doctype or tag, an unclosed quote
+in a tag, a <script> without </script>) runs to the end of the text, as an HTML parser reads it:
+the rest of the text is copied verbatim, untranslated (a browser shows none of it either). Tags
+may nest to any depth: nothing here recurses.
 
 Projection: a mark covers the output tokens (words and punctuation marks) aligned
 (nmt.infer.spans pairs, from the model's cross-attention) to any character it wrapped, from the
 first to the last of them. Marks keep the source's nesting and order: a mark is clipped to its
 parent's output range and starts after its previous sibling ends. A mark with no aligned output
 token is placed, empty, after the output token aligned to the source just before it. The output
-thus holds every tag of the source, well nested, whatever the alignment says.
+thus holds every tag of the source, well nested, whatever the alignment says. Projecting takes
+O((marks + pairs) log pairs) time.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Iterator
 
 from .spans import TOKEN, Pair
 
-# a tag, comment, CDATA section, doctype or processing instruction; group 1: "/" of a closing
-# tag, group 2: the name, group 3: "/" of a self-closing tag
-TAG = re.compile(
-    r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<![^>]*>|<\?.*?\?>"
-    r"|<(/?)([A-Za-z][\w:.-]*)(?:\s+(?:[^>\"']|\"[^\"]*\"|'[^']*')*?)?\s*(/?)>",
-    re.S,
-)
 ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 BLOCK = frozenset(
     "address article aside blockquote body caption dd details dialog div dl dt fieldset figcaption "
@@ -56,13 +67,185 @@ VOID = frozenset("area base br col embed hr img input link meta param source tra
 FORMATS = ("text", "html", "xml")
 
 
+NO_TRANSLATE = re.compile(r"\btranslate\s*=\s*[\"']?no\b|\bclass\s*=\s*[\"'][^\"']*\bnotranslate\b")
+
+
 def no_translate(open_tag: str) -> bool:
     """translate="no" or class notranslate on an opening tag."""
-    return bool(
-        re.search(r"\btranslate\s*=\s*[\"']?no\b|\bclass\s*=\s*[\"'][^\"']*\bnotranslate\b", open_tag)
-    )
+    return NO_TRANSLATE.search(open_tag) is not None
 
 
+# ----------------------------------------------------------------------------- scanning
+# token kinds: text, and the markup constructs
+TEXT, TAG_KIND, COMMENT, CDATA = "text", "tag", "comment", "cdata"
+DOCTYPE, DECLARATION, PI = "doctype", "declaration", "processing instruction"
+RAW_ELEMENT = "raw element"  # <script>...</script>: from the opening tag through the closing one
+ENDS = {COMMENT: "-->", CDATA: "]]>", PI: "?>", DECLARATION: ">"}
+START = re.compile(r"<[A-Za-z/!?]")  # where a construct may start
+NAME = re.compile(r"[A-Za-z][\w:.-]*")
+ATTRIBUTE_STOP = re.compile(r"[>=]")
+SPACES = re.compile(r"\s*")
+DOCTYPE_STOP = re.compile(r"[\[>\"']")
+SUBSET_STOP = re.compile(r"[\]\"']|<!--|<\?")
+
+
+@dataclass(slots=True)
+class Token:
+    """Characters [start, end) of a text (``raw``): text or a markup construct (``kind``).
+    A tag's ``name`` is in lower case; ``complete`` False: a construct that never ends (it runs to
+    the end of the text)."""
+
+    kind: str
+    start: int
+    end: int
+    raw: str
+    name: str = ""
+    closing: bool = False
+    self_closing: bool = False
+    complete: bool = True
+
+
+def scan(text: str, raw_elements: frozenset[str] = frozenset()) -> Iterator[Token]:
+    """The tokens of ``text`` in order (see the module's docstring), in one linear pass: each
+    character is looked at a bounded number of times. ``raw_elements``: names of the elements whose
+    content is not markup (HTML's RAW), each read as one RAW_ELEMENT token."""
+    pos = i = 0
+    while (start := START.search(text, i)) is not None:
+        i = start.start()
+        token = construct(text, i, raw_elements)
+        if token is None:  # a "<" that starts nothing: text
+            i += 1
+            continue
+        if pos < i:
+            yield Token(TEXT, pos, i, text[pos:i])
+        yield token
+        pos = i = token.end
+    if pos < len(text):
+        yield Token(TEXT, pos, len(text), text[pos:])
+
+
+def construct(text: str, i: int, raw_elements: frozenset[str]) -> Token | None:
+    """The markup construct that starts at text[i] ("<"), or None when none does."""
+    follower = text[i + 1 : i + 2]
+    if follower == "!":
+        if text.startswith("<!--", i):
+            return delimited(text, i, COMMENT, i + 2)  # from i + 2: "<!-->" is an empty comment
+        if text.startswith("<![CDATA[", i):
+            return delimited(text, i, CDATA, i + 9)
+        if text[i + 2 : i + 9].upper() == "DOCTYPE":
+            return doctype(text, i)
+        return delimited(text, i, DECLARATION, i + 2)
+    if follower == "?":
+        return delimited(text, i, PI, i + 2)
+    token = tag(text, i)
+    if token is None or token.closing or not token.complete or token.name not in raw_elements:
+        return token
+    close = re.compile(rf"</{token.name}\s*>", re.I).search(text, token.end)
+    end = len(text) if close is None else close.end()
+    return Token(RAW_ELEMENT, i, end, text[i:end], token.name, complete=close is not None)
+
+
+def delimited(text: str, i: int, kind: str, start: int) -> Token:
+    """The construct from text[i] to the first ENDS[kind] at or after ``start`` (or to the end)."""
+    close = text.find(ENDS[kind], start)
+    end = len(text) if close < 0 else close + len(ENDS[kind])
+    return Token(kind, i, end, text[i:end], complete=close >= 0)
+
+
+def doctype(text: str, i: int) -> Token:
+    """<!DOCTYPE ...> from text[i]: its end is the first ">" outside quoted strings and outside
+    its internal subset [...] (where comments and processing instructions are skipped too)."""
+    j, stops, end = i + 9, DOCTYPE_STOP, -1
+    while (m := stops.search(text, j)) is not None:
+        found = m.group()
+        j = m.end()
+        if found == ">":
+            end = j
+            break
+        if found in ("[", "]"):
+            stops = SUBSET_STOP if found == "[" else DOCTYPE_STOP
+            continue
+        closer = {'"': '"', "'": "'", "<!--": "-->", "<?": "?>"}[found]
+        close = text.find(closer, j)
+        if close < 0:
+            break
+        j = close + len(closer)
+    stop = end if end >= 0 else len(text)
+    return Token(DOCTYPE, i, stop, text[i:stop], complete=end >= 0)
+
+
+def tag(text: str, i: int) -> Token | None:
+    """The tag at text[i] ("<"): a name, then ">", "/>", or white space and attributes up to ">";
+    None when text[i] starts no tag (a name followed by something else: "<a=", "<3")."""
+    closing = text.startswith("/", i + 1)
+    name = NAME.match(text, i + 1 + closing)
+    if name is None:
+        return None
+    j = name.end()
+    if j == len(text):
+        end = -1
+    elif text[j] == ">":
+        end = j + 1
+    elif text.startswith("/>", j):
+        end = j + 2
+    elif text[j].isspace():
+        end = attributes_end(text, j)
+    else:
+        return None
+    stop = end if end >= 0 else len(text)
+    raw = text[i:stop]
+    complete = end >= 0
+    self_closing = complete and raw.endswith("/>")
+    return Token(TAG_KIND, i, stop, raw, name.group().lower(), closing, self_closing, complete)
+
+
+def attributes_end(text: str, j: int) -> int:
+    """Where a tag whose attributes start at text[j] ends (after its ">"), or -1 when it never
+    does; a quote right after an attribute's "=" (white space between allowed) starts a quoted
+    value, which ends at the same quote."""
+    while (m := ATTRIBUTE_STOP.search(text, j)) is not None:
+        if m.group() == ">":
+            return m.end()
+        j = SPACES.match(text, m.end()).end()
+        quote = text[j : j + 1]
+        if quote in ('"', "'"):
+            close = text.find(quote, j + 1)
+            if close < 0:
+                return -1
+            j = close + 1
+    return -1
+
+
+class Constructs:
+    """The markup constructs of a text (every token but text), as ``finditer`` of a regular
+    expression gives matches: ``group(0)`` the construct, ``group(1)`` "/" of a closing tag,
+    ``group(2)`` a tag's name, ``group(3)`` "/" of a self-closing tag (None but for tags);
+    ``start()``, ``end()``. What benchmarks/real_text.py reads."""
+
+    @dataclass(frozen=True)
+    class Match:
+        token: Token
+
+        def start(self) -> int:
+            return self.token.start
+
+        def end(self) -> int:
+            return self.token.end
+
+        def group(self, k: int = 0) -> str | None:
+            t = self.token
+            if k == 0 or t.kind != TAG_KIND:
+                return t.raw if k == 0 else None
+            return ("/" if t.closing else "", t.name, "/" if t.self_closing else "")[k - 1]
+
+    def finditer(self, text: str) -> Iterator[Constructs.Match]:
+        return (self.Match(t) for t in scan(text) if t.kind != TEXT)
+
+
+TAG = Constructs()
+
+
+# ----------------------------------------------------------------------------- documents
 @dataclass
 class Mark:
     """Source characters [start, end) of a run wrapped by ``open`` ... ``close`` (a zero-width
@@ -116,15 +299,33 @@ class Document:
         return "".join(p if isinstance(p, str) else render_run(p, next(it)) for p in self.pieces)
 
 
+def all_marks(marks: list[Mark]) -> Iterator[Mark]:
+    """``marks`` and every mark inside them, in source order (without recursion)."""
+    stack = [iter(marks)]
+    while stack:
+        mark = next(stack[-1], None)
+        if mark is None:
+            stack.pop()
+            continue
+        yield mark
+        stack.append(iter(mark.children))
+
+
 # ----------------------------------------------------------------------------- parsing
 class RunBuilder:
-    """Collects one run: text (whitespace collapsed), marks (a stack of open ones), entities."""
+    """Collects one run: text (whitespace collapsed), marks in source order, entities. The nesting
+    is built at the end from the order in which marks opened and closed (``events``), so that an
+    unclosed tag costs nothing more than a closed one."""
 
-    def __init__(self):
+    def __init__(self, *, xml: bool = False):
+        self.xml = xml
         self.text: list[str] = []
         self.length = 0
-        self.top: list[Mark] = []
-        self.stack: list[tuple[str, Mark]] = []  # (tag name, mark) of open tags
+        self.marks: list[Mark] = []
+        self.events: list[int] = []  # k: mark k starts (a point, or an opening tag); ~k: mark k closes
+        self.stack: list[tuple[str, int]] = []  # (tag name, mark number) of open tags
+        self.open_names: Counter[str] = Counter()  # how many of each name are open
+        self.keeps = 0  # open tags whose content is kept
         self.entities: dict[str, str] = {}
         self.raw: list[str] = []  # the source's text, as written
 
@@ -133,11 +334,14 @@ class RunBuilder:
         pos = 0
         for m in ENTITY.finditer(raw):
             self._add_plain(raw[pos : m.start()])
+            pos = m.end()
             char = html.unescape(m.group(0))
+            if char == m.group(0) and self.xml:  # declared by the document, not by HTML
+                self._add(Mark(char, "", self.length, self.length))
+                continue
             if char != m.group(0) and char not in "&<>":
                 self.entities.update((c, m.group(0)) for c in char if len(char) == 1)
             self._add_plain(char, collapse=False)
-            pos = m.end()
         self._add_plain(raw[pos:])
 
     def _add_plain(self, s: str, *, collapse: bool = True) -> None:
@@ -148,105 +352,94 @@ class RunBuilder:
         self.text.append(s)
         self.length += len(s)
 
-    def _parent(self) -> list[Mark]:
-        return self.stack[-1][1].children if self.stack else self.top
+    def _add(self, mark: Mark) -> int:
+        self.marks.append(mark)
+        self.events.append(len(self.marks) - 1)
+        return len(self.marks) - 1
 
     def point(self, raw: str, *, space: bool = False) -> None:
         """A zero-width mark here (``space``: one that separates words, as <br>, then a space)."""
-        self._parent().append(Mark(raw, "", self.length, self.length))
+        self._add(Mark(raw, "", self.length, self.length))
         self.raw.append(raw)
         if space:
             self._add_plain(" ")
 
     def open(self, name: str, raw: str, *, keep: bool = False) -> None:
-        mark = Mark(raw, "", self.length, self.length, keep=keep)
-        self._parent().append(mark)
-        self.stack.append((name, mark))
+        """An opening tag: a zero-width mark until its closing tag comes (``close``); inside a
+        kept one, kept too."""
+        keep = keep or self.keeps > 0
+        self.stack.append((name, self._add(Mark(raw, "", self.length, self.length, keep=keep))))
+        self.open_names[name] += 1
+        self.keeps += keep
 
     def close(self, name: str, raw: str) -> bool:
         """Closes the innermost open ``name`` (False when none is open); tags opened inside it and
-        left open become zero-width marks."""
-        if name not in (n for n, _ in self.stack):
+        left open stay zero-width marks, what they held their siblings."""
+        if not self.open_names[name]:
             return False
-        while self.stack[-1][0] != name:
-            self._unclosed()
-        mark = self.stack.pop()[1]
+        while True:
+            top, k = self.stack.pop()
+            self.open_names[top] -= 1
+            self.keeps -= self.marks[k].keep
+            if top == name:
+                break
+        mark = self.marks[k]
         mark.close, mark.end = raw, self.length
+        self.events.append(~k)
         return True
 
-    def inside_keep(self) -> bool:
-        return any(m.keep for _, m in self.stack)
+    def _tree(self) -> list[Mark]:
+        """The top-level marks, each closed one holding the marks between its tags."""
+        top: list[Mark] = []
+        parents = [top]
+        for event in self.events:
+            if event < 0:
+                parents.pop()
+                continue
+            mark = self.marks[event]
+            parents[-1].append(mark)
+            if mark.close:  # closed later: the marks up to its closing tag are its children
+                parents.append(mark.children)
+        return top
 
-    def _unclosed(self) -> None:
-        """The innermost open tag has no closing tag: a zero-width mark, its children its siblings."""
-        mark = self.stack.pop()[1]
-        kids, mark.children, mark.end = mark.children, [], mark.start
-        self._parent().extend(kids)
-
-    def finish(self) -> Run | str:
-        """The run, or the source's text as written when there is nothing to translate in it."""
-        while self.stack:
-            self._unclosed()
+    def finish(self) -> list[str | Run]:
+        """The run, or the source's text as written when there is nothing to translate in it
+        (nothing at all for an empty run)."""
         text = "".join(self.text)
-        if not text.strip() and not self.top:
-            return "".join(self.raw)
+        if not text.strip() and not self.marks:
+            raw = "".join(self.raw)
+            return [raw] if raw else []
         stripped = text.strip()
         lead = len(text) - len(text.lstrip())
-        run = Run(stripped, self.top, text[:lead], text[lead + len(stripped) :], self.entities)
-        move(run.marks, -lead, len(stripped))
-        return run
-
-
-def move(marks: list[Mark], offset: int, length: int) -> None:
-    """Marks shifted by ``offset`` and clipped to [0, length]."""
-    for m in marks:
-        m.start = min(max(m.start + offset, 0), length)
-        m.end = min(max(m.end + offset, m.start), length)
-        move(m.children, offset, length)
+        for m in self.marks:  # shifted to the stripped text, clipped to it
+            m.start = min(max(m.start - lead, 0), len(stripped))
+            m.end = min(max(m.end - lead, m.start), len(stripped))
+        return [Run(stripped, self._tree(), text[:lead], text[lead + len(stripped) :], self.entities)]
 
 
 def parse(text: str, *, html: bool) -> Document:
     """The pieces of ``text``: HTML (``html``: block tags end runs; <script>, <style>, <pre>,
     <textarea> copied; void tags known) or XML (every tag inline)."""
     pieces: list[str | Run] = []
-    run = RunBuilder()
-
-    def end_run() -> None:
-        nonlocal run
-        r = run.finish()
-        if r:
-            pieces.append(r)
-        run = RunBuilder()
-
-    pos = 0
-    while pos < len(text):
-        m = TAG.search(text, pos)
-        if m is None:
-            run.add_text(text[pos:])
-            break
-        run.add_text(text[pos : m.start()])
-        raw, closing, name, self_closing = m.group(0), m.group(1), (m.group(2) or "").lower(), m.group(3)
-        pos = m.end()
-        if not name:  # comment, CDATA, doctype, processing instruction
-            run.point(raw)
-        elif html and name in RAW and not closing:
-            end_run()
-            close = re.compile(rf"</{name}\s*>", re.I).search(text, pos)
-            stop = len(text) if close is None else close.end()
-            pieces.append(raw + text[pos:stop])
-            pos = stop
-        elif html and name in BLOCK:
-            end_run()
-            pieces.append(raw)
-        elif self_closing or (html and name in VOID):
-            run.point(raw, space=html and name == "br")
-        elif closing:
-            if not run.close(name, raw):
-                run.point(raw)
+    run = RunBuilder(xml=not html)
+    for token in scan(text, RAW if html else frozenset()):
+        name, is_tag = token.name, token.kind == TAG_KIND
+        if token.kind == TEXT:
+            run.add_text(token.raw)
+        elif not token.complete or token.kind == RAW_ELEMENT or (html and is_tag and name in BLOCK):
+            pieces += run.finish()
+            pieces.append(token.raw)
+            run = RunBuilder(xml=not html)
+        elif not is_tag:  # comment, CDATA, doctype, processing instruction
+            run.point(token.raw)
+        elif token.self_closing or (html and name in VOID):
+            run.point(token.raw, space=html and name == "br")
+        elif token.closing:
+            if not run.close(name, token.raw):
+                run.point(token.raw)
         else:
-            run.open(name, raw, keep=(html and name in KEEP) or no_translate(raw) or run.inside_keep())
-    end_run()
-    return Document(pieces)
+            run.open(name, token.raw, keep=(html and name in KEEP) or no_translate(token.raw))
+    return Document(pieces + run.finish())
 
 
 # ----------------------------------------------------------------------------- projection
@@ -258,90 +451,153 @@ def escape(text: str, entities: dict[str, str]) -> str:
     return text
 
 
-def token_sources(tokens: list[tuple[int, int]], pairs: list[Pair]) -> list[list[tuple[int, int]]]:
-    """For each output token, the source character spans aligned to a character of it."""
-    out: list[list[tuple[int, int]]] = [[] for _ in tokens]
+def token_ranges(tokens: list[tuple[int, int]], pairs: list[Pair]) -> list[tuple[int, int, int, int]]:
+    """For each pair (a, b, c, d) whose output characters [c, d) overlap output tokens: (a, b,
+    first, last), the tokens first..last (inclusive) it overlaps."""
+    starts, ends = [s for s, _ in tokens], [e for _, e in tokens]
+    out = []
     for a, b, c, d in pairs:
-        for j, (s, e) in enumerate(tokens):
-            if s < d and c < e:
-                out[j].append((a, b))
+        first, last = bisect_right(ends, c), bisect_left(starts, d) - 1
+        if first <= last:
+            out.append((a, b, first, last))
     return out
 
 
-@dataclass
-class Placed:
-    """A mark's output range: tokens [first, last) (first == last: empty, before token first)."""
-
-    mark: Mark
-    first: int
-    last: int
-    children: list[Placed]
+NO_TOKEN = 1 << 62  # more than any token number
 
 
-def place(marks: list[Mark], sources: list[list[tuple[int, int]]], lo: int, hi: int) -> list[Placed]:
-    """Output token ranges of sibling ``marks`` within [lo, hi), in source order, not overlapping."""
-    placed = []
-    for m in marks:
-        hits = [j for j, spans in enumerate(sources) if any(a < m.end and m.start < b for a, b in spans)]
-        if m.start < m.end and hits:
-            first, last = max(min(hits), lo), min(max(hits) + 1, hi)
+def overlap_hits(ranges: list[tuple[int, int, int, int]], marks: list[Mark]) -> dict[int, tuple[int, int]]:
+    """For each mark (by id) whose source characters [start, end) overlap some range's [a, b):
+    the first and the last output token of those ranges. One sweep over the ranges by ``a``, the
+    marks by ``end``, with Fenwick trees of the least first / the greatest last token over ``b``
+    (indexed from the greatest b down, so that "b > start" is a prefix)."""
+    bs = sorted({b for _, b, _, _ in ranges})
+    size = len(bs)
+    least, greatest = [NO_TOKEN] * (size + 1), [-1] * (size + 1)
+    by_a = sorted(ranges)
+    k, out = 0, {}
+    for mark in sorted(marks, key=lambda m: m.end):
+        while k < len(by_a) and by_a[k][0] < mark.end:
+            _, b, first, last = by_a[k]
+            k += 1
+            i = size - bisect_left(bs, b)
+            while i <= size:
+                least[i], greatest[i] = min(least[i], first), max(greatest[i], last)
+                i += i & -i
+        lo, hi = NO_TOKEN, -1
+        i = size - bisect_right(bs, mark.start)
+        while i > 0:
+            lo, hi = min(lo, least[i]), max(hi, greatest[i])
+            i -= i & -i
+        if hi >= 0:
+            out[id(mark)] = (lo, hi)
+    return out
+
+
+class Placement:
+    """Where marks go in a run's translation (see the module's docstring)."""
+
+    def __init__(self, run: Run, projected: Projected):
+        self.run, self.text = run, projected.text
+        self.tokens = [m.span() for m in TOKEN.finditer(self.text)]
+        ranges = token_ranges(self.tokens, projected.pairs)
+        self.hits = overlap_hits(ranges, [m for m in all_marks(run.marks) if m.start < m.end])
+        by_b = sorted((b, last + 1) for _, b, _, last in ranges)
+        self.ends = [b for b, _ in by_b]  # the source ends of the ranges, ascending
+        self.after = list(accumulate((j for _, j in by_b), max))  # the tokens up to them
+
+    def tokens_of(self, mark: Mark, lo: int, hi: int) -> tuple[int, int]:
+        """The mark's output tokens [first, last) within [lo, hi) (first == last: empty, before
+        token first): those aligned to its characters, else after the last one aligned to source
+        text before it."""
+        hits = self.hits.get(id(mark))
+        if hits is not None:
+            first, last = max(hits[0], lo), min(hits[1] + 1, hi)
             if first >= last:  # its tokens lie outside the room its parent and siblings leave
-                first = last = min(max(min(hits), lo), hi)
-        else:  # after the last token aligned to source text before it
-            before = [j + 1 for j, spans in enumerate(sources) if any(b <= m.start for _, b in spans)]
-            first = last = min(max(max(before, default=lo), lo), hi)
-        placed.append(Placed(m, first, last, place(m.children, sources, first, last)))
-        lo = last
-    return placed
+                first = last = min(max(hits[0], lo), hi)
+            return first, last
+        k = bisect_right(self.ends, mark.start)
+        before = self.after[k - 1] if k else lo
+        first = min(max(before, lo), hi)
+        return first, first
+
+    def chars(self, mark: Mark, first: int, last: int, parent_first: int) -> tuple[int, int]:
+        """The output characters of tokens [first, last); for an empty range, where it goes: at
+        the start of token first when a space came before the mark in the source, else right after
+        token first - 1 (not before the parent's first token)."""
+        if first < last:
+            return self.tokens[first][0], self.tokens[last - 1][1]
+        spaced = mark.start > 0 and self.run.text[mark.start - 1].isspace()
+        if first > parent_first and not (spaced and first < len(self.tokens)):
+            at = self.tokens[first - 1][1]
+        else:
+            at = self.tokens[first][0] if first < len(self.tokens) else len(self.text)
+        return at, at
+
+
+@dataclass
+class Frame:
+    """A mark being written: its children (next: ``i``), the room left to them (tokens [lo, hi),
+    characters [pos, c_hi)), its first token, its closing tag."""
+
+    children: list[Mark]
+    lo: int
+    hi: int
+    pos: int
+    c_hi: int
+    first: int
+    close: str
+    i: int = 0
 
 
 def render_run(run: Run, projected: Projected) -> str:
     """The run's translation with its marks placed (see the module's docstring)."""
     text = projected.text
-    tokens = [m.span() for m in TOKEN.finditer(text)]
-    sources = token_sources(tokens, projected.pairs)
-    placed = place(run.marks, sources, 0, len(tokens))
-
-    def zero_width(j: int, lo: int, mark: Mark) -> int:
-        """Where an empty mark before token j goes (its parent's range starts at token lo): at
-        the start of token j when a space came before it in the source, else right after token j-1."""
-        spaced = mark.start > 0 and run.text[mark.start - 1].isspace()
-        if j > lo and not (spaced and j < len(tokens)):
-            return tokens[j - 1][1]
-        return tokens[j][0] if j < len(tokens) else len(text)
-
-    def emit(items: list[Placed], c_lo: int, c_hi: int, lo: int) -> str:
-        out, pos = [], c_lo
-        for p in items:
-            if p.first < p.last:
-                a, b = tokens[p.first][0], tokens[p.last - 1][1]
-            else:
-                a = b = zero_width(p.first, lo, p.mark)
-            a = min(max(a, pos), c_hi)
-            b = min(max(b, a), c_hi)
-            out.append(escape(text[pos:a], run.entities))
-            if p.mark.keep:
-                out.append(p.mark.open + source_inner(run, p.mark) + p.mark.close)
-            else:
-                out.append(p.mark.open + emit(p.children, a, b, p.first) + p.mark.close)
-            pos = b
-        out.append(escape(text[pos:c_hi], run.entities))
-        return "".join(out)
-
-    return run.lead + emit(placed, 0, len(text), 0) + run.trail
-
-
-def source_inner(run: Run, mark: Mark) -> str:
-    """A kept mark's content as in the source: its text with its inner marks."""
-    out, pos = [], mark.start
-    for child in mark.children:
-        out.append(escape(run.text[pos : child.start], run.entities))
-        out.append(child.open + source_inner(run, child) + child.close)
-        pos = child.end
-    out.append(escape(run.text[pos : mark.end], run.entities))
+    if not run.marks:
+        return run.lead + escape(text, run.entities) + run.trail
+    where = Placement(run, projected)
+    out = [run.lead]
+    stack = [Frame(run.marks, 0, len(where.tokens), 0, len(text), 0, "")]
+    while stack:
+        f = stack[-1]
+        if f.i == len(f.children):
+            out += [escape(text[f.pos : f.c_hi], run.entities), f.close]
+            stack.pop()
+            continue
+        mark = f.children[f.i]
+        f.i += 1
+        first, last = where.tokens_of(mark, f.lo, f.hi)
+        f.lo = last
+        a, b = where.chars(mark, first, last, f.first)
+        a = min(max(a, f.pos), f.c_hi)
+        b = min(max(b, a), f.c_hi)
+        out.append(escape(text[f.pos : a], run.entities))
+        f.pos = b
+        if mark.keep:
+            out.append(mark.open + source_inner(run, mark) + mark.close)
+        else:
+            out.append(mark.open)
+            stack.append(Frame(mark.children, first, last, a, b, first, mark.close))
+    out.append(run.trail)
     return "".join(out)
 
 
-def strip_tags(text: str, *, html: bool) -> str:
-    """The text of a fragment as its runs hold it (for scoring translations without their tags)."""
-    return " ".join(r.text for r in parse(text, html=html).runs)
+def source_inner(run: Run, mark: Mark) -> str:
+    """A kept mark's content as in the source: its text with its inner marks (without recursion)."""
+    out: list[str] = []
+    stack = [[mark, 0, mark.start]]  # a mark, its next child, where its text goes on
+    while stack:
+        f = stack[-1]
+        m, i, pos = f
+        if i == len(m.children):
+            out.append(escape(run.text[pos : m.end], run.entities))
+            stack.pop()
+            if stack:
+                out.append(m.close)
+                stack[-1][2] = m.end
+            continue
+        child = m.children[i]
+        f[1] = i + 1
+        out += [escape(run.text[pos : child.start], run.entities), child.open]
+        stack.append([child, 0, child.start])
+    return "".join(out)

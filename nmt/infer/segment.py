@@ -12,17 +12,21 @@ sentencex (a maintained rule-based segmenter with per-language abbreviation list
 line by line: a line break always ends a sentence, and every space, line break and blank line
 between sentences is kept as it was (``gaps``).
 
-A sentence longer than ``max_words`` words is cut (``cut_sentence``) into parts of at most
+A sentence longer than ``max_words`` words is cut (``cut_spans``) into parts of at most
 ``part_words`` (default ``max_words``) at the clause boundary nearest its middle (after , ; : or
-before a coordinating word), recursively, and at the middle word where there is none; the parts
-are translated on their own and joined with a space (``part_output``). What was cut is reported
-(``Cut``), never silent.
+before a coordinating word), then each part the same way, and at the middle word where there is
+none; the parts are translated on their own and joined with a space (``part_output``). What was
+cut is reported (``Cut``), never silent.
+
+Every step takes time linear in the text (cutting: but a log factor), whatever the text holds.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from sentencex import segment
 
@@ -54,21 +58,71 @@ class Parts:
 def split_text(text: str, *, language: str = "en", split: bool = True) -> Parts:
     """The sentences of ``text`` (each stripped) and the whitespace around them. Each line is
     split by sentencex for ``language`` (an ISO 639 code; an unknown one falls back to its
-    generic rules) unless ``split`` is False: then each non-blank line is one sentence."""
+    generic rules) unless ``split`` is False: then each non-blank line is one sentence. A line
+    longer than MAX_SEGMENT_CHARS is given to sentencex in pieces (``segment_line``)."""
     sentences: list[str] = []
-    gaps: list[str] = [""]
+    gaps: list[list[str]] = [[]]
     for line in re.split(r"(\r\n|\n|\r)", text):
-        chunks = segment(language, line) if split and line.strip() else [line]
-        for chunk in chunks:
+        for chunk in segment_line(language, line) if split and line.strip() else [line]:
             body = chunk.strip()
             if not body:
-                gaps[-1] += chunk
+                gaps[-1].append(chunk)
                 continue
             start = len(chunk) - len(chunk.lstrip())
-            gaps[-1] += chunk[:start]
+            gaps[-1].append(chunk[:start])
             sentences.append(body)
-            gaps.append(chunk[start + len(body) :])
-    return Parts(sentences, gaps)
+            gaps.append([chunk[start + len(body) :]])
+    return Parts(sentences, ["".join(g) for g in gaps])
+
+
+# sentencex takes time quadratic in the length of some lines (a line of quotation marks): a longer
+# line is read a window of this many characters at a time, cut after the last sentence sentencex
+# finds in the window's second half and read on from there. Where no sentence ends in the window's
+# second half, the window is cut after its last white space (else at its end) and the sentence it
+# ends in goes on in the next window: a window's edge never ends a sentence.
+MAX_SEGMENT_CHARS = 2000
+WHITE_SPACE = re.compile(r"\s+")
+
+
+def window_cut(language: str, window: str) -> tuple[list[str], bool]:
+    """The pieces of a window up to where the next window starts, and whether the last of them
+    is a sentence that goes on (no sentence ended in the window's second half)."""
+    chunks = list(segment(language, window))
+    ends = list(accumulate(len(c) for c in chunks))[:-1]  # the window's end is no sentence's
+    half = MAX_SEGMENT_CHARS // 2
+    cut = next((e for e in reversed(ends) if e >= half), None)
+    goes_on = cut is None
+    if goes_on:
+        spaces = [m.end() for m in WHITE_SPACE.finditer(window, half)]
+        cut = spaces[-1] if spaces else len(window)
+    pieces, at = [], 0
+    for chunk in chunks:
+        if at >= cut:
+            break
+        pieces.append(chunk[: cut - at])
+        at += len(chunk)
+    return pieces, goes_on
+
+
+def segment_line(language: str, line: str) -> list[str]:
+    """sentencex's pieces of ``line`` (joined, the line), in time linear in its length."""
+    out: list[str] = []
+    pending: list[str] = []  # the start of a sentence that goes on in the next window
+    pos = 0
+    while len(line) - pos > MAX_SEGMENT_CHARS:
+        pieces, goes_on = window_cut(language, line[pos : pos + MAX_SEGMENT_CHARS])
+        pos += sum(map(len, pieces))
+        finished = pieces[:-1] if goes_on else pieces
+        if pending and finished:
+            finished[0] = "".join(pending) + finished[0]
+            pending = []
+        out += finished
+        if goes_on:
+            pending.append(pieces[-1])
+    rest = list(segment(language, line[pos:])) or [""]
+    if pending:
+        rest[0] = "".join(pending) + rest[0]
+    return out + rest
 
 
 # ----------------------------------------------------------------------------- long sentences
@@ -105,13 +159,23 @@ def clause_starts(words: list[str]) -> list[int]:
 
 def cut_words(words: list[str], max_words: int) -> list[list[str]]:
     """``words`` in parts of at most ``max_words``: cut at the clause start nearest the middle
-    (one leaving at least 3 words each side, when there is one), else at the middle; recursively."""
-    if len(words) <= max_words:
-        return [words]
-    middle = len(words) / 2
-    starts = [k for k in clause_starts(words) if 3 <= k <= len(words) - 3]
-    k = min(starts, key=lambda s: (abs(s - middle), s)) if starts else len(words) // 2
-    return cut_words(words[:k], max_words) + cut_words(words[k:], max_words)
+    (one leaving at least 3 words each side, when there is one; the first of two as near), else
+    at the middle; then each side the same way. Linear in the words (but a log factor): the clause
+    starts are found once, the nearest by bisection; no recursion."""
+    starts = clause_starts(words)
+    parts, todo = [], [(0, len(words))]
+    while todo:
+        lo, hi = todo.pop()
+        if hi - lo <= max_words:
+            parts.append(words[lo:hi])
+            continue
+        middle = lo + (hi - lo) / 2
+        a, b = bisect_left(starts, lo + 3), bisect_right(starts, hi - 3)  # starts[a:b]: the candidates
+        k = bisect_left(starts, middle, a, b)
+        near = [starts[j] for j in (k - 1, k) if a <= j < b]
+        cut = min(near, key=lambda s: (abs(s - middle), s)) if near else lo + (hi - lo) // 2
+        todo += [(cut, hi), (lo, cut)]
+    return parts
 
 
 def cut_spans(sentence: str, max_words: int, part_words: int | None = None) -> list[tuple[int, int]]:
@@ -126,11 +190,6 @@ def cut_spans(sentence: str, max_words: int, part_words: int | None = None) -> l
         spans.append((words[k][0], words[k + len(part) - 1][1]))
         k += len(part)
     return spans
-
-
-def cut_sentence(sentence: str, max_words: int) -> list[str]:
-    """The parts of ``sentence`` (cut_spans); ``[sentence]`` when it is not longer than ``max_words``."""
-    return [sentence[a:b] for a, b in cut_spans(sentence, max_words)]
 
 
 def part_output(source: str, translation: str, *, last: bool) -> str:
