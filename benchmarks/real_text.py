@@ -1,4 +1,4 @@
-"""Real text through nmt.infer.real_text, measured: sentences kept, capitals, inline markup, the
+"""Real text through nmt.realtext.job, measured: sentences kept, capitals, inline markup, the
 issue's six inputs, and plain test BLEU (each handling on, and off as plain per-line translation).
 
     python benchmarks/real_text.py --checkpoint runs/demo/average --data runs/demo/data \\
@@ -22,10 +22,10 @@ Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.tx
    out of the measure): for each tagged line whose source is one unit (one sentence, uncut, one
    run), the reference's text (tags removed) is taken as the model's output for that unit (its
    pieces forced through the decoder), aligned with the source by the model's cross-attention as
-   the model's own translations are (nmt.infer.pipeline.align_results), the source's tags
+   the model's own translations are (nmt.realtext.pipeline.align_results), the source's tags
    projected onto it by TextJob.finish, and scored by part 3's placement F1 against the
    reference's own tags: the words are the same, so a perfect projection scores 1.0. Beside it the
-   monotone guess (nmt.infer.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
+   monotone guess (nmt.realtext.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
    several units, and references longer than the model's positions, are skipped and counted.
    ``--diagonals 0,0.05,0.1``: the same measure for each width of the alignment's diagonal prior
    (attention_maps.hard_alignment; 0: the attention alone), the sweep that chose
@@ -53,22 +53,22 @@ import sacrebleu  # noqa: E402
 import torch  # noqa: E402
 
 from nmt.data.lines import clean_line  # noqa: E402
-from nmt.infer.casing import fewer_pieces  # noqa: E402
-from nmt.infer.markup import TAG, parse  # noqa: E402
 from nmt.infer.options import SearchOptions  # noqa: E402
-from nmt.infer.pipeline import TranslationRequest, align_results, translate_request  # noqa: E402
-from nmt.infer.real_text import (  # noqa: E402
+from nmt.infer.results import Translation  # noqa: E402
+from nmt.infer.search import reading_order  # noqa: E402
+from nmt.infer.translate import Translator  # noqa: E402
+from nmt.progress import progress  # noqa: E402
+from nmt.realtext.casing import fewer_pieces  # noqa: E402
+from nmt.realtext.job import (  # noqa: E402
     PROJECTION_DIAGONAL,
     TextJob,
     TextOptions,
     UnitOutput,
     unit_output,
 )
-from nmt.infer.results import Translation  # noqa: E402
-from nmt.infer.search import reading_order  # noqa: E402
-from nmt.infer.segment import split_text  # noqa: E402
-from nmt.infer.translate import Translator  # noqa: E402
-from nmt.progress import progress  # noqa: E402
+from nmt.realtext.markup import TAG, parse  # noqa: E402
+from nmt.realtext.pipeline import TranslationRequest, align_results, translate_request  # noqa: E402
+from nmt.realtext.segment import split_text  # noqa: E402
 
 PLAIN = TextOptions(split=False, recase=False, max_words=0)  # each line one sentence, as given
 

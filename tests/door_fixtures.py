@@ -32,8 +32,8 @@ def cli_door(run: Path, texts: list[str], tmp: Path, *, fmt: str, target: str | 
 def python_door(run: Path, texts: list[str], *, fmt: str, target: str | None, nbest: int) -> list:
     from nmt import Translator
     from nmt.infer.options import SearchOptions
-    from nmt.infer.pipeline import TranslationRequest
-    from nmt.infer.real_text import TextOptions
+    from nmt.realtext.job import TextOptions
+    from nmt.realtext.pipeline import TranslationRequest
 
     translator = Translator.load(run, device="cpu", precision="fp32")
     request = TranslationRequest(

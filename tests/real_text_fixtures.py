@@ -66,8 +66,8 @@ class FakeTranslator:
 
 def translate_text(translator, texts, options=None):
     """The pipeline's TextTranslation of one text (or a list of them) with these TextOptions."""
-    from nmt.infer.pipeline import TranslationRequest, translate_request
-    from nmt.infer.real_text import TextOptions
+    from nmt.realtext.job import TextOptions
+    from nmt.realtext.pipeline import TranslationRequest, translate_request
 
     one = isinstance(texts, str)
     request = TranslationRequest([texts] if one else texts, text=options or TextOptions())

@@ -317,8 +317,8 @@ LEXICON = {
 def lexicon_output(moved: int):
     """A stand-in aligner: each source word paired with its LEXICON translation in the output,
     ``moved`` output tokens on (0: the right alignment)."""
-    from nmt.infer.real_text import UnitOutput
-    from nmt.infer.spans import TOKEN
+    from nmt.realtext.job import UnitOutput
+    from nmt.realtext.spans import TOKEN
 
     def output(unit: str, text: str) -> UnitOutput:
         tgt = list(TOKEN.finditer(text))
@@ -335,7 +335,7 @@ def lexicon_output(moved: int):
 
 def test_tag_placement_on_the_reference_is_perfect_with_the_right_alignment_and_lower_with_a_moved_one():
     """Part 3o (seen failing with the forced output's pairs dropped: the monotone guess then)."""
-    from nmt.infer.real_text import TextOptions, UnitOutput
+    from nmt.realtext.job import TextOptions, UnitOutput
 
     bench = real_text_bench()
     options = TextOptions(format="html")
@@ -355,8 +355,8 @@ def test_forced_reference_gets_the_models_cross_attention_alignment(tiny_checkpo
     """The reference's pieces forced through a (random-weight) model: its text comes back as it
     is, with character pairs from the model's attention (not the monotone guess); a reference
     longer than the model's positions is skipped."""
-    from nmt.infer.real_text import TextOptions
     from nmt.infer.translate import Translator
+    from nmt.realtext.job import TextOptions
 
     bench = real_text_bench()
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")

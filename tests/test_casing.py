@@ -1,6 +1,10 @@
-"""nmt.infer.casing: ALL CAPS and Title Case detected, translated in sentence case, recased."""
+"""nmt.realtext.casing: ALL CAPS and Title Case detected, translated in sentence case, recased."""
 
-from nmt.infer.casing import NORMAL, TITLE, UPPER, case_of, lower_first, normal_case, recase, same_length
+import time
+
+import pytest
+
+from nmt.realtext.casing import NORMAL, TITLE, UPPER, case_of, lower_first, normal_case, recase, same_length
 
 
 def test_case_of_tells_all_caps_title_case_and_normal_text_apart():
@@ -39,3 +43,43 @@ def test_lower_first_lowers_a_word_the_model_writes_in_lower_case_inside_a_sente
     assert lower_first("Eine Frau geht.", lambda w: known(w.lower())) == "eine Frau geht."
     assert lower_first("Kinder spielen.", lambda w: known(w.lower())) == "Kinder spielen."
     assert lower_first("Eine Frau.", None) == "Eine Frau."
+
+
+# ----------------------------------------------------------------------------- worst cases
+def cpu_seconds(fn, *args) -> float:
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def assert_linear(fn, make, n: int) -> None:
+    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
+    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
+    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
+    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
+    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
+    big = cpu_seconds(fn, make(n))
+    assert big <= 64 * small + 0.5, (n, small, big)
+
+
+def every_step(text: str) -> None:
+    case = case_of(text)
+    source = normal_case(text, UPPER, keep_capital=lambda w: len(w) < 3)
+    lower_first(recase(source, TITLE), lambda w: True)
+    recase(text, case)
+
+
+@pytest.mark.slow  # over 3 s on 2 cores
+def test_casing_takes_linear_time_on_worst_case_lines_of_1_mb():
+    n = 1 << 20
+    for make in [
+        lambda n: "A" * n,
+        lambda n: "A'" * (n // 2),
+        lambda n: "'" * n,
+        lambda n: "ß" * n,
+        lambda n: "İ" * n,
+        lambda n: "Ab " * (n // 3),
+        lambda n: "a’b" * (n // 3),
+        lambda n: "1" * n,
+    ]:
+        assert_linear(every_step, make, n)

@@ -1,4 +1,4 @@
-"""nmt.infer.document: .txt, .md, .html and .docx read and written in the same format (a fake
+"""nmt.realtext.document: .txt, .md, .html and .docx read and written in the same format (a fake
 translation that upper-cases the text between tags, so what is translated is visible)."""
 
 import io
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt.infer import document
-from nmt.infer.document import (
+from nmt.infer.results import TranslateError
+from nmt.realtext import document
+from nmt.realtext.document import (
     document_kind,
     markdown_lines,
     markdown_to_markup,
@@ -17,14 +18,13 @@ from nmt.infer.document import (
     translate_document,
     translate_source,
 )
-from nmt.infer.markup import Projected, parse
-from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
-from nmt.infer.results import TranslateError
-from nmt.infer.spans import TOKEN
+from nmt.realtext.job import TextJob, TextOptions, UnitOutput
+from nmt.realtext.markup import Projected, parse
+from nmt.realtext.spans import TOKEN
 
 
 def shout(texts: list[str], fmt: str) -> list[str]:
-    """The texts through nmt.infer.real_text in ``fmt``, each sentence "translated" to upper case."""
+    """The texts through nmt.realtext.job in ``fmt``, each sentence "translated" to upper case."""
     job = TextJob(texts, TextOptions(format=fmt, recase=False))
     return [r.text for r in job.finish([UnitOutput(u.upper()) for u in job.units])]
 
@@ -118,7 +118,7 @@ def test_unterminated_inline_markdown_is_text():
 
 # ----------------------------------------------------------------------------- worst cases
 def markup_identity(texts: list[str], fmt: str) -> list[str]:
-    """Each text through nmt.infer.markup, each run its own translation (aligned token for token)."""
+    """Each text through nmt.realtext.markup, each run its own translation (aligned token for token)."""
     out = []
     for text in texts:
         doc = parse(text, html=fmt == "html")

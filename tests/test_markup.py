@@ -1,4 +1,4 @@
-"""nmt.infer.markup: tags taken out, put back around the aligned output words, well nested; with
+"""nmt.realtext.markup: tags taken out, put back around the aligned output words, well nested; with
 the fake translator (word for word: its monotone alignment is exact) and with given alignments."""
 
 import time
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_text_fixtures import FakeTranslator, translate_text
 
-from nmt.infer.markup import RAW, TAG, TEXT, Document, Projected, escape, parse, scan
-from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
-from nmt.infer.spans import TOKEN
+from nmt.realtext.job import TextJob, TextOptions, UnitOutput
+from nmt.realtext.markup import RAW, TAG, TEXT, Document, Projected, escape, parse, scan
+from nmt.realtext.spans import TOKEN
 
 HTML = TextOptions(format="html")
 

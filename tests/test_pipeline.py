@@ -1,4 +1,4 @@
-"""nmt.infer.pipeline: one request, one pipeline, whatever the door: `nmt translate`, the Python
+"""nmt.realtext.pipeline: one request, one pipeline, whatever the door: `nmt translate`, the Python
 API, nmt's HTTP API and LibreTranslate's give the same outputs for the same inputs; the request is
 checked once; alternatives are texts with each sentence's next hypothesis."""
 
@@ -10,9 +10,9 @@ from real_text_fixtures import FakeTranslator
 
 from nmt.infer.mbr import MBR
 from nmt.infer.options import SearchOptions
-from nmt.infer.pipeline import Plan, TranslationRequest, translate_request
-from nmt.infer.real_text import TextOptions
 from nmt.infer.results import TranslateError, Translation
+from nmt.realtext.job import TextOptions
+from nmt.realtext.pipeline import Plan, TranslationRequest, translate_request
 
 TEXTS = [
     "the dog sees a red ball",

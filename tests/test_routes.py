@@ -48,7 +48,7 @@ def test_translate_mbr_is_the_translators_mbr_choice(serve_client, run_dir_trans
     """ "mbr": true answers each sentence with the MBR choice among the beam's n-best, as
     Translator.translate(..., mbr=MBR()) and `nmt translate --mbr` do."""
     from nmt.infer.mbr import MBR
-    from nmt.infer.real_text import TextOptions
+    from nmt.realtext.job import TextOptions
 
     # max_words 0: the 12-word sentence is longer than any of the tiny model's training sentences,
     # which real-text handling would cut into parts; here each sentence is translated whole

@@ -1,10 +1,10 @@
-"""nmt.infer.segment: sentences split and joined with their spacing; long sentences cut at clauses."""
+"""nmt.realtext.segment: sentences split and joined with their spacing; long sentences cut at clauses."""
 
 import time
 
 import pytest
 
-from nmt.infer.segment import MAX_SEGMENT_CHARS, cut_spans, part_output, split_text
+from nmt.realtext.segment import MAX_SEGMENT_CHARS, cut_spans, part_output, split_text
 
 
 def cut_sentence(sentence: str, max_words: int) -> list[str]:

@@ -1,5 +1,5 @@
 """POST /translate on real text (nmt.serve.real_text): paragraphs, capitals and markup as
-`nmt translate` and nmt.infer.real_text.translate_text give them, and the plain path unchanged."""
+`nmt translate` and nmt.realtext.job.translate_text give them, and the plain path unchanged."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from fastapi.testclient import TestClient  # noqa: E402
 from real_text_fixtures import translate_text  # noqa: E402
 
-from nmt.infer.real_text import TextOptions  # noqa: E402
+from nmt.realtext.job import TextOptions  # noqa: E402
 from nmt.serve.app import create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 

@@ -176,7 +176,7 @@ def test_search_options_as_one_value_or_as_keywords_translate_alike(tiny_checkpo
 
 def test_a_loaded_translator_knows_the_longest_sentences_its_model_learned_from(finished_tiny_run, tiny_data):
     from nmt.data.dataset import load_meta
-    from nmt.infer.real_text import TextOptions
+    from nmt.realtext.job import TextOptions
 
     words = load_meta(tiny_data)["splits"]["train"]["src_words"]
     translator = Translator.load(finished_tiny_run)

@@ -4,7 +4,7 @@ ALL CAPS or Title Case on both sides, so that the model learns to translate capi
 modifiers). `nmt prepare --case-augment P` rewrites each train pair with probability P (half of
 them upper-cased, half title-cased; seeded by --seed), after cleaning and before SentencePiece is
 learnt, so that the vocabulary holds the upper-case pieces too. Valid and test are untouched.
-nmt.infer.casing handles capitals at inference time instead, with any model.
+nmt.realtext.casing handles capitals at inference time instead, with any model.
 """
 
 from __future__ import annotations

@@ -326,9 +326,9 @@ def _encode_train(
 
 def source_words(src_file: Path, keep: np.ndarray | None, *, src_lang: str) -> dict | None:
     """The kept training sources' lengths in words (runs of non-space characters, as
-    nmt.infer.segment counts them): ``longest`` and ``p99`` (the 99th percentile). Real-text
+    nmt.realtext.segment counts them): ``longest`` and ``p99`` (the 99th percentile). Real-text
     translation cuts a sentence longer than any the model learned from into parts of at most p99
-    words (nmt.infer.real_text). None for a source written without spaces between words (zh, ja,
+    words (nmt.realtext.job). None for a source written without spaces between words (zh, ja,
     ko), where words cannot be counted so."""
     if is_cjk(src_lang):
         return None

@@ -19,12 +19,12 @@ import torch
 from ..checkpoint import CheckpointError
 from ..export.ctranslate2 import ExportError
 from ..precision import resolve_precision
+from ..realtext.command import add_real_text_args, run_request, text_options, translate_file
+from ..realtext.document import document_kind
+from ..realtext.pipeline import TextTranslation, TranslationRequest
 from .attention_maps import format_alignment
-from .document import document_kind
 from .mbr import MBR, UTILITIES
 from .options import SearchOptions
-from .pipeline import TextTranslation, TranslationRequest
-from .real_text_command import add_real_text_args, run_request, text_options, translate_file
 from .rerank import Rerank
 from .results import TranslateError
 from .search import MAX_ALPHA, STOPPING, default_alpha
@@ -158,7 +158,7 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
 
 def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     """`nmt translate`: the options checked and the inputs read into one request (checked before
-    the translator is loaded), then run through nmt.infer.pipeline; the outputs written (stdout,
+    the translator is loaded), then run through nmt.realtext.pipeline; the outputs written (stdout,
     or -o atomically)."""
     if overrides:
         raise TranslateError(f"--{next(iter(overrides))}.*: translate takes no configuration overrides")

@@ -5,7 +5,7 @@ back: sentences are cleaned as at training time (strip, NFC), encoded, given EOS
 the model's positions (with a warning naming the sentence, counted from 1); an empty sentence
 gives an empty output without calling the model. Its engines add ``translate_nbest`` (the search):
 nmt.infer.translate.Translator (torch) and nmt.infer.engine_ctranslate2.CTranslate2Translator.
-``translate`` runs real text through nmt.infer.pipeline, as `nmt translate` does;
+``translate`` runs real text through nmt.realtext.pipeline, as `nmt translate` does;
 ``translate_sentences`` keeps each sentence's best output as the model gives it, or the MBR /
 reranked choice among its n-best.
 """
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..data.lines import clean_line
+from ..realtext.job import TextOptions
+from ..realtext.pipeline import TextTranslation, TranslationRequest, translate_request
 from ..vocab import EOS
 from .mbr import MBR, mbr_results
 from .options import SearchOptions, with_fields
-from .pipeline import TextTranslation, TranslationRequest, translate_request
-from .real_text import TextOptions
 from .rerank import Rerank, rerank_results
 from .results import TranslateError, Translation
 from .search import reading_order
@@ -160,10 +160,10 @@ class TextTranslator:
         rerank: Rerank | None = None,
         **fields,
     ) -> list[str] | str:
-        """Each text translated as `nmt translate` translates a line (nmt.infer.pipeline: sentences
+        """Each text translated as `nmt translate` translates a line (nmt.realtext.pipeline: sentences
         split, capitals recased, long sentences cut, ``text.format`` "html" / "xml": tags placed);
         one str in, one str out. ``options``: how to search (SearchOptions; its fields also as
-        keywords, ``beam=4``); ``text``: how real text is handled (nmt.infer.real_text.TextOptions);
+        keywords, ``beam=4``); ``text``: how real text is handled (nmt.realtext.job.TextOptions);
         ``target_lang``: the target of a model of several (checked against its checkpoint);
         ``mbr`` / ``rerank``: the choice among the beam's n-best. ``translate_sentences``: the
         model's output per sentence (and its prefixes and constraints); ``translate_request``: the
@@ -188,7 +188,7 @@ class TextTranslator:
         on_truncate: Callable[[int, int], None] | None = None,
         on_batch: Callable[[int], None] | None = None,
     ) -> list[TextTranslation]:
-        """A TranslationRequest through nmt.infer.pipeline (``on_truncate(text, pieces)``, from 0;
+        """A TranslationRequest through nmt.realtext.pipeline (``on_truncate(text, pieces)``, from 0;
         default: a warning)."""
 
         def warn(i: int, n: int) -> None:

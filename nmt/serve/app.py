@@ -22,7 +22,7 @@ abandoned) and counted as 499 in /metrics.
 
 Where each part lives: the request and answer bodies in schemas.py, reading and checking a request
 in validation.py, the endpoints in routes.py (LibreTranslate's in libretranslate.py), a request
-through nmt.infer.pipeline on the batcher in real_text.py, queueing and waiting in waiting.py, the
+through nmt.realtext.pipeline on the batcher in real_text.py, queueing and waiting in waiting.py, the
 shared state (models, limits, API key) in state.py, the middleware (Host, Origin, body size, JSON
 500, counting) in guard.py, uvicorn's connections (read deadline, requests at once) in
 connections.py, the metrics in prometheus.py, the queue and worker in batcher.py, the web

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..infer.options import SearchOptions
-from ..infer.pipeline import align_results
+from ..realtext.pipeline import align_results
 
 MERGE_RATIO = 8  # requests batched together differ in work by at most this factor (and a search
 #                  is interrupted only for requests this many times smaller) ...

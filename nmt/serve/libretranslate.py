@@ -15,7 +15,7 @@ or in the query string. A language pair is served by the first model whose check
 that source language and that target language (or, for a model of several target languages, has it
 among them: its sentences then start with the target's tag, nmt.data.multilingual). Text and HTML
 are translated as nmt's own /translate translates real text, through the one pipeline
-(nmt.infer.pipeline over nmt.serve.real_text: sentences split, recased, inline tags placed by the
+(nmt.realtext.pipeline over nmt.serve.real_text: sentences split, recased, inline tags placed by the
 alignment); an alternative is the text with each sentence's next hypothesis, its tags placed alike. Detection
 cannot tell languages of one script apart: it ranks the source languages served by the share of
 the text's characters in each one's vocabulary (the confidence, 0 to 100). With ``--api-key`` a
@@ -45,9 +45,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..infer.options import SearchOptions
-from ..infer.pipeline import TranslationRequest
-from ..infer.real_text import TextOptions
 from ..languages import language_name
+from ..realtext.job import TextOptions
+from ..realtext.pipeline import TranslationRequest
 from .errors import LIBRETRANSLATE_PREFIX, ApiError
 from .real_text import run_request
 from .state import ServedModel, ServeState, serve_state

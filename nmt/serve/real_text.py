@@ -1,4 +1,4 @@
-"""A request through nmt.infer.pipeline on a model's batcher: what nmt's POST /translate and
+"""A request through nmt.realtext.pipeline on a model's batcher: what nmt's POST /translate and
 LibreTranslate's /translate share. The request is planned (markup parsed, sentences split, the
 target checked) and its texts put back together (tags placed) off the event loop, so that /health
 and other requests are answered meanwhile; its units are queued like any request's. The doors
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from ..infer.pipeline import Plan, TextTranslation, TranslationRequest
 from ..infer.results import TranslateError
+from ..realtext.pipeline import Plan, TextTranslation, TranslationRequest
 from .batcher import JobOptions, Measured
 from .errors import ApiError
 from .state import ServedModel, ServeState

@@ -13,9 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..infer.mbr import MBR
 from ..infer.options import SearchOptions
-from ..infer.pipeline import TranslationRequest
-from ..infer.real_text import TextOptions
 from ..infer.results import TranslateError
+from ..realtext.job import TextOptions
+from ..realtext.pipeline import TranslationRequest
 from .batcher import JobOptions, Measured
 from .errors import ApiError, error_response
 from .real_text import Answered, run_request, warnings_of

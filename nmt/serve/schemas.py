@@ -41,7 +41,7 @@ class TranslateRequest(BaseModel):
     format: Literal["text", "html", "xml"] = Field(
         "text",
         description="html / xml: tags taken out, the text translated, the tags put back around the aligned "
-        "words (nmt.infer.markup); not with alignment or constraints",
+        "words (nmt.realtext.markup); not with alignment or constraints",
     )
     split: bool = Field(
         True,

@@ -1,7 +1,7 @@
 """Reading and checking a request before it is parsed and queued: the API key (401), the model it
 names (404), the JSON body (415, 400, 422), the text, the per-request limits on the text as sent
 (413), what the model's engine can do (400) and the terminology constraints. The search and
-real-text options are checked once, by nmt.infer.pipeline."""
+real-text options are checked once, by nmt.realtext.pipeline."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def check_raw_limits(texts: list[str], limits: Limits) -> None:
 
 def check_translate(req: TranslateRequest, texts: list[str], m: ServedModel, limits: Limits) -> None:
     """A /translate request's size (413), text (422) and alignment (400), before it is parsed;
-    its options are checked by nmt.infer.pipeline."""
+    its options are checked by nmt.realtext.pipeline."""
     check_raw_limits(texts, limits)
     if req.alignment and not torch_model(m):
         raise ApiError(400, f"model {m.name!r}: alignment needs the torch engine")

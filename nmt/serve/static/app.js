@@ -74,7 +74,7 @@ async function translate(event) {
   const text = $("source").value.trim();
   if (!text) return;
   const model = $("model").value, beam = Number($("beam").value) || 4, format = $("format").value;
-  // a paragraph or markup: its sentences translated and joined (nmt.infer.real_text), one output
+  // a paragraph or markup: its sentences translated and joined (nmt.realtext.job), one output
   const whole = format !== "text" || text.includes("\n") || /[.!?]\s+\S/.test(text);
   const nbest = whole ? 1 : Math.min(Number($("nbest").value) || 1, beam);
   $("go").disabled = true; $("status").className = ""; $("status").textContent = "translating...";

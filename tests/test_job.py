@@ -1,13 +1,13 @@
-"""nmt.infer.real_text: paragraphs, capitals and long sentences through one batch, nothing dropped
+"""nmt.realtext.job: paragraphs, capitals and long sentences through one batch, nothing dropped
 (a fake translator as fragile as a single-sentence model: tests/real_text_fixtures.py)."""
 
 import pytest
 from real_text_fixtures import FakeTranslator, translate_text
 
 from nmt.infer.options import SearchOptions
-from nmt.infer.real_text import TextJob, TextOptions, UnitOutput
 from nmt.infer.results import TranslateError
 from nmt.infer.text import SourceWords
+from nmt.realtext.job import TextJob, TextOptions, UnitOutput
 
 PLAIN = TextOptions(split=False, recase=False, max_words=0)  # a line at a time, as given
 
@@ -175,8 +175,8 @@ def test_nbest_of_real_text_gives_each_line_with_each_sentences_alternatives(
     tiny_checkpoint, tmp_path, capsys
 ):
     from nmt import Translator
-    from nmt.infer.pipeline import TranslationRequest
-    from nmt.infer.real_text import TextOptions
+    from nmt.realtext.job import TextOptions
+    from nmt.realtext.pipeline import TranslationRequest
 
     lines = ["der <b>hund</b>. die katze."]
     src = tmp_path / "in"

@@ -1,6 +1,6 @@
 """`nmt translate`'s real-text options (--format, --split, --recase, --max-words, --language) and
-its run of a request: the input's lines (or a document's texts, nmt.infer.document) through
-nmt.infer.pipeline, with a progress bar and warnings naming the line."""
+its run of a request: the input's lines (or a document's texts, nmt.realtext.document) through
+nmt.realtext.pipeline, with a progress bar and warnings naming the line."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import argparse
 import sys
 from dataclasses import replace
 
+from ..infer.results import ConstraintsError, TranslateError
+from .job import TextOptions
 from .markup import FORMATS
 from .pipeline import Plan, TextTranslation, TranslationRequest, search_units
-from .real_text import TextOptions
-from .results import ConstraintsError, TranslateError
 
 
 def add_real_text_args(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def add_real_text_args(parser: argparse.ArgumentParser) -> None:
 
 def text_options(args: argparse.Namespace) -> TextOptions:
     """The TextOptions of the arguments (before anything is read or loaded; the source language,
-    where --language is not given, is the checkpoint's: nmt.infer.pipeline)."""
+    where --language is not given, is the checkpoint's: nmt.realtext.pipeline)."""
     if args.max_words is not None and args.max_words < 0:
         raise TranslateError(f"--max-words {args.max_words}: must be >= 0 (0: never cut)")
     return TextOptions(
@@ -76,11 +76,11 @@ def text_options(args: argparse.Namespace) -> TextOptions:
 
 
 def run_request(args: argparse.Namespace, translator, request: TranslationRequest) -> list[TextTranslation]:
-    """``request`` through nmt.infer.pipeline as `nmt translate` runs it: a progress bar (not for
+    """``request`` through nmt.realtext.pipeline as `nmt translate` runs it: a progress bar (not for
     stdin or --quiet) and warnings on stderr, naming the line (from 1) of each sentence cut at
     clauses or truncated to the model's positions."""
+    from ..infer.text import truncation_message
     from ..progress import progress
-    from .text import truncation_message
 
     plan = Plan(request, translator)
     truncated: list[tuple[int, int]] = []
@@ -112,7 +112,7 @@ def run_request(args: argparse.Namespace, translator, request: TranslationReques
 
 
 def translate_file(args: argparse.Namespace, translator, request: TranslationRequest) -> None:
-    """-i FILE, a document (nmt.infer.document: by its extension; --format html / xml / text for a
+    """-i FILE, a document (nmt.realtext.document: by its extension; --format html / xml / text for a
     .html, .htm or .xml file), translated into -o in its format."""
     from .document import document_kind, translate_document
 

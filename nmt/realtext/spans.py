@@ -5,7 +5,7 @@ alignment (nmt.infer.attention_maps) turned into character spans, or, without on
     pairs = char_pairs(src_spans, tgt_spans, [(0, 0), (1, 1)])  # [(0, 3, 0, 4), (3, 8, 4, 10)]
 
 A pair (a, b, c, d) says that source characters [a, b) and output characters [c, d) were aligned.
-nmt.infer.markup places each tag around the output words aligned to the words it wrapped.
+nmt.realtext.markup places each tag around the output words aligned to the words it wrapped.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Real text in, real text out: paragraphs, ALL CAPS, long sentences and inline markup, above the
-search (which translates sentences). nmt.infer.pipeline runs it for every door:
+search (which translates sentences). nmt.realtext.pipeline runs it for every door:
 
     from nmt import Translator
     t = Translator.load("runs/demo/average")
@@ -9,18 +9,18 @@ search (which translates sentences). nmt.infer.pipeline runs it for every door:
 
 Each text goes through (every step switchable, TextOptions):
 1. markup (``format`` "html" / "xml"): the tags taken out, the text runs translated, the tags
-   projected back (nmt.infer.markup);
-2. sentences (``split``): each line split into sentences (nmt.infer.segment), joined back with
+   projected back (nmt.realtext.markup);
+2. sentences (``split``): each line split into sentences (nmt.realtext.segment), joined back with
    every space, line break and blank line kept;
 3. capitals (``recase``): an ALL-CAPS or Title-Case sentence translated in sentence case and its
-   output recased (nmt.infer.casing);
+   output recased (nmt.realtext.casing);
 4. long sentences (``max_words``, ``part_words``): a sentence of more words cut at clauses into
    parts, each translated, the cut reported (TextTranslation.cuts). By default a sentence longer than
    any the model learned from is cut into parts of at most the 99th percentile of its training
    sources' lengths (both in words, recorded by `nmt prepare`): shorter sentences, which the model
    has seen, are translated whole.
 All the sentences of all the texts go to the model as one batch. ``TextJob`` plans it in two
-steps: the units to translate, then the texts from their translations (nmt.infer.pipeline.Plan).
+steps: the units to translate, then the texts from their translations (nmt.realtext.pipeline.Plan).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..data.lines import clean_line
+from ..infer.results import TranslateError
+from ..infer.search import reading_order
 from .casing import NORMAL, case_of, lower_first, normal_case, recase
 from .markup import FORMATS, Document, Projected, parse
-from .results import TranslateError
-from .search import reading_order
 from .segment import Cut, Parts, cut_spans, part_output, split_text
 from .spans import Pair, char_pairs, decoded_spans, monotone_pairs, piece_spans, shift
 
@@ -87,7 +87,7 @@ class TextOptions:
 @dataclass
 class UnitOutput:
     """The model's translation of one sentence (or part) and, for markup, the character pairs
-    (nmt.infer.spans) aligning it with its source (None: not known; a monotone guess is used)."""
+    (nmt.realtext.spans) aligning it with its source (None: not known; a monotone guess is used)."""
 
     text: str
     pairs: list[Pair] | None = None
@@ -121,7 +121,7 @@ class Paragraph:
 
 class TextJob:
     """The units (sentences or parts of sentences, in normal case) that ``texts`` give the model,
-    and ``finish``: the texts from their translations. ``keep_capital``: nmt.infer.casing's
+    and ``finish``: the texts from their translations. ``keep_capital``: nmt.realtext.casing's
     (a word kept capitalised in normal case); ``lower_known``: a part of a cut sentence that starts
     in lower case gets its translation's first word in lower case where this says the model
     writes that word so (casing.known_lower). ``options``: made a model's by

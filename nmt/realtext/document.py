@@ -1,9 +1,9 @@
 """Documents in, documents out (`nmt translate -i FILE -o FILE`): .txt, .md, .html/.htm, .xml
-and .docx, each translated through nmt.infer.real_text and written in the same format.
+and .docx, each translated through nmt.realtext.job and written in the same format.
 
 - .txt and any other name: not a document but lines (`nmt translate`'s line by line reading,
   each line split into sentences and joined back; blank lines kept).
-- .html/.htm, .xml: the whole file as markup (nmt.infer.markup): tags, attributes, entities,
+- .html/.htm, .xml: the whole file as markup (nmt.realtext.markup): tags, attributes, entities,
   <script>, <style>, <pre> as they were.
 - .md: line by line: fenced code blocks (``` or ~~~) and HTML comment lines copied; a line's
   block marker (#, >, -, *, +, 1.) kept; a paragraph's lines joined into one line (Markdown
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_bytes
-from .results import TranslateError
+from ..infer.results import TranslateError
 
 EXTENSIONS = {
     ".md": "markdown",

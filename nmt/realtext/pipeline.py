@@ -10,7 +10,7 @@ nmt's POST /translate and LibreTranslate's /translate).
 A door builds one ``TranslationRequest`` from its own syntax (arguments, keywords, JSON, a form),
 calls the pipeline, and maps ``TranslateError`` to its own form (exit 2, 422, 400); nothing else.
 ``Plan`` checks the request against the translator once (the target language against the
-checkpoint's languages, the options together), plans the real text (nmt.infer.real_text:
+checkpoint's languages, the options together), plans the real text (nmt.realtext.job:
 markup, sentences, capitals, long sentences), puts the target-language tag in front of each
 unit, and after the search puts the texts back together: the best, and with ``search.nbest`` > 1
 the n-best texts, the text with each sentence's i-th hypothesis (its best where it has fewer),
@@ -27,18 +27,18 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..data.multilingual import check_target
+from ..infer.mbr import MBR, mbr_results
+from ..infer.options import SearchOptions
+from ..infer.results import TranslateError, Translation
 from .casing import fewer_pieces, known_lower
-from .mbr import MBR, mbr_results
-from .options import SearchOptions
-from .real_text import PROJECTION_DIAGONAL, TextJob, TextOptions, unit_output
-from .results import TranslateError, Translation
+from .job import PROJECTION_DIAGONAL, TextJob, TextOptions, unit_output
 from .segment import Cut
 
 
 @dataclass(frozen=True)
 class TranslationRequest:
     """What to translate and how, whatever door it came through. ``texts``: the texts;
-    ``text``: how real text is handled (nmt.infer.real_text.TextOptions); ``search``: how to search
+    ``text``: how real text is handled (nmt.realtext.job.TextOptions); ``search``: how to search
     (its ``nbest``: translations per text); ``target_lang``: the target of a model of several (its
     tag in front of each sentence; checked against the checkpoint); ``alignment``: each text's
     piece alignment (sentence level); ``mbr`` / ``rerank``: the choice among the beam's n-best;
@@ -195,7 +195,7 @@ class Plan:
 
     @property
     def alignment_diagonal(self) -> float | None:
-        """The alignment wanted after the search: tags placed (nmt.infer.real_text's prior), the
+        """The alignment wanted after the search: tags placed (nmt.realtext.job's prior), the
         piece alignment asked for (fairseq's plain argmax: None)."""
         return PROJECTION_DIAGONAL if self.markup else None
 
@@ -269,7 +269,7 @@ def align_results(translator, inputs: list[str], results: list[list[Translation]
     ``diagonal``); the torch engine only (others: none, a monotone guess places tags)."""
     if getattr(translator, "engine", None) != "torch":
         return
-    from .attention_maps import align
+    from ..infer.attention_maps import align
 
     sources, _ = translator.encode(inputs)
     for src, nbest in zip(sources, results):

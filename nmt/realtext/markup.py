@@ -8,7 +8,7 @@ back around the output words aligned to the words they wrapped (tag projection).
 
 A document is a list of pieces: verbatim markup (block tags such as <p> or <li>, and the
 elements never translated: <script>, <style>, <pre>, <textarea>) and *runs*: stretches of text
-with their inline tags, each translated as a paragraph (nmt.infer.real_text splits it into
+with their inline tags, each translated as a paragraph (nmt.realtext.job splits it into
 sentences). In a run:
 - a paired inline tag (<b>, <a href="...">, <span class="...">) becomes a *mark* over the
   characters it wraps; its opening and closing tags are copied byte for byte (attributes
@@ -35,7 +35,7 @@ the rest of the text is copied verbatim, untranslated (a browser shows none of i
 may nest to any depth: nothing here recurses.
 
 Projection: a mark covers the output tokens (words and punctuation marks) aligned
-(nmt.infer.spans pairs, from the model's cross-attention) to any character it wrapped, from the
+(nmt.realtext.spans pairs, from the model's cross-attention) to any character it wrapped, from the
 first to the last of them. Marks keep the source's nesting and order: a mark is clipped to its
 parent's output range and starts after its previous sibling ends. A mark with no aligned output
 token is placed, empty, after the output token aligned to the source just before it. The output
@@ -275,7 +275,7 @@ class Run:
 
 @dataclass
 class Projected:
-    """A run's translation and its character alignment with the run's text (nmt.infer.spans)."""
+    """A run's translation and its character alignment with the run's text (nmt.realtext.spans)."""
 
     text: str
     pairs: list[Pair]
