@@ -10,7 +10,9 @@ oneDNN and CTranslate2 read it when they load):
     NMT_PRECISION=fp32|bf16                   what nmt's `auto` precision picks (nmt/precision.py)
 
 `make test` runs the tests marked ``numerics`` a second time under ``AVX2_ONLY`` (an AVX2-only CPU:
-no fast bf16, so `auto` is fp32); the header of every run names the path it took.
+no fast bf16, so `auto` is fp32) and a third under ``AVX2_BF16`` (the same CPU told to use bf16: bf16
+emulated); the header of every run names the path it took, and a run under a forced path that was not
+taken stops before its first test (pytest_configure, cpu_path_fixtures).
 """
 
 import math
@@ -34,7 +36,10 @@ AVX2_ONLY = {
     "CT2_FORCE_CPU_ISA": "AVX2",
     "NMT_PRECISION": "fp32",
 }
+# The same CPU with `auto` forced to bf16, which it lacks: emulated bf16 (Makefile: test-bf16)
+AVX2_BF16 = {**AVX2_ONLY, "NMT_PRECISION": "bf16"}
 CPU_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "CT2_FORCE_CPU_ISA", "NMT_PRECISION")
+OBSERVED_PATH = pytest.StashKey()  # cpu_path_fixtures.Observed of a run under a forced path
 
 
 # `make test-fast` (pytest -m "not slow"), the edit loop: these files, and every test that uses one of
@@ -86,13 +91,33 @@ def auto_dtype_here() -> torch.dtype:
     return resolve_precision("auto", "cpu")[0] or torch.float32
 
 
+def forced_cpu_path() -> dict[str, str]:
+    """The variables of CPU_PATH_VARIABLES set in this process's environment."""
+    return {k: os.environ[k] for k in CPU_PATH_VARIABLES if os.environ.get(k)}
+
+
+def pytest_configure(config):
+    """A run under a forced CPU path stops before its first test unless torch, oneDNN, CTranslate2
+    and `auto` took that path (cpu_path_fixtures: each read back, as a library ignores a value it
+    does not take without a word); the header names what they took."""
+    if forced_cpu_path():
+        from cpu_path_fixtures import not_taken, observe
+
+        config.stash[OBSERVED_PATH] = seen = observe(dict(os.environ))
+        missed = not_taken(forced_cpu_path(), seen)
+        if missed:
+            raise pytest.UsageError("the forced CPU path was not taken:\n  " + "\n  ".join(missed))
+
+
 def pytest_report_header(config):
     from nmt.precision import resolve_precision
 
-    forced = " ".join(f"{k}={os.environ[k]}" for k in CPU_PATH_VARIABLES if os.environ.get(k))
+    forced = " ".join(f"{k}={v}" for k, v in forced_cpu_path().items())
+    seen = config.stash.get(OBSERVED_PATH, None)
+    taken = f"taken: oneDNN {seen.onednn_isa}, CTranslate2 {seen.ct2_isa}" if seen else "nothing to check"
     return (
         f"cpu path: torch kernels {torch.backends.cpu.get_cpu_capability()}, "
-        f"precision auto -> {resolve_precision('auto', 'cpu')[1]}; forced: {forced or 'nothing'}"
+        f"precision auto -> {resolve_precision('auto', 'cpu')[1]}; forced: {forced or 'nothing'} ({taken})"
     )
 
 

@@ -17,8 +17,8 @@ from nmt.cli import main
 pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
 
 # argostranslate in a process of its own: its settings (package and cache folders) are read from the
-# environment when it is imported. MiniSBD, its sentence splitter, fetches a model on first use;
-# offline, each line is one sentence (as in nmt translate).
+# environment when it is imported. Its sentence splitter is one sentence a line (the test's docstring
+# says why not MiniSBD's).
 ARGOS = """
 import json, sys
 import argostranslate.package, argostranslate.sbd, argostranslate.settings, argostranslate.translate
@@ -61,6 +61,12 @@ def argos_translate(package, lines: list[str], home) -> dict[str, list[str]]:
 def test_argostranslate_installs_the_package_offline_and_translates_as_the_ctranslate2_engine(
     run_dir, tmp_path
 ):
+    """The real argostranslate, but for its sentence splitter, replaced by one sentence a line (as
+    `nmt translate --no-split`; each test line is one sentence). Not the real one: argostranslate 1.11
+    splits with MiniSBD, which runs an ONNX model of the source language that a package may carry
+    (minisbd/*.onnx; nmt's carries none) or that it downloads from LibreTranslate/MiniSBD's GitHub
+    release on first use (offline: URLError), and no such model is at hand offline;
+    ARGOS_CHUNK_TYPE=NONE, the one setting that would not split, raises NotImplementedError in 1.11."""
     pytest.importorskip("argostranslate", reason="argostranslate not installed (pip install 'nmt[argos]')")
     from nmt.checkpoint import resolve_checkpoint
     from nmt.infer.translate import Translator
@@ -108,6 +114,32 @@ def test_argostranslate_installs_the_package_offline_and_translates_as_the_ctran
     ],
 )
 def test_a_wrong_package_name_or_languages_is_one_line(run_dir, tmp_path, capsys, out, languages, message):
-    assert main(["export", "argos", str(run_dir), str(tmp_path / out), *languages]) != 0
+    assert main(["export", "argos", str(run_dir), str(tmp_path / out), *languages]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / out).exists()
+
+
+def test_a_package_replaces_an_earlier_nmt_export_and_refuses_any_other_file(run_dir, tmp_path, capsys):
+    """As the directory exports do: an existing .argosmodel is replaced only when `nmt export argos`
+    wrote it (its model/nmt_export.json); any other file, such as a package of the Argos index, is
+    one line naming it, exit 2, and left as it was."""
+    package = tmp_path / "en_de.argosmodel"
+    for version in ("1.0", "1.3"):
+        assert main(["export", "argos", str(run_dir), str(package), "--package-version", version]) == 0
+    with zipfile.ZipFile(package) as z:
+        assert {n.split("/")[0] for n in z.namelist()} == {"translate-en_de-1_3"}
+    index_package = tmp_path / "translate-en_de-1_0.argosmodel"
+    with zipfile.ZipFile(index_package, "w") as z:  # a package of another source: no nmt_export.json
+        z.writestr("translate-en_de-1_0/metadata.json", "{}")
+        z.writestr("translate-en_de-1_0/model/model.bin", b"weights")
+    text = tmp_path / "notes.argosmodel"
+    text.write_text("not a zip\n")
+    capsys.readouterr()
+    for other in (index_package, text):
+        before = other.read_bytes()
+        assert main(["export", "argos", str(run_dir), str(other)]) == 2
+        assert capsys.readouterr().err == (
+            f"nmt export: error: {other}: exists and is not an nmt export; choose a new file name\n"
+        )
+        assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([package.name, index_package.name, text.name])

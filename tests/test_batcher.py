@@ -305,7 +305,11 @@ def test_cancelled_requests_are_dropped_from_the_queue_or_their_search_abandoned
 
 
 def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, run_dir_translator):
-    app, models = make_app(run_dir, limits=Limits(timeout=0.5))
+    """A search paused at its first step gets no answer within --timeout 0.5 s: a 504, and its work
+    stops there. The request after it is given 60 s (the limits are read per request): on a loaded
+    machine its own search may take longer than 0.5 s, and this test is not about that one."""
+    limits = Limits(timeout=0.5)
+    app, models = make_app(run_dir, limits=limits)
     t, model = stepped(run_dir_translator, pause_at=1)
     models["tiny"].batcher.translator = t
     with TestClient(app) as c:
@@ -318,6 +322,7 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, run_dir_transla
                 "message": "no answer within 0.5 s (--timeout); the request was cancelled",
             }
         }
+        limits.timeout = 60.0
         model.resume.set()  # the search wakes up after its 504, inside its first decoding step
         r = c.post("/translate", json={"text": SENTENCES[0], "beam": 1})
         assert r.status_code == 200
@@ -430,7 +435,12 @@ def test_work_budgets_per_request_and_per_queue(run_dir, run_dir_translator):
 
 
 def test_health_notices_a_stuck_or_dead_worker(run_dir, run_dir_translator):
-    app, models = make_app(run_dir, limits=Limits(timeout=0.3))
+    """/health is 503 while the worker is held in one step for longer than --timeout (0.3 s), and 200
+    again once it has answered the next request. That request is given 60 s (the limits are read
+    per request: on a loaded machine its search may take longer than 0.3 s), then /health is asked
+    at 0.3 s again until it answers 200 (a worker that stayed stuck never does)."""
+    limits = Limits(timeout=0.3)
+    app, models = make_app(run_dir, limits=limits)
     t, model = stepped(run_dir_translator, pause_at=1)
     models["tiny"].batcher.translator = t
     with TestClient(app) as c, ThreadPoolExecutor(1) as pool:
@@ -443,9 +453,14 @@ def test_health_notices_a_stuck_or_dead_worker(run_dir, run_dir_translator):
             "model 'tiny': no progress for"
         )
         assert stuck.result().status_code == 504
+        limits.timeout = 60.0
         model.resume.set()
-        c.post("/translate", json={"text": SENTENCES[1], "beam": 1})
-        assert c.get("/health").status_code == 200
+        assert c.post("/translate", json={"text": SENTENCES[1], "beam": 1}).status_code == 200
+        limits.timeout = 0.3
+        deadline = time.monotonic() + 30
+        while c.get("/health").status_code != 200:
+            assert time.monotonic() < deadline, "/health never came back after the worker answered"
+            time.sleep(0.05)
 
     app, models = make_app(run_dir)
 

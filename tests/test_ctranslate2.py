@@ -82,7 +82,9 @@ def test_ctranslate2_greedy_matches_nmt(trained_tiny_run, tiny_test_lines, tmp_p
     q_greedy = Translator.load(tmp_path / "q", engine="ctranslate2").translate_sentences(
         tiny_test_lines, beam=1, alpha=0.0
     )
-    assert len(q_greedy) == len(tiny_test_lines) and all(q_greedy)
+    # one output per line; an empty one is an output (EOS first: the float32 export gives one for
+    # 'ball man tree' when the tiny run trained on torch's AVX2 kernels); int8_agrees: not all empty
+    assert len(q_greedy) == len(tiny_test_lines)
     assert int8_agrees(q_greedy, ct2)
     # CTranslate2 stops as --stopping fast: asking it for the exact rule is a clear error
     from nmt.infer.translate import TranslateError

@@ -293,13 +293,14 @@ def vocab_and_weight_checkpoints(tmp_path_factory):
 
 
 def run_cli(tmp_path, *argv):
+    """`nmt translate ARGV` at --precision fp32 unless ARGV says otherwise (the Translators it is
+    compared with are fp32: `auto` is bf16 on CPUs with AMX/AVX512-BF16)."""
     from nmt.cli import main
 
     out = tmp_path / "out.txt"
     out.unlink(missing_ok=True)
-    status = main(
-        ["translate", *map(str, argv), "-o", str(out), "--quiet", "--max-len-a", "0", "--max-len-b", "5"]
-    )
+    fixed = ["-o", str(out), "--quiet", "--max-len-a", "0", "--max-len-b", "5"]
+    status = main(["translate", "--precision", "fp32", *map(str, argv), *fixed])
     return status, out.read_text(encoding="utf-8").splitlines() if out.exists() else None
 
 
@@ -325,7 +326,7 @@ def test_cli_modes(vocab_and_weight_checkpoints, tmp_path, capsys):
     assert status == 0 and len(plain) == 3 and plain[1] == ""
     status, forced = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--prefix-file", prefix)
     assert status == 0 and forced[0].startswith("rot") and forced[2] == plain[2]
-    api = Translator.load(a).translate_sentences(
+    api = Translator.load(a, precision="fp32").translate_sentences(
         ["der hund laeuft.", "die katze."], beam=2, max_len_a=0, max_len_b=5, prefix=["rot", ""]
     )
     assert api == [forced[0], forced[2]]
@@ -335,7 +336,7 @@ def test_cli_modes(vocab_and_weight_checkpoints, tmp_path, capsys):
         and run_cli(tmp_path, a, "-i", src, "--sampling", "--seed", "3", "--topk", "10")[1] == drawn
     )
     assert (
-        Translator.load(a).translate(
+        Translator.load(a, precision="fp32").translate(
             ["der hund laeuft.", "", "die katze."],
             max_len_a=0,
             max_len_b=5,
@@ -350,7 +351,7 @@ def test_cli_modes(vocab_and_weight_checkpoints, tmp_path, capsys):
     status, fast = run_cli(tmp_path, a, "-i", src, "--beam", "2", "--stopping", "fast")
     assert status == 0 and len(fast) == 3 and fast[1] == ""
     assert (
-        Translator.load(a).translate(
+        Translator.load(a, precision="fp32").translate(
             ["der hund laeuft.", "", "die katze."], beam=2, max_len_a=0, max_len_b=5, stopping="fast"
         )
         == fast

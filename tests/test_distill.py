@@ -200,22 +200,3 @@ def test_shrink_starts_the_student_from_the_teachers_weights_with_its_first_deco
     student = read_config(resolve_checkpoint(out / "student"))
     assert student["init"]["sha256"] and student["model"]["n_decoder_layers"] == 1
     assert Translator.load(out / "average").model.cfg.decoder_layers == 1
-
-
-def test_shrinking_to_the_teachers_depths_is_the_teacher_and_layer_maps_spread_over_it(tiny_checkpoint):
-    import torch
-
-    from nmt.checkpoint import load_model
-    from nmt.train.shrink import ShrinkError, layer_map, shrink
-
-    assert layer_map(6, 3) == [0, 2, 5] and layer_map(3, 2) == [0, 2] and layer_map(6, 1) == [0]
-    assert layer_map(4, 4) == [0, 1, 2, 3]
-    with pytest.raises(ShrinkError, match="give 1 to 3"):
-        layer_map(3, 4)
-    t, _ = load_model(tiny_checkpoint)
-    same = shrink(t, n_encoder_layers=t.cfg.encoder_layers, n_decoder_layers=t.cfg.decoder_layers).eval()
-    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
-    tgt = torch.tensor([[2, 5, 6], [2, 7, 8]])
-    assert torch.equal(same(src, tgt), t(src, tgt))
-    small = shrink(t, n_encoder_layers=1, n_decoder_layers=1)
-    assert small.encoder.embed_tokens.weight.data_ptr() == small.decoder.embed_tokens.weight.data_ptr()

@@ -147,3 +147,35 @@ def test_int8_cli_output_equals_the_api_int8_output(tiny_checkpoint, tmp_path):
         LINES, nbest=2, **SEARCH
     )
     assert [f"{t.score:.4f}" for r in nbest for t in r] != [f"{t.score:.4f}" for r in fp32 for t in r]
+
+
+@pytest.mark.parametrize("suffix", [".html", ".md", ".docx"])
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (("--nbest", "2"), "--nbest"),
+        (("--alignment",), "--alignment"),
+        (("--prefix-file", "{prefix}"), "--prefix-file"),
+        (("--constraints", "{constraints}"), "--constraints"),
+        (("--sampling", "--beam", "1"), "--sampling"),
+        (("--nbest", "2", "--alignment"), "--nbest, --alignment"),
+    ],
+)
+def test_a_document_refuses_the_options_of_one_output_per_line(tmp_path, capsys, suffix, options, named):
+    """A document (-i FILE.html/.md/.docx) is translated whole: --nbest, --alignment, --prefix-file,
+    --constraints and --sampling (one output per input line) are one line naming them, exit 2,
+    before the checkpoint is read (there is none here), and nothing is written."""
+    from nmt.cli import main
+
+    doc = tmp_path / f"in{suffix}"
+    doc.write_bytes(b"<p>der hund</p>\n")  # never read: refused first
+    files = {"prefix": tmp_path / "prefix.txt", "constraints": tmp_path / "c.txt"}
+    for path in files.values():
+        path.write_text("der\n", encoding="utf-8")
+    argv = [o.format(**files) for o in options]
+    out = tmp_path / f"out{suffix}"
+    assert main(["translate", str(tmp_path / "none"), "-i", str(doc), "-o", str(out), *FAST, *argv]) == 2
+    assert capsys.readouterr().err == (
+        f"nmt translate: error: {doc}: a document is translated whole: not with {named}\n"
+    )
+    assert not out.exists()

@@ -4,13 +4,16 @@ client against a running server, then each field, format and error through FastA
 from __future__ import annotations
 
 import argparse
+import threading
+import time
 import urllib.error
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
-from serve_fixtures import SENTENCES, Server  # noqa: E402
+from serve_fixtures import SENTENCES, Server, make_app, stepped  # noqa: E402
 
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
@@ -139,9 +142,7 @@ def test_errors_are_libretranslates_json_and_statuses(libretranslate_client, bod
     assert set(r.json()) == {"error"}
 
 
-def test_unreadable_bodies_unknown_paths_and_a_full_queue_are_libretranslate_errors(
-    libretranslate_client, run_dir
-):
+def test_unreadable_bodies_and_unknown_paths_are_libretranslate_errors(libretranslate_client, run_dir):
     bad = libretranslate_client.post(
         f"{BASE}/translate", content=b"{", headers={"Content-Type": "application/json"}
     )
@@ -158,6 +159,59 @@ def test_unreadable_bodies_unknown_paths_and_a_full_queue_are_libretranslate_err
     assert (
         libretranslate_client.post("/translate", json={"q": "a cat"}).json()["error"]["status"] == 422
     )  # nmt's API unchanged
+
+
+def lt_body(q: str) -> dict:
+    return {"q": q, "source": "en", "target": "de"}
+
+
+def test_a_full_queue_is_libretranslates_429_slowdown_with_retry_after(run_dir):
+    """nmt's 503 for a full queue (--max-queue 1: one request searched, one waiting) is
+    LibreTranslate's 429, its message beginning "Slowdown: ", the Retry-After kept."""
+    app, models = make_app(run_dir, "--max-queue", "1")
+    batcher = models["tiny"].batcher
+    release, entered = threading.Event(), threading.Event()
+    real = batcher.translator.translate_nbest
+
+    def blocking(*args, **kwargs):
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    batcher.translator.translate_nbest = blocking
+    with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
+        try:
+            first = pool.submit(c.post, f"{BASE}/translate", json=lt_body("a dog"))
+            assert entered.wait(30)  # the worker holds the first request
+            second = pool.submit(c.post, f"{BASE}/translate", json=lt_body("a cat"))
+            deadline = time.monotonic() + 30
+            while batcher.queue_length < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            r = c.post(f"{BASE}/translate", json=lt_body("the tree"))
+        finally:
+            release.set()
+        assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
+        assert set(r.json()) == {"error"} and r.json()["error"].startswith("Slowdown: queue full: "), r.text
+        assert first.result().status_code == second.result().status_code == 200
+
+
+def test_no_answer_in_time_is_libretranslates_500_and_a_too_large_body_its_400(run_dir, run_dir_translator):
+    """nmt's 504 (no answer within --timeout: the search is paused at its first step) is
+    LibreTranslate's 500, and 413 (a body over --max-body-bytes) its 400, each as {"error": ...}."""
+    app, models = make_app(run_dir, limits=Limits(timeout=0.5, max_body_bytes=1000))
+    t, model = stepped(run_dir_translator, pause_at=1)
+    models["tiny"].batcher.translator = t
+    with TestClient(app) as c:
+        try:
+            r = c.post(f"{BASE}/translate", json=lt_body(SENTENCES[0]))
+        finally:
+            model.resume.set()
+        assert r.status_code == 500 and r.json() == {
+            "error": "no answer within 0.5 s (--timeout); the request was cancelled"
+        }
+        r = c.post(f"{BASE}/translate", json=lt_body("a dog " * 300))
+        assert r.status_code == 400 and set(r.json()) == {"error"}, r.text
+        assert r.json()["error"].endswith("at most 1,000 (--max-body-bytes)"), r.text
 
 
 def test_detect_ranks_by_the_share_of_characters_the_vocabulary_holds(libretranslate_client):

@@ -130,6 +130,38 @@ def test_a_restricted_attention_model_is_refused(tiny_data, tmp_path, capsys):
         )
         == 0
     )
-    assert main(["export", "onnx", str(run), str(tmp_path / "out")]) != 0
+    assert main(["export", "onnx", str(run), str(tmp_path / "out")]) == 2
     assert "restricted self-attention" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_export_replaces_an_earlier_one_and_refuses_other_files_and_its_checkpoint(
+    run_dir, onnx_dir, tmp_path, capsys
+):
+    """OUT_DIR as for the other exports: a file, a directory of other files, the checkpoint and the
+    run directory holding it are refused with one line, exit 2, and left as they were; an earlier
+    ONNX export is replaced whole (a file left in it is gone), no temporary left beside it."""
+    from nmt.checkpoint import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(run_dir)
+    before = sorted(p.name for p in ckpt.iterdir())
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.txt").write_text("mine\n")
+    for out, why in (
+        (notes, "exists and is not an nmt export"),
+        (other, "exists and is not an nmt export"),
+        (ckpt, f"is the checkpoint {ckpt} or a directory holding it"),
+        (run_dir, f"is the checkpoint {ckpt} or a directory holding it"),
+    ):
+        assert main(["export", "onnx", str(run_dir), str(out)]) == 2
+        assert capsys.readouterr().err == f"nmt export: error: OUT_DIR {out}: {why}; choose a new directory\n"
+    assert notes.read_text() == "mine\n" and [p.name for p in other.iterdir()] == ["data.txt"]
+    assert sorted(p.name for p in ckpt.iterdir()) == before
+    earlier = shutil.copytree(onnx_dir, tmp_path / "earlier")
+    (earlier / "stale.onnx").write_bytes(b"an earlier export's file")
+    assert main(["export", "onnx", str(run_dir), str(earlier)]) == 0
+    assert sorted(p.name for p in earlier.iterdir()) == sorted(p.name for p in onnx_dir.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier", "notes.txt", "other"]

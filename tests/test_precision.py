@@ -1,5 +1,7 @@
 """nmt.precision: what `auto` picks, and NMT_PRECISION, which forces that pick (another CPU's path)."""
 
+import os
+
 import pytest
 import torch
 
@@ -30,3 +32,33 @@ def test_nmt_precision_refuses_what_it_cannot_force(monkeypatch):
     monkeypatch.setenv("NMT_PRECISION", "fp16")
     with pytest.raises(ValueError, match="fp16"):
         resolve_precision("auto", "cpu")
+
+
+def test_a_forced_cpu_path_is_read_back_from_each_library_and_one_not_taken_is_named():
+    """cpu_path_fixtures (conftest stops a forced run whose path was not taken): the AVX2-only
+    path with bf16 forced is read back from torch, oneDNN, CTranslate2 and `auto` in a fresh
+    process; a value a library ignores (torch: an unknown capability) or a path another took is
+    one line naming the variable; oneDNN's name of a value it was held to is compared exactly."""
+    from cpu_path_fixtures import Observed, not_taken, observe
+
+    forced = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "NMT_PRECISION": "bf16"}
+    forced["CT2_FORCE_CPU_ISA"] = "AVX2"
+    seen = observe({**os.environ, **forced})
+    assert (seen.torch_capability, seen.onednn_isa, seen.auto) == ("AVX2", "Intel AVX2", "bf16")
+    assert seen.ct2_isa in ("AVX2", None)  # None: ctranslate2 not installed
+    assert not_taken(forced, seen) == []
+    ignored = observe({**os.environ, "ATEN_CPU_CAPABILITY": "no-such-capability"})
+    assert not_taken({"ATEN_CPU_CAPABILITY": "no-such-capability"}, ignored) == [
+        f"ATEN_CPU_CAPABILITY=no-such-capability: torch runs {ignored.torch_capability}"
+    ]
+    bf16_isa = "Intel AVX-512 with Intel DL Boost and bfloat16 support"
+    other = Observed("AVX512", bf16_isa, "AVX512", "fp32")
+    assert not_taken(forced, other) == [
+        "ATEN_CPU_CAPABILITY=avx2: torch runs AVX512",
+        f"ONEDNN_MAX_CPU_ISA=AVX2: oneDNN runs {bf16_isa}; not taken",
+        "CT2_FORCE_CPU_ISA=AVX2: CTranslate2 selected AVX512",
+        "NMT_PRECISION=bf16: `auto` picks fp32",
+    ]
+    assert (
+        "cannot be checked" in not_taken({"ONEDNN_MAX_CPU_ISA": "AVX512"}, other)[0]
+    )  # oneDNN's is AVX512_CORE

@@ -78,6 +78,29 @@ def metadata(src: str, tgt: str, version: str) -> dict:
     }
 
 
+def earlier_export(path: Path) -> bool:
+    """Whether the file ``path`` is a package `nmt export argos` wrote: a zip of one directory whose
+    model/ holds the CTranslate2 export's nmt_export.json."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return any(n.count("/") == 2 and n.endswith("/model/nmt_export.json") for n in names)
+
+
+def check_out_file(out_file: Path) -> None:
+    """ExportError unless ``out_file`` may be written: a .argosmodel name, new or an earlier nmt
+    export (then replaced, as the directory exports replace theirs); never another file, such as
+    a package of the Argos index, which would be lost."""
+    if out_file.suffix != ".argosmodel":
+        raise ExportError(f"{out_file}: an Argos Translate package is a .argosmodel file")
+    if out_file.is_dir():
+        raise ExportError(f"{out_file}: is a directory; give the package's file name")
+    if (out_file.exists() or out_file.is_symlink()) and not earlier_export(out_file):
+        raise ExportError(f"{out_file}: exists and is not an nmt export; choose a new file name")
+
+
 def export_argos(
     checkpoint: str | Path,
     out_file: str | Path,
@@ -86,15 +109,13 @@ def export_argos(
     version: str = "1.0",
     languages: tuple[str, str] | None = None,
 ) -> Path:
-    """Write ``out_file`` (.argosmodel) for the checkpoint, atomically (a temporary sibling renamed
-    over it). ``languages``: (source, target) codes, by default the checkpoint's data's."""
+    """Write ``out_file`` (.argosmodel: new, or an earlier nmt export) for the checkpoint, atomically
+    (a temporary sibling renamed over it). ``languages``: (source, target) codes, by default the
+    checkpoint's data's."""
     from ..checkpoint import resolve_checkpoint
 
     out_file = Path(out_file)
-    if out_file.suffix != ".argosmodel":
-        raise ExportError(f"{out_file}: an Argos Translate package is a .argosmodel file")
-    if out_file.is_dir():
-        raise ExportError(f"{out_file}: is a directory; give the package's file name")
+    check_out_file(out_file)
     source = resolve_checkpoint(checkpoint)
     src, tgt = checkpoint_languages(source, languages)
     name = package_name(src, tgt, version)

@@ -26,7 +26,7 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "out_dir",
         help="output directory: new, empty, or an earlier export (replaced atomically); argos: the "
-        ".argosmodel file (replaced atomically)",
+        ".argosmodel file (new, or an earlier export: replaced atomically)",
     )
     parser.add_argument(
         "--quantization",
