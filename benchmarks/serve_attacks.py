@@ -2,12 +2,13 @@
 markup scanner, of LibreTranslate's parameters, idle and slow connections), the time to its answer,
 its status, and the longest /health latency while it was being handled (polled every 50 ms).
 
-    python benchmarks/serve_attacks.py RUN [--source DIR] [--json out.json] [--markdown out.md]
+    python benchmarks/serve_attacks.py RUN [--before DIR] [--json out.json]
 
-``--source DIR``: the nmt checkout whose code serves (another commit's worktree: its ``before``);
-default this checkout. Each request gets at most ``--cap`` seconds (a longer one is reported as
-over it); the server is restarted after a request that left it unanswering. Run alone on the
-machine and name the CPU next to the figures.
+``--before DIR``: another checkout (an earlier commit's worktree) whose server goes through the
+same list first, its columns beside this checkout's. Each request gets at most ``--cap`` seconds
+(a longer one is reported as over it); the server is restarted after a request that left it
+unanswering. The idle connections are held HELD_S seconds, then those the server closed counted.
+Run alone on the machine and name the CPU next to the figures.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+HELD_S = 12.0  # how long the idle connections are held before counting those the server closed
 
 
 @dataclass
@@ -199,9 +201,10 @@ def run_attack(server: Server, attack: Attack, cap: float) -> Row:
     poll.done.set()
     poll.join(cap + 1)
     note = ""
-    if socks:
+    if socks:  # nmt serve's --read-timeout is 10 s by default
+        time.sleep(max(0.0, HELD_S - 2.0 - seconds))
         closed = sum(1 for s in socks if closed_by_server(s))
-        note = f"{closed} of {len(socks)} held connections closed by the server after 2 s + the request"
+        note = f"{closed} of {len(socks)} closed by the server within {HELD_S:g} s"
         for s in socks:
             s.close()
     return Row(attack.name, status, round(seconds, 3), round(poll.worst, 3), note)
@@ -217,46 +220,96 @@ def closed_by_server(s: socket.socket) -> bool:
         return True
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("run", help="the checkpoint or run directory served as en-de")
-    parser.add_argument(
-        "--source", default=str(REPO), help="the nmt checkout that serves (default: this one)"
-    )
-    parser.add_argument("--cap", type=float, default=60.0, help="seconds a request may take (default 60)")
-    parser.add_argument("--serve-args", default="", help="more `nmt serve` options (one string)")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--markdown", default=None)
-    args = parser.parse_args()
+def run_all(run: str, source: Path, args: argparse.Namespace) -> list[Row]:
+    """Every attack against a server of ``source``'s code (a fresh one after any that left it
+    unanswering)."""
     log = Path(args.json or "serve_attacks").with_suffix(".serve.log")
-    server = Server(args.run, Path(args.source), log, args.serve_args.split())
+    server = Server(run, source, log, args.serve_args.split())
     rows = []
     try:
         for attack in attacks():
             row = run_attack(server, attack, args.cap)
             rows.append(row)
             print(
-                f"{row.name}: {row.status} in {row.seconds:.2f} s, "
+                f"{source.name}: {row.name}: {row.status} in {row.seconds:.2f} s, "
                 f"/health <= {row.health_max_s:.2f} s {row.note}",
                 flush=True,
             )
-            if get(server.url + "/health", 5.0)[0] != 200:  # left unanswering: a fresh server
+            if get(server.url + "/health", 5.0)[0] != 200:
                 server.stop()
-                server = Server(args.run, Path(args.source), log, args.serve_args.split())
+                server = Server(run, source, log, args.serve_args.split())
     finally:
         server.stop()
-    table = [
-        "| request | status | answered after (s) | longest /health wait meanwhile (s) | note |",
-        "|---|---|---|---|---|",
-    ]
-    table += [f"| {r.name} | {r.status} | {r.seconds:.2f} | {r.health_max_s:.2f} | {r.note} |" for r in rows]
-    print("\n".join(table))
+    return rows
+
+
+def git(source: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=source, capture_output=True, text=True).stdout.strip()
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the instruction sets that decide nmt's kernels."""
+    name, flags = "unknown", set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{name} ({', '.join(shown) or 'no AVX2'}{'' if 'amx_bf16' in flags else ', no AMX'})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("run", help="the checkpoint or run directory served as en-de")
+    parser.add_argument(
+        "--before", default=None, help="another checkout (an earlier commit) run first, side by side"
+    )
+    parser.add_argument("--cap", type=float, default=60.0, help="seconds a request may take (default 60)")
+    parser.add_argument("--serve-args", default="", help="more `nmt serve` options (one string)")
+    parser.add_argument("--model-note", default="", help="what the model is, for the JSON")
+    parser.add_argument("--json", default=None, help="the table with its CPU, commits and command")
+    args = parser.parse_args()
+    runs = ([("before", Path(args.before))] if args.before else []) + [("after", REPO)]
+    run = str(Path(args.run).resolve())
+    results = {label: run_all(run, source, args) for label, source in runs}
+    columns = ["request"]
+    for label in results:
+        columns += [f"{label}: status", f"{label}: answered (s)", f"{label}: longest /health wait (s)"]
+    rows = []
+    for k, attack in enumerate(attacks()):
+        row = [attack.name.replace("|", "\\|")]
+        for label in results:
+            r = results[label][k]
+            row += [
+                r.status + (f" ({r.note})" if r.note else ""),
+                f"{r.seconds:.2f}",
+                f"{r.health_max_s:.2f}",
+            ]
+        rows.append(row)
+    print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+    print("\n".join("| " + " | ".join(r) + " |" for r in rows))
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
-    if args.markdown:
-        Path(args.markdown).write_text("\n".join(table) + "\n")
+        import torch
+
+        table = {
+            "what": "nmt serve against hostile requests: each request's status and time to answer, and the "
+            "longest wait for /health (polled every 50 ms) while it was handled",
+            "model": args.model_note,
+            "command": "python benchmarks/serve_attacks.py " + " ".join(sys.argv[1:]),
+            "cpu_detail": cpu_name(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "commit": git(REPO, "rev-parse", "--short", "HEAD"),
+            "before_commit": git(Path(args.before), "rev-parse", "--short", "HEAD") if args.before else None,
+            "date": time.strftime("%Y-%m-%d"),
+            "source": "the JSON benchmarks/serve_attacks.py --json wrote",
+            "columns": columns,
+            "rows": rows,
+        }
+        Path(args.json).write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

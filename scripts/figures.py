@@ -22,6 +22,7 @@ from figures_speed import (  # noqa: E402
     ct2_base,
     ct2_recipe,
     ct2_today,
+    serve_attacks,
     serve_load,
     shortlist,
     shortlist_gain,
@@ -46,7 +47,13 @@ from result_files import (  # noqa: E402
     table,
 )
 
-PAGES = ("README.md", "docs/results.md", "docs/performance.md", "results/speed/README.md")
+PAGES = (
+    "README.md",
+    "docs/results.md",
+    "docs/performance.md",
+    "docs/serving.md",
+    "results/speed/README.md",
+)
 BLOCK = re.compile(r"<!-- figures:([\w-]+) -->\n(.*?)<!-- /figures:\1 -->", re.DOTALL)
 MARKER = re.compile(r"<!-- /?figures:([\w-]+) -->")
 M30K = "results/multi30k-30min"
@@ -489,6 +496,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "shortlist-base": shortlist("shortlist-base"),
     "shortlist-gain": shortlist_gain,
     "serve-load": serve_load,
+    "serve-attacks": serve_attacks,
     "speed-quality": speed_quality,
 }
 

@@ -236,3 +236,10 @@ def speed_quality() -> str:
         + (goals + "\n" if goals else "")
         + footnote(t, f"models: {t['models']}; {t['timing']}")
     )
+
+
+def serve_attacks() -> str:
+    """nmt serve against hostile requests, before and after (benchmarks/serve_attacks.py --json)."""
+    t = speed_table("serve-attacks")
+    before = f"before: the server of commit {t['before_commit']}; " if t.get("before_commit") else ""
+    return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{before}model: {t['model']}")
