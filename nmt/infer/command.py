@@ -21,6 +21,7 @@ from ..export.ctranslate2 import ExportError
 from ..precision import resolve_precision
 from ..realtext.command import add_real_text_args, run_request, text_options, translate_file
 from ..realtext.document import document_kind
+from ..realtext.glossary import read_glossary
 from ..realtext.pipeline import TextTranslation, TranslationRequest
 from .attention_maps import format_alignment
 from .mbr import MBR, UTILITIES
@@ -134,6 +135,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         "layer's encoder-decoder attention averaged over heads (fairseq's convention)",
     )
     parser.add_argument(
+        "--glossary",
+        default=None,
+        metavar="FILE",
+        help="terminology: SOURCE<TAB>TARGET per line; where a sentence holds a source term (whole "
+        "words, any case), its translation holds the target term (constraints, dynamic beam "
+        "allocation); real text stays on; torch engine, not with --sampling or --shortlist",
+    )
+    parser.add_argument(
         "--target-lang",
         default=None,
         metavar="LANG",
@@ -176,6 +185,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
         mbr=mbr,
         prefix=prefix,
         constraints=constraints,
+        glossary=None if args.glossary is None else read_glossary(args.glossary),
     )
     rerank = load_rerank(args, args.rerank_weight)
     if rerank is not None:

@@ -7,6 +7,7 @@ casing      ALL-CAPS / Title-Case sentences translated in normal case and recase
 job         TextOptions and TextJob: the units a text gives the model, the text from their outputs
 pipeline    TranslationRequest, Plan, search_units, translate_request: what `nmt translate`,
             Translator.translate, POST /translate and LibreTranslate's /translate run
+glossary    terms (TSV) matched in each sentence, their targets its constraints
 document    .txt, .md, .html, .xml, .docx read and written in their format
 command     `nmt translate`'s real-text options and its run of a request (progress, warnings)
 

@@ -31,6 +31,7 @@ from ..infer.mbr import MBR, mbr_results
 from ..infer.options import SearchOptions
 from ..infer.results import TranslateError, Translation
 from .casing import fewer_pieces, known_lower
+from .glossary import Glossary
 from .job import PROJECTION_DIAGONAL, TextJob, TextOptions, unit_output
 from .segment import Cut
 
@@ -42,7 +43,9 @@ class TranslationRequest:
     (its ``nbest``: translations per text); ``target_lang``: the target of a model of several (its
     tag in front of each sentence; checked against the checkpoint); ``alignment``: each text's
     piece alignment (sentence level); ``mbr`` / ``rerank``: the choice among the beam's n-best;
-    ``prefix[i]`` / ``constraints[i]``: what output i starts with / contains (sentence level)."""
+    ``prefix[i]`` / ``constraints[i]``: what output i starts with / contains (sentence level);
+    ``glossary``: target terms each sentence must hold where it holds their source terms
+    (nmt.realtext.glossary; real text stays on)."""
 
     texts: tuple[str, ...]
     text: TextOptions = TextOptions()
@@ -53,6 +56,7 @@ class TranslationRequest:
     rerank: object = None  # nmt.infer.rerank.Rerank
     prefix: tuple[str, ...] | None = None
     constraints: tuple[tuple[str, ...], ...] | None = None
+    glossary: Glossary | None = None
 
     def __post_init__(self):
         texts = self.texts
@@ -155,8 +159,6 @@ class Plan:
 
     def __init__(self, request: TranslationRequest, translator):
         self.request = request
-        if request.constraints is not None and getattr(translator, "engine", None) != "torch":
-            raise TranslateError("constraints: the torch engine's beam search only (not CTranslate2)")
         languages = translator_languages(translator)
         try:
             self.tag = check_target(request.target_lang, languages)
@@ -181,6 +183,7 @@ class Plan:
             self.units, self.unit_text = self.job.units, self.job.unit_text
         self.inputs = [f"{self.tag} {u}" if self.tag and u.strip() else u for u in self.units]
         self.translator = translator
+        self.constraints = unit_constraints(request, self.units, translator)
 
     @property
     def search(self) -> SearchOptions:
@@ -256,6 +259,46 @@ class Plan:
         return unit_output(self.translator, self.inputs[unit], t, pairs, skip=skip)
 
 
+def unit_constraints(request: TranslationRequest, units: list[str], translator) -> list | None:
+    """Each unit's phrases: the request's own (sentence level, one unit per text) and the target
+    terms of the glossary's source terms it holds; None when there are none. TranslateError where
+    the engine cannot search with them or a target term holds characters the vocabulary lacks."""
+    own = request.constraints
+    glossary = request.glossary
+    if own is None and glossary is None:
+        return None
+    phrases = list(own) if own is not None else [[] for _ in units]
+    if glossary is not None:
+        for i, unit in enumerate(units):
+            if isinstance(phrases[i], (list, tuple)):  # else encode_constraints names the bad item
+                phrases[i] = list(phrases[i]) + [t for t in glossary.targets_in(unit) if t not in phrases[i]]
+    if own is None and not any(phrases):
+        return None
+    if getattr(translator, "engine", None) != "torch" or getattr(translator, "shortlist", None) is not None:
+        raise TranslateError(
+            "constraints and glossaries: the torch engine's beam search over the full vocabulary only "
+            "(not CTranslate2 or a shortlist)"
+        )
+    if glossary is not None:
+        check_terms(glossary, phrases, translator)
+    return phrases
+
+
+def check_terms(glossary: Glossary, phrases: list[list[str]], translator) -> None:
+    """TranslateError naming the glossary's line of a target term the vocabulary cannot write."""
+    from ..vocab import UNK
+
+    sp = getattr(translator, "sp", None)
+    used = {t for p in phrases if isinstance(p, list) for t in p}
+    terms = sorted(used & {t.strip() for _, t in glossary.pairs})
+    for term, ids in zip(terms, sp.encode(terms) if sp is not None and terms else []):
+        if UNK in ids:
+            raise TranslateError(
+                f"glossary {glossary.where_of(term)}: target term {term!r} holds characters the "
+                "vocabulary does not have"
+            )
+
+
 def unique(alternatives: list[Alternative]) -> list[Alternative]:
     """Alternatives without repeated texts (the first kept)."""
     seen: set[str] = set()
@@ -289,7 +332,7 @@ def search_units(
     reranked choice, the alignments it needs); ``on_truncate(unit, pieces)``, ``on_batch(n)``: as
     Translator.translate_nbest's."""
     r = plan.request
-    extra = {} if r.constraints is None else {"constraints": list(r.constraints)}
+    extra = {} if plan.constraints is None else {"constraints": list(plan.constraints)}
     results = translator.translate_nbest(
         plan.inputs,
         plan.search,

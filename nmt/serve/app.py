@@ -65,15 +65,17 @@ def create_app(
     queue_retry_after: int = 1,
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] | None = (),
+    glossary=None,
 ) -> FastAPI:
     """The app for ``models`` (name -> ServedModel, first = default); starts and stops their
     batchers with its lifespan. ``allowed_hosts``: the Host header values served (None: any);
-    ``allowed_origins``: the origins besides the server's own whose pages may POST (None: any)."""
+    ``allowed_origins``: the origins besides the server's own whose pages may POST (None: any);
+    ``glossary``: an nmt.realtext.glossary.Glossary every translation request uses."""
     if not models:
         raise ValueError("no model to serve")
     metrics = Metrics()
     metrics.watch({name: m.batcher for name, m in models.items()})  # sets each batcher's on_batch
-    state = ServeState(models, limits or Limits(), metrics, api_key, queue_retry_after)
+    state = ServeState(models, limits or Limits(), metrics, api_key, queue_retry_after, glossary)
     app = FastAPI(
         title="nmt", description="Transformer translation (Vaswani et al., 2017)", lifespan=run_batchers
     )

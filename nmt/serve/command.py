@@ -117,6 +117,13 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
         "Origin header is another is a 403; requests without Origin (curl, API clients) are served",
     )
     parser.add_argument("--api-key-file", help="file whose first line is the API key clients must send")
+    parser.add_argument(
+        "--glossary",
+        default=None,
+        metavar="FILE",
+        help="terminology for every request (SOURCE<TAB>TARGET per line, as nmt translate --glossary; "
+        "a request's own glossary adds to it); torch engine",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
         "--shortlist",
@@ -325,6 +332,8 @@ def warn_if_open(host: str, api_key: str | None) -> None:
 def run_serve(args: argparse.Namespace, overrides: dict) -> int:
     """`nmt serve`: checks the options, loads the models and serves them until a signal (exit
     status 0, or 1 when a second signal stopped it at once)."""
+    from ..realtext.glossary import read_glossary
+
     try:
         import uvicorn  # noqa: F401  (looked for first, so the message names it as it always has)
 
@@ -338,8 +347,16 @@ def run_serve(args: argparse.Namespace, overrides: dict) -> int:
     paths = parse_model_args(args.models)
     api_key = read_api_key(args.api_key_file) if args.api_key_file else None
     warn_if_open(args.host, api_key)
+    glossary = read_glossary(args.glossary) if args.glossary else None  # before the models load
     models = build_models(paths, args)
-    app = create_app(models, api_key=api_key, limits=bounds, allowed_hosts=hosts, allowed_origins=origins)
+    app = create_app(
+        models,
+        api_key=api_key,
+        limits=bounds,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+        glossary=glossary,
+    )
     names = ", ".join(f"{n}={p}" for n, p in paths.items())
     print(f"nmt serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     return serve(

@@ -294,6 +294,7 @@ async def translate(request: Request) -> Response:
         text=TextOptions(format=fmt),
         search=SearchOptions(beam=beam, nbest=n_alternatives + 1),
         target_lang=r.target,
+        glossary=state.glossary,
     )
     done = await run_request(request, state, r.model, treq)
     translated = [t.text for t in done.texts]

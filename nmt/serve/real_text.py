@@ -57,7 +57,7 @@ async def run_request(
         options = JobOptions(
             treq.search,
             mbr=treq.mbr is not None,
-            constraints=None if treq.constraints is None else tuple(treq.constraints),
+            constraints=None if plan.constraints is None else tuple(tuple(c) for c in plan.constraints),
             alignment_diagonal=plan.alignment_diagonal,
         )
         results = await answer(

@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ..infer.mbr import MBR
 from ..infer.options import SearchOptions
 from ..infer.results import TranslateError
+from ..realtext.glossary import glossary_of, merged
 from ..realtext.job import TextOptions
 from ..realtext.pipeline import TranslationRequest
 from .batcher import JobOptions, Measured
@@ -30,7 +31,7 @@ from .schemas import (
     documented,
     request_body,
 )
-from .state import ServedModel, serve_state
+from .state import ServedModel, ServeState, serve_state
 from .validation import (
     check_attention,
     check_attention_cells,
@@ -45,6 +46,7 @@ from .validation import (
 from .waiting import answer
 
 router = APIRouter()
+MAX_GLOSSARY_PAIRS = 1000  # a request's own glossary (the server's --glossary has no such limit)
 
 
 # -------------------------------------------------------------------------------- /translate
@@ -57,9 +59,15 @@ def truncation_warnings(measured: Measured) -> list[str]:
     ]
 
 
-def translation_request(req: TranslateRequest, texts: list[str], m: ServedModel) -> TranslationRequest:
-    """The pipeline's request of a /translate body (422 for options it refuses)."""
+def translation_request(
+    req: TranslateRequest, texts: list[str], m: ServedModel, state: ServeState
+) -> TranslationRequest:
+    """The pipeline's request of a /translate body (422 for options it refuses); the server's
+    glossary, with the request's own added."""
+    if req.glossary is not None and len(req.glossary) > MAX_GLOSSARY_PAIRS:
+        raise ApiError(413, f"glossary: {len(req.glossary)} pairs, at most {MAX_GLOSSARY_PAIRS} per request")
     try:
+        own = None if req.glossary is None else glossary_of(req.glossary)
         return TranslationRequest(
             texts,
             text=TextOptions(
@@ -74,6 +82,7 @@ def translation_request(req: TranslateRequest, texts: list[str], m: ServedModel)
             alignment=req.alignment,
             mbr=MBR() if req.mbr else None,
             constraints=checked_constraints(req, texts, m),
+            glossary=merged(state.glossary, own),
         )
     except (TranslateError, ValueError) as e:
         raise ApiError(422, str(e)) from None
@@ -112,7 +121,7 @@ async def translate(request: Request) -> Response:
     m = served_model(state, req.model)
     texts = [req.text] if isinstance(req.text, str) else req.text
     check_translate(req, texts, m, state.limits)
-    done = await run_request(request, state, m, translation_request(req, texts, m))
+    done = await run_request(request, state, m, translation_request(req, texts, m, state))
     return JSONResponse(translation_body(m.name, done, m.batcher.translator, alignment=req.alignment))
 
 

@@ -38,6 +38,12 @@ class TranslateRequest(BaseModel):
         "constraints, nmt.infer.constraints): a list of phrases for one text, a list of them per "
         "sentence for a list; torch engine",
     )
+    glossary: list[list[str]] | dict[str, str] | None = Field(
+        None,
+        description="terminology: [source term, target term] pairs (or {source: target}): where a "
+        "sentence holds a source term, its translation holds the target term; with the server's "
+        "--glossary; torch engine",
+    )
     format: Literal["text", "html", "xml"] = Field(
         "text",
         description="html / xml: tags taken out, the text translated, the tags put back around the aligned "

@@ -31,13 +31,14 @@ class ServedModel:
 @dataclass
 class ServeState:
     """The models (name -> ServedModel; the first is the default), the limits, the API key clients
-    must send (None: none), the metrics, and the Retry-After seconds of a 503."""
+    must send (None: none), the metrics, the Retry-After seconds of a 503, and the server's glossary."""
 
     models: dict[str, ServedModel]
     limits: Limits
     metrics: Metrics
     api_key: str | None = None
     queue_retry_after: int = 1
+    glossary: object = None  # nmt.realtext.glossary.Glossary: terminology for every request
 
 
 def serve_state(request: Request) -> ServeState:
