@@ -1,8 +1,7 @@
 """nmt.realtext.casing: ALL CAPS and Title Case detected, translated in sentence case, recased."""
 
-import time
-
 import pytest
+from timing_fixtures import assert_linear
 
 from nmt.realtext.casing import NORMAL, TITLE, UPPER, case_of, lower_first, normal_case, recase, same_length
 
@@ -46,20 +45,6 @@ def test_lower_first_lowers_a_word_the_model_writes_in_lower_case_inside_a_sente
 
 
 # ----------------------------------------------------------------------------- worst cases
-def cpu_seconds(fn, *args) -> float:
-    start = time.process_time()
-    fn(*args)
-    return time.process_time() - start
-
-
-def assert_linear(fn, make, n: int) -> None:
-    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
-    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
-    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
-    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
-    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
-    big = cpu_seconds(fn, make(n))
-    assert big <= 64 * small + 0.5, (n, small, big)
 
 
 def every_step(text: str) -> None:

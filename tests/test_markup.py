@@ -1,13 +1,13 @@
 """nmt.realtext.markup: tags taken out, put back around the aligned output words, well nested; with
 the fake translator (word for word: its monotone alignment is exact) and with given alignments."""
 
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_text_fixtures import FakeTranslator, translate_text
+from timing_fixtures import assert_linear
 
 from nmt.realtext.job import TextJob, TextOptions, UnitOutput
 from nmt.realtext.markup import RAW, TAG, TEXT, Document, Projected, escape, parse, scan
@@ -152,22 +152,6 @@ def parses(xml: str) -> bool:
     except ET.ParseError:
         return False
     return True
-
-
-def cpu_seconds(fn, *args) -> float:
-    start = time.process_time()
-    fn(*args)
-    return time.process_time() - start
-
-
-def assert_linear(fn, make, n: int) -> None:
-    """fn(make(n)) takes at most 4 times what linear growth from n / 16 predicts, plus 0.5 s.
-    Derived, not tuned: linear time is 16 times the small case (n log n about 20 times), quadratic
-    256 times, so the bound (64 times) leaves a 4-fold margin for noise (CPU time, the best of 3
-    small runs) and fails quadratic time whenever the small case takes over 2.6 ms."""
-    small = min(cpu_seconds(fn, make(n // 16)) for _ in range(3))
-    big = cpu_seconds(fn, make(n))
-    assert big <= 64 * small + 0.5, (n, small, big)
 
 
 MB = 1 << 20

@@ -25,3 +25,13 @@ class Translation:
     text: str
     score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.infer.search)
     tokens: list[int]  # output ids in the model's order (a right-to-left model's: last piece first)
+
+
+def check_strings(items, *, item: str, expected: str) -> None:
+    """TypeError unless ``items`` is a list or tuple of str: ``expected`` (what was expected) when
+    it is not a list, else naming the first other item as ``item`` N (from 1)."""
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"{expected}, got {type(items).__name__}")
+    for i, s in enumerate(items):
+        if not isinstance(s, str):
+            raise TypeError(f"{item} {i + 1}: expected str, got {type(s).__name__}")

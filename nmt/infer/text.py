@@ -24,7 +24,7 @@ from ..vocab import EOS
 from .mbr import MBR, mbr_results
 from .options import SearchOptions, with_fields
 from .rerank import Rerank, rerank_results
-from .results import TranslateError, Translation
+from .results import TranslateError, Translation, check_strings
 from .search import reading_order
 
 
@@ -41,11 +41,7 @@ def truncation_message(index: int, n_pieces: int, limit: int) -> str:
 
 def check_sentences(sentences) -> None:
     """TypeError unless ``sentences`` is a list/tuple of str (naming the first bad item, from 1)."""
-    if not isinstance(sentences, (list, tuple)):
-        raise TypeError(f"sentences: expected a str or a list of str, got {type(sentences).__name__}")
-    for i, s in enumerate(sentences):
-        if not isinstance(s, str):
-            raise TypeError(f"sentence {i + 1}: expected str, got {type(s).__name__}")
+    check_strings(sentences, item="sentence", expected="sentences: expected a str or a list of str")
 
 
 def one_or_many(method):

@@ -38,7 +38,7 @@ from .engine_ctranslate2 import CTranslate2Translator
 from .options import Sampling, SearchOptions, with_fields  # noqa: F401  (Sampling: re-exported)
 from .packed import pack_linears
 from .quantize import quantize_int8
-from .results import ConstraintsError, TranslateError, Translation
+from .results import ConstraintsError, TranslateError, Translation, check_strings
 from .search import (
     Ensemble,
     Hypothesis,
@@ -416,11 +416,7 @@ class Translator(TextTranslator):
                 "a right-to-left model writes the end of the output first: "
                 "prefix-constrained decoding needs a left-to-right model"
             )
-        if not isinstance(prefix, (list, tuple)):
-            raise TypeError(f"prefix: expected a list of str (one per sentence), got {type(prefix).__name__}")
-        for i, p in enumerate(prefix):
-            if not isinstance(p, str):
-                raise TypeError(f"prefix {i + 1}: expected str, got {type(p).__name__}")
+        check_strings(prefix, item="prefix", expected="prefix: expected a list of str (one per sentence)")
         if len(prefix) != n_sentences:
             raise TranslateError(f"{len(prefix)} prefixes for {n_sentences} sentences")
         cleaned = [clean_line(p) for p in prefix]

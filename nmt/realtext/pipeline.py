@@ -29,7 +29,7 @@ from typing import Callable
 from ..data.multilingual import check_target
 from ..infer.mbr import MBR, mbr_results
 from ..infer.options import SearchOptions
-from ..infer.results import TranslateError, Translation
+from ..infer.results import TranslateError, Translation, check_strings
 from .casing import fewer_pieces, known_lower
 from .glossary import Glossary
 from .job import PROJECTION_DIAGONAL, TextJob, TextOptions, unit_output
@@ -60,14 +60,12 @@ class TranslationRequest:
 
     def __post_init__(self):
         texts = self.texts
-        if not isinstance(texts, (list, tuple)):
-            raise TypeError(f"texts: expected a str or a list of str, got {type(texts).__name__}")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"text {i + 1}: expected str, got {type(t).__name__}")
+        check_strings(texts, item="text", expected="texts: expected a str or a list of str")
         object.__setattr__(self, "texts", tuple(texts))
         if self.prefix is not None:
-            check_prefix(self.prefix)
+            check_strings(
+                self.prefix, item="prefix", expected="prefix: expected a list of str (one per sentence)"
+            )
         for name in ("prefix", "constraints"):
             items = getattr(self, name)
             if items is not None:
@@ -111,15 +109,6 @@ class TranslationRequest:
     def sentence_level(self) -> bool:
         """Each text one unit, as given (see the module's docstring)."""
         return bool(self.per_text)
-
-
-def check_prefix(prefix) -> None:
-    """TypeError (naming the prefix, from 1) unless ``prefix`` is a list of str."""
-    if not isinstance(prefix, (list, tuple)):
-        raise TypeError(f"prefix: expected a list of str (one per sentence), got {type(prefix).__name__}")
-    for i, p in enumerate(prefix):
-        if not isinstance(p, str):
-            raise TypeError(f"prefix {i + 1}: expected str, got {type(p).__name__}")
 
 
 @dataclass
