@@ -148,6 +148,21 @@ def wait_idle(batcher: Batcher, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def hold_worker(batcher: Batcher) -> tuple[threading.Event, threading.Event]:
+    """The batcher's translator made to wait in its next search: (release, entered); ``entered``
+    is set when the worker holds a request, ``release`` lets it go on (at most 30 s later)."""
+    release, entered = threading.Event(), threading.Event()
+    real = batcher.translator.translate_nbest
+
+    def blocking(*args, **kwargs):
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    batcher.translator.translate_nbest = blocking
+    return release, entered
+
+
 def texts(results) -> list[list[str]]:
     return [[t.text for t in nbest] for nbest in results]
 

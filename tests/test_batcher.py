@@ -17,7 +17,16 @@ import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
-from serve_fixtures import LONG, SENTENCES, SteppedModel, make_app, stepped, texts, wait_idle  # noqa: E402
+from serve_fixtures import (  # noqa: E402
+    LONG,
+    SENTENCES,
+    SteppedModel,
+    hold_worker,
+    make_app,
+    stepped,
+    texts,
+    wait_idle,
+)
 
 from nmt.cli import main  # noqa: E402
 from nmt.infer.options import SearchOptions  # noqa: E402
@@ -36,15 +45,7 @@ async def _submit_twice(batcher: Batcher) -> None:
 def test_queue_full_is_503_with_retry_after(run_dir):
     app, models = make_app(run_dir, "--max-queue", "1")
     batcher = models["tiny"].batcher
-    release, entered = threading.Event(), threading.Event()
-    real = batcher.translator.translate_nbest
-
-    def blocking(*args, **kwargs):
-        entered.set()
-        release.wait(30)
-        return real(*args, **kwargs)
-
-    batcher.translator.translate_nbest = blocking
+    release, entered = hold_worker(batcher)
     with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
         first = pool.submit(c.post, "/translate", json={"text": "a dog", "beam": 1})
         assert entered.wait(30)  # the worker holds the first request

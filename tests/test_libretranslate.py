@@ -4,7 +4,6 @@ client against a running server, then each field, format and error through FastA
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 import urllib.error
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +12,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
-from serve_fixtures import SENTENCES, Server, make_app, stepped  # noqa: E402
+from serve_fixtures import SENTENCES, Server, hold_worker, make_app, stepped  # noqa: E402
 
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
@@ -170,15 +169,7 @@ def test_a_full_queue_is_libretranslates_429_slowdown_with_retry_after(run_dir):
     LibreTranslate's 429, its message beginning "Slowdown: ", the Retry-After kept."""
     app, models = make_app(run_dir, "--max-queue", "1")
     batcher = models["tiny"].batcher
-    release, entered = threading.Event(), threading.Event()
-    real = batcher.translator.translate_nbest
-
-    def blocking(*args, **kwargs):
-        entered.set()
-        release.wait(30)
-        return real(*args, **kwargs)
-
-    batcher.translator.translate_nbest = blocking
+    release, entered = hold_worker(batcher)
     with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
         try:
             first = pool.submit(c.post, f"{BASE}/translate", json=lt_body("a dog"))
