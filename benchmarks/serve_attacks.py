@@ -26,6 +26,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from machine import write_table
+
 REPO = Path(__file__).resolve().parents[1]
 HELD_S = 12.0  # how long the idle connections are held before counting those the server closed
 
@@ -247,18 +249,6 @@ def git(source: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=source, capture_output=True, text=True).stdout.strip()
 
 
-def cpu_name() -> str:
-    """The CPU's model name and the instruction sets that decide nmt's kernels."""
-    name, flags = "unknown", set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            name = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{name} ({', '.join(shown) or 'no AVX2'}{'' if 'amx_bf16' in flags else ', no AMX'})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -292,24 +282,16 @@ def main() -> int:
     print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     print("\n".join("| " + " | ".join(r) + " |" for r in rows))
     if args.json:
-        import torch
-
-        table = {
-            "what": "nmt serve against hostile requests: each request's status and time to answer, and the "
+        write_table(
+            args.json,
+            "serve_attacks",
+            what="nmt serve against hostile requests: each request's status and time to answer, and the "
             "longest wait for /health (polled every 50 ms) while it was handled",
-            "model": args.model_note,
-            "command": "python benchmarks/serve_attacks.py " + " ".join(sys.argv[1:]),
-            "cpu_detail": cpu_name(),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "commit": git(REPO, "rev-parse", "--short", "HEAD"),
-            "before_commit": git(Path(args.before), "rev-parse", "--short", "HEAD") if args.before else None,
-            "date": time.strftime("%Y-%m-%d"),
-            "source": "the JSON benchmarks/serve_attacks.py --json wrote",
-            "columns": columns,
-            "rows": rows,
-        }
-        Path(args.json).write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
+            model=args.model_note,
+            before_commit=git(Path(args.before), "rev-parse", "--short", "HEAD") if args.before else None,
+            columns=columns,
+            rows=rows,
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ from figures_speed import (  # noqa: E402
     ct2_base,
     ct2_recipe,
     ct2_today,
+    glossary,
     serve_attacks,
     serve_load,
     shortlist,
@@ -52,6 +53,7 @@ PAGES = (
     "docs/results.md",
     "docs/performance.md",
     "docs/serving.md",
+    "docs/translation.md",
     "results/speed/README.md",
 )
 BLOCK = re.compile(r"<!-- figures:([\w-]+) -->\n(.*?)<!-- /figures:\1 -->", re.DOTALL)
@@ -497,6 +499,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "shortlist-gain": shortlist_gain,
     "serve-load": serve_load,
     "serve-attacks": serve_attacks,
+    "glossary": glossary,
     "speed-quality": speed_quality,
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from result_files import RESULTS, cell, median_train_rate, run_of, speed_table, table
+from result_files import RESULTS, cell, load_json, median_train_rate, run_of, speed_table, table
 
 
 def footnote(t: dict, extra: str = "") -> str:
@@ -243,3 +243,9 @@ def serve_attacks() -> str:
     t = speed_table("serve-attacks")
     before = f"before: the server of commit {t['before_commit']}; " if t.get("before_commit") else ""
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{before}model: {t['model']}")
+
+
+def glossary() -> str:
+    """A glossary drawn from test2016's references, with and without it (benchmarks/glossary.py)."""
+    t = load_json(RESULTS / "glossary" / "glossary.json")
+    return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
