@@ -4,6 +4,7 @@ within one run on one machine)."""
 from __future__ import annotations
 
 import platform
+import shlex
 import sys
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def provenance(script: str) -> dict:
     here = Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
     return {
-        "command": f"python benchmarks/{script}.py " + " ".join(sys.argv[1:]),
+        "command": f"python benchmarks/{script}.py " + shlex.join(sys.argv[1:]),
         "cpu_detail": cpu_detail(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

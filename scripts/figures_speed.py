@@ -247,5 +247,5 @@ def serve_attacks() -> str:
 
 def glossary() -> str:
     """A glossary drawn from test2016's references, with and without it (benchmarks/glossary.py)."""
-    t = load_json(RESULTS / "glossary" / "glossary.json")
+    t = load_json(RESULTS / "multi30k-decoding" / "glossary" / "glossary.json")
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
