@@ -64,3 +64,29 @@ def test_a_long_sentence_is_cut_with_a_warning_and_bad_combinations_refused(real
     r = real_text_client.post("/translate", json={"text": HTML, "format": "html", "alignment": True})
     assert r.status_code == 422 and "not with alignment" in r.json()["error"]["message"]
     assert real_text_client.post("/translate", json={"text": "x", "format": "pdf"}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "path, body, status",
+    [
+        ("/translate", {"text": "<b" + " " * 1600 + '"', "format": "html"}, 200),
+        ("/translate", {"text": "<b>" * 1000 + "x" + "</b>" * 1000, "format": "html"}, 200),
+        ("/translate", {"text": "<!DOCTYPE x [<!ENTITY e 'y'>]><p>der hund</p>", "format": "xml"}, 200),
+        ("/translate", {"text": "<!--" * 4000, "format": "html"}, 200),
+        ("/translate", {"text": "a" * 20001}, 413),  # over --max-chars before anything parses it
+        (
+            "/libretranslate/translate",
+            {"q": "<b>" * 7000, "source": "en", "target": "de", "format": "html"},
+            400,
+        ),
+    ],
+    ids=["open-tag-of-spaces", "nested-1000", "doctype-subset", "open-comments", "over-max-chars", "lt-tags"],
+)
+def test_the_worst_cases_of_the_scanners_are_answered_through_the_server(
+    real_text_client, path, body, status
+):
+    r = real_text_client.post(path, json=body)
+    assert r.status_code == status, r.text
+    if status == 200 and body.get("format") == "xml":
+        out = r.json()["translations"][0]["text"]
+        assert out.startswith("<!DOCTYPE x [<!ENTITY e 'y'>]><p>") and out.endswith("</p>")
