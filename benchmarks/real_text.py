@@ -66,8 +66,9 @@ from nmt.realtext.job import (  # noqa: E402
     UnitOutput,
     unit_output,
 )
-from nmt.realtext.markup import TAG, parse  # noqa: E402
+from nmt.realtext.markup import parse  # noqa: E402
 from nmt.realtext.pipeline import TranslationRequest, align_results, translate_request  # noqa: E402
+from nmt.realtext.scan import TAG_KIND, TEXT, scan  # noqa: E402
 from nmt.realtext.segment import split_text  # noqa: E402
 
 PLAIN = TextOptions(split=False, recase=False, max_words=0)  # each line one sentence, as given
@@ -216,7 +217,7 @@ def capitals(b: Bench, src: list[str], ref: list[str], no_repeat: int) -> None:
 
 
 def tags_of(text: str) -> list[str]:
-    return [m.group(0) for m in TAG.finditer(text)]
+    return [t.raw for t in scan(text) if t.kind != TEXT]
 
 
 def well_formed(out: str, src: str) -> bool:
@@ -230,16 +231,18 @@ def well_formed(out: str, src: str) -> bool:
 def tag_contents(text: str) -> list[tuple[str, list[str]]]:
     """(opening tag, the lower-cased word tokens it wraps) for each element of a fragment."""
     out, stack, pos = [], [], 0
-    for m in TAG.finditer(text):
-        tokens = re.findall(r"\w+", re.sub(r"&\w+;", " ", text[pos : m.start()]).lower())
+    for t in scan(text):
+        if t.kind == TEXT:
+            continue
+        tokens = re.findall(r"\w+", re.sub(r"&\w+;", " ", text[pos : t.start]).lower())
         for s in stack:
             s[1].extend(tokens)
-        pos = m.end()
-        if m.group(1):  # closing
+        pos = t.end
+        if t.kind == TAG_KIND and t.closing:
             if stack:
                 out.append(tuple(stack.pop()))
-        elif m.group(2) and not m.group(3):
-            stack.append((m.group(0), []))
+        elif t.kind == TAG_KIND and not t.self_closing:
+            stack.append((t.raw, []))
     return out
 
 

@@ -10,7 +10,8 @@ from real_text_fixtures import FakeTranslator, translate_text
 from timing_fixtures import assert_linear
 
 from nmt.realtext.job import TextJob, TextOptions, UnitOutput
-from nmt.realtext.markup import RAW, TAG, TEXT, Document, Projected, escape, parse, scan
+from nmt.realtext.markup import RAW, Document, Projected, escape, parse
+from nmt.realtext.scan import TEXT, scan
 from nmt.realtext.spans import TOKEN
 
 HTML = TextOptions(format="html")
@@ -113,18 +114,6 @@ def test_an_unterminated_construct_runs_to_the_end_and_is_copied_verbatim():
 def test_a_quote_starts_an_attribute_value_only_after_its_equals_sign():
     assert html('<a title="a > b">Two</a> dogs.') == '<a title="a > b">Zwei</a> Hunde.'
     assert html("<img alt=don't>Two dogs.") == "<img alt=don't>Zwei Hunde."
-
-
-def test_constructs_are_found_as_the_benchmarks_read_them():
-    found = [
-        (m.group(0), m.group(1), m.group(2), m.group(3)) for m in TAG.finditer('a<b x="1">c</b><br/><!--d-->')
-    ]
-    assert found == [
-        ('<b x="1">', "", "b", ""),
-        ("</b>", "/", "b", ""),
-        ("<br/>", "", "br", "/"),
-        ("<!--d-->", None, None, None),
-    ]
 
 
 # ----------------------------------------------------------------------------- worst cases

@@ -1,7 +1,8 @@
 """Real text in, real text out, above the search, and the one pipeline every door runs:
 
 spans       which output characters came from which source characters (piece alignment, or a guess)
-markup      inline HTML/XML: a linear scanner, the tags taken out and projected back
+scan        markup read in one pass, in time linear in its length
+markup      inline HTML/XML: the tags taken out and projected back
 segment     sentences of a paragraph (sentencex, a window at a time); long sentences cut at clauses
 casing      ALL-CAPS / Title-Case sentences translated in normal case and recased
 job         TextOptions and TextJob: the units a text gives the model, the text from their outputs

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ..infer.results import ConstraintsError, TranslateError
 from .job import TextOptions
 from .markup import FORMATS
-from .pipeline import Plan, TextTranslation, TranslationRequest, search_units
+from .pipeline import Plan, TextTranslation, TranslationRequest, run_plan
 
 
 def add_real_text_args(parser: argparse.ArgumentParser) -> None:
@@ -83,13 +83,10 @@ def run_request(args: argparse.Namespace, translator, request: TranslationReques
     from ..progress import progress
 
     plan = Plan(request, translator)
-    truncated: list[tuple[int, int]] = []
     limit = translator.model.cfg.max_positions
 
-    def warn(unit: int, n: int) -> None:
-        truncated.append((unit, n))
-        message = truncation_message(plan.unit_text[unit], n, limit)
-        print(f"nmt translate: warning: {message}", file=sys.stderr)
+    def warn(text: int, n: int) -> None:
+        print(f"nmt translate: warning: {truncation_message(text, n, limit)}", file=sys.stderr)
 
     bar = progress(
         total=sum(1 for s in plan.inputs if s.strip()),
@@ -98,13 +95,12 @@ def run_request(args: argparse.Namespace, translator, request: TranslationReques
         disable=args.quiet or args.input == "-",
     )
     try:
-        results = search_units(
+        done = run_plan(
             translator, plan, batch_tokens=args.batch_tokens, on_truncate=warn, on_batch=bar.update
         )
     except ConstraintsError as e:  # its line is the constraints file's
         raise TranslateError(f"{args.constraints}: {e}") from None
     bar.close()
-    done = plan.finish(results, truncated)
     for n, r in enumerate(done, start=1):
         for cut in r.cuts:
             print(f"nmt translate: warning: line {n}: {cut.message()}", file=sys.stderr)

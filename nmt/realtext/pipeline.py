@@ -5,7 +5,7 @@ nmt's POST /translate and LibreTranslate's /translate).
     plan = Plan(request, translator)            # checked; the units the model reads
     results = search_units(translator, plan)    # the server: its batcher instead
     plan.finish(results)                        # -> [TextTranslation(text, score, nbest, ...)]
-    translate_request(translator, request)      # the three in one
+    run_plan(translator, plan)                  # search and finish; translate_request: all three
 
 A door builds one ``TranslationRequest`` from its own syntax (arguments, keywords, JSON, a form),
 calls the pipeline, and maps ``TranslateError`` to its own form (exit 2, 422, 400); nothing else.
@@ -343,17 +343,16 @@ def search_units(
     return results
 
 
-def translate_request(
+def run_plan(
     translator,
-    request: TranslationRequest,
+    plan: Plan,
     *,
     batch_tokens: int = 2048,
     on_truncate: Callable[[int, int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[TextTranslation]:
-    """``request`` on ``translator``: planned, searched, put back together (``on_truncate(text,
-    pieces)`` for each unit cut to the model's positions, naming its text, from 0)."""
-    plan = Plan(request, translator)
+    """A plan searched and put back together; ``on_truncate(text, pieces)`` for each unit cut to
+    the model's positions, naming its text (from 0); ``on_batch(n)`` after each search batch."""
     truncated: list[tuple[int, int]] = []
 
     def cut(unit: int, n: int) -> None:
@@ -363,3 +362,9 @@ def translate_request(
 
     results = search_units(translator, plan, batch_tokens=batch_tokens, on_truncate=cut, on_batch=on_batch)
     return plan.finish(results, truncated)
+
+
+def translate_request(translator, request: TranslationRequest, **hooks) -> list[TextTranslation]:
+    """``request`` on ``translator``: planned, then run_plan (``hooks``: its batch_tokens,
+    on_truncate, on_batch)."""
+    return run_plan(translator, Plan(request, translator), **hooks)
