@@ -19,10 +19,10 @@ train_step = trainer.Trainer.train_step
 
 def train_step_then_trim(self, *args, **kwargs):
     out = train_step(self, *args, **kwargs)
-    if every and self.step % every == 0:
+    if every and self.progress.update % every == 0:
         start = time.time()
         libc.malloc_trim(0)
-        print(f"trim at {self.step}: {time.time() - start:.3f} s", file=sys.stderr, flush=True)
+        print(f"trim at {self.progress.update}: {time.time() - start:.3f} s", file=sys.stderr, flush=True)
     return out
 
 
