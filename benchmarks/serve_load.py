@@ -6,7 +6,7 @@ concurrencies, with dynamic batching and with batching off, against offline tran
 Each client sends one sentence per request (beam 4, alpha 0.6) over a kept-alive connection, in
 a loop over the first --n sentences, until --requests requests per level or --max-seconds. The
 server runs as a subprocess on 127.0.0.1 (never another address). Baselines on the same
-sentences and threads: offline = one `Translator.translate` call over all of them (what
+sentences and threads: offline = one `Translator.translate_sentences` call over all of them (what
 `nmt translate` does, model load excluded), and the `nmt translate` command itself (wall time,
 model load included); direct = `Translator.translate_sentences([s])` one sentence at a time (latency).
 Prints markdown tables.
@@ -229,7 +229,7 @@ def main() -> None:
     print()
     print("| baseline | sent/s | p50 ms |")
     print("|---|---|---|")
-    print(f"| offline `Translator.translate` (all sentences, one call) | {offline:.1f} | |")
+    print(f"| offline `Translator.translate_sentences` (all sentences, one call) | {offline:.1f} | |")
     print(f"| `nmt translate` command (wall, model load included) | {cli:.1f} | |")
     print(
         f"| direct `Translator.translate_sentences([s])`, one at a time | "
