@@ -3,10 +3,20 @@ within one run on one machine)."""
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 import shlex
 import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# the corpora of a run on this project's machines (../shared/data, /work/shared/data, ...): the reader's
+# $NMT_DATA_DIR
+SHARED_DATA = re.compile(r"""(?<=[\s='"])(?:[^\s'"=]*/)?shared/data(?=/)""")
+# an absolute path left as an option's value or an argument: a file of the machine that ran the command
+ABSOLUTE = re.compile(r"""(?P<option>(?:^|(?<=\s))--?[\w-]+[ =])?(?<![\w.$-])(?P<path>'/[^']*'|/[^\s'"]+)""")
+OUTPUTS = ("--json", "--markdown", "--out", "--output", "-o")
 
 
 def cpu_name() -> str:
@@ -22,12 +32,42 @@ def cpu_name() -> str:
 
 def cpu_detail() -> str:
     """cpu_name with the instruction sets that choose nmt's kernels (AVX2, AVX-512, bf16, AMX)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(REPO))
     from nmt.precision import cpu_flags
 
     flags = cpu_flags()
     shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     return f"{cpu_name()} ({', '.join(shown) or 'no AVX2'}{'' if 'amx_bf16' in flags else ', no AMX'})"
+
+
+def data_dir() -> Path:
+    """Where nmt reads the corpora: $NMT_DATA_DIR, else `nmt prepare`'s default."""
+    return Path(os.environ.get("NMT_DATA_DIR") or Path.home() / ".cache" / "nmt" / "data").resolve()
+
+
+def public_command(command: str, data_dirs: tuple[str, ...] = ()) -> str:
+    """``command`` with only paths a reader has: the corpora under ``data_dirs`` (or a shared/data
+    folder) as ``$NMT_DATA_DIR/...``, this checkout's files relative to it, and any other absolute path
+    as a placeholder: ``OUT.md`` for an output option's file (``--json``, ``--markdown``, ``--out``,
+    ``-o``), the option's name in capitals for another (``--before BEFORE``), ``PATH`` for an argument."""
+    for folder in data_dirs:
+        command = re.sub(re.escape(folder.rstrip("/")) + r"(?=/|\s|$)", "$NMT_DATA_DIR", command)
+    command = SHARED_DATA.sub("$NMT_DATA_DIR", command).replace(f"{REPO}/", "")
+
+    def placeholder(m: re.Match) -> str:
+        option = (m.group("option") or "").rstrip(" =")
+        suffix = "".join(Path(m.group("path").strip("'")).suffixes[-1:])
+        if not option:
+            return "PATH" + suffix
+        name = "OUT" if option in OUTPUTS else option.lstrip("-").replace("-", "_").upper()
+        return f"{m.group('option')}{name}{suffix}"
+
+    return ABSOLUTE.sub(placeholder, command)
+
+
+def command_line(script: str) -> str:
+    """The command that runs this benchmark, as a published page shows it (`public_command`)."""
+    return public_command(f"python benchmarks/{script}.py " + shlex.join(sys.argv[1:]), (str(data_dir()),))
 
 
 def provenance(script: str) -> dict:
@@ -38,10 +78,9 @@ def provenance(script: str) -> dict:
 
     import torch
 
-    here = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return {
-        "command": f"python benchmarks/{script}.py " + shlex.join(sys.argv[1:]),
+        "command": command_line(script),
         "cpu_detail": cpu_detail(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

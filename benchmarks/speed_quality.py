@@ -39,6 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import command_line, data_dir, public_command  # noqa: E402
+
 from nmt.checkpoint import model_config, read_config, resolve_checkpoint  # noqa: E402
 from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
@@ -353,8 +355,9 @@ def main() -> int:
     table = markdown(result, rows, args)
     c = result["cpu"]
     result.update(  # the fields scripts/figures.py reads from a results/speed table
-        what=f"the speed-quality table: {', '.join(models)} on {len(lines)} sentences of {args.src_file}",
-        command="python " + " ".join(sys.argv),
+        what=f"the speed-quality table: {', '.join(models)} on {len(lines)} sentences of "
+        + public_command(f" {args.src_file}", (str(data_dir()),)).strip(),
+        command=command_line("speed_quality"),
         cpu_detail=f"{c.get('Model name', '?')} ({c.get('Hypervisor vendor', 'no')} hypervisor; "
         f"flags {', '.join(c.get('flags', []))})",
         torch=torch.__version__,

@@ -43,6 +43,7 @@ from result_files import (  # noqa: E402
     median_train_rate,
     run_of,
     score,
+    shown,
     speed_table,
     stopped,
     table,
@@ -477,7 +478,7 @@ def multilingual() -> str:
         table(t["columns"], t["rows"])
         + "\n"
         + f"CPU: 2 cores, {t['cpu_detail']}; torch {t['torch']}, {t['threads']}; {t['precision']}; "
-        f"{t['search']}; commit {t['commit']}, {t['date']}. Command: `{t['command']}`. "
+        f"{t['search']}; commit {t['commit']}, {t['date']}. Command: {shown(t['command'])}. "
         f"{t['timing']}. From: `results/multilingual/`.\n"
     )
 

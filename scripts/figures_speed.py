@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from result_files import RESULTS, cell, load_json, median_train_rate, run_of, speed_table, table
+from result_files import RESULTS, cell, load_json, median_train_rate, run_of, shown, speed_table, table
 
 
 def footnote(t: dict, extra: str = "") -> str:
@@ -21,7 +21,7 @@ def footnote(t: dict, extra: str = "") -> str:
         extra,
     ]
     text = "; ".join(p for p in parts if p)
-    return f"{text}. Command: `{t['command']}`. From: {t['source']}.\n"
+    return f"{text}. Command: {shown(t['command'])}. From: {t['source']}.\n"
 
 
 def speed_summary() -> str:
@@ -94,7 +94,7 @@ def train_speed() -> str:
             " / ".join(r["fp32"]),
             " / ".join(r["bf16"]) or "- (emulated)",
             r["auto"],
-            f"`{r['command']}`",
+            shown(r["command"]),
             f"{r['commit']}, {r['date']}",
         ]
         for r in synth["rows"]
@@ -123,7 +123,7 @@ def train_processes() -> str:
             " / ".join(r["one"]),
             " / ".join(r["two"]),
             f"**{r['gain']}x**",
-            f"`{r['command']}`",
+            shown(r["command"]),
             f"{r['commit']}, {r['date']}",
         ]
         for r in t["rows"]
@@ -151,7 +151,7 @@ def ct2_recipe() -> str:
     return (
         "nmt's default (the exact stopping rule), float32 "
         f"beam 4: **{exact}x** CTranslate2 (int8 {exact8}x). "
-        f"With `--stopping fast`, over 8 rounds (`{t['rounds']['command']}`): {rounds}.\n\n"
+        f"With `--stopping fast`, over 8 rounds ({shown(t['rounds']['command'])}): {rounds}.\n\n"
         + table(t["columns"], t["rows"])
         + "\n"
         + footnote(t, "model: " + t["model"] + "; " + t["timing"] + "; not rerun on today's code")

@@ -12,11 +12,17 @@ import gzip
 import json
 import re
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import public_command  # noqa: E402  (the rule the benchmarks record their commands by)
+
+sys.path.remove(str(ROOT / "benchmarks"))
 
 BLEU_LINE = re.compile(r"^BLEU = ([\d.]+) .*\(BP = ([\d.]+) ratio = ([\d.]+)")
 CHRF_LINE = re.compile(r"^chrF2 = ([\d.]+)")
@@ -163,3 +169,9 @@ def table(columns: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def shown(command: str) -> str:
+    """A recorded command as a page prints it: in backticks, with only paths a reader has (the corpora
+    as `$NMT_DATA_DIR/...`, no file of the machine that ran it: `machine.public_command`)."""
+    return f"`{public_command(command)}`"

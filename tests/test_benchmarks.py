@@ -267,6 +267,7 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
         else:
             assert not r["skipped"] and 0 <= r["bleu"] <= 100 and r["seconds"] > 0 and r["sentences"] == 6
     assert result["cpu"]["Model name"] and result["commit"] and result["sentences"] == 6
+    assert str(tmp_path) not in result["command"] and "--markdown OUT.md" in result["command"]
     assert (tmp_path / "r.md").read_text() in proc.stdout
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| teacher")]
     assert len(lines) == n_engines * 8 and all(line.split("|")[10].strip() == "1.00" for line in lines)
@@ -371,3 +372,24 @@ def test_forced_reference_gets_the_models_cross_attention_alignment(tiny_checkpo
     assert list(forced.scores) == [0] and forced.unaligned == 0
     assert forced.skipped == {"reference longer than the model's positions": 1}
     assert bench.well_formed(forced.outputs[0], src[0])
+
+
+def test_a_recorded_command_names_only_paths_a_reader_has():
+    """The command a benchmark's JSON records (and a page prints): the corpora as $NMT_DATA_DIR/...,
+    this checkout's files relative, any other file of the machine as a placeholder."""
+    spec = importlib.util.spec_from_file_location("machine", REPO / "benchmarks" / "machine.py")
+    machine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(machine)
+    command = (
+        f"python benchmarks/x.py {REPO}/runs/demo/average --src-file /srv/corpora/multi30k/test.en.gz "
+        "--ref-file=../shared/data/multi30k/test.de.gz --glossary /work/shared/data/g.tsv "
+        "--json results/speed/x.json --markdown /tmp/sq/x.md --before /tmp/before --note 'a (b: c/d)'"
+    )
+    assert machine.public_command(command, ("/srv/corpora",)) == (
+        "python benchmarks/x.py runs/demo/average --src-file $NMT_DATA_DIR/multi30k/test.en.gz "
+        "--ref-file=$NMT_DATA_DIR/multi30k/test.de.gz --glossary $NMT_DATA_DIR/g.tsv "
+        "--json results/speed/x.json --markdown OUT.md --before BEFORE --note 'a (b: c/d)'"
+    )
+    assert machine.public_command("python benchmarks/x.py /home/u/run -o /home/u/out.txt") == (
+        "python benchmarks/x.py PATH -o OUT.txt"
+    )
