@@ -272,6 +272,9 @@ def test_speed_quality_measures_every_axis_and_writes_its_table_and_json(tiny_da
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| teacher")]
     assert len(lines) == n_engines * 8 and all(line.split("|")[10].strip() == "1.00" for line in lines)
     assert "student against teacher, nmt int8 beam 4: BLEU +0.00" in proc.stdout
+    if "ctranslate2" in engines:  # equal settings only: the same model, precision and search
+        assert "nmt against CTranslate2 on student, int8 greedy: " in proc.stdout
+    assert "fastest" not in proc.stdout  # no row picked by its test BLEU
 
 
 def test_real_text_benchmark_scores_loops_well_formedness_and_tag_placement():
