@@ -8,8 +8,19 @@ writes them into docs/performance.md, docs/results.md and results/speed/README.m
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from result_files import RESULTS, cell, load_json, median_train_rate, run_of, shown, speed_table, table
+from result_files import (
+    RESULTS,
+    FigureError,
+    cell,
+    load_json,
+    median_train_rate,
+    run_of,
+    shown,
+    speed_table,
+    table,
+)
 
 
 def footnote(t: dict, extra: str = "") -> str:
@@ -226,15 +237,93 @@ def serve_load() -> str:
     )
 
 
+@dataclass(frozen=True)
+class Pair:
+    """Two measurements of the speed-quality run at one precision and search that differ in what
+    `differs` names, and the settings they share."""
+
+    what: str  # "student / teacher", "nmt / CTranslate2", ...
+    differs: str
+    precision: str
+    beam: int
+    same: str
+    speed: tuple[float, float]  # sentences/s of each side
+    bleu: tuple[float, float]
+
+    @property
+    def ratio(self) -> float:
+        return self.speed[0] / self.speed[1]
+
+
+def measured(t: dict, **match) -> tuple[float, float]:
+    """(sentences/s, BLEU) of the one measurement of a speed-quality JSON whose fields equal `match`."""
+    rows = [m for m in t["measurements"] if not m["skipped"] and all(m[k] == v for k, v in match.items())]
+    if len(rows) != 1:
+        raise FigureError(f"results/speed/speed-quality.json: {len(rows)} measurements match {match}")
+    return rows[0]["sentences"] / rows[0]["seconds"], rows[0]["bleu"]
+
+
+def search_name(beam: int) -> str:
+    return "greedy" if beam == 1 else f"beam {beam}"
+
+
+def pair(t: dict, what: str, differs: str, sides: tuple[dict, dict], setting: tuple[str, int]) -> Pair:
+    """The measurements `sides` (model and engine of each) at `setting` (precision, beam), no shortlist."""
+    precision, beam = setting
+    (a_speed, a_bleu), (b_speed, b_bleu) = [
+        measured(t, precision=precision, beam=beam, shortlist=False, **side) for side in sides
+    ]
+    shared = [sides[0][k] for k in ("model", "engine") if sides[0][k] == sides[1][k]]
+    shared = [{"torch": "nmt"}.get(s, s) for s in shared]
+    same = ", ".join([*shared, precision, search_name(beam), f"{t['threads']} threads"])
+    return Pair(what, differs, precision, beam, same, (a_speed, b_speed), (a_bleu, b_bleu))
+
+
+def speed_quality_pairs(t: dict) -> list[Pair]:
+    """The comparisons of the speed-quality run at equal settings (no shortlist, the same threads), each
+    saying what differs: the student against its teacher on nmt, nmt against CTranslate2 on the same
+    student, and (the model differing too) nmt on the student against CTranslate2 on the teacher."""
+    nmt, ct2 = {"engine": "torch"}, {"engine": "ctranslate2"}
+    student, teacher = {"model": "student"}, {"model": "teacher"}
+    out = [
+        pair(t, "student / teacher", "the model", ({**student, **nmt}, {**teacher, **nmt}), setting)
+        for setting in (("fp32", 4), ("int8", 4), ("int8", 1))
+    ]
+    for precision, beam in (("fp32", 4), ("int8", 4), ("fp32", 1), ("int8", 1)):
+        differs = "the engine" + (
+            " (nmt stops by the exact rule, CTranslate2 by its own)" if beam > 1 else ""
+        )
+        sides = ({**student, **nmt}, {**student, **ct2})
+        out.append(pair(t, "nmt / CTranslate2", differs, sides, (precision, beam)))
+    sides = ({**student, **nmt}, {**teacher, **ct2})
+    what = "nmt on the student / CTranslate2 on the teacher"
+    return out + [pair(t, what, "the engine and the model", sides, ("int8", 1))]
+
+
+def pick(pairs: list[Pair], what: str, precision: str, beam: int) -> Pair:
+    return next(p for p in pairs if (p.what, p.precision, p.beam) == (what, precision, beam))
+
+
 def speed_quality() -> str:
-    """The distilled students' speed-quality table (benchmarks/speed_quality.py), with its goals."""
+    """The distilled student's speed-quality table (benchmarks/speed_quality.py) and its comparisons at
+    equal settings, computed from the run's measurements."""
     t = speed_table("speed-quality")
-    goals = "".join(f"- {g}\n" for g in t["goals"])
+    rows = [
+        [
+            p.what,
+            p.differs,
+            p.same,
+            f"{p.speed[0]:.1f} / {p.speed[1]:.1f}",
+            f"{p.ratio:.2f}x",
+            f"{p.bleu[0]:.2f} / {p.bleu[1]:.2f}",
+        ]
+        for p in speed_quality_pairs(t)
+    ]
+    pairs = table(["comparison", "what differs", "the same on both sides", "sent/s", "ratio", "BLEU"], rows)
     return (
         table(t["columns"], t["rows"])
-        + "\n"
-        + (goals + "\n" if goals else "")
-        + footnote(t, f"models: {t['models']}; {t['timing']}")
+        + "\nThe same run at equal settings (no shortlist); each ratio compares two rows of the table "
+        "above:\n\n" + pairs + "\n" + footnote(t, f"models: {t['models']}; {t['timing']}")
     )
 
 

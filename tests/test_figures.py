@@ -95,3 +95,17 @@ def test_a_runs_last_stop_line_is_read_in_either_wording(tmp_path):
     log.write_text("valid update 300: loss 3.2\n")
     with pytest.raises(FigureError, match="no 'stopped"):
         stopped(log)
+
+
+def test_the_distilled_students_ratios_compare_equal_settings_or_say_what_differs():
+    pairs = figures.speed_quality_pairs(figures.speed_table("speed-quality"))
+    assert {(p.what, p.differs.split(" (")[0]) for p in pairs} == {
+        ("student / teacher", "the model"),
+        ("nmt / CTranslate2", "the engine"),
+        ("nmt on the student / CTranslate2 on the teacher", "the engine and the model"),
+    }
+    row = " | ".join(figures.distilled_row())
+    for ratio in ("**1.60x**", "int8 greedy 1.09x", "int8 beam 4 0.61x", "(the model differs): 1.70x"):
+        assert ratio in row
+    assert "2.23x" not in row  # greedy on the student against beam 4 on the teacher
+    assert "1,856-update" in row and "2,000 updates more than its teacher" in row
