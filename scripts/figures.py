@@ -199,7 +199,7 @@ def glance() -> str:
             "[results/table3/](results/table3/README.md)",
         ],
         [
-            "decoding speed against CTranslate2 4.8.5, the demo recipe's model, today's code",
+            f"decoding speed against CTranslate2 4.8.5, the demo recipe's model, code of {today['commit']}",
             speed_cmd,
             f"float32 beam 4 **{today_exact}x** under nmt's default exact stopping; {today_fast}x with "
             f"`--stopping fast` (CTranslate2's rule); greedy {today_greedy}x",

@@ -170,7 +170,7 @@ def ct2_recipe() -> str:
 
 
 def ct2_today() -> str:
-    """The same comparison rerun on today's code (the make demo recipe's model)."""
+    """The same comparison rerun later (the make demo recipe's model; the commit in its footnote)."""
     t = speed_table("translate-ct2-demo-zen4")
     exact = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
     fast = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="fast")
