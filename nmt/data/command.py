@@ -11,6 +11,7 @@ from pathlib import Path
 from . import download as dl
 from .bpe import WMT14_EN_FR_VOCAB
 from .download import DataError
+from .memories import MARKUP, gather_split, memory_format
 from .multilingual import MULTIPLE, merge_tagged, target_langs
 from .prepare import DATASETS, SPLITS, PrepareOptions, format_report, prepare
 
@@ -36,14 +37,26 @@ def add_prepare_args(parser: argparse.ArgumentParser) -> None:
         help="shared BPE vocabulary size (default: 8000 multi30k, 37000 wmt14 "
         "en-de, 32000 wmt14 en-fr, else by train size)",
     )
+    inputs = (
+        "SRC TGT (two text files aligned by line) or one translation memory (.tmx, .xlf/.xliff, .po, "
+        ".tsv; .gz too); given again, the inputs are concatenated"
+    )
     p.add_argument(
         "--train",
-        nargs=2,
-        metavar=("SRC", "TGT"),
-        help="training files (files; wmt14, wmt17-zh-en: instead of the downloaded train.*)",
+        nargs="+",
+        action="append",
+        metavar="FILE",
+        help=f"training data (files; wmt14, wmt17-zh-en: instead of the downloaded train.*): {inputs}",
     )
-    p.add_argument("--valid", nargs=2, metavar=("SRC", "TGT"))
-    p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"))
+    p.add_argument("--valid", nargs="+", action="append", metavar="FILE", help="as --train")
+    p.add_argument("--test", nargs="+", action="append", metavar="FILE", help="as --train")
+    p.add_argument(
+        "--memory-markup",
+        choices=MARKUP,
+        default="tags",
+        help="inline markup of TMX / XLIFF segments: tags (default: kept as tags, an XML fragment as "
+        "nmt's markup pipeline reads it) or text (the text alone)",
+    )
     p.add_argument(
         "--data-dir",
         default=None,
@@ -124,24 +137,23 @@ def run_prepare(args: argparse.Namespace) -> int:
         raise DataError(f"--src {args.src} is also one of --tgt {args.tgt}")
     with tempfile.TemporaryDirectory(prefix=".nmt-prepare-tagged-") as tagged_dir:
         if langs:  # one corpus per target, their sources tagged, concatenated
-            splits, downloads = {}, {}
+            splits, downloads, sources = {}, {}, {}
             for lang in langs:
-                splits[lang], found = locate_corpus(for_target(args, lang))
+                found_splits, found = locate_corpus(for_target(args, lang))
+                folder = Path(tagged_dir) / f"inputs-{lang}"
+                splits[lang], sources[lang] = gather_inputs(found_splits, folder, args, tgt=lang)
                 downloads.update(found)
-            splits = merge_tagged(
-                {
-                    lang: {s: (Path(a), Path(b)) for s, (a, b) in files.items()}
-                    for lang, files in splits.items()
-                },
-                Path(tagged_dir),
-            )
+            splits = merge_tagged(splits, Path(tagged_dir))
+            sources = {lang: s for lang, s in sources.items() if s}
         else:
             splits, downloads = locate_corpus(args)
+            splits, sources = gather_inputs(splits, Path(tagged_dir), args, tgt=args.tgt)
         for rel, digest in downloads.items():
             print(f"{'verified' if args.dataset == 'libreoffice' else 'downloaded'} {rel}: sha256 {digest}")
         options = prepare_options(args, bpe_dropout_copies=copies, tgt_langs=tuple(langs))
-        splits = {s: (Path(a), Path(b)) for s, (a, b) in splits.items()}
-        meta = prepare(splits, args.out, options=options, downloads=downloads, force=args.force)
+        meta = prepare(
+            splits, args.out, options=options, downloads=downloads, sources=sources or None, force=args.force
+        )
     print(format_report(meta))
     print(f"wrote {args.out}")
     return 0
@@ -167,9 +179,15 @@ def check_prepare_args(args: argparse.Namespace) -> int:
     if args.vocab_size is not None and args.vocab_size < 1:
         raise DataError(f"--vocab-size {args.vocab_size}: must be a positive number of pieces")
     for split in SPLITS:
-        for path in getattr(args, split) or ():
-            if Path(path).exists() and not Path(path).is_file():
-                raise DataError(f"--{split} {path}: not a regular file (a text file, one sentence per line)")
+        for paths in getattr(args, split) or ():
+            if len(paths) > 2 or (len(paths) == 1 and memory_format(paths[0]) is None):
+                raise DataError(
+                    f"--{split} {' '.join(paths)}: give SRC TGT (two text files) or one translation memory "
+                    "(.tmx, .xlf, .xliff, .po, .tsv, optionally .gz)"
+                )
+            for path in paths:
+                if Path(path).exists() and not Path(path).is_file():
+                    raise DataError(f"--{split} {path}: not a regular file")
     return copies
 
 
@@ -178,24 +196,24 @@ def for_target(args: argparse.Namespace, lang: str) -> argparse.Namespace:
     one = argparse.Namespace(**vars(args))
     one.tgt = lang
     for split in SPLITS:
-        paths = getattr(args, split)
-        if paths:
-            if not any("{tgt}" in p for p in paths):
+        for paths in getattr(args, split) or ():
+            if len(paths) == 2 and not any("{tgt}" in p for p in paths):  # a memory holds every language
                 raise DataError(
                     f"--{split} {' '.join(paths)}: with several targets (--tgt {args.tgt}) write {{tgt}} "
                     "where each target's code goes, e.g. --train train.en-{tgt}.en train.en-{tgt}.{tgt}"
                 )
-            setattr(one, split, [p.replace("{tgt}", lang) for p in paths])
+        inputs = [[p.replace("{tgt}", lang) for p in paths] for paths in getattr(args, split) or ()]
+        setattr(one, split, inputs or None)
     return one
 
 
 def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
-    """The (src, tgt) files of each split: the given --train/--valid/--test, and for a named data
-    set its files under --data-dir (downloaded and verified where needed); and the sha256 of each
-    downloaded or verified file (meta.json["downloads"])."""
+    """The inputs of each split: the given --train/--valid/--test (a list of inputs, each SRC TGT or
+    one memory), and for a named data set its (src, tgt) files under --data-dir (downloaded and
+    verified where needed); and the sha256 of each downloaded or verified file (meta.json["downloads"])."""
     src, tgt = args.src, args.tgt
     root = Path(args.data_dir or os.environ.get("NMT_DATA_DIR") or Path.home() / ".cache" / "nmt" / "data")
-    given = {s: getattr(args, s) for s in SPLITS if getattr(args, s)}
+    given = {s: [tuple(p) for p in getattr(args, s)] for s in SPLITS if getattr(args, s)}
     if args.dataset == "files":
         if "train" not in given:
             raise DataError("`files` needs --train SRC TGT (and usually --valid, --test)")
@@ -218,6 +236,29 @@ def locate_corpus(args: argparse.Namespace) -> tuple[dict, dict]:
         )
     splits.update(given)
     return splits, downloads
+
+
+def gather_inputs(
+    splits: dict, folder: Path, args: argparse.Namespace, *, tgt: str
+) -> tuple[dict[str, tuple[Path, Path]], dict[str, list[dict]]]:
+    """Each split's (src, tgt) files: its one SRC TGT input as it is; else its inputs (memories read
+    for --src and ``tgt``, text pairs) concatenated into two files under ``folder``; and what each
+    gathered split was made of (meta.json["sources"])."""
+    out, sources = {}, {}
+    for split, inputs in splits.items():
+        if not isinstance(inputs, list):  # a named data set's (src, tgt) files
+            out[split] = (Path(inputs[0]), Path(inputs[1]))
+        elif len(inputs) == 1 and len(inputs[0]) == 2:
+            out[split] = (Path(inputs[0][0]), Path(inputs[0][1]))
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            out[split] = (folder / f"{split}.src", folder / f"{split}.tgt")
+            sources[split] = gather_split(
+                inputs, out[split], langs=(args.src, tgt), markup=args.memory_markup
+            )
+            for record in sources[split]:
+                print(f"{split}: {record['pairs']} pairs from {record.get('memory') or record['src']}")
+    return out, sources
 
 
 def prepare_options(

@@ -86,10 +86,13 @@ def prepare(
     *,
     options: PrepareOptions,
     downloads: dict | None = None,
+    sources: dict | None = None,
     force: bool = False,
     log=print,
 ) -> dict:
-    """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict."""
+    """Clean, learn the vocabulary, binarize; write `out` atomically; return its meta dict.
+    ``sources``: what the splits gathered from several inputs or translation memories were made of
+    (nmt.data.memories.gather_split; meta.json["sources"])."""
     out = Path(os.path.abspath(out))  # a name to rename: `--out .` or `..` (renaming "." is EBUSY)
     done = restore_aside(out)  # a prepare killed inside its swap: the previous data comes back
     if done:
@@ -108,7 +111,9 @@ def prepare(
         raise DataError(f"--out {out}: cannot create it ({e})") from e
     try:
         try:
-            meta = _prepare_into(tmp, splits, options=options, downloads=downloads or {}, log=log)
+            meta = _prepare_into(
+                tmp, splits, options=options, downloads=downloads or {}, sources=sources, log=log
+            )
             fsync_files(tmp)  # on disk before the swap: a crash never leaves a renamed, unwritten folder
             replace_dir(tmp, out)  # an existing DIR is renamed aside first, removed once the new one is in
         except OSError as e:  # a full disk, a file system error (unreadable inputs are DataErrors already)
@@ -136,7 +141,9 @@ def _remove_stale_temporaries(out: Path) -> None:
             continue
 
 
-def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict, log) -> dict:
+def _prepare_into(
+    tmp: Path, splits: dict, *, options: PrepareOptions, downloads: dict, sources: dict | None, log
+) -> dict:
     """The pipeline of the module docstring, written into the empty folder ``tmp``: clean every
     split, learn (or reuse) the vocabulary on the cleaned train text, encode, write meta.json."""
     clock = time.perf_counter()
@@ -172,6 +179,8 @@ def _prepare_into(tmp: Path, splits: dict, *, options: PrepareOptions, downloads
     }
     if encoded.samples is not None:
         meta["train_samples"] = encoded.samples
+    if sources:
+        meta["sources"] = sources
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta
 
