@@ -28,6 +28,8 @@ from ..config_file import apply_config, load_config_file
 from ..data.dataset import load_meta
 from . import distributed
 from .finetune import InitFrom, check_vocabulary, init_model_config, open_init, vocabulary_difference
+from .guard_valid import GuardSet, open_guard
+from .replay import Replay, open_replay
 from .trainer import Start, Trainer, TrainError
 
 
@@ -98,6 +100,35 @@ def add_train_args(parser) -> None:
         action="store_true",
         help="with --init: also keep the checkpoint's Adam state (a step checkpoint's)",
     )
+    parser.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="with --init: replay general data beside DATA so as not to forget it: a prepared "
+        "directory with DATA's vocabulary (e.g. the data the checkpoint was trained on), whose train "
+        "pairs are drawn anew each epoch",
+    )
+    parser.add_argument(
+        "--replay-share",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="with --replay: the share of each epoch's target tokens that are replayed (default 0.2)",
+    )
+    parser.add_argument(
+        "--guard-valid",
+        nargs="+",
+        metavar="DIR_OR_FILES",
+        help="with --init: a second validation set of what the model knew (a prepared DIR's valid "
+        "split, or SRC TGT text files), scored at every validation and at update 0; the best checkpoint "
+        "is the best valid one whose BLEU on it stays within --guard-bleu-drop of update 0's",
+    )
+    parser.add_argument(
+        "--guard-bleu-drop",
+        type=float,
+        default=1.0,
+        metavar="B",
+        help="with --guard-valid: the BLEU points the guard set may lose (default 1.0)",
+    )
 
 
 def init_configs(
@@ -150,6 +181,8 @@ def run_train(args, overrides: dict) -> int:
         model_cfg, train_cfg, meta = build_configs(
             data_dir, preset_name=args.preset, config_file=args.config, overrides=overrides
         )
+    saved = ckpt.read_json(run_dir / "config.json") if resume and (run_dir / "config.json").exists() else None
+    replay, guard = adaptation(args, data_dir, init=init, saved=saved)
     trainer = None
     try:
         trainer = Trainer(
@@ -158,7 +191,7 @@ def run_train(args, overrides: dict) -> int:
             model_cfg,
             train_cfg,
             meta,
-            Start(resume=resume, fall_back=auto, init=None if resume else init),
+            Start(resume=resume, fall_back=auto, init=None if resume else init, replay=replay, guard=guard),
             device=args.device,
         )
         trainer.run()
@@ -176,6 +209,42 @@ def run_train(args, overrides: dict) -> int:
         )
         return 130
     return exit_status(trainer)
+
+
+def adaptation(
+    args, data_dir: Path, *, init: InitFrom | None, saved: dict | None
+) -> tuple[Replay | None, GuardSet | None]:
+    """What a fine-tuning run replays and guards: --replay / --guard-valid (with --init), or a resumed
+    run's own (``saved``: its config.json; the options, if given, must say the same)."""
+    replay_dir, guard_given = getattr(args, "replay", None), getattr(args, "guard_valid", None)
+    if saved is None:
+        if init is None and (replay_dir or guard_given):
+            name = "replay" if replay_dir else "guard-valid"
+            raise ConfigError(f"--{name}: a fine-tuning option, only with --init CHECKPOINT")
+        replay = open_replay(replay_dir, args.replay_share, data_dir=data_dir) if replay_dir else None
+        guard = (
+            open_guard(guard_given, bleu_drop=args.guard_bleu_drop, data_dir=data_dir)
+            if guard_given
+            else None
+        )
+        return replay, guard
+    replay_record, guard_record = saved.get("replay"), saved.get("guard")
+    asked = {
+        "replay": replay_dir and {"path": str(Path(replay_dir).resolve()), "share": args.replay_share},
+        "guard-valid": guard_given and {"valid": [str(Path(p).resolve()) for p in guard_given]},
+    }
+    for name, record in (("replay", replay_record), ("guard-valid", guard_record)):
+        if asked[name] and (record is None or any(record.get(k) != v for k, v in asked[name].items())):
+            raise ConfigError(
+                f"--{name}: the run being resumed has {record or 'none'} ({args.out}/config.json); "
+                "resume it with the same option, or without it"
+            )
+    replay = guard = None
+    if replay_record:
+        replay = open_replay(replay_record["path"], replay_record["share"], data_dir=data_dir)
+    if guard_record:
+        guard = open_guard(guard_record["valid"], bleu_drop=guard_record["bleu_drop"], data_dir=data_dir)
+    return replay, guard
 
 
 def out_of_memory_message(error: Exception, cfg: TrainConfig, *, update: int | None) -> str:

@@ -25,7 +25,9 @@ from ..config import ModelConfig, TrainConfig, to_dict
 from ..data.batching import TokenBatchSampler
 from .distributed import Collectives
 from .finetune import InitFrom
+from .guard_valid import GuardSet, admits
 from .optim import Schedule
+from .replay import Replay, ReplaySampler
 from .run_dir import (
     RunDirError,
     RunLock,
@@ -47,10 +49,11 @@ class RunState:
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    sampler: TokenBatchSampler  # the data position (epoch, batch)
+    sampler: TokenBatchSampler | ReplaySampler  # the data position (epoch, batch)
     progress: Progress
     schedule: Schedule
     accum: int  # micro-batches per update (recorded)
+    guard_start: float | None = None  # --guard-valid: the guard BLEU of the model the run started from
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,15 @@ class Start:
     """How a run begins: ``resume`` RUN_DIR from its newest checkpoint (``fall_back``, --resume
     auto: from the newest that verifies, setting aside the damaged ones after it with a warning
     each); else a fresh start, with ``init``'s weights (and with its ``keep_optimizer`` its Adam
-    state) when given (--init, fine-tuning), the schedule and the update counter starting anew."""
+    state) when given (--init, fine-tuning), the schedule and the update counter starting anew.
+    A fine-tuning run may also replay general data (``replay``, nmt.train.replay) and guard what
+    its model knew (``guard``, nmt.train.guard_valid), started and resumed alike."""
 
     resume: bool = False
     fall_back: bool = False
     init: InitFrom | None = None
+    replay: Replay | None = None
+    guard: GuardSet | None = None
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,21 @@ class Resumed:
 
 
 def run_config(
-    model_cfg: ModelConfig, cfg: TrainConfig, *, meta: dict, data_dir: Path, init: dict | None
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    *,
+    meta: dict,
+    data_dir: Path,
+    init: dict | None,
+    adaptation: dict | None = None,
 ) -> dict:
     """A run's config.json (and every checkpoint's): its configurations, its data (meta.json and
-    where), and where --init's weights started (``init``, `finetune.InitFrom.record`)."""
+    where), where --init's weights started (``init``, `finetune.InitFrom.record`), and what a
+    fine-tuning run replays and guards (``adaptation``: "replay", "guard" records)."""
     config = {"model": to_dict(model_cfg), "train": to_dict(cfg), "data": meta, "data_dir": str(data_dir)}
     if init is not None:
         config["init"] = init
+    config.update(adaptation or {})
     return config
 
 
@@ -104,6 +119,8 @@ def trainer_state(
     }
     if unwritten_log:
         out["unwritten_log"] = unwritten_log
+    if state.guard_start is not None:
+        out["guard_start"] = state.guard_start
     return out
 
 
@@ -118,9 +135,11 @@ def restore(state: RunState, saved: dict, *, rank: int) -> tuple[Progress, dict[
         sampler_state["epoch"], sampler_state["position"] = saved["positions"][rank]
     unwritten = {str(k): [str(line) for line in v] for k, v in saved.get("unwritten_log", {}).items()}
     rng = saved["rng"][rank] if isinstance(saved["rng"], list) else saved["rng"]
+    guard_start = saved.get("guard_start")
     state.sampler.load_state_dict(sampler_state)
     state.schedule.load_dict(saved)
     set_rng_state(rng)
+    state.guard_start = None if guard_start is None else float(guard_start)
     return progress, unwritten
 
 
@@ -158,6 +177,7 @@ class Checkpoints:
     keep_last: int
     spm_model: Path  # copied into every checkpoint
     lock: RunLock | None = None
+    guard_drop: float | None = None  # --guard-bleu-drop: a best stays within it of the start's guard BLEU
 
     @property
     def is_main(self) -> bool:
@@ -202,13 +222,17 @@ class Checkpoints:
         the step checkpoints past keep_last. An interrupted validation is pending in the checkpoint:
         a resume does it first."""
         progress = state.progress
-        improved = self.score(progress, result, best_metric=best_metric, epoch=state.sampler.epoch)
+        admitted = self.guard(state, result)
+        improved = self.score(
+            progress, result, best_metric=best_metric, epoch=state.sampler.epoch, admitted=admitted
+        )
         shared = [
             progress.best,
             progress.best_metric,
             progress.best_step,
             progress.since_best,
             progress.validation_pending,
+            state.guard_start,
         ]
         self.coll.broadcast_objects(shared, what="sharing the validation's outcome")
         (
@@ -217,6 +241,7 @@ class Checkpoints:
             progress.best_step,
             progress.since_best,
             progress.validation_pending,
+            state.guard_start,
         ) = shared
         directory = self.save(state, config=config, rotate=False)
         if improved:
@@ -230,23 +255,43 @@ class Checkpoints:
             rotate_checkpoints(self.run_dir, keep_last=self.keep_last)
         return directory
 
-    def score(self, progress: Progress, result: dict | None, *, best_metric: str, epoch: int) -> bool:
+    def guard(self, state: RunState, result: dict | None) -> bool:
+        """Whether the guard (--guard-valid) admits a validation ``result`` as a best: its guard BLEU
+        within ``guard_drop`` of the start's (the first guard BLEU of the run, that of update 0,
+        kept in ``state.guard_start``). True without a guard."""
+        if result is None or "guard_bleu" not in result or self.guard_drop is None:
+            return True
+        if state.guard_start is None:
+            state.guard_start = result["guard_bleu"]
+        return admits(result["guard_bleu"], start=state.guard_start, bleu_drop=self.guard_drop)
+
+    def score(
+        self, progress: Progress, result: dict | None, *, best_metric: str, epoch: int, admitted: bool = True
+    ) -> bool:
         """Log a validation result (metrics.jsonl, train.log) and keep its ``best_metric`` score if it
         is the best so far (returned; `stopping.better`; the first score of a metric changed on
-        resume is); since_best counts the validations since the last best (train.patience)."""
+        resume is) and the guard ``admitted`` it; since_best counts the validations since the last
+        best (train.patience)."""
         if result is None:
             return False
         value = result["bleu"] if best_metric == "bleu" else result["loss"]
-        improved = progress.best_metric != best_metric or better(best_metric, value, progress.best)
+        better_here = progress.best_metric != best_metric or better(best_metric, value, progress.best)
+        improved = better_here and admitted
         if improved:
             progress.best, progress.best_metric, progress.best_step = value, best_metric, progress.update
         progress.since_best = 0 if improved else progress.since_best + 1
         self.logs.metric({"split": "valid", "update": progress.update, "epoch": epoch, **result})
+        refused = (
+            f" (better, but its guard BLEU is more than {self.guard_drop} below the start's: not the best)"
+            if better_here and not admitted
+            else ""
+        )
         self.logs.log(
-            "valid update {}: {}{}".format(
+            "valid update {}: {}{}{}".format(
                 progress.update,
                 ", ".join(f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, float)),
                 " (best)" if improved else "",
+                refused,
             )
         )
         return improved

@@ -1,7 +1,7 @@
 """A training run's data: the train segmentations (with BPE-dropout, K sampled copies), this rank's
-sampler over them (its state is the run's data position), the micro-batches across epochs, the
-accumulation count that gives an update about ``update_tokens`` target tokens (section 5.1), and the
-valid split."""
+sampler over them (its state is the run's data position; with --replay, general pairs drawn beside
+them: nmt.train.replay), the micro-batches across epochs, the accumulation count that gives an update
+about ``update_tokens`` target tokens (section 5.1), and the valid split."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..data.dataset import ParallelDataset
 from ..data.download import DataError
 from . import validation
 from .distributed import Collectives
+from .replay import Replay, ReplaySampler, replay_sampler
 from .stopping import epochs_done
 
 
@@ -37,36 +38,57 @@ def train_segmentations(data_dir: Path, meta: dict, *, bpe_dropout: bool) -> lis
 @dataclass
 class RunData:
     """The train segmentations and this rank's sampler over them; the valid split (None if not
-    prepared or empty: ``valid_empty``). Pairs come as the model learns them (`pair`)."""
+    prepared or empty: ``valid_empty``); with --replay, the general train split drawn from
+    (``general``). Pairs come as the model learns them (`pair`)."""
 
     train_sets: list[ParallelDataset]
-    sampler: TokenBatchSampler
+    sampler: TokenBatchSampler | ReplaySampler
     valid_set: ParallelDataset | None
     valid_empty: bool
     right_to_left: bool  # ModelConfig.right_to_left: targets reversed
+    general: ParallelDataset | None = None
 
     @classmethod
     def load(
-        cls, data_dir: Path, meta: dict, cfg: TrainConfig, *, coll: Collectives, right_to_left: bool
+        cls,
+        data_dir: Path,
+        meta: dict,
+        cfg: TrainConfig,
+        *,
+        coll: Collectives,
+        right_to_left: bool,
+        replay: Replay | None = None,
     ) -> "RunData":
         train_sets = train_segmentations(data_dir, meta, bpe_dropout=cfg.bpe_dropout)
         splits = meta.get("splits", {"valid": 1})
         valid_set = ParallelDataset.load(data_dir, "valid") if "valid" in splits else None
         valid_empty = valid_set is not None and len(valid_set) == 0
-        sampler = TokenBatchSampler(
-            src_lengths=[d.src_lengths for d in train_sets],
-            tgt_lengths=[d.tgt_lengths for d in train_sets],
-            max_tokens=cfg.max_tokens,
-            seed=cfg.seed,
-            num_replicas=coll.world,
-            rank=coll.rank,
-        )
+        general = None if replay is None else ParallelDataset.load(replay.directory, "train")
+        if general is not None:
+            sampler = replay_sampler(
+                train_sets,
+                general,
+                replay,
+                max_tokens=cfg.max_tokens,
+                seed=cfg.seed,
+                replicas=(coll.world, coll.rank),
+            )
+        else:
+            sampler = TokenBatchSampler(
+                src_lengths=[d.src_lengths for d in train_sets],
+                tgt_lengths=[d.tgt_lengths for d in train_sets],
+                max_tokens=cfg.max_tokens,
+                seed=cfg.seed,
+                num_replicas=coll.world,
+                rank=coll.rank,
+            )
         return cls(
             train_sets=train_sets,
             sampler=sampler,
             valid_set=None if valid_empty else valid_set,  # no pair to score (its loss would divide by 0)
             valid_empty=valid_empty,
             right_to_left=right_to_left,
+            general=general,
         )
 
     def accumulation_steps(self, cfg: TrainConfig, coll: Collectives) -> int:
@@ -76,7 +98,7 @@ class RunData:
         if cfg.accum_steps:
             return cfg.accum_steps
         batches = self.sampler.batches(0)
-        tgt = self.train_sets[0].tgt_lengths
+        tgt = self.sampler.target_lengths(0) if self.general is not None else self.train_sets[0].tgt_lengths
         tokens = sum(int(tgt[b].sum()) + len(b) for b in batches)  # target tokens incl. EOS
         tokens, n_batches = coll.sum([tokens, len(batches)], what="the accumulation count")
         mean_tokens = tokens / n_batches if n_batches else 1.0
@@ -107,6 +129,14 @@ class RunData:
             f"segmentations of train; epoch e trains on train.bpe{{(e mod {k}) + 1}}"
         )
 
+    def replay_note(self, replay: Replay) -> str:
+        """What the log says of the general pairs replayed (--replay)."""
+        return (
+            f"replay: {len(self.sampler.drawn(0))} pairs ({self.sampler.tokens} target tokens) of "
+            f"{replay.directory}'s train drawn in epoch 0 beside the {self.sampler.n_user} of the run's "
+            f"data: {replay.share:.0%} of the target tokens, a new draw every epoch"
+        )
+
     def micro_batches(self, cfg: TrainConfig):
         """The micro-batches of this rank across epochs (the sampler knows the position of the next),
         until max_epochs (`stopping.epochs_done`)."""
@@ -115,8 +145,16 @@ class RunData:
                 return
             train_set = self.train_sets[self.sampler.epoch % len(self.train_sets)]
             for indices in self.sampler:  # advances the sampler's position
-                yield collate([self.pair(train_set, i) for i in indices])
+                yield collate([self.pair(*self.locate(train_set, i)) for i in indices])
             self.sampler.set_epoch(self.sampler.epoch + 1)
+
+    def locate(self, train_set: ParallelDataset, i: int) -> tuple[ParallelDataset, int]:
+        """Where pair ``i`` of a batch of this epoch is: ``train_set``'s pair i, or (with --replay)
+        a general pair drawn for the epoch."""
+        if self.general is None:
+            return train_set, i
+        general, index = self.sampler.locate(i, self.sampler.epoch)
+        return (self.general, index) if general else (train_set, index)
 
     def pair(self, dataset: ParallelDataset, i: int, limit: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Pair ``i`` of ``dataset`` as the model learns it: (source, target) pieces, the target

@@ -34,9 +34,10 @@ from ..infer.options import SearchOptions
 from ..model import Transformer
 from ..parameter_counts import parameter_counts
 from ..precision import autocast, resolve_precision
-from ..vocab import PAD, UNK
+from ..vocab import PAD, UNK, load_spm
 from . import distributed, stopping, validation
 from .cpu_warning import cpu_warning, paper_sized
+from .guard_valid import guard_scores
 from .loss import fused_label_smoothed_nll_loss
 from .optim import Schedule, build_adam, set_lr
 from .run_checkpoints import Checkpoints, RunState, Start, run_config
@@ -83,6 +84,7 @@ class Trainer:
         except ValueError as e:
             raise ConfigError(f"train.{e}") from None
         self.show_bar = progress and self.is_main and sys.stderr.isatty()
+        self.replay, self.guard = start.replay, start.guard  # fine-tuning: general data replayed, guarded
         self._load_data()
         self._build_model()
         self.state = RunState(  # what a checkpoint holds
@@ -102,6 +104,7 @@ class Trainer:
             logs=self.logs,
             keep_last=train_cfg.keep_last,
             spm_model=data_dir / "spm.model",
+            guard_drop=None if self.guard is None else self.guard.bleu_drop,
         )
         self.preemption = distributed.Preemption()  # entered by run()
         self.stopped_by: str | None = None  # "SIGTERM" / "SIGINT" when a signal stopped the run
@@ -111,9 +114,19 @@ class Trainer:
     def _load_data(self) -> None:
         """The train and valid data (`run_data.RunData`), this rank's sampler, the accumulation count."""
         self.data = RunData.load(
-            self.data_dir, self.meta, self.cfg, coll=self.coll, right_to_left=self.model_cfg.right_to_left
+            self.data_dir,
+            self.meta,
+            self.cfg,
+            coll=self.coll,
+            right_to_left=self.model_cfg.right_to_left,
+            replay=self.replay,
         )
         self.sampler, self.valid_set = self.data.sampler, self.data.valid_set
+        if self.guard is not None and self.valid_set is None:
+            raise TrainError(
+                f"--guard-valid: {self.data_dir} has no valid pairs; the guard keeps the best valid "
+                "checkpoint of those that stay within it (prepare with --valid SRC TGT)"
+            )
         self.accum = self.data.accumulation_steps(self.cfg, self.coll)
 
     def _build_model(self) -> None:
@@ -163,6 +176,8 @@ class Trainer:
         if not self._ready():
             return {}
         self._announce()
+        if not self._validate_start():
+            return {}
         progress = self.progress
         stream, clock = self.data.micro_batches(self.cfg), stopping.Clock(progress.elapsed)
         bar = TrainBar(
@@ -223,6 +238,19 @@ class Trainer:
             return False
         return True
 
+    def _validate_start(self) -> bool:
+        """With a guard (--guard-valid), validate the model a run starts from (update 0) once: its
+        guard BLEU is the start the best checkpoint must stay near. False when a stop signal cut
+        that validation short (the checkpoint is written, its validation pending)."""
+        if self.guard is None or self.state.guard_start is not None or self.progress.update:
+            return True
+        self.logs.log("validating the model the run starts from (update 0): the guard's start")
+        self.validate_and_keep_best()
+        if self.progress.validation_pending:
+            self._stopped("preempted")
+            return False
+        return True
+
     def _announce(self) -> None:
         """What the run trains, on what, how (train.log), and its tensorboard."""
         cfg = self.cfg
@@ -238,6 +266,9 @@ class Trainer:
         )
         if len(self.data.train_sets) > 1:
             self.logs.log(self.data.segmentations_note(self.meta))
+        for note in (self.replay and self.data.replay_note(self.replay), self.guard and self.guard.note()):
+            if note:
+                self.logs.log(note)
 
     def _warn_on_cpu(self, seconds: float, *, tokens: int) -> None:
         """A paper-sized model on the CPU: the measured time of the first update, projected to the run."""
@@ -417,6 +448,18 @@ class Trainer:
                     amp_dtype=self.amp_dtype,
                 )
             )
+        if self.guard is not None:
+            out.update(
+                guard_scores(
+                    self.model,
+                    self.guard,
+                    SearchOptions(beam=self.cfg.valid_bleu_beam),
+                    sp=load_spm(self.data_dir),
+                    max_sentences=self.cfg.valid_bleu_max_sentences,
+                    device=self.device,
+                    amp_dtype=self.amp_dtype,
+                )
+            )
         return out
 
     def validate_and_keep_best(self) -> None:
@@ -460,8 +503,16 @@ class Trainer:
 
     def full_config(self) -> dict:
         """config.json: the model and train configurations, the data, where --init's weights started."""
+        adaptation = {
+            name: value.record() for name, value in (("replay", self.replay), ("guard", self.guard)) if value
+        }
         return run_config(
-            self.model_cfg, self.cfg, meta=self.meta, data_dir=self.data_dir, init=self.init_record
+            self.model_cfg,
+            self.cfg,
+            meta=self.meta,
+            data_dir=self.data_dir,
+            init=self.init_record,
+            adaptation=adaptation,
         )
 
     def _prepare_run_dir(self, start: Start) -> None:

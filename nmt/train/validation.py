@@ -86,15 +86,41 @@ def bleu_on_split(
     tgt_lang = data.meta.get("tgt_lang", "")
     n = len(data) if max_sentences <= 0 else min(max_sentences, len(data))
     refs = reference_lines(data_dir, split, n)
+    sources = [data[i][0].tolist() for i in range(n)]
+    return bleu_of_sources(
+        model,
+        sources,
+        refs,
+        sp=load_spm(data_dir),
+        options=options,
+        tgt_lang=tgt_lang,
+        device=device,
+        amp_dtype=amp_dtype,
+        batch_tokens=batch_tokens,
+    )
+
+
+def bleu_of_sources(
+    model,
+    sources: list[list[int]],
+    references: list[str],
+    *,
+    sp,
+    options: SearchOptions,
+    tgt_lang: str,
+    **search,
+) -> dict:
+    """sacreBLEU and chrF of the model's translations of ``sources`` (piece ids, no EOS) against
+    ``references``, decoded with the SentencePiece model ``sp``; ``search``: device, amp_dtype,
+    batch_tokens."""
     ids = translate_ids(
         model,
-        [data[i][0].tolist() for i in range(n)],
+        sources,
         options,
-        batch_tokens=batch_tokens,
-        device=device,
-        dtype=amp_dtype,
+        batch_tokens=search.get("batch_tokens", 2048),
+        device=search.get("device", "cpu"),
+        dtype=search.get("amp_dtype"),
     )
-    sp = load_spm(data_dir)
     hyps = [sp.decode(reading_order(model, h)) if h else "" for h in ids]
-    s = corpus_scores(hyps, [refs], tokenize="zh" if tgt_lang == "zh" else "13a")
+    s = corpus_scores(hyps, [references], tokenize="zh" if tgt_lang == "zh" else "13a")
     return {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature}
