@@ -59,8 +59,8 @@ recipe-parse-paper: $(VENV)/.installed  # PTB parsing with the paper's linearisa
 	NMT="$(PY) -m nmt" sh recipes/ptb-parse.sh runs/ptb-parse
 
 BASE ?= runs/multi30k-en-de/average
-recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de, against scratch
-	NMT="$(PY) -m nmt" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
+recipe-finetune: $(VENV)/.installed  # adapt a Multi30k model (BASE: make recipe's by default) to LibreOffice help en->de: plain, and with Multi30k replayed and guarded; against scratch
+	NMT="$(PY) -m nmt" PY="$(PY)" sh recipes/finetune-libreoffice-en-de.sh $(BASE) runs/finetune-libreoffice-en-de
 
 # The paper's Table 2 rows on GPUs (docs/gpu.md): torchrun on GPUS processes (default: every GPU torch sees),
 # ~25k target tokens per update whatever GPUS is; running the target again resumes the run

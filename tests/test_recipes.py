@@ -849,3 +849,71 @@ def test_demo_averages_the_last_5_checkpoints_or_all_a_slow_cpu_wrote(tmp_path, 
     [average] = [c for c in log.read_text().splitlines() if c.startswith("average ")]
     assert average.split()[2:4] == ["--last", str(averaged)]
     assert (f"only {written} checkpoints" in out) == (written < 5)
+
+
+FAKE_BLEU = {  # what the fake `nmt score` gives each test set and model of the fine-tuning recipe
+    "libreoffice.start": 1.0,
+    "libreoffice.adapted": 11.0,
+    "libreoffice.guarded": 10.5,
+    "libreoffice.scratch": 2.0,
+    "multi30k.start": 38.0,
+    "multi30k.adapted": 2.0,
+    "multi30k.guarded": 37.5,
+}
+
+
+@pytest.mark.parametrize("roundtrip", ["0", "1"])
+def test_finetune_recipe_adapts_plainly_and_with_replay_and_guard_and_writes_the_scores(tmp_path, roundtrip):
+    import gzip
+    import json
+
+    folder = tmp_path / "libreoffice_help" / "en-de"
+    folder.mkdir(parents=True)
+    for lang, line in (
+        ("en", 'Click <span class="emph">Save</span>.'),
+        ("de", 'Klicken Sie <span class="emph">Speichern</span>.'),
+    ):
+        (folder / f"train.tagged.{lang}.gz").write_bytes(gzip.compress(f"{line}\n{line}\n".encode()))
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "nmt"
+    cases = "".join(f"    *{k}.hyp*) b={v} ;;\n" for k, v in FAKE_BLEU.items())
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'if [ "$1" = translate ]; then\n'
+        '  prev=; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev=$a; done\nfi\n'
+        'if [ "$1" = score ]; then\n  case "$*" in\n' + cases + "  esac\n"
+        '  echo "{\\"bleu\\": $b, \\"chrf\\": 50.0}"\nfi\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    out = tmp_path / "o"
+    env = {k: v for k, v in os.environ.items() if k not in ("MINUTES", "TRAIN_ARGS", "SCRATCH", "TAGGED")}
+    env.update(NMT=str(fake), PY=sys.executable, NMT_DATA_DIR=str(tmp_path), ROUNDTRIP=roundtrip)
+    subprocess.run(
+        ["sh", str(ROOT / "recipes/finetune-libreoffice-en-de.sh"), "base", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    calls = log.read_text().splitlines()
+    start = f"{out}/start" if roundtrip == "1" else "base"
+    if roundtrip == "1":
+        assert calls[:2] == [f"export huggingface base {out}/hf", f"import huggingface {out}/hf {out}/start"]
+    prepare = [c for c in calls if c.startswith("prepare files")][0]
+    assert f"--spm-model {start} " in prepare and f"--train {out}/train.tagged.tmx " in prepare
+    assert (out / "train.tagged.tmx").read_text().count("<tu>") == 2
+    trains = [c for c in calls if c.startswith("train ")]
+    guarded = [c for c in trains if "/guarded/" in c][0]
+    assert f"--init {start} " in guarded
+    assert f"--replay {out}/m30k --replay-share 0.2 --guard-valid {out}/m30k --guard-bleu-drop 1.0" in guarded
+    assert not any("--replay" in c for c in trains if "/guarded/" not in c)
+    result = json.loads((out / "scores.json").read_text())
+    assert result["scores"]["guarded"] == {
+        "libreoffice": {"bleu": 10.5, "chrf": 50.0},
+        "multi30k": {"bleu": 37.5, "chrf": 50.0},
+    }
+    assert result["goal"]["libreoffice_gain_kept"] == 0.95 and result["goal"]["multi30k_bleu_lost"] == 0.5
+    assert result["goal"]["met"] and result["settings"]["START"] == start
+    translated = [c.split()[1] for c in calls if c.startswith("translate ")]
+    assert f"{out}/guarded/run/checkpoints/best" in translated and "multi30k.scratch" not in " ".join(calls)
