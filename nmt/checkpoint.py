@@ -81,8 +81,10 @@ def save(
     trainer_state: dict | None = None,
     optimizer_tensors: dict[str, torch.Tensor] | None = None,
     optimizer_meta: dict | None = None,
+    extra_files: dict[str, Path] | None = None,
 ) -> Path:
-    """Atomically write a checkpoint directory at ``directory`` (replacing one already there)."""
+    """Atomically write a checkpoint directory at ``directory`` (replacing one already there);
+    ``extra_files``: files copied in under the given names (an imported model's target_spm.model)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
@@ -91,6 +93,8 @@ def save(
         write_json(tmp / "config.json", config)
         if spm_model is not None:
             shutil.copyfile(spm_model, tmp / "spm.model")
+        for name, path in (extra_files or {}).items():
+            shutil.copyfile(path, tmp / name)
         if trainer_state is not None:
             write_json(tmp / "trainer_state.json", trainer_state)
         if optimizer_tensors is not None:

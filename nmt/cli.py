@@ -141,6 +141,7 @@ HELP = {
     "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
     "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
     "export": "export a checkpoint to CTranslate2, Hugging Face (MarianMTModel) or Argos Translate",
+    "import": "import a Hugging Face Marian (OPUS-MT), CTranslate2 or Argos Translate model as a checkpoint",
     "plot-attention": "heatmaps of every attention layer and head for one sentence",
     "serve": "HTTP API with dynamic batching and a web page (needs nmt[serve])",
     "score": "sacreBLEU BLEU and chrF (and opt-in paper-era tokenized BLEU)",
@@ -157,6 +158,7 @@ def commands() -> list[tuple[str, object, object]]:
     from .data import command as data
     from .experiments import command as experiments
     from .export import command as export
+    from .imports import command as imports
     from .infer import command as translate
     from .infer import plot_attention_command as plot_attention
     from .infer import shortlist_command as shortlist
@@ -176,6 +178,7 @@ def commands() -> list[tuple[str, object, object]]:
         ("tune-alpha", tune.add_tune_alpha_args, tune.run_tune_alpha),
         ("shortlist", shortlist.add_shortlist_args, shortlist.run_shortlist),
         ("export", export.add_export_args, export.run_export),
+        ("import", imports.add_import_args, imports.run_import),
         ("plot-attention", plot_attention.add_plot_attention_args, plot_attention.run_plot_attention),
         ("serve", serve.add_serve_args, serve.run_serve),
         ("score", add_score_args, run_score),

@@ -57,12 +57,21 @@ class ModelConfig:
     max_positions: int = 1024  # table size for positions (learned) / precomputed (sinusoidal)
     # --- beyond the paper; defaults are the paper's choices ---
     norm_position: Literal["post", "pre"] = "post"  # post: LayerNorm(x + Dropout(Sublayer(x)))
-    activation: Literal["relu", "gelu"] = "relu"  # FFN max(0, xW1+b1)W2+b2
+    activation: Literal["relu", "gelu", "silu"] = "relu"  # FFN max(0, xW1+b1)W2+b2; silu: Marian's swish
     attention_dropout: float = 0.0  # dropout on attention weights (not in the paper)
     activation_dropout: float = 0.0  # dropout after the FFN activation (not in the paper)
     share_embeddings: bool = True  # one matrix: source emb, target emb, pre-softmax (section 3.4)
     tie_output: bool = True  # pre-softmax projection = target embedding (section 3.4)
     layer_norm_eps: float = 1e-5
+    # section 3.4 multiplies the embeddings by sqrt(d_model); false: not scaled (a Marian model with
+    # scale_embedding false, imported by nmt.imports)
+    scale_embeddings: bool = True
+    # not in the paper: a bias added to the output logits (Marian's final_logits_bias, OpenNMT-py's
+    # generator bias; tied: decoder.output_bias, untied: the output projection's own bias)
+    output_bias: bool = False
+    # the source sentence ends with EOS (as `nmt prepare` writes it); false: the source is its pieces
+    # only (OpenNMT-py models, as Argos packages hold them; CTranslate2's add_source_eos)
+    source_eos: bool = True
     # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (the special ids have one source)
     # restricted self-attention (section 4, Table 1, "self-attention (restricted)"): encoder and
     # decoder self-attention see only keys within distance r of the query; None = full (the paper's models)
@@ -138,10 +147,10 @@ class ModelConfig:
             "must be 'post' (the paper) or 'pre'",
         )
         _check(
-            self.activation in ("relu", "gelu"),
+            self.activation in ("relu", "gelu", "silu"),
             "model.activation",
             self.activation,
-            "must be 'relu' (the paper) or 'gelu'",
+            "must be 'relu' (the paper) or 'gelu' (or 'silu', Marian's swish)",
         )
 
     def _check_combinations(self) -> None:

@@ -49,9 +49,13 @@ def sublayer_connection(x: Tensor, sublayer, norm: nn.LayerNorm, dropout: Dropou
 
 def feed_forward(x: Tensor, layer: EncoderLayer | DecoderLayer) -> Tensor:
     """Section 3.3, eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2 at every position, with the layer's
-    W1, b1 (``fc1``), W2, b2 (``fc2``), ReLU (or GELU: not the paper) and dropout on the activation
+    W1, b1 (``fc1``), W2, b2 (``fc2``), ReLU (or GELU, SiLU: not the paper) and dropout on the activation
     (0 in the paper). (B, T, D) -> (B, T, F) -> (B, T, D)."""
     return layer.fc2(layer.activation_dropout(layer.activation(layer.fc1(x))))
+
+
+# the feed-forward activation (eq. 2: ReLU); GELU and SiLU (Marian's swish, x sigmoid(x)) are not the paper's
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
 def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:
@@ -72,7 +76,7 @@ class EncoderLayer(nn.Module):
         self.self_attn, self.self_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
         # the feed-forward network (eq. 2); nmt.infer.packed may fuse a ReLU into fc1
         self.fc1, self.fc2 = nn.Linear(cfg.d_model, cfg.d_ff), nn.Linear(cfg.d_ff, cfg.d_model)
-        self.activation = F.relu if cfg.activation == "relu" else F.gelu
+        self.activation = ACTIVATIONS[cfg.activation]
         self.activation_dropout, self.final_layer_norm = Dropout(cfg.activation_dropout), layer_norm(cfg)
         self.dropout, self.pre = Dropout(cfg.dropout), cfg.norm_position == "pre"  # post-norm: the paper
 
@@ -96,7 +100,7 @@ class DecoderLayer(nn.Module):
         self.self_attn, self.self_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
         self.encoder_attn, self.encoder_attn_layer_norm = multihead_attention(cfg), layer_norm(cfg)
         self.fc1, self.fc2 = nn.Linear(cfg.d_model, cfg.d_ff), nn.Linear(cfg.d_ff, cfg.d_model)
-        self.activation = F.relu if cfg.activation == "relu" else F.gelu
+        self.activation = ACTIVATIONS[cfg.activation]
         self.activation_dropout, self.final_layer_norm = Dropout(cfg.activation_dropout), layer_norm(cfg)
         self.dropout, self.pre = Dropout(cfg.dropout), cfg.norm_position == "pre"  # post-norm: the paper
 
@@ -172,7 +176,7 @@ class Embedding(nn.Module):
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding):
         super().__init__()
         self.embed_tokens, self.embed_positions = embed_tokens, PositionalEncoding(cfg)
-        self.scale = math.sqrt(cfg.d_model)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         self.dropout = Dropout(cfg.dropout)
 
     def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
@@ -221,10 +225,12 @@ class Decoder(nn.Module):
         self.embed = Embedding(cfg, embed_tokens)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.layer_norm = layer_norm(cfg) if cfg.norm_position == "pre" else None
-        # tied (section 3.4): None, logits = x @ embed_tokens.weight^T
+        # tied (section 3.4): None, logits = x @ embed_tokens.weight^T (+ output_bias: not the paper)
         self.output_projection = (
-            None if cfg.tie_output else nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+            None if cfg.tie_output else nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
         )
+        tied_bias = cfg.output_bias and cfg.tie_output
+        self.output_bias = nn.Parameter(torch.zeros(cfg.tgt_vocab_size)) if tied_bias else None  # (W,)
 
     def empty_cache(self, memory: EncoderOut, capacity: int = 16) -> DecoderCache:
         """The cache before the first step: the memory's keys/values computed once per memory row
@@ -298,7 +304,9 @@ class Decoder(nn.Module):
         """(..., D) -> logits (..., W); ``projection``: an output layer used instead of the model's,
         (..., D) -> (..., W') (a vocabulary shortlist's rows, nmt.infer.shortlist)."""
         projection = self.output_projection if projection is None else projection  # a module: maybe int8
-        return F.linear(x, self.embed_tokens.weight) if projection is None else projection(x)  # (..., W)
+        if projection is None:  # tied
+            return F.linear(x, self.embed_tokens.weight, self.output_bias)  # (..., W)
+        return projection(x)  # (..., W)
 
 
 class Transformer(nn.Module):

@@ -124,7 +124,11 @@ def build_spec(model, vocab: list[str]):
             f"SentencePiece model has {len(vocab)} pieces, the model "
             f"{cfg.src_vocab_size}/{cfg.tgt_vocab_size}: separate vocabularies are not supported"
         )
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
+    activation = {
+        "relu": common_spec.Activation.RELU,
+        "gelu": common_spec.Activation.GELU,
+        "silu": common_spec.Activation.SWISH,
+    }[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.encoder_layers, cfg.decoder_layers),
         cfg.n_heads,
@@ -138,7 +142,10 @@ def build_spec(model, vocab: list[str]):
         _set_norm(spec.encoder.layer_norm, enc.layer_norm)
         _set_norm(spec.decoder.layer_norm, dec.layer_norm)
     out = dec.embed_tokens.weight if dec.output_projection is None else dec.output_projection.weight
-    spec.decoder.projection.weight = _array(out)  # no bias: logits = x W^T (tied: the embedding)
+    spec.decoder.projection.weight = _array(out)  # logits = x W^T (tied: the embedding)
+    bias = dec.output_bias if dec.output_projection is None else dec.output_projection.bias
+    if bias is not None:  # ModelConfig.output_bias (imported Marian and OpenNMT-py models)
+        spec.decoder.projection.bias = _array(bias)
     _set_vocabulary(spec, vocab, cfg)
     return spec
 
@@ -171,7 +178,7 @@ def _set_vocabulary(spec, vocab: list[str], cfg) -> None:
     spec.register_target_vocabulary(vocab)
     spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = "<s>", "</s>", "<unk>"
     spec.config.decoder_start_token = "<s>"  # nmt's decoder input starts with BOS
-    spec.config.add_source_eos = True
+    spec.config.add_source_eos = cfg.source_eos
     spec.config.add_source_bos = False
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
 
@@ -219,7 +226,7 @@ def _set_inputs(s, side) -> None:
 
     emb = s.embeddings[0] if isinstance(s.embeddings, list) else s.embeddings
     emb.weight = _array(side.embed_tokens.weight)
-    s.scale_embeddings = True  # x * sqrt(d_model) (section 3.4)
+    s.scale_embeddings = side.embed.scale != 1.0  # x * sqrt(d_model) (section 3.4)
     s.position_encodings.encodings = np.ascontiguousarray(_array(side.embed.embed_positions.weight))
 
 

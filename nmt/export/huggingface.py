@@ -57,6 +57,8 @@ def permuted_state(model, perm: torch.Tensor) -> dict[str, torch.Tensor]:
         t = t.detach().float().cpu()
         if name.endswith("embed_positions.weight"):
             continue  # Marian builds the same table itself, in [sin | cos] layout
+        if name == "decoder.output_bias":
+            continue  # final_logits_bias (to_marian): indexed by token, not by the model dimension
         if name.endswith("embed_tokens.weight"):  # one shared table (checked by to_marian)
             out["model.shared.weight"] = t[:, perm]  # (W, D): columns are the model dimension
             continue
@@ -90,7 +92,7 @@ def marian_config(cfg):
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
-        scale_embedding=True,
+        scale_embedding=cfg.scale_embeddings,
         share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
         pad_token_id=PAD,
@@ -121,6 +123,8 @@ def to_marian(model):
     check_head_size(cfg, "HF Marian")
     check_left_to_right(cfg, "HF Marian")
     check_full_attention(cfg, "HF Marian")
+    if not cfg.source_eos:
+        raise ExportError("HF Marian appends EOS to the source; the model was trained without it")
     if cfg.norm_position != "post" or cfg.positional != "sinusoidal":
         raise ExportError(
             f"HF Marian is post-norm with sinusoidal positions (model has norm_position="
@@ -131,7 +135,10 @@ def to_marian(model):
     marian = transformers.MarianMTModel(marian_config(cfg)).eval()
     marian.generation_config = generation_config(cfg)
     state = permuted_state(model, halves_permutation(cfg.d_model))
-    state["final_logits_bias"] = torch.zeros(1, cfg.tgt_vocab_size)
+    bias = model.decoder.output_bias  # ModelConfig.output_bias (an imported Marian model's)
+    state["final_logits_bias"] = (
+        torch.zeros(1, cfg.tgt_vocab_size) if bias is None else bias.detach().float().cpu()[None]
+    )
     missing, unexpected = marian.load_state_dict(state, strict=False)
     missing = [
         m

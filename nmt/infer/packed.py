@@ -128,5 +128,7 @@ def pack_linears(model: nn.Module) -> nn.Module:
     fuse_projections(model, packed_fusion)  # one product for q, k, v (or k, v)
     decoder = getattr(model, "decoder", None)
     if decoder is not None and getattr(decoder, "output_projection", 1) is None:
-        decoder.output_projection = PackedLinear(decoder.embed_tokens.weight, None)  # tied: same matrix
+        # tied: the same matrix (and the output bias of a model that has one)
+        bias = getattr(decoder, "output_bias", None)
+        decoder.output_projection = PackedLinear(decoder.embed_tokens.weight, bias)
     return model

@@ -55,8 +55,11 @@ def quantize_int8(model: Transformer) -> Transformer:
     decoder = model.decoder
     if decoder.output_projection is None:  # tied: an untied float32 copy of the table, quantized below
         weight = decoder.embed_tokens.weight  # (W, D)
-        decoder.output_projection = nn.Linear(weight.size(1), weight.size(0), bias=False)
+        bias = getattr(decoder, "output_bias", None)  # (W,) or None
+        decoder.output_projection = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
         decoder.output_projection.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+        if bias is not None:
+            decoder.output_projection.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
     fuse_projections(model, FusedLinear)  # one product for q, k, v (or k, v)
     # torch 2.13 marks torch.ao eager quantization deprecated (in favour of the separate torchao
     # package) but ships and runs it; its warnings are not the user's concern here

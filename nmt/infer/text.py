@@ -28,10 +28,11 @@ from .results import TranslateError, Translation, check_strings
 from .search import reading_order
 
 
-def add_eos(pieces: list[int], max_positions: int) -> tuple[list[int], bool]:
-    """pieces + [EOS], cut to ``max_positions`` tokens; returns (tokens, was_truncated)."""
+def add_eos(pieces: list[int], max_positions: int, *, eos: bool = True) -> tuple[list[int], bool]:
+    """pieces + [EOS], cut to ``max_positions`` tokens; returns (tokens, was_truncated). ``eos``
+    false (ModelConfig.source_eos, a model trained without it): the pieces alone, cut alike."""
     cut = len(pieces) > max_positions - 1
-    return list(pieces[: max_positions - 1]) + [EOS], cut
+    return list(pieces[: max_positions - 1]) + ([EOS] if eos else []), cut
 
 
 def truncation_message(index: int, n_pieces: int, limit: int) -> str:
@@ -123,7 +124,7 @@ class TextTranslator:
             if not text:
                 sources.append([])
                 continue
-            tokens, cut = add_eos(ids, self.model.cfg.max_positions)
+            tokens, cut = add_eos(ids, self.model.cfg.max_positions, eos=self.model.cfg.source_eos)
             sources.append(tokens)
             if cut:
                 truncated.append((i, len(ids)))

@@ -212,7 +212,10 @@ def translate_ids(
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
     gives []. ``options``: how to search (alpha None: beam 1 is greedy). ``allowed_tokens``: beam_search's.
     The model is put in eval mode and restored."""
-    sources = [add_eos(ids, model.cfg.max_positions)[0] if len(ids) else [] for ids in src_id_lists]
+    sources = [
+        add_eos(ids, model.cfg.max_positions, eos=model.cfg.source_eos)[0] if len(ids) else []
+        for ids in src_id_lists
+    ]
     was_training = model.training
     model.eval()
     try:

@@ -93,8 +93,10 @@ def restricted_projection(decoder, rows: Tensor) -> nn.Module:
     from .packed import PackedLinear
 
     proj = decoder.output_projection
-    if proj is None:  # tied, not packed: the embedding matrix (section 3.4)
-        return RowLinear(decoder.embed_tokens.weight.detach().index_select(0, rows))
+    if proj is None:  # tied, not packed: the embedding matrix (section 3.4) and the output bias if any
+        bias = getattr(decoder, "output_bias", None)
+        bias = None if bias is None else bias.detach().index_select(0, rows)
+        return RowLinear(decoder.embed_tokens.weight.detach().index_select(0, rows), bias)
     if isinstance(proj, PackedLinear):
         bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
         return PackedLinear(proj.weight.detach().index_select(0, rows), bias)
@@ -144,8 +146,9 @@ def output_rows(decoder, ids: Tensor) -> tuple[Tensor, Tensor | None]:
     (..., D) and bias (...) or None; an int8 layer's rows dequantized (their int8 values times
     their scales), a packed or tied one's copied."""
     proj = decoder.output_projection
-    if proj is None:  # tied: the embedding matrix (section 3.4)
-        return decoder.embed_tokens.weight.detach()[ids], None
+    if proj is None:  # tied: the embedding matrix (section 3.4) and the output bias if any
+        bias = getattr(decoder, "output_bias", None)
+        return decoder.embed_tokens.weight.detach()[ids], None if bias is None else bias.detach()[ids]
     if hasattr(proj, "_weight_bias"):  # torch.ao dynamic int8 Linear
         weight, bias = proj._weight_bias()  # (W, D) qint8 per channel, (W,) float or None
         scale = weight.q_per_channel_scales().float()[ids]  # (...)
