@@ -124,7 +124,8 @@ class TextTranslator:
             if not text:
                 sources.append([])
                 continue
-            tokens, cut = add_eos(ids, self.model.cfg.max_positions, eos=self.model.cfg.source_eos)
+            eos = getattr(self.model.cfg, "source_eos", True)  # a stand-in model's cfg may lack it
+            tokens, cut = add_eos(ids, self.model.cfg.max_positions, eos=eos)
             sources.append(tokens)
             if cut:
                 truncated.append((i, len(ids)))

@@ -212,10 +212,8 @@ def translate_ids(
     `nmt prepare`); too-long sources are truncated to the model's positions, an empty source
     gives []. ``options``: how to search (alpha None: beam 1 is greedy). ``allowed_tokens``: beam_search's.
     The model is put in eval mode and restored."""
-    sources = [
-        add_eos(ids, model.cfg.max_positions, eos=model.cfg.source_eos)[0] if len(ids) else []
-        for ids in src_id_lists
-    ]
+    eos = getattr(model.cfg, "source_eos", True)  # a stand-in model's cfg may lack it
+    sources = [add_eos(ids, model.cfg.max_positions, eos=eos)[0] if len(ids) else [] for ids in src_id_lists]
     was_training = model.training
     model.eval()
     try:
