@@ -65,13 +65,13 @@ class ModelConfig:
     layer_norm_eps: float = 1e-5
     # section 3.4 multiplies the embeddings by sqrt(d_model); false: not scaled (a Marian model with
     # scale_embedding false, imported by nmt.imports)
-    scale_embeddings: bool = True
+    scale_embeddings: bool = True  # x sqrt(d_model) (section 3.4); false: not scaled (some Marian models)
     # not in the paper: a bias added to the output logits (Marian's final_logits_bias, OpenNMT-py's
     # generator bias; tied: decoder.output_bias, untied: the output projection's own bias)
-    output_bias: bool = False
+    output_bias: bool = False  # a bias on the output logits (Marian, OpenNMT-py)
     # the source sentence ends with EOS (as `nmt prepare` writes it); false: the source is its pieces
     # only (OpenNMT-py models, as Argos packages hold them; CTranslate2's add_source_eos)
-    source_eos: bool = True
+    source_eos: bool = True  # sources end with EOS; false: OpenNMT-py / Argos models
     # no pad_id: padding is nmt.vocab.PAD, the id `nmt prepare` writes (the special ids have one source)
     # restricted self-attention (section 4, Table 1, "self-attention (restricted)"): encoder and
     # decoder self-attention see only keys within distance r of the query; None = full (the paper's models)
