@@ -71,7 +71,7 @@ from nmt.realtext.pipeline import TranslationRequest, align_results, translate_r
 from nmt.realtext.scan import TAG_KIND, TEXT, scan  # noqa: E402
 from nmt.realtext.segment import split_text  # noqa: E402
 
-PLAIN = TextOptions(split=False, recase=False, max_words=0)  # each line one sentence, as given
+PLAIN = TextOptions(split=False, recase=False, max_words=0, protect=False)  # each line one sentence, as given
 
 
 def translate_text(translator, texts, *, options: TextOptions, **search):

@@ -139,6 +139,7 @@ HELP = {
     "distill": "train a fast student on a teacher's translations (knowledge distillation), resumable",
     "translate": "translate raw text with a checkpoint (beam search, section 6.1)",
     "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
+    "calibrate": "fit a checkpoint's confidences on a validation set (confidence.json)",
     "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
     "export": "export a checkpoint to CTranslate2, Hugging Face (MarianMTModel) or Argos Translate",
     "import": "import a Hugging Face Marian (OPUS-MT), CTranslate2 or Argos Translate model as a checkpoint",
@@ -162,6 +163,7 @@ def commands() -> list[tuple[str, object, object]]:
     from .infer import command as translate
     from .infer import plot_attention_command as plot_attention
     from .infer import shortlist_command as shortlist
+    from .infer import calibrate_command as calibrate
     from .infer import tune_command as tune
     from .serve import command as serve
     from .train import command as train
@@ -176,6 +178,7 @@ def commands() -> list[tuple[str, object, object]]:
         ("distill", distill.add_distill_args, distill.run_distill),
         ("translate", translate.add_translate_args, translate.run_translate),
         ("tune-alpha", tune.add_tune_alpha_args, tune.run_tune_alpha),
+        ("calibrate", calibrate.add_calibrate_args, calibrate.run_calibrate),
         ("shortlist", shortlist.add_shortlist_args, shortlist.run_shortlist),
         ("export", export.add_export_args, export.run_export),
         ("import", imports.add_import_args, imports.run_import),

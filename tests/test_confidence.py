@@ -163,13 +163,6 @@ def test_isotonic_map_interpolates_between_blocks_and_is_flat_beyond_the_ends():
     assert iso(100.0) == 4.0 and iso(3.0) == 4.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Isotonic.fit sorts (x, y) pairs, so points of equal score fall into different blocks "
-    "(ties ordered by y, no violation) and the map gives one score several values' worth: "
-    "x = [0, 0, 1, 1], y = [0, 1, 0, 1] maps 0 -> 0 and 1 -> 1 where both scores held chrF 0.5 "
-    "(sklearn's IsotonicRegression averages tied x first)",
-)
 def test_isotonic_fit_gives_equal_scores_one_value():
     iso = Isotonic.fit([0, 0, 1, 1], [0, 1, 0, 1])
     assert iso(0) == pytest.approx(0.5) and iso(1) == pytest.approx(0.5)
@@ -227,12 +220,6 @@ def test_a_corrupt_confidence_json_is_a_calibration_error_naming_the_file(tmp_pa
     assert isinstance(e.value, UserError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Calibration.load accepts a sentence map whose xs and ys differ in length, or are empty: "
-    "the file loads as calibrated, then a ragged map reads the wrong ys and an empty one raises "
-    "IndexError at the first confidence, instead of a CalibrationError naming the file",
-)
 @pytest.mark.parametrize(
     "iso", [{"xs": [0.0, 1.0], "ys": [0.5]}, {"xs": [], "ys": []}], ids=["ragged", "empty"]
 )

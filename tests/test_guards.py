@@ -98,12 +98,6 @@ def test_numbers_names_and_short_sources_are_not_copies():
     assert not copies(SOURCE, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="copies() returns True for an output equal to the source before it sets digits aside: "
-    "a line of numbers ('2017 2018 2019 2020'), which any translation keeps as is, is flagged "
-    "'copy' and searched again, and the flag stays",
-)
 def test_a_line_of_numbers_kept_as_it_is_is_not_a_copy():
     numbers = "2017 2018 2019 2020".split()
     assert not copies(numbers, list(numbers))

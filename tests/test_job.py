@@ -9,7 +9,7 @@ from nmt.infer.results import TranslateError
 from nmt.infer.text import SourceWords
 from nmt.realtext.job import TextJob, TextOptions, UnitOutput
 
-PLAIN = TextOptions(split=False, recase=False, max_words=0)  # a line at a time, as given
+PLAIN = TextOptions(split=False, recase=False, max_words=0, protect=False)  # a line at a time, as given
 
 
 def test_every_sentence_of_a_paragraph_is_translated_and_the_spacing_kept():
@@ -161,7 +161,19 @@ def test_per_line_options_translate_each_line_as_given(tiny_checkpoint, tmp_path
     src = tmp_path / "in"
     src.write_text("\n".join(lines) + "\n")
     search = ["--max-len-b", "3", "--beam", "2", "--quiet", "--precision", "fp32", "-i", str(src)]
-    assert run(str(tiny_checkpoint), *search, "--no-split", "--no-recase", "--max-words", "0") == 0
+    assert (
+        run(
+            str(tiny_checkpoint),
+            *search,
+            "--no-split",
+            "--no-recase",
+            "--max-words",
+            "0",
+            "--no-protect",
+            "--no-guards",
+        )
+        == 0
+    )
     plain = capsys.readouterr().out.splitlines()
     translator = Translator.load(tiny_checkpoint, precision="fp32")
     assert plain == translator.translate_sentences(lines, beam=2, max_len_b=3)

@@ -14,6 +14,8 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from fastapi.testclient import TestClient  # noqa: E402
 from serve_fixtures import SENTENCES, Server, hold_worker, make_app, stepped  # noqa: E402
 
+from nmt.infer.options import SearchOptions  # noqa: E402
+from nmt.realtext.pipeline import TranslationRequest  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.command import add_serve_args, build_models  # noqa: E402
 
@@ -67,18 +69,20 @@ def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_ans
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    best = run_dir_translator.translate_nbest(SENTENCES[:3], beam=4, alpha=0.6, nbest=2)
-    assert body["translatedText"] == [best[0][0].text, f"  {best[1][0].text}\n\n{best[2][0].text} ", "   "]
-    assert body["alternatives"][0] == [best[0][1].text] and body["alternatives"][2] == []
+    request = TranslationRequest(lines, search=SearchOptions(beam=4, alpha=0.6, nbest=2))
+    ours = run_dir_translator.translate_request(request)  # the pipeline every door runs
+    assert body["translatedText"] == [t.text for t in ours]
+    assert body["alternatives"][0] == [a.text for a in ours[0].nbest[1:]] and body["alternatives"][2] == []
+    assert body["confidence"][:2] == [pytest.approx(t.confidence, abs=1e-4) for t in ours[:2]]
     assert body["detectedLanguage"] == [{"confidence": 100.0, "language": "en"}] * 3
     form = libretranslate_client.post(
         f"{BASE}/translate", data={"q": SENTENCES[0], "source": "en", "target": "de"}
     )
-    assert form.json() == {"translatedText": best[0][0].text}
+    assert form.json()["translatedText"] == ours[0].text
     multipart = libretranslate_client.post(
         f"{BASE}/translate", files={"q": (None, SENTENCES[0]), "source": (None, "en"), "target": (None, "de")}
     )
-    assert multipart.json() == {"translatedText": best[0][0].text}
+    assert multipart.json()["translatedText"] == ours[0].text
 
 
 @pytest.mark.parametrize(
@@ -94,13 +98,12 @@ def test_a_list_lines_alternatives_and_auto_are_translated_as_libretranslate_ans
 def test_text_and_html_are_translated_as_nmts_own_api_translates_real_text(libretranslate_client, fmt, q):
     """Sentences split, ALL CAPS recased, inline tags placed around the aligned words: what
     POST /translate does with format text or html (nmt.serve.real_text)."""
-    ours = libretranslate_client.post("/translate", json={"text": q, "format": fmt}).json()["translations"][
-        0
-    ]["text"]
+    ours = libretranslate_client.post("/translate", json={"text": q, "format": fmt}).json()["translations"][0]
     r = libretranslate_client.post(
         f"{BASE}/translate", json={"q": q, "source": "en", "target": "de", "format": fmt}
     )
-    assert r.json() == {"translatedText": ours}
+    assert r.json() == {"translatedText": ours["text"], "confidence": ours["confidence"]}
+    ours = ours["text"]
     if fmt == "html":
         assert ours.count("<b>") == ours.count("</b>") == 1 and ours.startswith("<p>") and "<li>" in ours
 
@@ -113,7 +116,11 @@ def test_alternatives_in_html_go_through_the_same_projection_and_keep_every_tag_
     r = libretranslate_client.post(f"{BASE}/translate", json=body)
     ours = libretranslate_client.post("/translate", json={"text": q, "format": "html", "nbest": 2})
     nbest = [a["text"] for a in ours.json()["translations"][0]["nbest"]]
-    assert r.json() == {"translatedText": nbest[0], "alternatives": nbest[1:]}
+    assert r.json() == {
+        "translatedText": nbest[0],
+        "alternatives": nbest[1:],
+        "confidence": ours.json()["translations"][0]["confidence"],
+    }
     for text in nbest:  # the attribute's > and entity are markup, never translated text
         assert '<a title="x>&quot; y">' in text and text.count("</a>") == 1
         assert text.startswith("<p>") and "<!-- a cat -->" in text and text.count("<b>") == 1

@@ -118,6 +118,7 @@ def test_translate_mbr_cli_and_api(tiny_checkpoint, tmp_path):
             "--max-len-b",
             "6",
             "--quiet",
+            "--no-guards",
             "--precision",
             "fp32",  # as the Translator above: `auto` is bf16 on CPUs with AMX/AVX512-BF16
         )

@@ -232,6 +232,7 @@ def test_rerank_picks_the_combined_best(tiny_checkpoint, r2l, tmp_path):
             "--max-len-b",
             "6",
             "--quiet",
+            "--no-guards",
             "--precision",
             "fp32",
         )
@@ -258,6 +259,7 @@ def test_rerank_picks_the_combined_best(tiny_checkpoint, r2l, tmp_path):
             "--max-len-b",
             "6",
             "--quiet",
+            "--no-guards",
             "--precision",
             "fp32",
         )

@@ -8,17 +8,29 @@ import json
 
 import pytest
 
+from nmt.realtext.quality import QualityOptions
+
 pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
 from serve_fixtures import SENTENCES, make_app  # noqa: E402
 
 from nmt.serve.app import Limits  # noqa: E402
 
+RAW = QualityOptions(guards=False)  # the search's output as it is (no retry of flagged sentences)
+
 
 def test_translate_matches_translator_in_input_order(serve_client, run_dir_translator):
     expected = run_dir_translator.translate_nbest(SENTENCES, beam=4, alpha=0.6, nbest=2)
     r = serve_client.post(
-        "/translate", json={"model": "tiny", "text": SENTENCES, "nbest": 2, "alignment": True}
+        "/translate",
+        json={
+            "model": "tiny",
+            "text": SENTENCES,
+            "nbest": 2,
+            "alignment": True,
+            "guards": False,
+            "protect": False,
+        },
     )
     assert r.status_code == 200
     out = r.json()["translations"]
@@ -34,12 +46,18 @@ def test_translate_matches_translator_in_input_order(serve_client, run_dir_trans
         "score": 0.0,
         "nbest": [{"text": "", "score": 0.0, "alignment": []}],
         "alignment": [],
+        "confidence": None,
+        "flags": [],
+        "restored": [],
+        "words": [],
     }
     # one string, greedy, default model; alpha defaults to 0 for beam 1
-    r = serve_client.post("/translate", json={"text": SENTENCES[0], "beam": 1})
+    r = serve_client.post("/translate", json={"text": SENTENCES[0], "beam": 1, "guards": False})
     assert (
         r.json()["translations"][0]["text"]
-        == run_dir_translator.translate([SENTENCES[0]], beam=1, alpha=0.0)[0]
+        == run_dir_translator.translate(
+            [SENTENCES[0]], beam=1, alpha=0.0, quality=QualityOptions(guards=False)
+        )[0]
     )
     assert serve_client.post("/translate", json={"text": []}).json() == {"model": "tiny", "translations": []}
 
@@ -52,12 +70,14 @@ def test_translate_mbr_is_the_translators_mbr_choice(serve_client, run_dir_trans
 
     # max_words 0: the 12-word sentence is longer than any of the tiny model's training sentences,
     # which real-text handling would cut into parts; here each sentence is translated whole
-    body = {"text": SENTENCES, "beam": 5, "mbr": True, "max_words": 0}
+    body = {"text": SENTENCES, "beam": 5, "mbr": True, "max_words": 0, "guards": False}
     r = serve_client.post("/translate", json=body)
     assert r.status_code == 200
     out = r.json()["translations"]
     whole = TextOptions(max_words=0)
-    assert [t["text"] for t in out] == run_dir_translator.translate(SENTENCES, beam=5, mbr=MBR(), text=whole)
+    assert [t["text"] for t in out] == run_dir_translator.translate(
+        SENTENCES, beam=5, mbr=MBR(), text=whole, quality=RAW
+    )
     assert all(len(t["nbest"]) == 1 for t in out)
     nbest = run_dir_translator.translate_nbest(SENTENCES, beam=5, nbest=5)  # the choice is one of the n-best
     assert all(t["text"] in [h.text for h in hyps] for t, hyps in zip(out, nbest))

@@ -41,7 +41,7 @@ def test_texts_are_translated_as_translate_text_does(real_text_client, run_dir_t
 def test_split_recase_and_max_words_off_give_the_plain_translation(real_text_client, run_dir_translator):
     body = {"text": TEXTS, "split": False, "recase": False, "max_words": 0}
     r = real_text_client.post("/translate", json=body)
-    plain = TextOptions(split=False, recase=False, max_words=0)  # each line as one sentence
+    plain = TextOptions(split=False, recase=False, max_words=0, protect=False)  # each line as one sentence
     assert [t["text"] for t in r.json()["translations"]] == run_dir_translator.translate(TEXTS, text=plain)
     lines = ["der hund. DIE KATZE SPRINGT.", "", "Der Rote Hund Springt."]
     assert run_dir_translator.translate(lines, text=plain) == run_dir_translator.translate_sentences(lines)

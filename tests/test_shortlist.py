@@ -26,6 +26,7 @@ from nmt.infer.shortlist import (
     vmap_text,
 )
 from nmt.infer.translate import BatchedSearch, TranslateError, Translator
+from nmt.realtext.quality import QualityOptions
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +329,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8"))
     )
     nmt = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
-        lines, beam=1
+        lines, beam=1, quality=QualityOptions(guards=False)
     )
     ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
     assert ct2.translate_sentences(lines, beam=1) == nmt
@@ -339,7 +340,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))  # a checkpoint: exported with its map
     assert (
         Translator.load(trained_tiny_run, engine="ctranslate2", precision="fp32", shortlist=path).translate(
-            lines, beam=1
+            lines, beam=1, quality=QualityOptions(guards=False)
         )
         == nmt
     )

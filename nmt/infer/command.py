@@ -19,7 +19,14 @@ import torch
 from ..checkpoint import CheckpointError
 from ..export.ctranslate2 import ExportError
 from ..precision import resolve_precision
-from ..realtext.command import add_real_text_args, run_request, text_options, translate_file
+from ..realtext.command import (
+    add_real_text_args,
+    quality_options,
+    run_request,
+    text_options,
+    translate_file,
+    write_quality,
+)
 from ..realtext.document import document_kind
 from ..realtext.glossary import read_glossary
 from ..realtext.pipeline import TextTranslation, TranslationRequest
@@ -175,18 +182,8 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     document = document_kind(args.input) is not None
     if document:
         check_document_args(args)
-    lines, prefix, constraints = ([], None, None) if document else read_translate_inputs(args)
-    request = TranslationRequest(
-        lines,
-        text=text_options(args),
-        search=search_options,
-        target_lang=args.target_lang,
-        alignment=args.alignment,
-        mbr=mbr,
-        prefix=prefix,
-        constraints=constraints,
-        glossary=None if args.glossary is None else read_glossary(args.glossary),
-    )
+    inputs = ([], None, None) if document else read_translate_inputs(args)
+    request = translation_request(args, search_options, mbr, inputs)
     rerank = load_rerank(args, args.rerank_weight)
     if rerank is not None:
         request = replace(request, rerank=rerank)
@@ -194,14 +191,40 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if document:
         translate_file(args, translator, request)
         return 0
-    out = output_lines(args, run_request(args, translator, request), plain=request.sentence_level)
+    done = run_request(args, translator, request)
+    out = output_lines(args, done, plain=request.sentence_level)
     text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.flush()
     else:
         write_output(args.output, text)
+    if args.quality:
+        write_quality(args.quality, done)
     return 0
+
+
+def translation_request(
+    args: argparse.Namespace,
+    search: SearchOptions,
+    mbr: MBR | None,
+    inputs: tuple[list[str], list[str] | None, list[list[str]] | None],
+) -> TranslationRequest:
+    """The request of `nmt translate`'s arguments for ``inputs`` (read_translate_inputs: the lines,
+    their prefixes and constraints), without --rerank's models (load_rerank)."""
+    lines, prefix, constraints = inputs
+    return TranslationRequest(
+        lines,
+        text=text_options(args),
+        search=search,
+        target_lang=args.target_lang,
+        alignment=args.alignment,
+        mbr=mbr,
+        prefix=prefix,
+        constraints=constraints,
+        glossary=None if args.glossary is None else read_glossary(args.glossary),
+        quality=quality_options(args),
+    )
 
 
 def check_document_args(args: argparse.Namespace) -> None:
@@ -275,17 +298,22 @@ def read_translate_inputs(
             )
     constraints = None
     if args.constraints is not None:
-        if args.sampling or prefix is not None or args.shortlist is not None or args.engine != "torch":
-            raise TranslateError(
-                "--constraints: the torch engine's beam search over the full vocabulary (not with "
-                "--sampling, --prefix-file, --shortlist or --engine ctranslate2)"
-            )
+        check_constraints_args(args)
         constraints = [line.split("\t") for line in read_text_lines(args.constraints, errors=args.errors)]
         if len(constraints) != len(lines):
             raise TranslateError(
                 f"{args.constraints}: {len(constraints)} constraint lines for {len(lines)} input lines"
             )
     return lines, prefix, constraints
+
+
+def check_constraints_args(args: argparse.Namespace) -> None:
+    """TranslateError for --constraints with an option its search does not go with."""
+    if args.sampling or args.prefix_file is not None or args.shortlist is not None or args.engine != "torch":
+        raise TranslateError(
+            "--constraints: the torch engine's beam search over the full vocabulary (not with "
+            "--sampling, --prefix-file, --shortlist or --engine ctranslate2)"
+        )
 
 
 def translator_from_args(args: argparse.Namespace) -> TextTranslator:
@@ -318,10 +346,13 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
     return translator
 
 
-def output_lines(args: argparse.Namespace, results: list[TextTranslation], *, plain: bool) -> list[str]:
+def output_lines(
+    args: argparse.Namespace, results: list[TextTranslation], *, plain: bool, first: int = 1
+) -> list[str]:
     """One line per output: its text (a real text's line breaks made spaces), or
-    'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1; --alignment appends '<TAB>s-t ...'
-    (nmt.infer.attention_maps: last layer, heads averaged, 0-based piece indices)."""
+    'LINE<TAB>SCORE<TAB>TEXT' with --nbest K > 1 (LINE counted from ``first``: a shard's first line's
+    number in its job); --alignment appends '<TAB>s-t ...' (nmt.infer.attention_maps: last layer,
+    heads averaged, 0-based piece indices)."""
 
     def line(text: str) -> str:
         return text if plain else re.sub(r"[\r\n]+", " ", text).strip()
@@ -331,7 +362,7 @@ def output_lines(args: argparse.Namespace, results: list[TextTranslation], *, pl
     else:
         out = [
             (f"{n}\t{t.score:.4f}\t{line(t.text)}", t.alignment)
-            for n, r in enumerate(results, start=1)
+            for n, r in enumerate(results, start=first)
             for t in r.nbest
         ]
     if args.alignment:

@@ -32,6 +32,7 @@ from ..config import ModelConfig, from_dict
 from ..data.batching import make_batches
 from ..export.ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
 from ..vocab import UNK, load_spm
+from .confidence import calibration_of
 from .options import SearchOptions, with_fields
 from .results import TranslateError, Translation
 from .search import length_penalty
@@ -179,6 +180,7 @@ class CTranslate2Translator(TextTranslator):
         sp = load_checkpoint_spm(model.directory)
         translator = cls(model, sp, device=device or "cpu", shortlist=shortlist)
         translator.data = training_data(checkpoint)
+        translator.calibration = calibration_of(checkpoint)
         translator.source_words = source_words(translator.data)
         return translator
 
@@ -224,6 +226,22 @@ class CTranslate2Translator(TextTranslator):
             use_vmap=self.shortlist is not None,
         )
         return [[Translation(self.decode(ids), score, ids) for ids, score in hs] for hs in hyps]
+
+    def forced_scores(self, sources: list[list[int]], outputs: list[list[int]], *, coverage: bool = False):
+        """Each output's pieces' log-probabilities and EOS's (CTranslate2's score_batch); no
+        coverage (its attention is not given)."""
+        from .confidence import ForcedScores
+
+        results = [ForcedScores([]) for _ in sources]
+        todo = [i for i, s in enumerate(sources) if s]
+        if todo:
+            scored = self.model.translator.score_batch(
+                [[self.vocab[t] for t in sources[i][:-1]] for i in todo],
+                [[self.vocab[t] for t in outputs[i]] for i in todo],
+            )
+            for i, r in zip(todo, scored):
+                results[i] = ForcedScores([max(float(x), -30.0) for x in r.log_probs])
+        return results
 
     def search_ids(
         self,

@@ -25,6 +25,10 @@ class Translation:
     text: str
     score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.infer.search)
     tokens: list[int]  # output ids in the model's order (a right-to-left model's: last piece first)
+    # by teacher forcing (nmt.infer.confidence), where asked: each piece's log-probability then
+    # EOS's; the attention each source piece received
+    log_probs: list[float] | None = None
+    coverage: list[float] | None = None
 
 
 def check_strings(items, *, item: str, expected: str) -> None:

@@ -20,6 +20,7 @@ from typing import Callable
 from ..data.lines import clean_line
 from ..realtext.job import TextOptions
 from ..realtext.pipeline import TextTranslation, TranslationRequest, translate_request
+from ..realtext.quality import QualityOptions
 from ..vocab import EOS
 from .mbr import MBR, mbr_results
 from .options import SearchOptions, with_fields
@@ -156,6 +157,7 @@ class TextTranslator:
         batch_tokens: int = 2048,
         mbr: MBR | None = None,
         rerank: Rerank | None = None,
+        quality: QualityOptions | None = None,
         **fields,
     ) -> list[str] | str:
         """Each text translated as `nmt translate` translates a line (nmt.realtext.pipeline: sentences
@@ -163,7 +165,8 @@ class TextTranslator:
         one str in, one str out. ``options``: how to search (SearchOptions; its fields also as
         keywords, ``beam=4``); ``text``: how real text is handled (nmt.realtext.job.TextOptions);
         ``target_lang``: the target of a model of several (checked against its checkpoint);
-        ``mbr`` / ``rerank``: the choice among the beam's n-best. ``translate_sentences``: the
+        ``mbr`` / ``rerank``: the choice among the beam's n-best; ``quality``: the guards (on by
+        default: a flagged sentence searched once more; nmt.realtext.quality). ``translate_sentences``: the
         model's output per sentence (and its prefixes and constraints); ``translate_request``: the
         whole TextTranslation (scores, n-best, cuts) of any TranslationRequest."""
         one = isinstance(texts, str)
@@ -174,6 +177,7 @@ class TextTranslator:
             target_lang=target_lang,
             mbr=mbr,
             rerank=rerank,
+            quality=quality or QualityOptions(confidence=False),
         )
         out = [t.text for t in self.translate_request(request, batch_tokens=batch_tokens)]
         return out[0] if one else out

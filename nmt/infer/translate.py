@@ -33,6 +33,7 @@ from ..data.download import DataError
 from ..data.lines import clean_line, read_lines
 from ..precision import autocast, resolve_precision
 from ..vocab import PAD, check_special_ids, load_spm
+from .confidence import ForcedScores, calibration_of, forced_scores
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
 from .options import Sampling, SearchOptions, with_fields  # noqa: F401  (Sampling: re-exported)
@@ -360,6 +361,7 @@ class Translator(TextTranslator):
             raise TranslateError(str(e)) from None
         translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
         translator.data = training_data(paths[0])
+        translator.calibration = calibration_of(paths[0])
         translator.source_words = source_words(translator.data)
         return translator
 
@@ -406,6 +408,14 @@ class Translator(TextTranslator):
             on_batch=on_batch,
         )
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
+
+    def forced_scores(
+        self, sources: list[list[int]], outputs: list[list[int]], *, coverage: bool = False
+    ) -> list[ForcedScores]:
+        """Each output's pieces' log-probabilities (and the sources' coverage) by teacher forcing
+        (nmt.infer.confidence); an ensemble: its first model's."""
+        model = self.model.models[0] if isinstance(self.model, Ensemble) else self.model
+        return forced_scores(model, sources, outputs, coverage=coverage)
 
     def prefix_ids(self, prefix: list[str], *, n_sentences: int) -> list[list[int]]:
         """The target prefixes (text, one per sentence, "" = none) as pieces, each leaving room

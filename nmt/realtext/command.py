@@ -1,10 +1,12 @@
-"""`nmt translate`'s real-text options (--format, --split, --recase, --max-words, --language) and
+"""`nmt translate`'s real-text options (--format, --split, --recase, --max-words, --language,
+--protect, --guards, --quality) and
 its run of a request: the input's lines (or a document's texts, nmt.realtext.document) through
 nmt.realtext.pipeline, with a progress bar and warnings naming the line."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 
@@ -12,6 +14,7 @@ from ..infer.results import ConstraintsError, TranslateError
 from .job import TextOptions
 from .markup import FORMATS
 from .pipeline import Plan, TextTranslation, TranslationRequest, run_plan
+from .quality import QualityOptions, quality_record
 
 
 def add_real_text_args(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +61,32 @@ def add_real_text_args(parser: argparse.ArgumentParser) -> None:
         help="the source language for sentence splitting (ISO 639; default: the checkpoint's "
         "source language, else en)",
     )
+    add_trust_args(parser)
+
+
+def add_trust_args(parser: argparse.ArgumentParser) -> None:
+    """--protect, --guards, --quality (nmt.realtext.protect, nmt.realtext.quality)."""
+    parser.add_argument(
+        "--protect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="numbers, dates, times, URLs, e-mail addresses, emoji, placeholders ({x}, %%s, %%(x)d, $x) "
+        "and `code` the model lost put back as written (default)",
+    )
+    parser.add_argument(
+        "--guards",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check each sentence for loops, odd lengths, copies, omissions and low confidence, "
+        "search a flagged one once more (default); --no-guards: the search's output as it is",
+    )
+    parser.add_argument(
+        "--quality",
+        metavar="FILE",
+        default=None,
+        help="write each text's confidence, flags, restored spans and words' confidences as JSON "
+        "lines (see docs/translation.md)",
+    )
 
 
 def text_options(args: argparse.Namespace) -> TextOptions:
@@ -72,7 +101,20 @@ def text_options(args: argparse.Namespace) -> TextOptions:
         max_words=args.max_words,
         part_words=args.part_words,
         language=args.language,
+        protect=args.protect,
     )
+
+
+def quality_options(args: argparse.Namespace) -> QualityOptions:
+    """Confidences where --quality asks for them; the guards unless --no-guards."""
+    return QualityOptions(confidence=args.quality is not None, guards=args.guards)
+
+
+def write_quality(path: str, results: list[TextTranslation]) -> None:
+    """--quality: one JSON object per text (nmt.realtext.quality.quality_record), atomically."""
+    from ..atomic import write_text
+
+    write_text(path, "".join(json.dumps(quality_record(r), ensure_ascii=False) + "\n" for r in results))
 
 
 def run_request(args: argparse.Namespace, translator, request: TranslationRequest) -> list[TextTranslation]:
@@ -112,11 +154,17 @@ def translate_file(args: argparse.Namespace, translator, request: TranslationReq
     .html, .htm or .xml file), translated into -o in its format."""
     from .document import document_kind, translate_document
 
+    done: list[TextTranslation] = []
+
     def translate(texts: list[str], fmt: str) -> list[str]:
         job = replace(request, texts=tuple(texts), text=replace(request.text, format=fmt))
-        return [r.text for r in run_request(args, translator, job)]
+        results = run_request(args, translator, job)
+        done.extend(results)
+        return [r.text for r in results]
 
     kind = document_kind(args.input)
     if args.format is not None and kind in ("html", "xml"):
         kind = args.format
     translate_document(args.input, args.output, translate, kind=kind)
+    if args.quality:
+        write_quality(args.quality, done)

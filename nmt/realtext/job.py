@@ -32,7 +32,8 @@ from ..data.lines import clean_line
 from ..infer.results import TranslateError
 from ..infer.search import reading_order
 from .casing import NORMAL, case_of, lower_first, normal_case, recase
-from .markup import FORMATS, Document, Projected, parse
+from .markup import FORMATS, Document, Projected, Run, parse, render_run
+from .protect import Restored, Span, find_spans, restore
 from .segment import Cut, Parts, cut_spans, part_output, split_text
 from .spans import Pair, char_pairs, decoded_spans, monotone_pairs, piece_spans, shift
 
@@ -48,7 +49,8 @@ class TextOptions:
     ``max_words``: longer sentences cut at clauses (0: never; None: the model's, ``for_model``),
     into parts of at most ``part_words`` (None: the model's, at most max_words);
     ``language``: the source's ISO 639 code, for the sentence splitter's rules (None: the
-    checkpoint's source language, else "en")."""
+    checkpoint's source language, else "en"); ``protect``: numbers, URLs, emoji, placeholders and
+    the like come out as written (nmt.realtext.protect)."""
 
     format: str = "text"
     split: bool = True
@@ -56,6 +58,7 @@ class TextOptions:
     max_words: int | None = None
     part_words: int | None = None
     language: str | None = None
+    protect: bool = True
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -81,7 +84,13 @@ class TextOptions:
     @property
     def plain(self) -> bool:
         """True when nothing is changed: each line translated as one sentence, as it is."""
-        return self.format == "text" and not self.split and not self.recase and self.max_words == 0
+        return (
+            self.format == "text"
+            and not self.split
+            and not self.recase
+            and self.max_words == 0
+            and not self.protect
+        )
 
 
 @dataclass
@@ -95,10 +104,12 @@ class UnitOutput:
 
 @dataclass
 class TextResult:
-    """A text's translation, and the sentences cut because they were too long (Cut.message)."""
+    """A text's translation, the sentences cut because they were too long (Cut.message), and the
+    protected spans put back or lost (nmt.realtext.protect)."""
 
     text: str
     cuts: list[Cut] = field(default_factory=list)
+    spans: Restored = field(default_factory=Restored)
 
 
 @dataclass
@@ -143,27 +154,34 @@ class TextJob:
         self.documents: list[Document | None] = []
         self.paragraphs: list[list[Paragraph]] = []
         self.cuts: list[list[Cut]] = []
+        self.spans: list[list[list[Span]]] = []  # per text, per paragraph (a markup run)
+        self.align_units: set[int] = set()  # units holding protected spans (aligned to restore them)
         for text in texts:
             self.cuts.append([])
             self._sentences = 0  # in this text, before the one being planned
             if options.format == "text":
                 self.documents.append(None)
-                self.paragraphs.append([self._paragraph(text, self.cuts[-1])])
+                paragraphs = [text]
             else:
                 doc = parse(text, html=options.format == "html")
                 self.documents.append(doc)
-                self.paragraphs.append([self._paragraph(r.text, self.cuts[-1]) for r in doc.runs])
+                paragraphs = [r.text for r in doc.runs]
+            self.spans.append([find_spans(p) if options.protect else [] for p in paragraphs])
+            self.paragraphs.append(
+                [self._paragraph(p, self.cuts[-1], s) for p, s in zip(paragraphs, self.spans[-1])]
+            )
 
     @property
     def needs_alignment(self) -> bool:
         """True when tags are projected (the model's alignment is then wanted)."""
         return self.options.format != "text"
 
-    def _paragraph(self, text: str, cuts: list[Cut]) -> Paragraph:
+    def _paragraph(self, text: str, cuts: list[Cut], protected: list[Span]) -> Paragraph:
         o = self.options
         parts = split_text(text, language=o.language or "en", split=o.split)
         plans = []
-        for sentence in parts.sentences:
+        at = len(parts.gaps[0])
+        for sentence, gap in zip(parts.sentences, parts.gaps[1:]):
             case = case_of(sentence) if o.recase else NORMAL
             source = normal_case(sentence, case, keep_capital=self.keep_capital)
             spans = cut_spans(source, o.max_words, o.part_words)
@@ -180,6 +198,13 @@ class TextJob:
                 )
             self._sentences += 1
             units = list(range(len(self.units), len(self.units) + len(spans)))
+            if protected:
+                self.align_units.update(
+                    u
+                    for u, (a, b) in zip(units, spans)
+                    if any(at + a < s.end and s.start < at + b for s in protected)
+                )
+            at += len(sentence) + len(gap)
             self.units += [source[a:b] for a, b in spans]
             self.unit_text += [len(self.cuts) - 1] * len(spans)
             plans.append(SentencePlan(source, case, spans, units))
@@ -190,12 +215,15 @@ class TextJob:
         if len(outputs) != len(self.units):
             raise ValueError(f"{len(outputs)} translations for {len(self.units)} units")
         results = []
-        for doc, paragraphs, cuts in zip(self.documents, self.paragraphs, self.cuts):
+        for doc, paragraphs, cuts, spans in zip(self.documents, self.paragraphs, self.cuts, self.spans):
             done = [self._join(p, outputs) for p in paragraphs]
             if doc is None:
-                results.append(TextResult(done[0].text, cuts))
+                run = Run(paragraphs[0].parts.join(paragraphs[0].parts.sentences), [])
+                projected, restored = restore(run, done[0], spans[0])
+                results.append(TextResult(projected.text, cuts, restored))
             else:
-                results.append(TextResult(doc.render(done), cuts))
+                text, restored = render_restored(doc, done, spans)
+                results.append(TextResult(text, cuts, restored))
         return results
 
     def _join(self, paragraph: Paragraph, outputs: list[UnitOutput]) -> Projected:
@@ -232,6 +260,19 @@ class TextJob:
             pieces.append(tgt)
             at += len(tgt)
         return recase(" ".join(pieces), plan.case), pairs
+
+
+def render_restored(doc: Document, done: list[Projected], spans: list[list[Span]]) -> tuple[str, Restored]:
+    """A document with each run replaced by its translation, its lost spans put back."""
+    out, total, runs = [], Restored(), iter(zip(done, spans))
+    for piece in doc.pieces:
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        projected, restored = restore(piece, *next(runs))
+        out.append(render_run(piece, projected))
+        total.restored += restored.restored
+    return "".join(out), total
 
 
 # ----------------------------------------------------------------------------- with a Translator

@@ -27,12 +27,24 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..data.multilingual import check_target
+from ..infer.guards import retry_options
 from ..infer.mbr import MBR, mbr_results
 from ..infer.options import SearchOptions
 from ..infer.results import TranslateError, Translation, check_strings
 from .casing import fewer_pieces, known_lower
 from .glossary import Glossary
 from .job import PROJECTION_DIAGONAL, TextJob, TextOptions, unit_output
+from .quality import (
+    LocatedWord,
+    QualityOptions,
+    SentenceQuality,
+    better,
+    judge,
+    locate,
+    score_results,
+    suspects,
+    text_quality,
+)
 from .segment import Cut
 
 
@@ -45,7 +57,8 @@ class TranslationRequest:
     piece alignment (sentence level); ``mbr`` / ``rerank``: the choice among the beam's n-best;
     ``prefix[i]`` / ``constraints[i]``: what output i starts with / contains (sentence level);
     ``glossary``: target terms each sentence must hold where it holds their source terms
-    (nmt.realtext.glossary; real text stays on)."""
+    (nmt.realtext.glossary; real text stays on); ``quality``: confidences and guards
+    (nmt.realtext.quality)."""
 
     texts: tuple[str, ...]
     text: TextOptions = TextOptions()
@@ -57,6 +70,7 @@ class TranslationRequest:
     prefix: tuple[str, ...] | None = None
     constraints: tuple[tuple[str, ...], ...] | None = None
     glossary: Glossary | None = None
+    quality: QualityOptions = QualityOptions()
 
     def __post_init__(self):
         texts = self.texts
@@ -126,7 +140,9 @@ class TextTranslation:
     """A text's translation: the best ``text`` and its ``score``; ``nbest``: up to search.nbest
     translations, best first; ``alignment``: the best one's piece alignment (asked for);
     ``cuts``: sentences cut at clauses; ``truncated``: pieces of each unit cut to the model's
-    positions."""
+    positions; ``confidence``, ``flags``, ``sentences``, ``words``: how far to trust the best
+    (nmt.realtext.quality; None / empty where not asked); ``restored``: protected spans the
+    model lost, put back (nmt.realtext.protect)."""
 
     text: str
     score: float
@@ -134,6 +150,11 @@ class TextTranslation:
     alignment: list[tuple[int, int]] | None = None
     cuts: list[Cut] = field(default_factory=list)
     truncated: list[int] = field(default_factory=list)
+    confidence: float | None = None
+    flags: list[str] = field(default_factory=list)
+    sentences: list[SentenceQuality] = field(default_factory=list)
+    words: list[LocatedWord] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # protected spans put back (nmt.realtext.protect)
 
 
 def translator_languages(translator) -> dict:
@@ -186,14 +207,53 @@ class Plan:
         return self.job is not None and self.job.needs_alignment
 
     @property
+    def protected_units(self) -> set[int]:
+        """The units holding protected spans (nmt.realtext.protect): aligned to restore them."""
+        return set() if self.job is None else self.job.align_units
+
+    @property
     def alignment_diagonal(self) -> float | None:
-        """The alignment wanted after the search: tags placed (nmt.realtext.job's prior), the
-        piece alignment asked for (fairseq's plain argmax: None)."""
-        return PROJECTION_DIAGONAL if self.markup else None
+        """The alignment wanted after the search: tags or spans placed (nmt.realtext.job's
+        prior), the piece alignment asked for (fairseq's plain argmax: None)."""
+        return PROJECTION_DIAGONAL if self.markup or self.protected_units else None
 
     @property
     def needs_alignment(self) -> bool:
-        return self.request.alignment or self.markup
+        return self.request.alignment or self.markup or bool(self.protected_units)
+
+    @property
+    def aligned_units(self) -> set[int] | None:
+        """The units whose translations are aligned (None: all)."""
+        return None if self.request.alignment or self.markup else self.protected_units
+
+    @property
+    def coverage(self) -> bool:
+        """True when the omission guard reads the attention (the torch engine's)."""
+        return self.request.quality.guards and getattr(self.translator, "engine", None) == "torch"
+
+    @property
+    def retries(self) -> bool:
+        """True when a flagged unit is searched once more (not with prefixes or sampling)."""
+        r = self.request
+        return r.quality.guards and r.prefix is None and r.search.sampling is None
+
+    def retry_groups(self, units: list[int], qualities) -> list[tuple[SearchOptions, list[int]]]:
+        """The flagged ``units`` by the search each gets once more (nmt.infer.guards.retry_options)."""
+        torch_engine = getattr(self.translator, "engine", None) == "torch"
+        groups: dict[SearchOptions, list[int]] = {}
+        for u in units:
+            options = retry_options(self.request.search, qualities[u].flags, torch_engine=torch_engine)
+            groups.setdefault(options, []).append(u)
+        return list(groups.items())
+
+    def take_retries(self, results, units: list[int], again, qualities) -> None:
+        """Each retried unit's new best where it is better (nmt.realtext.quality.better)."""
+        for u, r in zip(units, again):
+            if not r:
+                continue
+            r[0].retried = results[u][0].retried = True
+            if better(judge(self.translator, self.inputs[u], r[0], tag=self.tag), qualities[u]):
+                results[u] = [r[0]] + results[u][1:]
 
     def finish(
         self, results: list[list[Translation]], truncated: list[tuple[int, int]] = ()
@@ -209,7 +269,35 @@ class Plan:
             out = self.texts(results)
         for unit, n in truncated:
             out[self.unit_text[unit]].truncated.append(n)
+        if self.request.quality.scores:
+            self.add_quality(out, self.qualities(results))
         return out
+
+    def qualities(self, results: list[list[Translation]]) -> list[SentenceQuality | None]:
+        """Each unit's best translation judged (None: an empty unit, or not scored)."""
+        return [
+            judge(self.translator, self.inputs[u], r[0], tag=self.tag)
+            if r and r[0].log_probs and self.units[u].strip()
+            else None
+            for u, r in enumerate(results)
+        ]
+
+    def add_quality(self, out: list[TextTranslation], qualities: list[SentenceQuality | None]) -> None:
+        """Each text's confidence, flags, sentences and located words from its units'."""
+        per_text: list[list[SentenceQuality]] = [[] for _ in out]
+        for u, q in enumerate(qualities):
+            if q is not None:
+                per_text[self.unit_text[u]].append(q)
+        options = self.request.quality
+        for t, sentences in zip(out, per_text):
+            if not options.guards:
+                for q in sentences:
+                    q.flags = []
+            if not options.confidence:
+                for q in sentences:
+                    q.confidence, q.words = None, []
+            t.confidence, t.flags = text_quality(sentences)
+            t.sentences, t.words = sentences, locate(t.text, sentences)
 
     def sentence(self, nbest: list[Translation]) -> TextTranslation:
         """A text translated as one unit: its n-best as the model gave them."""
@@ -238,12 +326,21 @@ class Plan:
             mean = [sum(s) / len(s) if s else 0.0 for s in scores[k]]
             nbest = unique([Alternative(rendered[i][k].text, mean[i]) for i in range(n)])
             best = nbest[0]
-            out.append(TextTranslation(best.text, best.score, nbest, cuts=rendered[0][k].cuts))
+            spans = rendered[0][k].spans
+            out.append(
+                TextTranslation(
+                    best.text,
+                    best.score,
+                    nbest,
+                    cuts=rendered[0][k].cuts,
+                    restored=spans.restored,
+                )
+            )
         return out
 
     def unit_output(self, unit: int, t: Translation):
         """A unit's translation with its character pairs (the model input's, the tag's left out)."""
-        pairs = getattr(t, "alignment", None) if self.markup else None
+        pairs = getattr(t, "alignment", None) if self.markup or unit in self.protected_units else None
         skip = len(self.inputs[unit]) - len(self.units[unit])
         return unit_output(self.translator, self.inputs[unit], t, pairs, skip=skip)
 
@@ -295,16 +392,21 @@ def unique(alternatives: list[Alternative]) -> list[Alternative]:
 
 
 # ----------------------------------------------------------------------------- with a translator
-def align_results(translator, inputs: list[str], results: list[list[Translation]], *, diagonal) -> None:
-    """Sets ``.alignment`` on every translation of ``results`` (the n-best of ``inputs``): the piece
-    alignment from the model's cross-attention (nmt.infer.attention_maps.align with the prior
-    ``diagonal``); the torch engine only (others: none, a monotone guess places tags)."""
+def align_results(
+    translator, inputs: list[str], results: list[list[Translation]], *, diagonal, only: set[int] | None = None
+) -> None:
+    """Sets ``.alignment`` on every translation of ``results`` (the n-best of ``inputs``; ``only``:
+    of those units): the piece alignment from the model's cross-attention
+    (nmt.infer.attention_maps.align with the prior ``diagonal``); the torch engine only (others:
+    none, a monotone guess places tags)."""
     if getattr(translator, "engine", None) != "torch":
         return
     from ..infer.attention_maps import align
 
     sources, _ = translator.encode(inputs)
-    for src, nbest in zip(sources, results):
+    for u, (src, nbest) in enumerate(zip(sources, results)):
+        if only is not None and u not in only:
+            continue
         for t in nbest:
             t.alignment = align(translator.model, src, t.tokens, diagonal=diagonal) if src else []
 
@@ -338,9 +440,28 @@ def search_units(
             plan.inputs, results, r.rerank, alpha=r.search.penalty, batch_tokens=batch_tokens
         )
         results = [x[: r.search.nbest] for x in reranked]
+    if r.quality.scores:
+        score_results(translator, plan.inputs, results, coverage=plan.coverage)
+        if plan.retries:
+            retry_suspects(translator, plan, results, batch_tokens=batch_tokens)
     if plan.needs_alignment:
-        align_results(translator, plan.inputs, results, diagonal=plan.alignment_diagonal)
+        align_results(
+            translator, plan.inputs, results, diagonal=plan.alignment_diagonal, only=plan.aligned_units
+        )
     return results
+
+
+def retry_suspects(translator, plan: Plan, results: list[list[Translation]], *, batch_tokens: int) -> None:
+    """The flagged units of ``results`` (scored) searched once more; the better kept."""
+    qualities = plan.qualities(results)
+    for options, units in plan.retry_groups(suspects(qualities), qualities):
+        extra = {} if plan.constraints is None else {"constraints": [plan.constraints[u] for u in units]}
+        inputs = [plan.inputs[u] for u in units]
+        again = translator.translate_nbest(
+            inputs, options, batch_tokens=batch_tokens, on_truncate=lambda i, n: None, **extra
+        )
+        score_results(translator, inputs, again, coverage=plan.coverage)
+        plan.take_retries(results, units, again, qualities)
 
 
 def run_plan(

@@ -52,6 +52,7 @@ from typing import Any, Callable
 
 from ..infer.options import SearchOptions
 from ..realtext.pipeline import align_results
+from ..realtext.quality import score_results
 
 MERGE_RATIO = 8  # requests batched together differ in work by at most this factor (and a search
 #                  is interrupted only for requests this many times smaller) ...
@@ -81,6 +82,10 @@ class JobOptions:
     # PROJECTION_DIAGONAL, as nmt translate uses it; None: fairseq's plain argmax, the API's
     # "alignment" output); after the search, so requests with different ones still share a batch
     alignment_diagonal: float | None = field(default=None, compare=False)
+    # each translation scored by teacher forcing after the search (nmt.realtext.quality: confidences
+    # and guards; ``coverage``: the attention the omission guard reads)
+    scores: bool = field(default=False, compare=False)
+    coverage: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -484,6 +489,8 @@ class Batcher:
         for job in jobs:
             mine = results[start : start + len(job.sentences)]
             start += len(job.sentences)
+            if job.options.scores and not job.gone(time.monotonic()):
+                score_results(self.translator, job.sentences, mine, coverage=job.options.coverage)
             if job.alignment and not job.gone(time.monotonic()):
                 align_results(self.translator, job.sentences, mine, diagonal=job.options.alignment_diagonal)
             self._answer(running, job, mine)

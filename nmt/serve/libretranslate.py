@@ -303,6 +303,8 @@ async def translate(request: Request) -> Response:
     body: dict[str, Any] = {"translatedText": translated[0] if single else translated}
     if n_alternatives:
         body["alternatives"] = alternatives[0] if single else alternatives
+    confidence = [None if t.confidence is None else round(t.confidence, 4) for t in done.texts]
+    body["confidence"] = confidence[0] if single else confidence  # nmt's (0..1), not LibreTranslate's
     if r.detected is not None:
         body["detectedLanguage"] = r.detected if single else [r.detected] * len(texts)
     return JSONResponse(body)

@@ -13,6 +13,7 @@ from fastapi import Request
 
 from ..infer.results import TranslateError
 from ..realtext.pipeline import Plan, TextTranslation, TranslationRequest
+from ..realtext.quality import suspects
 from .batcher import JobOptions, Measured
 from .errors import ApiError
 from .state import ServedModel, ServeState
@@ -54,24 +55,43 @@ async def run_request(
     plan, measured = await asyncio.to_thread(plan_request, treq, m, state)
     results = []
     if plan.inputs:
-        options = JobOptions(
-            treq.search,
-            mbr=treq.mbr is not None,
-            constraints=None if plan.constraints is None else tuple(tuple(c) for c in plan.constraints),
-            alignment_diagonal=plan.alignment_diagonal,
-        )
-        results = await answer(
-            request,
-            state,
-            m,
-            plan.inputs,
-            options,
-            n_tokens=sum(measured.tokens),
-            alignment=plan.needs_alignment,
-        )
+        every = list(range(len(plan.inputs)))
+        results = await search(request, state, m, plan, every, (treq.search, treq.mbr is not None), measured)
         state.metrics.sentences.labels(model=m.name).inc(len(plan.inputs))
+        if plan.retries:
+            qualities = await asyncio.to_thread(plan.qualities, results)
+            for options, units in plan.retry_groups(suspects(qualities), qualities):
+                again = await search(request, state, m, plan, units, (options, False), measured)
+                await asyncio.to_thread(plan.take_retries, results, units, again, qualities)
     texts = await asyncio.to_thread(plan.finish, results, measured.truncated)
     return Answered(texts, plan, measured)
+
+
+async def search(
+    request: Request, state: ServeState, m: ServedModel, plan: Plan, units: list[int], how, measured
+) -> list:
+    """The plan's ``units`` searched on the model's batcher as ``how`` says (SearchOptions, and
+    whether the MBR choice is made there); scored where the plan's quality asks, aligned where
+    it needs."""
+    treq = plan.request
+    search_options, mbr = how
+    options = JobOptions(
+        search_options,
+        mbr=mbr,
+        constraints=None if plan.constraints is None else tuple(tuple(plan.constraints[u]) for u in units),
+        alignment_diagonal=plan.alignment_diagonal,
+        scores=treq.quality.scores,
+        coverage=plan.coverage,
+    )
+    return await answer(
+        request,
+        state,
+        m,
+        [plan.inputs[u] for u in units],
+        options,
+        n_tokens=sum(measured.tokens[u] for u in units),
+        alignment=plan.needs_alignment,
+    )
 
 
 def warnings_of(done: Answered, translator) -> list[str]:

@@ -17,6 +17,7 @@ from ..infer.results import TranslateError
 from ..realtext.glossary import glossary_of, merged
 from ..realtext.job import TextOptions
 from ..realtext.pipeline import TranslationRequest
+from ..realtext.quality import QualityOptions, quality_record
 from .batcher import JobOptions, Measured
 from .errors import ApiError, error_response
 from .real_text import Answered, run_request, warnings_of
@@ -76,8 +77,10 @@ def translation_request(
                 recase=req.recase,
                 max_words=req.max_words,
                 part_words=req.part_words,
+                protect=req.protect,
             ),
             search=SearchOptions(beam=req.beam, alpha=req.alpha, nbest=req.nbest),
+            quality=QualityOptions(confidence=req.confidence, guards=req.guards),
             target_lang=req.target_lang,
             alignment=req.alignment,
             mbr=MBR() if req.mbr else None,
@@ -95,6 +98,9 @@ def translation_body(name: str, done: Answered, translator, *, alignment: bool) 
     for t in done.texts:
         nbest = [{"text": a.text, "score": a.score} for a in t.nbest]
         entry = {"text": t.text, "score": t.score, "nbest": nbest}
+        trust = quality_record(t)
+        entry.update(confidence=trust["confidence"], flags=trust["flags"], restored=trust["restored"])
+        entry["words"] = trust["words"]
         if alignment:
             entry["alignment"] = [list(p) for p in t.alignment or []]
             for a, hypothesis in zip(t.nbest, nbest):

@@ -68,6 +68,19 @@ class TranslateRequest(BaseModel):
         description="a cut sentence's parts have at most this many words (null: the 99th percentile of "
         "the model's training sources' words, at most max_words)",
     )
+    protect: bool = Field(
+        True,
+        description="numbers, dates, times, URLs, e-mail addresses, emoji, placeholders and `code` the "
+        "model lost put back as written (nmt.realtext.protect); the answer's restored lists them",
+    )
+    guards: bool = Field(
+        True,
+        description="each sentence checked for loops, odd lengths, copies, omissions and low confidence, "
+        "a flagged one searched once more; what still fires is in the answer's flags",
+    )
+    confidence: bool = Field(
+        True, description="the answer's confidence (0..1) per text and per word (nmt.infer.confidence)"
+    )
 
 
 class AttentionRequest(BaseModel):
@@ -107,6 +120,13 @@ class Hypothesis(BaseModel):
     )
 
 
+class WordConfidence(BaseModel):
+    word: str
+    confidence: float
+    start: int | None = Field(None, description="its first character in text (null: not found there)")
+    end: int | None = None
+
+
 class SentenceTranslation(BaseModel):
     text: str
     score: float
@@ -114,6 +134,15 @@ class SentenceTranslation(BaseModel):
     alignment: list[list[int]] | None = Field(
         None, description="[source piece, output piece] pairs (when asked)"
     )
+    confidence: float | None = Field(
+        None, description="0..1; calibrated: the chrF such translations had on the validation set / 100"
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="the guards that fired: repetition, length, copy, omission, low-confidence",
+    )
+    restored: list[str] = Field(default_factory=list, description="protected spans the model lost, put back")
+    words: list[WordConfidence] = Field(default_factory=list, description="each output word's confidence")
 
 
 class TranslateResponse(BaseModel):

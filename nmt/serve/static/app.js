@@ -88,7 +88,7 @@ async function translate(event) {
           .catch((e) => ({ cross: [], source_pieces: [], target_pieces: [], missing: e.message })),
     ]);
     const best = tr.translations[0];
-    $("translation").textContent = best.text;
+    showTranslation(best);
     $("nbestlist").innerHTML = "";
     best.nbest.forEach((h) => {
       const li = document.createElement("li");
@@ -106,7 +106,10 @@ async function translate(event) {
     $("head").appendChild(mean);
     $("result").hidden = false;
     draw();
-    $("status").textContent = [att.missing ? "no heatmap: " + att.missing : "", ...(tr.warnings || [])]
+    const trust = [];
+    if (best.flags && best.flags.length) trust.push("flagged: " + best.flags.join(", "));
+    if (best.restored && best.restored.length) trust.push("put back: " + best.restored.join(" "));
+    $("status").textContent = [att.missing ? "no heatmap: " + att.missing : "", ...trust, ...(tr.warnings || [])]
       .filter(Boolean).join("; ");
   } catch (e) {
     $("status").className = "error"; $("status").textContent = e.message;
@@ -144,3 +147,24 @@ async function init() {
   window.addEventListener("resize", draw);
 }
 init();
+
+// the translation with its low-confidence words marked (confidence under LOW_WORD), and the
+// translation's confidence beside it
+const LOW_WORD = 0.3;
+function showTranslation(best) {
+  const out = $("translation");
+  out.textContent = "";
+  let at = 0;
+  for (const w of best.words || []) {
+    if (w.start === null || w.start < at || w.confidence >= LOW_WORD) continue;
+    out.appendChild(document.createTextNode(best.text.slice(at, w.start)));
+    const mark = document.createElement("mark");
+    mark.className = "low"; mark.title = "confidence " + w.confidence.toFixed(2);
+    mark.textContent = best.text.slice(w.start, w.end);
+    out.appendChild(mark);
+    at = w.end;
+  }
+  out.appendChild(document.createTextNode(best.text.slice(at)));
+  $("confidence").textContent = best.confidence === null || best.confidence === undefined
+    ? "" : "confidence " + best.confidence.toFixed(2);
+}

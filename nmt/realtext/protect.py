@@ -1,0 +1,133 @@
+"""Spans that must survive translation: numbers, dates and times, URLs, e-mail addresses, emoji,
+placeholders ({x}, {{x}}, %s, %d, %(x)s, %1$s, $x, ${x}, <x/>) and inline code (`x`).
+
+    spans = find_spans("At 5 p.m. see https://x.org 🐶")   # [Span(3, 4, "number"), ...]
+    projected, restored = restore(run, projected, spans)   # the spans the translation lost, put in
+
+The model reads every span (so that the sentence reads naturally). After the search, a span that
+the translation holds as written, as often as the source, is left where the model put it. One
+that the translation lost or changed is put in as the source has it, after the output words
+aligned to the source before it (the alignment of the model's cross-attention, on the torch
+engine; a monotone guess on CTranslate2); what the model wrote instead stays (nothing the model
+wrote is taken out). ``Restored`` names the spans put in; the answer carries them
+(TextTranslation.restored), so a user sees where the model did not keep a span by itself.
+
+Finding spans is linear in the text: it reads each whitespace-delimited token of at most
+LONGEST_TOKEN characters on its own (a longer token is not searched: a 1 MB run of a pattern's
+worst case costs one pass), and inline code between backticks within one line, at most
+LONGEST_TOKEN characters long.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .markup import Placement, Projected, Run
+
+LONGEST_TOKEN = 200
+EMOJI_CHARS = "\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\U0001f1e6-\U0001f1ff"
+PATTERNS = [
+    ("url", r"(?:https?|ftp)://[^\s<>\"'`]+|www\.[^\s<>\"'`]+"),
+    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    (
+        "placeholder",
+        r"\{\{[^{}]{0,60}\}\}|\{[\w.:!\[\]-]{0,60}\}|%\(\w+\)[#0 +-]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]",
+    ),
+    (
+        "placeholder",
+        r"%(?:\d+\$)?[#0 +-]*\d*(?:\.\d+)?[sdifuxXeEgGc](?![\w])|\$\{\w+\}|\$[A-Za-z_]\w*|<\w+/>",
+    ),
+    ("date", r"\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}"),
+    ("time", r"\d{1,2}:\d{2}(?::\d{2})?"),
+    ("number", r"\d+(?:[.,]\d+)*%?"),
+    ("emoji", rf"[{EMOJI_CHARS}](?:[\u200d\ufe0f\U0001f3fb-\U0001f3ff]+[{EMOJI_CHARS}]?)*"),
+]
+SPAN = re.compile("|".join(f"(?P<k{i}>{p})" for i, (_, p) in enumerate(PATTERNS)))
+KINDS = [kind for kind, _ in PATTERNS]
+TOKEN = re.compile(r"\S+")
+CODE = re.compile(r"`[^`\n]{1,%d}`" % LONGEST_TOKEN)
+TRAILING = ".,;:!?)]}'\""  # not part of a URL at its end
+
+
+@dataclass(frozen=True)
+class Span:
+    """Characters [start, end) of a text that must come out as written; ``kind`` (url, email,
+    code, placeholder, date, time, number, emoji)."""
+
+    start: int
+    end: int
+    kind: str
+
+
+@dataclass
+class Restored:
+    """The texts of the spans a translation lost and got back."""
+
+    restored: list[str] = field(default_factory=list)
+
+
+def find_spans(text: str) -> list[Span]:
+    """The protected spans of ``text``, in order, not overlapping."""
+    code = [Span(m.start(), m.end(), "code") for m in CODE.finditer(text)]
+    spans, k = [], 0
+    for token in TOKEN.finditer(text):
+        if token.end() - token.start() > LONGEST_TOKEN:
+            continue
+        for m in SPAN.finditer(token.group(0)):
+            kind = KINDS[int(m.lastgroup[1:])]
+            a, b = token.start() + m.start(), token.start() + m.end()
+            if kind == "url":
+                while b > a and text[b - 1] in TRAILING:
+                    b -= 1
+            while k < len(code) and code[k].end <= a:
+                k += 1
+            if b > a and not (k < len(code) and code[k].start < b):
+                spans.append(Span(a, b, kind))
+    return sorted(spans + code, key=lambda s: s.start)
+
+
+def lost(source: str, spans: list[Span], translation: str, pairs=()) -> list[Span]:
+    """The spans the translation lost: of a span text it holds fewer times than the source, as
+    many occurrences as it lacks, first those whose aligned output (``pairs``) does not hold it."""
+    wanted = Counter(source[s.start : s.end] for s in spans)
+    out = []
+    for text, n in wanted.items():
+        lacking = n - translation.count(text)
+        if lacking <= 0:
+            continue
+        occurrences = [s for s in spans if source[s.start : s.end] == text]
+        occurrences.sort(key=lambda s: held(s, text, translation, pairs))
+        out += occurrences[:lacking]
+    return sorted(out, key=lambda s: s.start)
+
+
+def held(span: Span, text: str, translation: str, pairs) -> bool:
+    """True when the output aligned to the span holds its text."""
+    return any(text in translation[c:d] for a, b, c, d in pairs if a < span.end and span.start < b)
+
+
+def restore(run: Run, projected: Projected, spans: list[Span]) -> tuple[Projected, Restored]:
+    """The run's translation with the spans it lost put in (the pairs shifted to match)."""
+    missing = lost(run.text, spans, projected.text, projected.pairs)
+    if not missing:
+        return projected, Restored()
+    where = Placement(run, projected)
+    inserts = []
+    for span in missing:
+        k = bisect_right(where.ends, span.start)
+        token = where.after[k - 1] if k else 0  # the output tokens up to those aligned before the span
+        at = where.tokens[token - 1][1] if token else 0
+        inserts.append((at, run.text[span.start : span.end]))
+    text, pairs = projected.text, list(projected.pairs)
+    for at, piece in sorted(inserts, key=lambda x: x[0], reverse=True):
+        before = " " if at > 0 and not text[at - 1].isspace() else ""
+        after = " " if at < len(text) and (text[at].isalnum() or at == 0) else ""
+        piece = before + piece + after
+        text = text[:at] + piece + text[at:]
+        pairs = [
+            (a, b, c + len(piece) if c >= at else c, d + len(piece) if d > at else d) for a, b, c, d in pairs
+        ]
+    return Projected(text, pairs), Restored([t for _, t in sorted(inserts)])

@@ -1,0 +1,258 @@
+"""nmt.realtext.quality: how far to trust each translation, per sentence (judge) and per text
+(text_quality, locate), and through the pipeline (translate_request): confidences and words for
+every text, nothing computed when switched off, a flagged sentence searched once more."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.infer import guards
+from nmt.infer.confidence import WordConfidence
+from nmt.infer.options import SearchOptions
+from nmt.infer.results import Translation
+from nmt.realtext import quality
+from nmt.realtext.pipeline import TranslationRequest, translate_request
+from nmt.realtext.quality import (
+    QualityOptions,
+    SentenceQuality,
+    better,
+    judge,
+    locate,
+    score_results,
+    suspects,
+    text_quality,
+)
+
+# tiny corpus sentences (serve_fixtures.SENTENCES): the small run loops on "the big tree"
+TEXTS = [
+    "the dog sees a red ball",
+    "",
+    "a man sits on the street. the small cat plays with the child.",
+    "the big tree",
+    "a woman runs in the water",
+]
+
+
+def q(confidence, pieces=10, flags=(), words=()) -> SentenceQuality:
+    return SentenceQuality(
+        "", confidence, [WordConfidence(w, c) for w, c in words], list(flags), pieces=pieces
+    )
+
+
+# ----------------------------------------------------------------------------- without a model
+def test_a_texts_confidence_is_its_sentences_weighted_by_their_pieces():
+    confidence, flags = text_quality([q(0.9, 10), q(0.3, 30, ["length"]), q(None, 50, ["copy", "length"])])
+    assert confidence == pytest.approx((0.9 * 10 + 0.3 * 30) / 40)  # 0.45; the unknown one aside
+    assert flags == ["length", "copy"]  # every sentence's, once each, in order
+    assert text_quality([q(None), q(None)]) == (None, [])
+    assert text_quality([]) == (None, [])
+
+
+def test_locate_finds_words_in_order_case_insensitively():
+    text = "Der Hund sieht den Hund."
+    sentences = [
+        q(0.5, words=[("der", 0.1), ("hund", 0.2), ("sieht", 0.3)]),
+        q(0.5, words=[("den", 0.4), ("Hund.", 0.5)]),
+    ]
+    located = locate(text, sentences)
+    assert [(w.word, w.confidence, w.start, w.end) for w in located] == [
+        ("der", 0.1, 0, 3),
+        ("hund", 0.2, 4, 8),
+        ("sieht", 0.3, 9, 14),
+        ("den", 0.4, 15, 18),
+        ("Hund.", 0.5, 19, 24),  # the second "Hund", after "den", not the first
+    ]
+
+
+def test_locate_gives_none_for_a_word_it_cannot_find_and_goes_on_from_the_last_found():
+    text = "rot blau grün"
+    located = locate(
+        text, [q(0.5, words=[("rot", 0.9), ("gelb", 0.8), ("blau", 0.7), ("rot", 0.6), ("grün", 0.5)])]
+    )
+    assert [(w.start, w.end) for w in located] == [(0, 3), (None, None), (4, 8), (None, None), (9, 13)]
+    assert locate("", [q(0.5, words=[("x", 0.1)])])[0].start is None
+
+
+def test_better_prefers_fewer_flags_then_a_higher_confidence():
+    first = q(0.6, flags=["repetition", "length"])
+    assert better(q(0.1, flags=["length"]), first)  # fewer flags, even less confident
+    assert not better(q(0.9, flags=["repetition", "length", "copy"]), first)
+    assert better(q(0.7, flags=["copy", "omission"]), first)
+    assert not better(q(0.6, flags=["copy", "omission"]), first)  # a tie keeps the first
+    assert not better(q(None, flags=["copy", "omission"]), first)
+
+
+def test_suspects_are_the_units_flagged_by_a_check_a_search_can_mend():
+    qualities = [
+        q(0.9),
+        None,
+        q(0.2, flags=["low-confidence"]),
+        q(0.8, flags=["span"]),
+        q(0.5, flags=["copy"]),
+    ]
+    assert suspects(qualities) == [2, 4]  # a lost span is restored or flagged, not searched again
+
+
+def test_quality_options_score_when_either_is_asked():
+    assert QualityOptions().scores
+    assert QualityOptions(confidence=False).scores and QualityOptions(guards=False).scores
+    assert not QualityOptions(confidence=False, guards=False).scores
+
+
+# ----------------------------------------------------------------------------- judge, on the small run
+def scored(translator, sources, outputs=None, coverage=True) -> list[Translation]:
+    """The best translations of ``sources`` (or ``outputs`` as given) with their forced scores."""
+    if outputs is None:
+        results = translator.translate_nbest(sources, SearchOptions(beam=4))
+    else:
+        results = [[Translation(o, 0.0, translator.sp.encode(o))] for o in outputs]
+    score_results(translator, sources, results, coverage=coverage)
+    return [r[0] for r in results]
+
+
+def test_judge_gives_a_confidence_and_the_words_of_the_output(run_dir_translator):
+    tr = run_dir_translator
+    sources = [t for t in TEXTS if t]
+    for source, t in zip(sources, scored(tr, sources)):
+        got = judge(tr, source, t)
+        assert got.output == t.text and 0 <= got.confidence <= 1
+        assert [w.word for w in got.words] == t.text.split()  # the words joined back are the output's
+        assert all(0 <= w.confidence <= 1 for w in got.words)
+        assert got.pieces == len(t.tokens) + 1 and not got.retried
+        assert set(got.flags) <= set(guards.FLAGS)
+    unscored = judge(tr, sources[0], Translation("x", 0.0, [5]))
+    assert unscored.confidence is None and unscored.words == [] and unscored.flags == []
+
+
+def test_judge_flags_a_loop_a_copy_and_an_unattended_word(run_dir_translator):
+    tr = run_dir_translator
+    source = "the dog sees a red ball"
+    loop, copy = scored(tr, [source] * 2, ["deren deren deren goden", source])
+    assert "repetition" in judge(tr, source, loop).flags
+    assert "copy" in judge(tr, source, copy).flags
+    [t] = scored(tr, [source], ["deren goden"])
+    pieces = tr.sp.encode(source, out_type=str)
+    last = max(k for k, p in enumerate(pieces) if p.startswith("▁"))  # where "ball" starts
+    t.coverage = [0.0 if k >= last else 1.0 for k in range(len(pieces))]  # "ball" never read
+    assert judge(tr, source, t).flags == ["omission"]
+    t.coverage = [1.0] * len(pieces)
+    assert judge(tr, source, t).flags == []
+
+
+def test_judge_leaves_the_target_tag_out_of_the_checks(run_dir_translator):
+    tr = run_dir_translator
+    source = "<2de> the dog sees a red ball"
+    [t] = scored(tr, [source], ["deren goden"], coverage=False)
+    pieces = tr.sp.encode(source, out_type=str)
+    tag = len(tr.sp.encode("<2de>", out_type=str))
+    t.coverage = [0.0] * tag + [1.0] * (len(pieces) - tag)  # the tag is never attended to
+    assert judge(tr, source, t).flags == ["omission"]
+    assert judge(tr, source, t, tag="<2de>").flags == []
+
+
+# ----------------------------------------------------------------------------- the pipeline
+def test_every_non_empty_text_gets_a_confidence_and_its_words_located(run_dir_translator):
+    out = translate_request(run_dir_translator, TranslationRequest(tuple(TEXTS)))
+    assert [len(t.sentences) for t in out] == [1, 0, 2, 1, 1]
+    for text, t in zip(TEXTS, out):
+        if not text:
+            assert (t.text, t.confidence, t.flags, t.sentences, t.words) == ("", None, [], [], [])
+            continue
+        assert 0 <= t.confidence <= 1 and t.words
+        assert [w.word for w in t.words] == [w.word for s in t.sentences for w in s.words]
+        for w in t.words:
+            assert w.start is not None, (w, t.text)
+            assert t.text[w.start : w.end].lower() == w.word.lower()
+
+
+def failing(*args, **kwargs):
+    raise AssertionError("forced_scores called")
+
+
+def test_quality_switched_off_computes_nothing(run_dir_translator, monkeypatch):
+    tr = run_dir_translator
+    monkeypatch.setattr(tr, "forced_scores", failing)
+    with pytest.raises(AssertionError, match="forced_scores called"):
+        translate_request(tr, TranslationRequest(tuple(TEXTS)))  # on by default
+    off = QualityOptions(confidence=False, guards=False)
+    out = translate_request(tr, TranslationRequest(tuple(TEXTS), quality=off))
+    assert [(t.confidence, t.flags, t.sentences, t.words) for t in out] == [(None, [], [], [])] * len(TEXTS)
+    assert out[0].text
+
+
+class Searches:
+    """Translator.translate_nbest, spied on: each call's (sentences, options); a ``retry`` function
+    gives the second call's answer (None: the real search's)."""
+
+    def __init__(self, translator, monkeypatch, retry=None):
+        self.calls, self.search, self.retry = [], translator.translate_nbest, retry
+        monkeypatch.setattr(translator, "translate_nbest", self)
+
+    def __call__(self, sentences, options=None, **kw):
+        self.calls.append((list(sentences), options))
+        if len(self.calls) > 1 and self.retry is not None:
+            return self.retry(sentences)
+        return self.search(sentences, options, **kw)
+
+
+def test_a_flagged_sentence_is_searched_once_more_and_keeps_its_flag_when_the_retry_is_no_better(
+    run_dir_translator, monkeypatch
+):
+    """Every sentence flagged 'repetition': one retry, beam 8 and the trigram block, of the flagged
+    units only; the retry (a less likely output) loses, so the first output stays, flagged."""
+    tr = run_dir_translator
+    request = TranslationRequest(tuple(TEXTS), search=SearchOptions(beam=4, alpha=0.6))
+    first = translate_request(tr, TranslationRequest(tuple(TEXTS), quality=QualityOptions(guards=False)))
+    monkeypatch.setattr(quality, "check", lambda *a, **k: ["repetition"])
+    searches = Searches(
+        tr, monkeypatch, retry=lambda s: [[Translation("xq", 0.0, tr.sp.encode("xq zq qz"))] for _ in s]
+    )
+    out = translate_request(tr, request)
+    assert len(searches.calls) == 2
+    units, options = searches.calls[1]
+    assert units == [u for u in searches.calls[0][0] if u]  # the empty unit is not searched again
+    assert (options.beam, options.nbest, options.no_repeat_ngram, options.alpha) == (8, 1, 3, 0.6)
+    for t, before in zip(out, first):
+        assert t.text == before.text
+        if t.sentences:
+            assert t.flags == ["repetition"] and all(s.retried for s in t.sentences)
+
+
+def test_a_retry_that_fires_fewer_checks_replaces_the_first_output(run_dir_translator, monkeypatch):
+    """'omission' on every output but the retry's: the retry wins (beam 8, no trigram block)."""
+    tr = run_dir_translator
+    mended = "nedog deren"  # not the first output ("deren goden")
+    monkeypatch.setattr(
+        quality, "check", lambda s, *a, **k: [] if s.output_words == mended.split() else ["omission"]
+    )
+    searches = Searches(
+        tr, monkeypatch, retry=lambda s: [[Translation(mended, 0.0, tr.sp.encode(mended))] for _ in s]
+    )
+    [out] = translate_request(tr, TranslationRequest((TEXTS[0],), search=SearchOptions(beam=4)))
+    assert out.text.lower() == mended and out.flags == [] and out.sentences[0].retried
+    assert [(o.beam, o.no_repeat_ngram) for _, o in searches.calls] == [(4, 0), (8, 0)]
+
+
+def test_the_omission_guard_reads_the_attention_in_the_pipeline(run_dir_translator, monkeypatch):
+    """A threshold no word can reach: every sentence flagged 'omission' (the coverage was
+    computed), searched once more, and flagged still."""
+    monkeypatch.setattr(guards, "OMISSION_MASS", 1e9)
+    searches = Searches(run_dir_translator, monkeypatch)
+    out = translate_request(run_dir_translator, TranslationRequest(tuple(TEXTS)))
+    assert all("omission" in t.flags for t, text in zip(out, TEXTS) if text)
+    retried = [u for units, _ in searches.calls[1:] for u in units]
+    assert sorted(retried) == sorted(u for u in searches.calls[0][0] if u)  # each unit once
+    assert all(o.beam == 8 for _, o in searches.calls[1:])
+
+
+def test_no_retry_without_guards_nor_with_a_prefix(run_dir_translator, monkeypatch):
+    tr = run_dir_translator
+    monkeypatch.setattr(quality, "check", lambda *a, **k: ["repetition"])
+    searches = Searches(tr, monkeypatch)
+    [out] = translate_request(tr, TranslationRequest((TEXTS[0],), quality=QualityOptions(guards=False)))
+    assert len(searches.calls) == 1 and out.flags == [] and out.confidence is not None
+    [out] = translate_request(tr, TranslationRequest((TEXTS[0],), prefix=("deren",)))
+    assert len(searches.calls) == 2 and out.flags == ["repetition"]  # flagged, not searched again
+    [out] = translate_request(tr, TranslationRequest((TEXTS[0],), quality=QualityOptions(confidence=False)))
+    assert len(searches.calls) == 4 and out.flags == ["repetition"]
+    assert out.confidence is None and out.words == [] and out.sentences[0].confidence is None
