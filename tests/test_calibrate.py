@@ -4,12 +4,15 @@ calibration ranks sentences. `nmt calibrate` itself: tests/test_calibrate_comman
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from nmt.infer.calibrate import Report, report, sample_of, validation_samples, worst_caught
 from nmt.infer.confidence import Calibration, Sample
 from nmt.infer.options import SearchOptions
 from nmt.infer.results import Translation
+from nmt.vocab import EOS
 
 SOURCES = ["the dog sees a red ball", "", "a man sits on the street", "the big tree", "a cat"]
 
@@ -22,6 +25,8 @@ def test_worst_caught_is_the_share_of_the_worst_among_the_least_confident():
     assert worst_caught(half, qualities) == 0.5
     assert worst_caught([0.2, 0.1, 0.3], [1.0, 2.0, 3.0]) == 0.0  # at least one sentence
     assert worst_caught([0.1, 0.2, 0.3], [1.0, 2.0, 3.0], share=0.5) == 1.0
+    # 15 sentences: the worst 10% is one sentence (1.5 rounded down), the least confident one
+    assert worst_caught([0.0, 0.9] + [0.5] * 12 + [0.1], [float(q) for q in range(15)]) == 1.0
 
 
 def test_report_ranks_the_calibrated_confidences_against_chrf():
@@ -32,24 +37,32 @@ def test_report_ranks_the_calibrated_confidences_against_chrf():
     assert report(Calibration(), reversed_chrf).spearman == pytest.approx(-1.0)
 
 
-def test_a_sample_holds_its_chrf_its_words_found_in_the_reference_and_its_length_ratio(run_dir_translator):
-    """Hand-made output "deren god deren" against "Deren god": each reference word matches once
-    (case aside), so the second "deren" is not found; the ratio is the reference's pieces + EOS
-    over the source's pieces."""
+class Pieces:
+    """A SentencePiece stand-in: ids index PIECES; encode gives one piece per word."""
+
+    PIECES = ["▁De", "ren", "▁god", "▁deren", "▁other"]
+
+    def id_to_piece(self, i: int) -> str:
+        return self.PIECES[i]
+
+    def encode(self, text: str) -> list[int]:
+        return [4] * len(text.split())
+
+
+def test_a_sample_holds_its_chrf_its_words_found_in_the_reference_and_its_length_ratio():
+    """Output "Deren god deren" against "deren God": each reference word matches once, case aside,
+    so the second "deren" is not found; a word's score is its pieces' mean; the ratio is the
+    reference's pieces + EOS over the source's pieces."""
     from sacrebleu.metrics import CHRF
 
-    tr = run_dir_translator
-    tokens = tr.sp.encode("deren god deren")
-    log_probs = [-0.1 * (k + 1) for k in range(len(tokens) + 1)]
-    t = Translation(tr.decode(tokens), 0.0, tokens, log_probs=log_probs)
-    [source_ids], _ = tr.encode(["the dog sees a red ball"])
-    sample = sample_of(tr, source_ids, t, "Deren god")
+    translator = SimpleNamespace(sp=Pieces(), model=None)
+    log_probs = [-0.2, -0.4, -1.0, -2.0, -0.5]  # 4 pieces, then EOS
+    t = Translation("Deren god deren", 0.0, [0, 1, 2, 3], log_probs=log_probs)
+    sample = sample_of(translator, [7, 8, 9, 10, EOS], t, "deren God")
     assert sample.log_probs == log_probs
-    assert sample.chrf == pytest.approx(CHRF().sentence_score("deren god deren", ["Deren god"]).score)
-    assert [found for _, found in sample.words] == [True, True, False]
-    first = log_probs[: len(tr.sp.encode("deren"))]  # the first word's pieces
-    assert sample.words[0][0] == pytest.approx(sum(first) / len(first))
-    assert sample.ratio == pytest.approx((len(tr.sp.encode("Deren god")) + 1) / (len(source_ids) - 1))
+    assert sample.chrf == pytest.approx(CHRF().sentence_score("Deren god deren", ["deren God"]).score)
+    assert sample.words == [(pytest.approx(-0.3), True), (-1.0, True), (-2.0, False)]
+    assert sample.ratio == pytest.approx((2 + 1) / 4)
 
 
 def test_validation_samples_translate_score_and_leave_empty_sources_out(run_dir_translator, monkeypatch):

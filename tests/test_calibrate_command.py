@@ -57,9 +57,19 @@ def test_calibrate_writes_confidence_json_that_translations_then_use(run_dir, va
     assert out.confidence != pytest.approx(Calibration().sentence(best.log_probs))  # the map, not exp(mean)
 
 
-def test_calibrate_out_writes_elsewhere_and_leaves_the_checkpoint_alone(run_dir, valid_text, tmp_path):
+def test_calibrate_out_writes_elsewhere_and_leaves_the_checkpoint_alone(
+    run_dir, valid_text, tmp_path, monkeypatch
+):
     src, ref = valid_text
     out = tmp_path / "calibration"
+    searched = []
+    search = Translator.translate_nbest
+
+    def spy(self, sentences, options=None, **kw):
+        searched.append(options)
+        return search(self, sentences, options, **kw)
+
+    monkeypatch.setattr(Translator, "translate_nbest", spy)
     assert (
         main(
             [
@@ -78,6 +88,7 @@ def test_calibrate_out_writes_elsewhere_and_leaves_the_checkpoint_alone(run_dir,
         == 0
     )
     assert Calibration.load(out).fitted_on["beam"] == 1
+    assert [(o.beam, o.alpha) for o in searched] == [(1, 0.6)]  # --beam 1, the default alpha
     assert not (resolve_checkpoint(run_dir) / CALIBRATION).exists()
 
 

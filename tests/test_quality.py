@@ -198,24 +198,27 @@ class Searches:
 def test_a_flagged_sentence_is_searched_once_more_and_keeps_its_flag_when_the_retry_is_no_better(
     run_dir_translator, monkeypatch
 ):
-    """Every sentence flagged 'repetition': one retry, beam 8 and the trigram block, of the flagged
-    units only; the retry (a less likely output) loses, so the first output stays, flagged."""
+    """Every sentence but the first text's flagged 'repetition': one retry, beam 8 and the trigram
+    block, of the flagged units only; the retry (an unlikely output) loses, so the first outputs
+    stay, flagged."""
     tr = run_dir_translator
     request = TranslationRequest(tuple(TEXTS), search=SearchOptions(beam=4, alpha=0.6))
     first = translate_request(tr, TranslationRequest(tuple(TEXTS), quality=QualityOptions(guards=False)))
-    monkeypatch.setattr(quality, "check", lambda *a, **k: ["repetition"])
-    searches = Searches(
-        tr, monkeypatch, retry=lambda s: [[Translation("xq", 0.0, tr.sp.encode("xq zq qz"))] for _ in s]
+    clean = TEXTS[0].split()
+    monkeypatch.setattr(
+        quality, "check", lambda s, *a, **k: [] if s.source_words == clean else ["repetition"]
     )
+    junk = tr.sp.encode("xq zq qz")
+    searches = Searches(tr, monkeypatch, retry=lambda s: [[Translation("xq zq qz", 0.0, junk)] for _ in s])
     out = translate_request(tr, request)
     assert len(searches.calls) == 2
     units, options = searches.calls[1]
-    assert units == [u for u in searches.calls[0][0] if u]  # the empty unit is not searched again
+    assert units == [u for u in searches.calls[0][0] if u and u != TEXTS[0]]  # the flagged ones
     assert (options.beam, options.nbest, options.no_repeat_ngram, options.alpha) == (8, 1, 3, 0.6)
-    for t, before in zip(out, first):
-        assert t.text == before.text
-        if t.sentences:
-            assert t.flags == ["repetition"] and all(s.retried for s in t.sentences)
+    assert [t.text for t in out] == [t.text for t in first]
+    assert out[0].flags == [] and not out[0].sentences[0].retried
+    for t in out[2:]:
+        assert t.flags == ["repetition"] and all(s.retried for s in t.sentences)
 
 
 def test_a_retry_that_fires_fewer_checks_replaces_the_first_output(run_dir_translator, monkeypatch):
