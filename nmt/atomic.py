@@ -1,6 +1,7 @@
 """Files written whole: atomic replacement of a directory, the one way nmt swaps a finished output (a
 checkpoint, `best`, an averaged model, a prepared corpus, an export) into place; the one atomic file
-writer (`write_bytes`, `write_text`); and the one sha256 of a file (`sha256_file`)."""
+writer (`write_bytes`, `write_text`, `write_chunks` for a stream); and the one sha256 of a file
+(`sha256_file`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 ASIDE = "ckpt"  # `.NAME.old-*/ckpt`: where `replace_dir` sets the previous directory aside
 
@@ -37,6 +39,12 @@ def write_bytes(path: str | Path, data: bytes) -> None:
     the permissions a plain open gives, 0666 less the umask), fsync'ed, renamed over it, the folder
     fsync'ed. A failure (a full disk) or a kill leaves the previous file as it was; two writers never
     share a temporary."""
+    write_chunks(path, [data])
+
+
+def write_chunks(path: str | Path, chunks: Iterable[bytes]) -> None:
+    """`write_bytes` of the concatenation of ``chunks``, written as they come (a file larger than
+    memory); an exception raised by the iterator leaves the previous file as it was."""
     path = Path(path)
     while True:
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
@@ -47,7 +55,8 @@ def write_bytes(path: str | Path, data: bytes) -> None:
             continue
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for data in chunks:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -138,6 +138,7 @@ HELP = {
     "average": "average the last N checkpoints of a run (section 6.1)",
     "distill": "train a fast student on a teacher's translations (knowledge distillation), resumable",
     "translate": "translate raw text with a checkpoint (beam search, section 6.1)",
+    "translate-shards": "translate a large input as a sharded, resumable job (local workers, Ray, SLURM)",
     "tune-alpha": "choose the length penalty alpha on a development set (section 6.1)",
     "calibrate": "fit a checkpoint's confidences on a validation set (confidence.json)",
     "shortlist": "vocabulary shortlist from prepared training data (translate --shortlist)",
@@ -156,14 +157,15 @@ HELP = {
 def commands() -> list[tuple[str, object, object]]:
     """Every subcommand as (name, add its arguments, run it), in the order of `nmt --help`; each
     layer's command-line module owns its arguments."""
+    from .bulk import command as bulk
     from .data import command as data
     from .experiments import command as experiments
     from .export import command as export
     from .imports import command as imports
+    from .infer import calibrate_command as calibrate
     from .infer import command as translate
     from .infer import plot_attention_command as plot_attention
     from .infer import shortlist_command as shortlist
-    from .infer import calibrate_command as calibrate
     from .infer import tune_command as tune
     from .serve import command as serve
     from .train import command as train
@@ -177,6 +179,7 @@ def commands() -> list[tuple[str, object, object]]:
         ("average", train.add_average_args, train.run_average),
         ("distill", distill.add_distill_args, distill.run_distill),
         ("translate", translate.add_translate_args, translate.run_translate),
+        ("translate-shards", bulk.add_translate_shards_args, bulk.run_translate_shards),
         ("tune-alpha", tune.add_tune_alpha_args, tune.run_tune_alpha),
         ("calibrate", calibrate.add_calibrate_args, calibrate.run_calibrate),
         ("shortlist", shortlist.add_shortlist_args, shortlist.run_shortlist),

@@ -63,6 +63,9 @@ def render() -> str:
     for name, p in sub.choices.items():
         title = "nmt prepare ptb" if name == "prepare-ptb" else f"nmt {name}"
         lines += [f"## {title}", "", "```text", _help(p).rstrip(), "```", ""]
+        nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        for action, q in nested[0].choices.items() if nested else ():  # `nmt translate-shards run`
+            lines += [f"### {title} {action}", "", "```text", _help(q).rstrip(), "```", ""]
     lines += _config_fields()
     return "\n".join(lines)
 

@@ -43,6 +43,21 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
     assert path.read_text() == "before\n" and [p.name for p in tmp_path.iterdir()] == ["table.md"]
 
 
+def test_write_chunks_writes_a_stream_whole_or_leaves_the_previous_file(tmp_path):
+    path = tmp_path / "out.txt"
+    atomic.write_chunks(path, (f"{i}\n".encode() for i in range(3)))
+    assert path.read_bytes() == b"0\n1\n2\n"
+
+    def broken():
+        yield b"half"
+        raise ValueError("a shard changed")
+
+    with pytest.raises(ValueError, match="a shard changed"):
+        atomic.write_chunks(path, broken())
+    assert path.read_bytes() == b"0\n1\n2\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
 def test_sha256_file_of_the_bytes_or_of_the_decompressed_content(tmp_path):
     data = b"x" * (3 << 20)  # more than one block
     (tmp_path / "a").write_bytes(data)

@@ -72,11 +72,14 @@ def test_distill_writes_the_teachers_translations_the_students_data_and_its_aver
     sources = (tiny_data.parent / "text" / "train.en").read_text().splitlines()
     lines = (distilled / "train.distilled.de").read_text().splitlines()
     assert len(lines) == len(sources) == 600 and len(set(lines)) > 100
-    assert sorted(p.name for p in (distilled / "distilled").iterdir()) == [
-        "part-00000.txt",
-        "part-00001.txt",
-        "part-00002.txt",
+    # a sharded job (nmt.bulk) of 3 shards of --chunk-sentences lines, assembled
+    assert sorted(p.name for p in (distilled / "distilled" / "shards").glob("*.out")) == [
+        "00000.out",
+        "00001.out",
+        "00002.out",
     ]
+    manifest = json.loads((distilled / "distilled" / "manifest.json").read_text())
+    assert manifest["identity"]["options"]["split"] is False and manifest["output"]["lines"] == 600
     # the teacher's beam-4 translations, line for line
     expected = Translator.load(teacher, precision="fp32").translate_sentences(sources[:5], beam=4, alpha=0.6)
     assert lines[:5] == expected
@@ -105,32 +108,31 @@ def test_a_rerun_of_a_finished_distillation_redoes_nothing(teacher, distilled, m
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
-def test_an_interrupted_distillation_resumes_at_its_first_missing_chunk(teacher, tmp_path, monkeypatch):
+def test_an_interrupted_distillation_translates_only_the_shards_not_finished(teacher, tmp_path, monkeypatch):
     out = tmp_path / "out"
     translated = []
     real = Translator.translate_nbest
 
-    def interrupted_after_one_chunk(self, lines, **kwargs):
+    def interrupted_after_one_chunk(self, lines, *args, **kwargs):
         if translated:
             raise KeyboardInterrupt
         translated.append(lines[0])
-        return real(self, lines, **kwargs)
+        return real(self, lines, *args, **kwargs)
 
     monkeypatch.setattr(Translator, "translate_nbest", interrupted_after_one_chunk)
     greedy = ["--beam", "1"]  # faster; what is resumed does not depend on the beam
     assert main(["distill", str(teacher), "--out", str(out), *STUDENT, *greedy]) == 130
-    first = out / "distilled" / "part-00000.txt"
-    assert [p.name for p in (out / "distilled").iterdir()] == ["part-00000.txt"]
+    first = out / "distilled" / "shards" / "00000.out"
+    assert [p.name for p in (out / "distilled" / "shards").glob("*.done")] == ["00000.done"]
     written = first.stat().st_mtime_ns
 
-    def counted(self, lines, **kwargs):
+    def counted(self, lines, *args, **kwargs):
         translated.append(lines[0])
-        return real(self, lines, **kwargs)
+        return real(self, lines, *args, **kwargs)
 
     monkeypatch.setattr(Translator, "translate_nbest", counted)
     assert main(["distill", str(teacher), "--out", str(out), *STUDENT, *greedy]) == 0
-    sources = (out / "distilled" / "part-00001.txt").parent.parent / "train.distilled.de"
-    assert len(sources.read_text().splitlines()) == 600
+    assert len((out / "train.distilled.de").read_text().splitlines()) == 600
     assert len(translated) == 3  # chunk 1 once, then chunks 2 and 3 only
     assert first.stat().st_mtime_ns == written
     assert (out / "average" / "MANIFEST.json").exists()

@@ -4,9 +4,10 @@ trained on its translations (`nmt distill`; the command and the student's traini
 nmt.train.distill_command).
 
 The stages, each of which a rerun of the same command skips once its output is complete:
-  1. the teacher translates the training sources in chunks of ``chunk_sentences`` lines, each chunk
-     written atomically (``OUT/distilled/part-NNNNN.txt``): an interrupted run resumes at the first
-     missing chunk; then the chunks are joined into ``OUT/train.distilled.TGT``;
+  1. the teacher translates the training sources as a sharded job (nmt.bulk) in ``OUT/distilled``,
+     in shards of ``chunk_sentences`` lines, each written atomically: an interrupted run translates
+     only the shards not finished (on local workers, Ray, or any scheduler's tasks); then the
+     shards are assembled into ``OUT/train.distilled.TGT``;
   2. the student's data (``OUT/data``) is prepared with the teacher's SentencePiece model, from the
      original pairs plus (source, teacher's translation), or from the distilled pairs only;
   3. the student trains (``OUT/student``, resumed as `nmt train --resume auto` resumes); with
@@ -21,10 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .. import atomic
 from .. import checkpoint as ckpt
@@ -67,6 +67,8 @@ class DistillOptions:
     shrink: bool = False  # the student starts from the teacher's weights (nmt.train.shrink)
     device: str | None = None
     threads: int = 2  # SentencePiece encoding of the student's data
+    workers: int = 1  # the teacher's translation: worker processes (or Ray actors); 0: planned only
+    ray: str | None = None  # None: local workers; else Ray's address ("": a local Ray)
 
     def check(self) -> "DistillOptions":
         if not self.teachers:
@@ -79,6 +81,8 @@ class DistillOptions:
         ):
             if value < 1:
                 raise DistillError(f"{name} {value}: must be a positive integer")
+        if self.workers < 0:
+            raise DistillError(f"--workers {self.workers}: must be >= 0 (0: plan the translations only)")
         return self
 
 
@@ -163,75 +167,32 @@ def check_record(out: Path, record: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- 1. the teacher translates
-def distill_targets(options: DistillOptions, corpus: Corpus, teachers: list[Path], *, log=print) -> Path:
-    """Stage 1: OUT/train.distilled.TGT, the teacher's translation of every training source line
-    (line for line), translated chunk by chunk; finished chunks are never translated again."""
+def distill_targets(
+    options: DistillOptions,
+    corpus: Corpus,
+    teachers: list[Path],
+    *,
+    translate: Callable[[Path, Path, Path], int],
+    log=print,
+) -> Path | None:
+    """Stage 1: OUT/train.distilled.TGT, the teacher's translation of every training source line (line
+    for line), by ``translate(source, output, job)`` (its exit status): the sharded job at
+    OUT/distilled, whose finished shards are never translated again. None while it is not finished
+    (planned only, or a worker died)."""
     out = Path(options.out)
     joined = out / f"train.distilled.{corpus.tgt_lang}"
     if joined.exists():
         log(f"1/4 teacher translations: {joined} is complete (skipped)")
         return joined
-    sources = list(read_lines(corpus.splits["train"][0]))
-    parts = out / "distilled"
-    parts.mkdir(parents=True, exist_ok=True)
-    chunks = [
-        sources[i : i + options.chunk_sentences] for i in range(0, len(sources), options.chunk_sentences)
-    ]
-    todo = [k for k in range(len(chunks)) if not part_path(parts, k).exists()]
+    source = Path(corpus.splits["train"][0])
+    plural = "s" if len(teachers) > 1 else ""
     log(
-        f"1/4 teacher translations: {len(sources):,} sources in {len(chunks)} chunks, {len(todo)} to "
-        f"translate (beam {options.beam}, {len(teachers)} teacher{'s' if len(teachers) > 1 else ''})"
+        f"1/4 teacher translations: {source} in shards of {options.chunk_sentences:,} lines "
+        f"({out / 'distilled'}; beam {options.beam}, {len(teachers)} teacher{plural})"
     )
-    if todo:
-        translate_chunks(options, teachers, chunks, todo=todo, parts=parts)
-    lines = []
-    for k, chunk in enumerate(chunks):
-        part = part_path(parts, k).read_text(encoding="utf-8").split("\n")[:-1]
-        if len(part) != len(chunk):
-            raise DistillError(
-                f"{part_path(parts, k)}: {len(part)} lines for a chunk of {len(chunk)} sources "
-                "(altered?): delete it and rerun"
-            )
-        lines.extend(part)
-    atomic.write_text(joined, "".join(line + "\n" for line in lines))
-    return joined
-
-
-def part_path(parts: Path, k: int) -> Path:
-    return parts / f"part-{k:05d}.txt"
-
-
-def translate_chunks(
-    options: DistillOptions, teachers: list[Path], chunks: list[list[str]], *, todo: list[int], parts: Path
-) -> None:
-    """Translate the chunks ``todo`` with the teacher(s), each written as a whole when done; a bar of
-    sentences (all chunks, the finished ones counted) on stderr."""
-    from ..infer.translate import Translator
-    from ..progress import progress
-
-    translator = Translator.load(
-        [str(t) for t in teachers], device=options.device, precision=options.teacher_precision
-    )
-    pending = set(todo)
-    done = sum(len(c) for k, c in enumerate(chunks) if k not in pending)
-    bar = progress(total=sum(len(c) for c in chunks), initial=done, unit="sent", desc="distill")
-    clock = time.perf_counter()
-    for k in todo:
-        bar.set_postfix_str(f"chunk {k + 1}/{len(chunks)}")
-        empty = [i for i, s in enumerate(chunks[k]) if not s.strip()]
-        best = translator.translate_nbest(
-            chunks[k],
-            beam=options.beam,
-            alpha=options.alpha,
-            batch_tokens=options.batch_tokens,
-            on_batch=bar.update,
-        )
-        bar.update(len(empty))  # on_batch counts the sentences searched; empty lines are not
-        text = "".join(hyps[0].text.replace("\n", " ") + "\n" for hyps in best)
-        atomic.write_text(part_path(parts, k), text)
-    bar.close()
-    n = sum(len(chunks[k]) for k in todo)
-    print(f"translated {n:,} sentences in {time.perf_counter() - clock:.0f}s", file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    status = translate(source, joined, out / "distilled")
+    return joined if status == 0 and joined.exists() else None
 
 
 # ----------------------------------------------------------------------------- 2. the student's data

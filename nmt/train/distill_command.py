@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .. import checkpoint as ckpt
+from ..bulk.command import Pool, add_pool_args, plain_text_args, translate_sharded
 from ..config import PRESETS
 from .distill import (
     DistillError,
@@ -58,8 +59,10 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DistillOptions.chunk_sentences,
         metavar="N",
-        help="sentences per written chunk of teacher translations: an interrupted run loses at most one",
+        help="sentences per shard of the teacher's translations (a sharded job, OUT/distilled: "
+        "`nmt translate-shards`): an interrupted run loses at most the shards it was translating",
     )
+    add_pool_args(p)
     p.add_argument(
         "--teacher-precision",
         default=DistillOptions.teacher_precision,
@@ -116,7 +119,26 @@ def distill_options(args: argparse.Namespace) -> DistillOptions:
         shrink=args.shrink,
         device=args.device,
         threads=args.threads,
+        workers=args.workers,
+        ray=args.ray,
     ).check()
+
+
+def teacher_translation(options: DistillOptions, teachers: list[Path]):
+    """Stage 1's ``translate(source, output, job)``: `nmt translate-shards run --job JOB` of the
+    teachers on each source line as one sentence (every real-text step off), with the distillation's
+    beam, alpha, batch and precision, on --workers / --ray."""
+
+    def translate(source: Path, output: Path, job: Path) -> int:
+        argv = [*map(str, teachers), "-i", str(source), "-o", str(output), "--quiet", *plain_text_args()]
+        argv += ["--beam", str(options.beam), "--batch-tokens", str(options.batch_tokens)]
+        argv += ["--precision", options.teacher_precision]
+        argv += [] if options.alpha is None else ["--alpha", repr(options.alpha)]
+        argv += [] if options.device is None else ["--device", options.device]
+        pool = Pool(workers=options.workers, ray=options.ray)
+        return translate_sharded(argv, job, pool, shard_lines=options.chunk_sentences)
+
+    return translate
 
 
 def run_distill(args: argparse.Namespace, overrides: dict) -> int:
@@ -127,7 +149,14 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
     corpus = teacher_corpus(teachers[0], given, langs=(args.src, args.tgt))
     out = Path(options.out)
     check_record(out, settings(options, corpus, teachers))
-    distilled = distill_targets(options, corpus, teachers)
+    distilled = distill_targets(options, corpus, teachers, translate=teacher_translation(options, teachers))
+    if distilled is None:
+        print(
+            f"nmt distill: the teacher's translations ({out / 'distilled'}) are not finished; rerun the "
+            "same command to continue",
+            file=sys.stderr,
+        )
+        return 1 if options.workers else 0
     data = student_data(options, corpus, distilled, teachers[0])
     if (out / "average" / ckpt.MANIFEST).exists():
         print(f"3/4 student: {out / 'student'} is averaged (skipped)")
