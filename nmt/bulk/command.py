@@ -377,8 +377,6 @@ def translate_sharded(argv: list[str], job: Path, pool: Pool, *, shard_lines: in
 
 
 def plain_text_args() -> list[str]:
-    """`nmt translate`'s options that turn every real-text step off (each line one sentence, as it is)."""
-    names = translate_args_names()
-    return ["--no-split", "--no-recase", "--max-words", "0"] + [
-        f"--no-{name}" for name in ("protect", "guards") if name in names
-    ]
+    """`nmt translate`'s options that turn every real-text step off: each line one sentence, as it
+    is, searched once (no protected spans put back, no guard's retry)."""
+    return ["--no-split", "--no-recase", "--max-words", "0", "--no-protect", "--no-guards"]
