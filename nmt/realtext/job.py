@@ -33,7 +33,7 @@ from ..infer.results import TranslateError
 from ..infer.search import reading_order
 from .casing import NORMAL, case_of, lower_first, normal_case, recase
 from .markup import FORMATS, Document, Projected, Run, parse, render_run
-from .protect import Restored, Span, find_spans, restore
+from .protect import Restored, Span, find_spans, hide, restore
 from .segment import Cut, Parts, cut_spans, part_output, split_text
 from .spans import Pair, char_pairs, decoded_spans, monotone_pairs, piece_spans, shift
 
@@ -156,19 +156,26 @@ class TextJob:
         self.cuts: list[list[Cut]] = []
         self.spans: list[list[list[Span]]] = []  # per text, per paragraph (a markup run)
         self.align_units: set[int] = set()  # units holding protected spans (aligned to restore them)
+        self.points: list[list[tuple[int, str]]] = []  # per text, the spans the model is not given
         for text in texts:
             self.cuts.append([])
             self._sentences = 0  # in this text, before the one being planned
             if options.format == "text":
                 self.documents.append(None)
-                paragraphs = [text]
+                hidden = hide(text, find_spans(text) if options.protect else [])
+                paragraphs, self.points = [hidden.text], self.points + [hidden.points]
+                self.spans.append([[]])
             else:
                 doc = parse(text, html=options.format == "html")
                 self.documents.append(doc)
                 paragraphs = [r.text for r in doc.runs]
-            self.spans.append([find_spans(p) if options.protect else [] for p in paragraphs])
+                self.spans.append([find_spans(p) if options.protect else [] for p in paragraphs])
+                self.points.append([])
             self.paragraphs.append(
-                [self._paragraph(p, self.cuts[-1], s) for p, s in zip(paragraphs, self.spans[-1])]
+                [
+                    self._paragraph(p, self.cuts[-1], s + [Span(k, k, "") for k, _ in self.points[-1]])
+                    for p, s in zip(paragraphs, self.spans[-1])
+                ]
             )
 
     @property
@@ -202,7 +209,10 @@ class TextJob:
                 self.align_units.update(
                     u
                     for u, (a, b) in zip(units, spans)
-                    if any(at + a < s.end and s.start < at + b for s in protected)
+                    if any(
+                        at + a < s.end and s.start < at + b or at + a <= s.start == s.end <= at + b
+                        for s in protected
+                    )
                 )
             at += len(sentence) + len(gap)
             self.units += [source[a:b] for a, b in spans]
@@ -215,11 +225,13 @@ class TextJob:
         if len(outputs) != len(self.units):
             raise ValueError(f"{len(outputs)} translations for {len(self.units)} units")
         results = []
-        for doc, paragraphs, cuts, spans in zip(self.documents, self.paragraphs, self.cuts, self.spans):
+        for doc, paragraphs, cuts, spans, points in zip(
+            self.documents, self.paragraphs, self.cuts, self.spans, self.points
+        ):
             done = [self._join(p, outputs) for p in paragraphs]
             if doc is None:
                 run = Run(paragraphs[0].parts.join(paragraphs[0].parts.sentences), [])
-                projected, restored = restore(run, done[0], spans[0])
+                projected, restored = restore(run, done[0], spans[0], points)
                 results.append(TextResult(projected.text, cuts, restored))
             else:
                 text, restored = render_restored(doc, done, spans)
@@ -260,6 +272,13 @@ class TextJob:
             pieces.append(tgt)
             at += len(tgt)
         return recase(" ".join(pieces), plan.case), pairs
+
+
+def overlaps(span: Span, start: int, end: int) -> bool:
+    """True when a span lies in [start, end) in part, or a point (start == end) in [start, end]."""
+    if span.start == span.end:
+        return start <= span.start <= end
+    return start < span.end and span.start < end
 
 
 def render_restored(doc: Document, done: list[Projected], spans: list[list[Span]]) -> tuple[str, Restored]:
