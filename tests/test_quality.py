@@ -259,3 +259,33 @@ def test_no_retry_without_guards_nor_with_a_prefix(run_dir_translator, monkeypat
     [out] = translate_request(tr, TranslationRequest((TEXTS[0],), quality=QualityOptions(confidence=False)))
     assert len(searches.calls) == 4 and out.flags == ["repetition"]
     assert out.confidence is None and out.words == [] and out.sentences[0].confidence is None
+
+
+def test_the_ctranslate2_engine_scores_as_the_torch_one_and_never_reads_the_attention(
+    run_dir, run_dir_translator, tmp_path, monkeypatch
+):
+    """CTranslate2's forced scores (score_batch) == the torch engine's for the same outputs; it
+    gives no coverage, so no 'omission' however low the threshold, and a loop's retry has no
+    trigram block (the torch engine's)."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from nmt.cli import main
+    from nmt.infer.translate import Translator
+
+    assert main(["export", "ctranslate2", str(run_dir), str(tmp_path / "ct2")]) == 0
+    ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2", precision="fp32")
+    tr = run_dir_translator
+    sources = [t for t in TEXTS if t] + [""]
+    ids, _ = tr.encode(sources)
+    outputs = [t.tokens for t in scored(tr, sources[:-1], coverage=False)] + [[]]
+    ours, theirs = tr.forced_scores(ids, outputs), ct2.forced_scores(ids, outputs, coverage=True)
+    for a, b in zip(ours, theirs):
+        assert len(b.log_probs) == len(a.log_probs) and b.coverage is None
+        assert b.log_probs == pytest.approx(a.log_probs, abs=1e-4)  # float32, two kernels' sums
+    assert theirs[-1].log_probs == []
+    monkeypatch.setattr(guards, "OMISSION_MASS", 1e9)
+    monkeypatch.setattr(guards, "repeats", lambda *a, **k: True)  # every sentence a loop
+    searches = Searches(ct2, monkeypatch)
+    out = translate_request(ct2, TranslationRequest(tuple(TEXTS)))
+    for t, text in zip(out, TEXTS):
+        assert t.flags == (["repetition"] if text else []) and (t.confidence is not None) == bool(text)
+    assert [(o.beam, o.no_repeat_ngram) for _, o in searches.calls] == [(4, 0), (8, 0)]
