@@ -11,6 +11,7 @@ from nmt.infer.confidence import WordConfidence
 from nmt.infer.options import SearchOptions
 from nmt.infer.results import Translation
 from nmt.realtext import quality
+from nmt.realtext.job import TextOptions
 from nmt.realtext.pipeline import TranslationRequest, translate_request
 from nmt.realtext.quality import (
     QualityOptions,
@@ -163,6 +164,17 @@ def test_every_non_empty_text_gets_a_confidence_and_its_words_located(run_dir_tr
         for w in t.words:
             assert w.start is not None, (w, t.text)
             assert t.text[w.start : w.end].lower() == w.word.lower()
+
+
+def test_the_words_of_an_html_text_are_located_in_its_text_not_in_its_tags(run_dir_translator):
+    tr = run_dir_translator
+    [plain] = translate_request(tr, TranslationRequest((TEXTS[0],)))
+    first = plain.words[0].word  # an attribute holding the output's first word
+    html = f'<p title="{first}">{TEXTS[0]}</p>'
+    [out] = translate_request(tr, TranslationRequest((html,), text=TextOptions(format="html")))
+    assert out.text.startswith(f'<p title="{first}">') and out.words[0].word == first
+    for w in out.words:
+        assert w.start is not None and out.text.rfind("<", 0, w.start) < out.text.rfind(">", 0, w.start), w
 
 
 def failing(*args, **kwargs):
