@@ -257,13 +257,6 @@ def test_fit_on_chrf_increasing_with_the_mean_log_prob_ranks_sentences_perfectly
     assert c.length_ratio == pytest.approx([1.0, 1.39])  # the 0.5% and 99.5% quantiles of 40 ratios
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="least_squares calls torch.linalg.lstsq with its CPU default driver gelsy, which on "
-    "rank-deficient features (least log-probability always the mean minus a constant) returns a "
-    "wrong solution on most calls, at random (here the slope's sign flips: every sentence then "
-    "gets one confidence, Spearman 0); driver='gelsd' (SVD, minimum norm) gives the minimiser",
-)
 def test_fit_on_sentences_whose_least_and_mean_log_prob_move_together_ranks_them_every_time():
     samples = [
         Sample([sum(s.log_probs) / len(s.log_probs)] * 3, s.chrf, s.words, s.ratio) for s in synthetic()
@@ -295,13 +288,6 @@ def test_calibration_of_a_checkpoint_its_run_and_its_export(tiny_checkpoint, tmp
     assert Translator.load(ckpt, device="cpu").calibration == calibrated()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CTranslate2Translator.forced_scores (and search_ids alike) drop each source's last id "
-    "as its EOS (sources[i][:-1]); a model without source EOS (ModelConfig.source_eos false, "
-    "exported with add_source_eos false) has none there, so its last real piece is dropped and "
-    "the scores (and the search) are of another source",
-)
 def test_the_ctranslate2_engine_scores_a_model_without_source_eos_as_the_torch_engine(
     tiny_checkpoint, tmp_path
 ):

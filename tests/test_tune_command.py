@@ -34,6 +34,7 @@ def test_cli_on_a_checkpoint_and_an_ensemble(tmp_path, capsys):
                 "--alpha",
                 "1.4",
                 "--quiet",
+                "--no-guards",
                 "--precision",
                 "fp32",
                 "--max-len-a",

@@ -273,7 +273,8 @@ def least_squares(features: list[list[float]], y: list[float]) -> list[float]:
     """Weights w minimising |X w - y|^2 (X: ``features`` rows)."""
     x = torch.tensor(features, dtype=torch.float64)  # (N, F)
     t = torch.tensor(y, dtype=torch.float64)[:, None]  # (N, 1)
-    return torch.linalg.lstsq(x, t).solution[:, 0].tolist()
+    ridge = 1e-9 * torch.eye(x.size(1), dtype=torch.float64)  # collinear features: the least-norm mix
+    return torch.linalg.solve(x.T @ x + ridge, x.T @ t)[:, 0].tolist()
 
 
 def logistic(x: list[float], labels: list[bool], steps: int = 50) -> list[float]:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from ..config import ModelConfig, from_dict
 from ..data.batching import make_batches
 from ..export.ctranslate2 import ExportError, export_ctranslate2, import_ctranslate2
-from ..vocab import UNK, load_spm
+from ..vocab import EOS, UNK, load_spm
 from .confidence import calibration_of
 from .options import SearchOptions, with_fields
 from .results import TranslateError, Translation
@@ -39,6 +39,11 @@ from .search import length_penalty
 from .text import TextTranslator, one_or_many, source_words, training_data
 
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+
+
+def without_eos(source: list[int]) -> list[int]:
+    """A source's pieces without the EOS nmt appends (CTranslate2 appends its own)."""
+    return source[:-1] if source and source[-1] == EOS else source
 
 
 def nmt_score(score: float, length: int, alpha: float) -> float:
@@ -236,7 +241,7 @@ class CTranslate2Translator(TextTranslator):
         todo = [i for i, s in enumerate(sources) if s]
         if todo:
             scored = self.model.translator.score_batch(
-                [[self.vocab[t] for t in sources[i][:-1]] for i in todo],
+                [[self.vocab[t] for t in without_eos(sources[i])] for i in todo],
                 [[self.vocab[t] for t in outputs[i]] for i in todo],
             )
             for i, r in zip(todo, scored):
@@ -268,7 +273,7 @@ class CTranslate2Translator(TextTranslator):
             # |Y| (with EOS) <= a*|x| + b, |x| counting EOS; CTranslate2 appends the EOS itself
             max_len = [options.max_len(len(r), limit) for r in rows]
             out = self.model.translator.translate_batch(
-                [[self.vocab[t] for t in r[:-1]] for r in rows],
+                [[self.vocab[t] for t in without_eos(r)] for r in rows],
                 beam_size=options.beam,
                 length_penalty=alpha,
                 num_hypotheses=options.nbest,

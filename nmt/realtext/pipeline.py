@@ -297,7 +297,10 @@ class Plan:
                 for q in sentences:
                     q.confidence, q.words = None, []
             t.confidence, t.flags = text_quality(sentences)
-            t.sentences, t.words = sentences, locate(t.text, sentences)
+            t.sentences, t.words = (
+                sentences,
+                locate(t.text, sentences, markup=self.request.text.format != "text"),
+            )
 
     def sentence(self, nbest: list[Translation]) -> TextTranslation:
         """A text translated as one unit: its n-best as the model gave them."""

@@ -13,6 +13,7 @@ places in the text as returned (located in order, case-insensitively, after reca
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..infer.confidence import Calibration, WordConfidence, word_log_probs
@@ -137,8 +138,14 @@ def text_quality(sentences: list[SentenceQuality]) -> tuple[float | None, list[s
     return confidence, flags
 
 
-def locate(text: str, sentences: list[SentenceQuality]) -> list[LocatedWord]:
-    """The sentences' words found in ``text`` in order (case-insensitively)."""
+TAG = re.compile(r"<[^<>]*>")
+
+
+def locate(text: str, sentences: list[SentenceQuality], *, markup: bool = False) -> list[LocatedWord]:
+    """The sentences' words found in ``text`` in order (case-insensitively; ``markup``: not inside
+    a tag)."""
+    if markup:  # tags blanked out, the characters where they are
+        text = TAG.sub(lambda m: " " * len(m.group(0)), text)
     lowered, at, out = text.lower(), 0, []
     for q in sentences:
         for w in q.words:
