@@ -42,6 +42,10 @@ async def _submit_twice(batcher: Batcher) -> None:
     batcher.submit([SENTENCES[1]], JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=1)))
 
 
+# the search alone: no scoring pass after it, no retry (the tests count its model calls)
+RAW = {"guards": False, "confidence": False}
+
+
 def test_queue_full_is_503_with_retry_after(run_dir):
     app, models = make_app(run_dir, "--max-queue", "1")
     batcher = models["tiny"].batcher
@@ -315,7 +319,7 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, run_dir_transla
     models["tiny"].batcher.translator = t
     with TestClient(app) as c:
         # max_words 0: LONG's 12-word sentence (longer than the tiny model's training sentences) whole
-        r = c.post("/translate", json={"text": LONG, "beam": 4, "max_words": 0})
+        r = c.post("/translate", json={"text": LONG, "beam": 4, "max_words": 0, **RAW})
         assert r.status_code == 504
         assert r.json() == {
             "error": {
@@ -325,7 +329,7 @@ def test_deadline_is_504_json_and_the_work_is_cancelled(run_dir, run_dir_transla
         }
         limits.timeout = 60.0
         model.resume.set()  # the search wakes up after its 504, inside its first decoding step
-        r = c.post("/translate", json={"text": SENTENCES[0], "beam": 1})
+        r = c.post("/translate", json={"text": SENTENCES[0], "beam": 1, **RAW})
         assert r.status_code == 200
         wait_idle(models["tiny"].batcher)  # a search that went on would be running or done by now
         assert model.encoded == [len(LONG), 1]
@@ -376,9 +380,9 @@ def test_a_client_that_disconnects_takes_its_queued_request_with_it(run_dir, run
 
     async def scenario():
         stays, leaves = asyncio.Event(), asyncio.Event()
-        first = asyncio.ensure_future(call({"text": SENTENCES[0], "beam": 2}, stays))
+        first = asyncio.ensure_future(call({"text": SENTENCES[0], "beam": 2, **RAW}, stays))
         assert await asyncio.to_thread(model.paused.wait, 60)  # the worker is inside the first search
-        second = asyncio.ensure_future(call({"text": SENTENCES[1], "beam": 3}, leaves))
+        second = asyncio.ensure_future(call({"text": SENTENCES[1], "beam": 3, **RAW}, leaves))
         while batcher.queue_length == 0:
             await asyncio.sleep(0.01)
         leaves.set()

@@ -183,7 +183,7 @@ def check_libretranslate_answer(response, path: str) -> None:
     if response.status_code == 400:
         assert isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], str)
     elif path.endswith("/translate"):
-        assert set(body) <= {"translatedText", "alternatives", "detectedLanguage"}, body
+        assert set(body) <= {"translatedText", "alternatives", "detectedLanguage", "confidence"}, body
         texts = body["translatedText"]
         assert isinstance(texts, str) or all(isinstance(t, str) for t in texts)
     elif path.endswith("/detect"):

@@ -107,6 +107,14 @@ def forced_scores(
     return results
 
 
+def forward(model, src: Tensor, tgt_in: Tensor) -> Tensor:
+    """Logits (B, T, W) of BOS + output (B, T) given the source (B, S): ``encode`` and one
+    ``decode_step`` over every position (what a search reads, so that any model a search takes
+    does)."""
+    logits, _ = model.decode_step(tgt_in, model.encode(src), None)
+    return logits
+
+
 def teacher_forced(model, src: Tensor, tgt_in: Tensor, coverage: bool) -> tuple[Tensor, Tensor | None]:
     """Logits (B, T, W) of a teacher-forced pass and, with ``coverage``, the last decoder layer's
     encoder-decoder attention averaged over heads (B, T, S) (recomputed from its q/k projections,
@@ -115,7 +123,7 @@ def teacher_forced(model, src: Tensor, tgt_in: Tensor, coverage: bool) -> tuple[
     model.eval()
     if not coverage:
         try:
-            return model(src, tgt_in), None
+            return forward(model, src, tgt_in), None
         finally:
             model.train(was_training)
     attn = model.decoder.layers[-1].encoder_attn
@@ -126,7 +134,7 @@ def teacher_forced(model, src: Tensor, tgt_in: Tensor, coverage: bool) -> tuple[
     ]
     try:
         with unfused(model):
-            logits = model(src, tgt_in)  # (B, T, W)
+            logits = forward(model, src, tgt_in)  # (B, T, W)
     finally:
         for h in hooks:
             h.remove()
