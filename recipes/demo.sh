@@ -1,7 +1,7 @@
 #!/bin/sh
 # `make demo`: prepare Multi30k en-de, train a small Transformer for 13 minutes (on the GPU when torch
-# sees one, else on the CPU), average the last 5 checkpoints, translate test2016 (beam 4, alpha 0.6),
-# show a few sentences next to their references, and print sacreBLEU. About 14 minutes on 2 cores,
+# sees one, else on the CPU), average the last 5 checkpoints, calibrate its confidences on valid,
+# translate test2016 (beam 4, alpha 0.6), show a few sentences next to their references, and print sacreBLEU. About 14 minutes on 2 cores,
 # plus the install. PY: the Python that has torch (the Makefile gives .venv's).
 set -eu
 OUT=${1:-runs/demo}
@@ -30,6 +30,8 @@ if [ "$LAST" -lt 5 ]; then
   echo "nmt demo: only $LAST checkpoints in 13 minutes (a slow or busy CPU): averaging those; expect a weaker model"
 fi
 $NMT average "$OUT/run" --last "$LAST" --out "$OUT/average"
+# the confidences calibrated on the validation set (docs/translation.md: confidence.json)
+$NMT calibrate "$OUT/average" --src "$OUT/data/valid.en.txt" --ref "$OUT/data/valid.de.txt"
 $NMT translate "$OUT/average" -i "$OUT/data/test.en.txt" -o "$OUT/test.hyp.de" --beam 4 --alpha 0.6
 echo
 echo "== five test2016 sentences: source / nmt / reference"

@@ -23,11 +23,14 @@ from figures_speed import (  # noqa: E402
     ct2_recipe,
     ct2_today,
     glossary,
+    guards,
     pick,
+    quality,
     serve_attacks,
     serve_load,
     shortlist,
     shortlist_gain,
+    spans,
     speed_quality,
     speed_quality_pairs,
     speed_summary,
@@ -207,6 +210,7 @@ def glance() -> str:
             "[results/speed/](results/speed/README.md)",
         ],
         distilled_row(),
+        trust_row(),
         [
             "decoding speed against CTranslate2 4.8.5, recipe model",
             speed_cmd,
@@ -263,6 +267,26 @@ def distilled_row() -> list[str]:
         f"{cross.ratio:.2f}x",
         f"{cpu_kind(t['cpu_detail'])}, fp32 / int8, {t['commit']}, {t['date']}",
         "[results/speed/](results/speed/README.md)",
+    ]
+
+
+def trust_row() -> list[str]:
+    """The glance row of the confidence, guards and spans runs (results/multi30k-decoding/quality)."""
+    folder = RESULTS / "multi30k-decoding" / "quality"
+    q, sp = load_json(folder / "test2016.json"), load_json(folder / "spans.json")
+    _, _, rho, caught, flagged = q["rows"][0]
+    loops, clauses, caps = (r[2] for r in q["guard_rows"])
+    clean, on = sp["rows"][0], sp["rows"][1]
+    return [
+        "trust: confidence, guards, protected spans (demo model, calibrated on valid)",
+        "`nmt calibrate`; `nmt translate --quality FILE`; `python benchmarks/quality.py`, "
+        "`benchmarks/spans.py`",
+        f"test2016: confidence's Spearman with sentence chrF **{rho}** (the 10% least confident hold "
+        f"{caught} of the 10% worst); {flagged} of clean sentences flagged; caught: {loops} of forced loops, "
+        f"{clauses} of dropped clauses, {caps} of ALL CAPS without recasing; spans kept **{on[1]}**, "
+        f"BLEU around them {on[2]} against {clean[2]} clean",
+        f"{cpu_kind(q['cpu_detail'])}, fp32, beam 4, {q['commit']}, {q['date']}",
+        "[results/multi30k-decoding/quality/](results/multi30k-decoding/quality/README.md)",
     ]
 
 
@@ -513,6 +537,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "serve-load": serve_load,
     "serve-attacks": serve_attacks,
     "glossary": glossary,
+    "quality": quality,
+    "guards": guards,
+    "spans": spans,
     "speed-quality": speed_quality,
 }
 

@@ -338,3 +338,32 @@ def glossary() -> str:
     """A glossary drawn from test2016's references, with and without it (benchmarks/glossary.py)."""
     t = load_json(RESULTS / "multi30k-decoding" / "glossary" / "glossary.json")
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
+
+
+def quality_tables() -> list[dict]:
+    """benchmarks/quality.py's JSONs: test2016 and the LibreOffice test set."""
+    folder = RESULTS / "multi30k-decoding" / "quality"
+    return [load_json(folder / name) for name in ("test2016.json", "libreoffice.json")]
+
+
+def quality() -> str:
+    """Confidence against sentence chrF (benchmarks/quality.py)."""
+    tables = quality_tables()
+    rows = [r for t in tables for r in t["rows"]]
+    notes = "".join(footnote(t, t["what"]) + "\n" for t in tables)
+    return table(tables[0]["columns"], rows) + "\n" + notes.rstrip("\n") + "\n"
+
+
+def guards() -> str:
+    """The guards on broken outputs (benchmarks/quality.py --guards)."""
+    t = quality_tables()[0]
+    clean = [
+        ["clean (false alarms)", t["rows"][0][1], t["rows"][0][4]] + ["" for _ in t["guard_columns"][3:]]
+    ]
+    return table(t["guard_columns"], clean + t["guard_rows"]) + "\n" + footnote(t, t["what"])
+
+
+def spans() -> str:
+    """Protected spans on test2016 with a span in each sentence (benchmarks/spans.py)."""
+    t = load_json(RESULTS / "multi30k-decoding" / "quality" / "spans.json")
+    return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
