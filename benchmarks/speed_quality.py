@@ -11,11 +11,14 @@ students (`nmt distill`), on every axis a user can choose, in one run on one CPU
 
 Axes (each row one combination): model x engine (nmt's torch engine, CTranslate2) x precision
 (fp32, int8) x vocabulary shortlist (without; with, when --shortlist is given) x beam (4, greedy).
-Every row is text in, text out through the public API (``Translator.load(...).translate``, as
-`nmt translate`): the same test lines, the same --batch-tokens, the same thread count, each engine's
-own stopping rule (nmt: the paper's exact rule; CTranslate2: its own). A row is timed after a warm-up
-batch; loading and exporting (CTranslate2 exports a checkpoint into its cache on first use) are not
-timed. BLEU: sacreBLEU on the detokenized output. Columns: sent/s = test sentences per second;
+Every row is timed as benchmarks/translate_speed.py times its rows (benchmarks/decode_timing.py):
+search only, token ids in and out (each model's own SentencePiece model encodes the test lines
+once, outside the timing), the same length-sorted batches of --batch-tokens padded source tokens,
+the same beam, length penalty (greedy: none) and length limit (|x| + --max-len-b), the same threads,
+each engine in a fresh process of its own, the fastest of --repeat rounds; nmt stops by --stopping
+(default: the paper's exact rule, nmt's default), CTranslate2 by its own. Loading and exporting
+(CTranslate2 exports a checkpoint into its cache on first use) are not timed. BLEU: sacreBLEU on the
+detokenized output. Columns: sent/s = test sentences per second;
 words/s/core = output words (whitespace-separated) per second divided by --threads; "x teacher" =
 speed over the first --model's row with the same engine, precision, shortlist and beam; "x CT2 int8
 teacher" = speed over the first model translated by CTranslate2 in int8, beam 4, without shortlist
@@ -27,6 +30,7 @@ figures only within one run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import subprocess
@@ -39,6 +43,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from decode_timing import Rows, Search, Work, measure  # noqa: E402
 from machine import command_line, data_dir, public_command  # noqa: E402
 
 from nmt.checkpoint import model_config, read_config, resolve_checkpoint  # noqa: E402
@@ -122,55 +129,69 @@ def settings(args, models: dict[str, list[str]]) -> list[Setting]:
     ]
 
 
-class Translators:
-    """The translator of the current (model, engine, precision, shortlist), loaded once for its beams
-    (the settings vary the beam innermost)."""
+def model_groups(args, models: dict[str, list[str]], lines: list[str]):
+    """What decode_timing times: per model its sources (token ids, its own SentencePiece model) and
+    one Rows per engine, precision (and, for CTranslate2, shortlist: its export with or without the
+    vocabulary map); where each setting's result is ({Setting: (engine, i, j)}); the translator that
+    encodes and decodes each model's text (loaded here, never timed)."""
+    from nmt.infer.engine_ctranslate2 import exported_dir
+    from nmt.infer.shortlist import load as load_shortlist
 
-    def __init__(self, shortlist: str | None):
-        self.shortlist, self.key, self.translator = shortlist, None, None
+    listing = load_shortlist(args.shortlist) if args.shortlist else None
+    texts, sources, rows, where = {}, {}, {}, {}
+    for s in settings(args, models):
+        paths = models[s.model]
+        if s.engine == "ctranslate2" and len(paths) > 1:
+            continue  # an ensemble: the torch engine only (measure_all says so)
+        if s.model not in texts:
+            texts[s.model] = Translator.load(paths, device="cpu", precision="fp32")
+            sources[s.model] = texts[s.model].encode(lines)[0]
+        if s.engine == "torch":
+            key, path = ("nmt", s.model, s.precision), tuple(paths)
+        else:
+            key = ("ct2", s.model, s.precision, s.shortlist)
+            path = (str(exported_dir(paths[0], listing if s.shortlist else None)),)
+        if key not in rows:
+            shortlist = args.shortlist if key[0] == "nmt" else None
+            rows[key] = Rows(key[0], s.precision, path, sources[s.model], (), shortlist)
+        searches = rows[key].searches
+        where[s] = (key, len(searches))
+        rows[key] = dataclasses.replace(
+            rows[key], searches=(*searches, Search(s.beam, args.stopping, s.shortlist))
+        )
+    groups = {e: [r for k, r in rows.items() if k[0] == e] for e in ("nmt", "ct2")}
+    index = {k: [kk for kk in rows if kk[0] == k[0]].index(k) for k in rows}
+    return groups, {s: (k[0], index[k], j) for s, (k, j) in where.items()}, texts, sources
 
-    def get(self, s: Setting, paths: list[str]):
-        key = (s.model, s.engine, s.precision, s.shortlist)
-        if key != self.key:
-            self.translator = None  # the previous one's memory first
-            self.translator = Translator.load(
-                paths if s.engine == "torch" else paths[0],
-                device="cpu",
-                precision=s.precision,
-                engine=s.engine,
-                shortlist=self.shortlist if s.shortlist else None,
-            )
-            self.key = key
-        return self.translator
 
-
-def measure(
-    args, s: Setting, paths: list[str], data: tuple[list[str], list[str]], loaded: Translators
-) -> Row:
-    """Load the row's translator (not timed), warm it up on one batch, time the whole test set."""
+def measure_all(args, models: dict[str, list[str]], data: tuple[list[str], list[str]]) -> list[Row]:
+    """Every setting's row: its search timed by decode_timing (search only, each engine in its own
+    process, the fastest of --repeat rounds), BLEU of its outputs detokenized."""
     lines, refs = data
-    row = Row(s, layers(tuple(paths)))
-    if s.engine == "ctranslate2" and len(paths) > 1:
-        row.skipped = "an ensemble: the torch engine only"
-        return row
-    translator = loaded.get(s, paths)
-    options = {
-        "beam": s.beam,
-        "alpha": args.alpha,
-        "batch_tokens": args.batch_tokens,
-        "max_len_b": args.max_len_b,
-    }
-    translator.translate_sentences(lines[: args.warmup], **options)
-    best = None
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        hyps = translator.translate_sentences(lines, **options)
-        seconds = time.perf_counter() - start
-        best = seconds if best is None else min(best, seconds)
-    row.seconds, row.sentences = best, len(lines)
-    row.words = sum(len(h.split()) for h in hyps)
-    row.bleu = corpus_scores(hyps, [refs]).bleu
-    return row
+    groups, where, texts, sources = model_groups(args, models, lines)
+    work = Work(
+        batch_tokens=args.batch_tokens,
+        alpha=args.alpha,
+        max_len_b=args.max_len_b,
+        threads=args.threads,
+        warmup=args.warmup,
+    )
+    timed = measure(groups, work, args.repeat, log=lambda m: print(m, file=sys.stderr, flush=True))
+    out = []
+    for s in settings(args, models):
+        row = Row(s, layers(tuple(models[s.model])))
+        result = timed.get(where[s]) if s in where else "an ensemble: the torch engine only"
+        if isinstance(result, str):
+            row.skipped = result
+        else:
+            hyps = [
+                texts[s.model].decode(ids) if src else "" for ids, src in zip(result.ids, sources[s.model])
+            ]
+            row.seconds, row.sentences = result.seconds, len(lines)
+            row.words = sum(len(h.split()) for h in hyps)
+            row.bleu = corpus_scores(hyps, [refs]).bleu
+        out.append(row)
+    return out
 
 
 def find(rows: list[Row], **want) -> Row | None:
@@ -199,7 +220,7 @@ def ratios(rows: list[Row], teacher: str) -> list[tuple[float | None, float | No
     return out
 
 
-def goals(rows: list[Row], teacher: str) -> list[str]:
+def goals(rows: list[Row], teacher: str, stopping: str = "exact") -> list[str]:
     """Comparisons at equal settings, read off the rows (no row picked by its test BLEU): each model
     against the teacher (nmt, beam 4, no shortlist, the same precision), and nmt against CTranslate2 on
     the same model at the same precision and search (no shortlist; at beam 4 each engine stops by its
@@ -221,7 +242,9 @@ def goals(rows: list[Row], teacher: str) -> list[str]:
             continue
         ct2 = find(rows, **{**asdict(s), "engine": "ctranslate2"})
         if ct2:
-            search = "greedy" if s.beam == 1 else f"beam {s.beam} (nmt's exact stopping, CTranslate2's own)"
+            search = (
+                "greedy" if s.beam == 1 else f"beam {s.beam} (nmt's {stopping} stopping, CTranslate2's own)"
+            )
             lines.append(
                 f"nmt against CTranslate2 on {s.model}, {s.precision} {search}: "
                 f"{(r.sentences / r.seconds) / (ct2.sentences / ct2.seconds):.2f}x the sentences/s "
@@ -314,8 +337,16 @@ def main() -> int:
     )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, default=0, help="the first N test sentences (0: all)")
-    p.add_argument("--warmup", type=int, default=16, help="sentences translated before timing a row")
-    p.add_argument("--repeat", type=int, default=1, help="time each row this many times, keep the fastest")
+    p.add_argument("--warmup", type=int, default=0, help="sentences searched before timing a row (0: all)")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="rounds (each engine in a fresh process), keep the fastest"
+    )
+    p.add_argument(
+        "--stopping",
+        default="exact",
+        choices=("exact", "fast"),
+        help="nmt's beam search stopping rule (exact: the paper's, nmt's default; fast: CTranslate2's)",
+    )
     p.add_argument("--json", help="write the rows and the machine here")
     p.add_argument("--markdown", help="write the table here")
     args = p.parse_args()
@@ -324,13 +355,7 @@ def main() -> int:
     lines, refs = list(read_lines(args.src_file)), list(read_lines(args.ref_file))
     if args.limit:
         lines, refs = lines[: args.limit], refs[: args.limit]
-    rows, loaded = [], Translators(args.shortlist)
-    for s in settings(args, models):
-        rows.append(measure(args, s, models[s.model], (lines, refs), loaded))
-        print(
-            f"measured {len(rows)}: {' | '.join(cells(rows[-1], (None, None), args.threads)[:9])}",
-            file=sys.stderr,
-        )
+    rows = measure_all(args, models, (lines, refs))
     teacher = next(iter(models))
     result = {
         "cpu": cpu(),
@@ -352,7 +377,7 @@ def main() -> int:
         }
         for r in rows
     ]
-    result["goals"] = goals(rows, teacher)
+    result["goals"] = goals(rows, teacher, args.stopping)
     table = markdown(result, rows, args)
     c = result["cpu"]
     result.update(  # the fields scripts/figures.py reads from a results/speed table
@@ -363,8 +388,10 @@ def main() -> int:
         f"flags {', '.join(c.get('flags', []))})",
         torch=torch.__version__,
         date=time.strftime("%Y-%m-%d"),
-        timing=f"each row after a {args.warmup}-sentence warm-up, the fastest of {args.repeat}; "
-        f"--batch-tokens {args.batch_tokens}; search and detokenization, not loading",
+        timing=f"search only (token ids in and out, benchmarks/decode_timing.py: each engine in its own "
+        f"process), each row after the same search untimed ({args.warmup or 'every'} test sentences), "
+        f"the fastest of {args.repeat} rounds; "
+        f"--batch-tokens {args.batch_tokens}; nmt's stopping rule {args.stopping}",
         source="this file, written by benchmarks/speed_quality.py --json",
         columns=list(COLUMNS),
         rows=[cells(r, ratio, args.threads) for r, ratio in zip(rows, ratios(rows, teacher))],

@@ -15,18 +15,26 @@ BLEU where references exist.
     python benchmarks/translate_speed.py --preset base --vocab 37000 --synthetic-shortlist 20,100 \\
         --src-file ../shared/data/wmt14_en_de/test.en.gz --fixed-len 30 --limit 200
 
-Both engines get the same length-sorted batches (``--batch-tokens`` padded source tokens, as
-`nmt translate`) and the same number of threads. nmt int8 is ``Translator.load(precision="int8")``
-(dynamic int8 linear layers); a row says "unavailable" where this nmt does not offer it. CTranslate2
-int8 loads the float32 export with ``compute_type="int8"``. Target tokens = generated tokens of the
-best hypothesis including EOS. Without a checkpoint the source text is mapped to random ids, one per
-word (speed depends only on the lengths) and --fixed-len is required. "stopping": nmt's beam search early
-termination (``--stopping``: exact, the paper's, stops when no active hypothesis can still win;
-fast, CTranslate2's rule, stops when the best extension is EOS or beam hypotheses have finished);
-CTranslate2 always uses its own. Columns: "x nmt fp32" = speed relative to nmt float32 (exact) at
-the same beam; "vs CT2" (nmt rows) = nmt's speed over CTranslate2's at the same precision and
-beam; "= nmt fp32" / "= CT2" = share of outputs identical to nmt float32 (exact) / to CTranslate2
-at the same precision.
+Both engines do the same work, timed as benchmarks/decode_timing.py says: the same token ids (the
+source text encoded once, outside the timing), the same length-sorted batches (``--batch-tokens``
+padded source tokens, as `nmt translate`), beam, length penalty (greedy: none), length limit and
+number of threads; each row after the same search untimed; each engine in a fresh process of its own
+(CTranslate2's OpenMP calls share torch's libgomp: once CTranslate2 has searched in a process, torch's
+threads no longer spin between a step's operators, so nmt timed there is not nmt as a user runs
+it), the rounds alternating which engine goes first; each row the fastest of ``--repeat`` rounds.
+nmt is loaded as `nmt translate` loads it (``Translator.load``: float32 linear layers packed for
+oneDNN; int8 = ``precision="int8"``, dynamic int8 linear layers; a row says "unavailable" where this
+nmt does not offer it). CTranslate2 int8 loads the float32 export with ``compute_type="int8"``.
+Target tokens = generated tokens of the best hypothesis including EOS. Without a checkpoint the
+source text is mapped to random ids, one per word (speed depends only on the lengths) and --fixed-len
+is required. "stopping": nmt's beam search early termination (``--stopping``: exact, the paper's,
+stops when no active hypothesis can still win; fast, CTranslate2's rule, stops when the best
+extension is EOS or beam hypotheses have finished); CTranslate2 always uses its own; both of nmt's
+rules run by default. Columns: "x nmt fp32" = speed relative to nmt float32 (exact) at the same
+beam; "vs CT2" (nmt rows) = nmt's speed over CTranslate2's at the same precision and beam; "= nmt
+fp32" / "= CT2" = share of outputs identical to nmt float32 (exact) / to CTranslate2 at the same
+precision. ``--json FILE`` also writes the table with its command, CPU, torch, commit and date
+(machine.write_table), as results/speed/ keeps them.
 
 With ``--shortlist FILE`` (or ``--synthetic-shortlist`` for random weights) every configuration also
 runs with the shortlist (column "shortlist": yes): nmt searches each batch over the shortlist's
@@ -43,24 +51,24 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-import time
 import zlib
 from pathlib import Path
 
 import torch
 
-from nmt.infer.options import SearchOptions
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from decode_timing import Rows, Search, Work, measure  # noqa: E402
+from machine import cpu_name, write_table  # noqa: E402
 
 from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
 from nmt.config import apply_overrides, preset  # noqa: E402
 from nmt.data.lines import clean_line, read_lines  # noqa: E402
 from nmt.export.ctranslate2 import export_model, vocabulary  # noqa: E402
-from nmt.infer.engine_ctranslate2 import CTranslate2Translator, load_ctranslate2  # noqa: E402
 from nmt.infer.shortlist import SPECIAL, Shortlist  # noqa: E402
 from nmt.infer.shortlist import load as load_shortlist
-from nmt.infer.translate import BatchedSearch, Translator, add_eos  # noqa: E402
+from nmt.infer.translate import Translator, add_eos  # noqa: E402
 from nmt.model import Transformer  # noqa: E402
 
 
@@ -110,13 +118,6 @@ def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
     )
 
 
-def nmt_translator(checkpoint: Path, precision: str):
-    try:
-        return Translator.load(checkpoint, device="cpu", precision=precision)
-    except Exception as e:  # an nmt without int8: the row says so
-        return f"unavailable ({type(e).__name__})"
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", help="trained checkpoint (else --preset with random weights)")
@@ -151,6 +152,10 @@ def main() -> int:
         help="time each row this many times (in rounds over all rows), keep the fastest",
     )
     p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: torch's)")
+    p.add_argument(
+        "--warmup", type=int, default=0, help="sentences searched before each timed search (0: all)"
+    )
+    p.add_argument("--json", help="also write the table, its command and machine here (machine.write_table)")
     p.add_argument(
         "--shortlist", default=None, help="also run every row with this shortlist (checkpoint only)"
     )
@@ -227,123 +232,117 @@ def main() -> int:
             f"min {min(unions)}, max {max(unions)} of {cfg.tgt_vocab_size} target pieces "
             f"({len(unions)} batches)"
         )
-    length = dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}
-
-    def run_nmt(t, beam, stopping, listed=False):
-        options = SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, stopping=stopping, **length)
-        search = BatchedSearch(options, dtype=t.dtype, shortlist=shortlist if listed else None)
-        hyps = search.sources(t.model, sources, batch_tokens=args.batch_tokens)
-        return [h[0].tokens for h in hyps]
-
-    def run_ct2(t, beam, listed=False):
-        hyps = t.search_ids(
-            sources,
-            SearchOptions(beam=beam, alpha=args.alpha if beam > 1 else 0.0, **length),
-            batch_tokens=args.batch_tokens,
-            use_vmap=listed,
+    work = Work(
+        batch_tokens=args.batch_tokens,
+        alpha=args.alpha,
+        threads=threads,
+        warmup=args.warmup,
+        **(dict(max_len_a=0.0, max_len_b=args.fixed_len, min_len=args.fixed_len) if args.fixed_len else {}),
+    )
+    rows = table_rows(args, shortlist is not None)
+    groups, where = engine_groups(rows, sources, shortlist, ckpt=str(ckpt), ct2_dir=str(ct2_dir))
+    timed = measure(groups, work, args.repeat, log=lambda m: print(m, file=sys.stderr, flush=True))
+    rows = [(*row, timed[where[row]]) for row in rows]
+    columns, cells = table(rows, sources, refs=refs if args.checkpoint else None, decode=base.decode)
+    print("\n| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for line in cells:
+        print("| " + " | ".join(line) + " |")
+    if args.json:
+        write_table(
+            args.json,
+            "translate_speed",
+            what=f"nmt against CTranslate2 4.8.5 decoding {n_sent} sentences of "
+            f"{args.src_file.rsplit('/', 1)[-1]}",
+            model=f"{args.checkpoint or args.preset + ' (random weights)'} ({cfg.depth()}, d_model "
+            f"{cfg.d_model}, vocabulary {cfg.tgt_vocab_size})",
+            cpu=cpu_name(),
+            timing=f"search only (token ids in and out), each engine in its own process "
+            f"(benchmarks/decode_timing.py), each row after the same search untimed, the fastest of "
+            f"{args.repeat} rounds; --batch-tokens {args.batch_tokens}",
+            columns=columns,
+            rows=cells,
         )
-        return [h[0][0] for h in hyps]
+    return 0
 
-    engines = {}
-    for prec in args.precisions.split(","):
-        engines[("nmt", prec)] = base if prec == "fp32" else nmt_translator(ckpt, prec)
-        ct2 = CTranslate2Translator(
-            load_ctranslate2(ct2_dir, compute_type={"fp32": "float32"}.get(prec, prec), threads=threads),
-            base.sp,
-        )
-        engines[("ct2", prec)] = ct2
 
-    stoppings = args.stopping.split(",")
-    listings = [False, True] if shortlist is not None else [False]
-    rows = []  # (name, prec, beam, stopping, listed, result): result = (sec, ids) or an "unavailable" string
+def table_rows(args, listed: bool) -> list[tuple]:
+    """The table's rows in order, (engine, precision, beam, stopping, listed): per beam and
+    precision (and without, then with the shortlist) CTranslate2, then nmt with each stopping rule
+    (greedy: one row)."""
+    rows = []
     for beam in map(int, args.beams.split(",")):
         for prec in args.precisions.split(","):
-            for listed in listings:
-                for name, stop in [("ct2", "fast")] + [
-                    ("nmt", s) for s in (stoppings if beam > 1 else ["exact"])
-                ]:
-                    t = engines[(name, prec)]
-                    rows.append(
-                        (name, prec, beam, stop, listed, t if isinstance(t, str) else (float("inf"), None))
-                    )
-    timed = [i for i, row in enumerate(rows) if not isinstance(row[-1], str)]
-    for i in timed:  # warm-up (first-call allocations, int8 packing)
-        name, prec, beam, stop, listed, _ = rows[i]
-        t, small = engines[(name, prec)], sources[:4]
-        (
-            BatchedSearch(
-                SearchOptions(beam=beam), dtype=t.dtype, shortlist=shortlist if listed else None
-            ).sources(t.model, small, batch_tokens=args.batch_tokens)
-            if name == "nmt"
-            else t.search_ids(
-                small, SearchOptions(beam=beam), batch_tokens=args.batch_tokens, use_vmap=listed
-            )
-        )
-    for r in range(args.repeat):  # every row once per round, the fastest round kept: the machine's
-        for i in timed:  # drifts in speed fall on all rows alike, not on the rows timed last
-            name, prec, beam, stop, listed, (best, _) = rows[i]
-            t = engines[(name, prec)]
-            time.sleep(0.2)  # the other engine's OpenMP threads stop spinning before this row starts
-            start = time.perf_counter()
-            ids = run_nmt(t, beam, stop, listed) if name == "nmt" else run_ct2(t, beam, listed)
-            sec = time.perf_counter() - start
-            rows[i] = (name, prec, beam, stop, listed, (min(best, sec), ids))
-            print(
-                f"  round {r + 1}: {name} {prec} beam {beam} {stop if name == 'nmt' else ''}"
-                f"{' shortlist' if listed else ''}: {sec:.2f} s (best {min(best, sec):.2f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            for sl in [False, True] if listed else [False]:
+                rows.append(("ct2", prec, beam, "fast", sl))
+                rows += [
+                    ("nmt", prec, beam, s, sl) for s in (args.stopping.split(",") if beam > 1 else ["exact"])
+                ]
+    return rows
 
-    done = {(n, p, b, s, sl): r for n, p, b, s, sl, r in rows if not isinstance(r, str)}
-    vmap_col = " vs CT2 vmap |" if shortlist is not None else ""
-    print(
-        "\n| decoder | precision | beam | stopping | shortlist | sent/s | tok/s | sec | x nmt fp32 | vs CT2 |"
-        f"{vmap_col} = nmt fp32 | = CT2 |" + (" BLEU |" if refs else "")
-    )
-    print(
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"
-        + ("---|" if vmap_col else "")
-        + ("---|" if refs else "")
-    )
-    for name, prec, beam, stop, listed, result in rows:
-        label = "nmt" if name == "nmt" else "CTranslate2 4.8.5"
-        stop_label = stop if name == "nmt" and beam > 1 else ("CTranslate2's" if beam > 1 else "")
-        listed_label = ("yes (vmap)" if name == "ct2" else "yes") if listed else "no"
+
+def engine_groups(rows: list[tuple], sources, shortlist, *, ckpt: str, ct2_dir: str):
+    """decode_timing's groups for ``rows`` (one Rows per engine and precision, its searches in table
+    order) and where each row's result is: {row: (engine, i, j)}."""
+    searches: dict[tuple, list[Search]] = {}  # (engine, precision) -> its searches, in table order
+    where = {}
+    for row in rows:
+        name, prec, beam, stop, listed = row
+        found = searches.setdefault((name, prec), [])
+        where[row] = (name, [k for k in searches if k[0] == name].index((name, prec)), len(found))
+        found.append(Search(beam, stop, listed))
+    groups: dict[str, list[Rows]] = {"nmt": [], "ct2": []}
+    for (name, prec), found in searches.items():
+        path, listing = (ckpt, shortlist) if name == "nmt" else (ct2_dir, None)
+        groups[name].append(Rows(name, prec, (path,), sources, tuple(found), listing))
+    return groups, where
+
+
+def table(rows: list[tuple], sources, *, refs, decode) -> tuple[list[str], list[list[str]]]:
+    """The printed table: its columns and each row's cells (decode_timing's Timed per row, or the
+    reason it has none); BLEU when ``refs`` are given."""
+    listed = any(r[4] for r in rows)
+    columns = ["decoder", "precision", "beam", "stopping", "shortlist", "sent/s", "tok/s", "sec"]
+    columns += ["x nmt fp32", "vs CT2"] + (["vs CT2 vmap"] if listed else []) + ["= nmt fp32", "= CT2"]
+    columns += ["BLEU"] if refs else []
+    done = {r[:5]: r[5] for r in rows if not isinstance(r[5], str)}
+    n_sent = sum(1 for s in sources if s)
+    out = []
+    for name, prec, beam, stop, sl, result in rows:
+        head = [
+            "nmt" if name == "nmt" else "CTranslate2 4.8.5",
+            prec,
+            str(beam),
+            stop if name == "nmt" and beam > 1 else ("CTranslate2's" if beam > 1 else ""),
+            ("yes (vmap)" if name == "ct2" else "yes") if sl else "no",
+        ]
         if isinstance(result, str):
-            print(
-                f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {result} | | | | |"
-                + (" |" if vmap_col else "")
-                + " | |"
-                + (" |" if refs else "")
-            )
+            out.append(head + [result] + [""] * (len(columns) - len(head) - 1))
             continue
-        sec, ids = result
-        tokens = sum(len(h) + 1 for h, s in zip(ids, sources) if s)
-        speed = n_sent / sec
+        sec, ids = result.seconds, result.ids
         ref = done.get(("nmt", "fp32", beam, "exact", False))
         ct2 = done.get(("ct2", prec, beam, "fast", False))
         ct2_vmap = done.get(("ct2", prec, beam, "fast", True))
-        same_ct2 = done.get(("ct2", prec, beam, "fast", listed))
-        rel = f"{ref[0] / sec:.2f}" if ref else ""
-        vs = f"{ct2[0] / sec:.2f}" if ct2 and name == "nmt" else ""
-        vs_vmap = (f" {ct2_vmap[0] / sec:.2f} |" if ct2_vmap and name == "nmt" else " |") if vmap_col else ""
+        same_ct2 = done.get(("ct2", prec, beam, "fast", sl))
+
+        def ratio(other):
+            return f"{other.seconds / sec:.2f}" if other and name == "nmt" else ""
 
         def same(other):
-            return f"{100 * sum(a == b for a, b in zip(ids, other[1])) / len(ids):.1f}%" if other else ""
+            return f"{100 * sum(a == b for a, b in zip(ids, other.ids)) / len(ids):.1f}%" if other else ""
 
-        line = (
-            f"| {label} | {prec} | {beam} | {stop_label} | {listed_label} | {speed:.1f} | "
-            f"{tokens / sec:.0f} | "
-            f"{sec:.2f} | {rel} | {vs} |{vs_vmap} {same(ref)} | {same(same_ct2) if name == 'nmt' else ''} |"
-        )
-        if refs is not None and args.checkpoint:
+        tokens = sum(len(h) + 1 for h, s in zip(ids, sources) if s)
+        line = head + [f"{n_sent / sec:.1f}", f"{tokens / sec:.0f}", f"{sec:.2f}"]
+        line += [f"{ref.seconds / sec:.2f}" if ref else "", ratio(ct2)]
+        line += [ratio(ct2_vmap)] if listed else []
+        line += [same(ref), same(same_ct2) if name == "nmt" else ""]
+        if refs:
             from nmt.metrics import corpus_scores
 
-            hyp = [base.decode(h) if s else "" for h, s in zip(ids, sources)]
-            line += f" {corpus_scores(hyp, [refs]).bleu:.2f} |"
-        print(line, flush=True)
-    return 0
+            hyp = [decode(h) if s else "" for h, s in zip(ids, sources)]
+            line.append(f"{corpus_scores(hyp, [refs]).bleu:.2f}")
+        out.append(line)
+    return columns, out
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The benchmarks' own logic, on the CPU: benchmarks/gpu.py (its FLOP count and its table, in tiny
-mode) and benchmarks/stopping_rules.py (its row counts)."""
+mode), benchmarks/stopping_rules.py (its row counts) and benchmarks/decode_timing.py (how decoding
+speed is timed)."""
 
 from __future__ import annotations
 
@@ -396,3 +397,42 @@ def test_a_recorded_command_names_only_paths_a_reader_has():
     assert machine.public_command("python benchmarks/x.py /home/u/run -o /home/u/out.txt") == (
         "python benchmarks/x.py PATH -o OUT.txt"
     )
+
+
+def test_each_engine_is_timed_in_a_fresh_process_where_the_other_never_ran(tiny_checkpoint, tmp_path):
+    """decode_timing.measure (behind translate_speed.py and speed_quality.py): nmt's searches run in a
+    process where CTranslate2 was never imported, CTranslate2's in another, neither in the caller's
+    (once CTranslate2 has searched beside torch, torch's OpenMP threads stop spinning between the
+    small operators of a step, and nmt is timed as no user runs it); both engines search the same
+    sources with the same options, and nmt searches the model Translator.load gives `nmt
+    translate` (float32: packed linear layers), with its outputs."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import decode_timing as dt
+
+    from nmt.infer.translate import BatchedSearch, Translator
+
+    t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
+    sources = t.encode(["a b c", "", "d e f g h", "b a"])[0]
+    searches = (dt.Search(2, "exact"), dt.Search(2, "fast"), dt.Search(1))
+    groups = {"nmt": [dt.Rows("nmt", "fp32", (str(tiny_checkpoint),), sources, searches)]}
+    ctranslate2 = importlib.util.find_spec("ctranslate2") is not None
+    if ctranslate2:
+        from nmt.export.ctranslate2 import export_model, vocabulary
+
+        ct2_dir = export_model(t.model, vocabulary(t.sp), tmp_path / "ct2")
+        groups["ct2"] = [dt.Rows("ct2", "fp32", (str(ct2_dir),), sources, searches[:1])]
+    work = dt.Work(alpha=0.6, max_len_b=5, threads=1, warmup=2)
+    timed = dt.measure(groups, work, repeat=1)
+    nmt = [timed[("nmt", 0, j)] for j in range(3)]
+    assert all(r.seconds > 0 and len(r.rounds) == 1 for r in nmt)
+    (process,) = {tuple(sorted(p.items())) for r in nmt for p in r.processes}  # one process for nmt's rows
+    assert dict(process)["ctranslate2"] is False and dict(process)["pid"] != os.getpid()
+    for search, r in zip(searches, nmt):
+        options = work.options(search, "nmt")
+        direct = BatchedSearch(options).sources(t.model, sources, batch_tokens=work.batch_tokens)
+        assert r.ids == [h[0].tokens for h in direct]
+    assert r.ids[1] == [] and work.options(searches[2], "nmt").penalty == 0  # greedy: no length penalty
+    if ctranslate2:
+        ct2 = timed[("ct2", 0, 0)]
+        assert ct2.processes[0]["pid"] not in (dict(process)["pid"], os.getpid())
+        assert len(ct2.ids) == len(sources) and ct2.ids[1] == []
