@@ -59,13 +59,20 @@ $NMT train "$OUT/data" --out "$OUT/adapted/run" --init "$START" --resume auto $B
 $NMT train "$OUT/data" --out "$OUT/guarded/run" --init "$START" --resume auto $BUDGET $VALIDATE \
   --replay "$OUT/m30k" --replay-share "$REPLAY_SHARE" --guard-valid "$OUT/m30k" \
   --guard-bleu-drop "$GUARD_DROP" ${TRAIN_ARGS:-}
-$NMT average "$OUT/adapted/run" --last 5 --out "$OUT/adapted/average" --force
+# the last 5 checkpoints; a slow or busy CPU may write fewer in MINUTES: then all of them
+last_of() {
+  n=$(find "$1/checkpoints" -maxdepth 1 -name 'step_*' 2>/dev/null | wc -l)
+  if [ "$n" -gt 5 ]; then n=5; fi
+  if [ "$n" -lt 5 ]; then echo "finetune: only $n checkpoints in $1: averaging those" >&2; fi
+  echo "$n"
+}
+$NMT average "$OUT/adapted/run" --last "$(last_of "$OUT/adapted/run")" --out "$OUT/adapted/average" --force
 MODELS="start:$START adapted:$OUT/adapted/average guarded:$OUT/guarded/run/checkpoints/best"
 if [ "${SCRATCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/scratch/run" --config "$HERE/multi30k-en-de.yaml" --resume auto \
     $BUDGET ${TRAIN_ARGS:-}
-  $NMT average "$OUT/scratch/run" --last 5 --out "$OUT/scratch/average" --force
+  $NMT average "$OUT/scratch/run" --last "$(last_of "$OUT/scratch/run")" --out "$OUT/scratch/average" --force
   MODELS="$MODELS scratch:$OUT/scratch/average"
 fi
 score() {  # TEST NAME MODEL SRC REF: translate (beam 4, alpha 0.6), score, print one table row
