@@ -17,7 +17,6 @@ its source term is a word of the source.
 from __future__ import annotations
 
 import argparse
-import gzip
 import re
 import sys
 import time
@@ -29,18 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sacrebleu  # noqa: E402
 from machine import write_table  # noqa: E402
 
+from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer.options import SearchOptions  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.realtext.glossary import Glossary  # noqa: E402
 from nmt.realtext.pipeline import TranslationRequest  # noqa: E402
 
 WORD = re.compile(r"[^\W\d_]{4,}")
-
-
-def read(path: str) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def draw_glossary(src: list[str], ref: list[str], min_count: int) -> Glossary:
@@ -91,7 +85,7 @@ def main() -> int:
     parser.add_argument("--model-note", default="", help="what the model is, for the JSON")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    src, ref = read(args.src_file), read(args.ref_file)
+    src, ref = list(read_lines(args.src_file)), list(read_lines(args.ref_file))
     glossary = draw_glossary(src, ref, args.min_count)
     translator = Translator.load(args.checkpoint, precision="fp32")
     rows = []

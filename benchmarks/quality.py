@@ -22,7 +22,6 @@ validation set, never on a test set).
 from __future__ import annotations
 
 import argparse
-import gzip
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import write_table  # noqa: E402
 
+from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer import guards  # noqa: E402
 from nmt.infer.calibrate import worst_caught  # noqa: E402
 from nmt.infer.confidence import spearman  # noqa: E402
@@ -41,26 +41,19 @@ from nmt.realtext.pipeline import TranslationRequest  # noqa: E402
 from nmt.realtext.quality import QualityOptions, judge, score_results  # noqa: E402
 
 
-def read(path: str) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
 def chrf(hyp: str, ref: str) -> float:
     from sacrebleu.metrics import CHRF
 
     return CHRF().sentence_score(hyp, [ref]).score
 
 
-def sentence_level(beam: int) -> TextOptions:
-    return TextOptions(split=False, recase=False, max_words=0)
+ONE_PER_LINE = TextOptions(split=False, recase=False, max_words=0)  # each line one sentence, as given
 
 
 def confidence_rows(translator, src, ref, beam):
     """Spearman and the worst 10% caught, on sentences translated one per line."""
     out = translator.translate_request(
-        TranslationRequest(src, text=sentence_level(beam), search=SearchOptions(beam=beam))
+        TranslationRequest(src, text=ONE_PER_LINE, search=SearchOptions(beam=beam))
     )
     conf = [t.confidence for t in out]
     chrfs = [chrf(t.text, r) for t, r in zip(out, ref)]
@@ -114,7 +107,7 @@ def guard_rows(translator, src, clean: list[str], beam: int, sweep: bool) -> lis
     caps = translator.translate_request(
         TranslationRequest(
             [s.upper() for s in src],
-            text=TextOptions(split=False, recase=False, max_words=0),
+            text=ONE_PER_LINE,
             search=SearchOptions(beam=beam),
             quality=QualityOptions(guards=True),
         )
@@ -154,7 +147,7 @@ def main() -> int:
     parser.add_argument("--guards", action="store_true", help="also the broken inputs")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    src, ref = read(args.src_file), read(args.ref_file)
+    src, ref = list(read_lines(args.src_file)), list(read_lines(args.ref_file))
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
     translator = Translator.load(args.checkpoint, precision="fp32")

@@ -15,7 +15,6 @@ search); protect on (nmt's default) and off.
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sacrebleu  # noqa: E402
 from machine import write_table  # noqa: E402
 
+from nmt.data.lines import read_lines  # noqa: E402
 from nmt.infer.options import SearchOptions  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.realtext.job import TextOptions  # noqa: E402
@@ -40,12 +40,6 @@ KINDS = {
     "emoji": lambda r: r.choice(["🐶", "🎉", "👍", "🌊", "☀️"]),
     "placeholder": lambda r: r.choice(["{name}", "{{count}}", "%s", "%(n)d", "$HOME"]),
 }
-
-
-def read(path: str) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def with_spans(src: list[str], seed: int) -> tuple[list[str], list[tuple[str, str]]]:
@@ -90,7 +84,7 @@ def main() -> int:
     parser.add_argument("--model-note", default="")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    src, ref = read(args.src_file), read(args.ref_file)
+    src, ref = list(read_lines(args.src_file)), list(read_lines(args.ref_file))
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
     translator = Translator.load(args.checkpoint, precision="fp32")

@@ -27,7 +27,38 @@ import torch
 from nmt.vocab import BOS, EOS, PAD
 
 
-class TokenBatchSampler:
+class EpochBatches:
+    """Where a sampler is in its epochs, resumable: ``epoch`` and ``position`` (batches of the epoch
+    already given), what ``batches(epoch)`` (each subclass's) yields from there. The samplers of
+    training (TokenBatchSampler; nmt.train.replay.ReplaySampler) share it."""
+
+    epoch: int = 0
+    position: int = 0
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its first batch."""
+        self.epoch, self.position = epoch, 0
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.batches(self.epoch)[self.position :]:
+            self.position += 1
+            yield batch
+
+    def __len__(self) -> int:
+        """Batches left in the current epoch for this rank (what `__iter__` will yield)."""
+        return len(self.batches(self.epoch)) - self.position
+
+
+class TokenBatchSampler(EpochBatches):
     """Deterministic length-bucketed batches of example indices, shuffled per epoch.
 
     Per epoch (everything derived from `seed` and the epoch number, identical on every rank):
@@ -85,25 +116,6 @@ class TokenBatchSampler:
         self.num_replicas, self.rank = num_replicas, rank
         self.epoch, self.position = 0, 0
         self._cache: tuple[int, list[list[int]]] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its first batch."""
-        self.epoch, self.position = epoch, 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.batches(self.epoch)[self.position :]:
-            self.position += 1
-            yield batch
-
-    def __len__(self) -> int:
-        """Batches left in the current epoch for this rank (what `__iter__` will yield)."""
-        return len(self.batches(self.epoch)) - self.position
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches of `epoch`, in order."""

@@ -26,6 +26,7 @@ are kept beside them for the length guard.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from bisect import bisect_right
@@ -119,26 +120,23 @@ def teacher_forced(model, src: Tensor, tgt_in: Tensor, coverage: bool) -> tuple[
     """Logits (B, T, W) of a teacher-forced pass and, with ``coverage``, the last decoder layer's
     encoder-decoder attention averaged over heads (B, T, S) (recomputed from its q/k projections,
     as nmt.infer.attention_maps does)."""
+    attn, seen, hooks = model.decoder.layers[-1].encoder_attn if coverage else None, {}, []
+    if coverage:
+        hooks = [
+            attn.q_proj.register_forward_hook(lambda m, i, out: seen.__setitem__("q", out)),
+            attn.k_proj.register_forward_hook(lambda m, i, out: seen.__setitem__("k", out)),
+        ]
     was_training = model.training
     model.eval()
-    if not coverage:
-        try:
-            return forward(model, src, tgt_in), None
-        finally:
-            model.train(was_training)
-    attn = model.decoder.layers[-1].encoder_attn
-    seen: dict[str, Tensor] = {}
-    hooks = [
-        attn.q_proj.register_forward_hook(lambda m, i, out: seen.__setitem__("q", out)),
-        attn.k_proj.register_forward_hook(lambda m, i, out: seen.__setitem__("k", out)),
-    ]
     try:
-        with unfused(model):
+        with unfused(model) if coverage else contextlib.nullcontext():
             logits = forward(model, src, tgt_in)  # (B, T, W)
     finally:
         for h in hooks:
             h.remove()
         model.train(was_training)
+    if not coverage:
+        return logits, None
     cfg = model.cfg
     b, t, s = src.size(0), tgt_in.size(1), src.size(1)
     q = seen["q"].float().view(b, t, cfg.n_heads, cfg.d_k).transpose(1, 2)  # (B, H, T, K)

@@ -235,7 +235,7 @@ class CTranslate2Translator(TextTranslator):
     def forced_scores(self, sources: list[list[int]], outputs: list[list[int]], *, coverage: bool = False):
         """Each output's pieces' log-probabilities and EOS's (CTranslate2's score_batch); no
         coverage (its attention is not given)."""
-        from .confidence import ForcedScores
+        from .confidence import FLOOR, ForcedScores
 
         results = [ForcedScores([]) for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
@@ -245,7 +245,7 @@ class CTranslate2Translator(TextTranslator):
                 [[self.vocab[t] for t in outputs[i]] for i in todo],
             )
             for i, r in zip(todo, scored):
-                results[i] = ForcedScores([max(float(x), -30.0) for x in r.log_probs])
+                results[i] = ForcedScores([max(float(x), FLOOR) for x in r.log_probs])
         return results
 
     def search_ids(

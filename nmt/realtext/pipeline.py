@@ -251,8 +251,8 @@ class Plan:
         for u, r in zip(units, again):
             if not r:
                 continue
-            r[0].retried = results[u][0].retried = True
-            if better(judge(self.translator, self.inputs[u], r[0], tag=self.tag), qualities[u]):
+            r[0].retried = results[u][0].retried = qualities[u].retried = True
+            if better(self.judged(u, r[0]), qualities[u]):
                 results[u] = [r[0]] + results[u][1:]
 
     def finish(
@@ -276,11 +276,17 @@ class Plan:
     def qualities(self, results: list[list[Translation]]) -> list[SentenceQuality | None]:
         """Each unit's best translation judged (None: an empty unit, or not scored)."""
         return [
-            judge(self.translator, self.inputs[u], r[0], tag=self.tag)
-            if r and r[0].log_probs and self.units[u].strip()
-            else None
+            self.judged(u, r[0]) if r and r[0].log_probs and self.units[u].strip() else None
             for u, r in enumerate(results)
         ]
+
+    def judged(self, unit: int, t: Translation) -> SentenceQuality:
+        """Unit ``unit``'s translation ``t`` judged, once (kept on ``t``: the retry's choice and
+        ``finish`` read the same)."""
+        quality = getattr(t, "judged", None)
+        if quality is None:
+            quality = t.judged = judge(self.translator, self.inputs[unit], t, tag=self.tag)
+        return quality
 
     def add_quality(self, out: list[TextTranslation], qualities: list[SentenceQuality | None]) -> None:
         """Each text's confidence, flags, sentences and located words from its units'."""

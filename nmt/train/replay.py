@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from ..config import ConfigError
-from ..data.batching import TokenBatchSampler
+from ..data.batching import EpochBatches, TokenBatchSampler
 from ..data.dataset import ParallelDataset, load_meta
 from .finetune import vocabulary_difference
 
@@ -82,8 +81,8 @@ def draw(rng: np.random.Generator, tgt_lengths: np.ndarray, tokens: int) -> np.n
     return np.concatenate(parts)
 
 
-class ReplaySampler:
-    """`TokenBatchSampler`'s interface (epoch, position, state_dict, batches, iteration) over each
+class ReplaySampler(EpochBatches):
+    """A resumable sampler (nmt.data.batching.EpochBatches, as TokenBatchSampler) over each
     epoch's user pairs (indices 0 .. n-1; with BPE-dropout copies, row epoch mod K of the lengths)
     and the general pairs drawn for it (indices n .. n+m-1, `locate`)."""
 
@@ -106,23 +105,6 @@ class ReplaySampler:
         self.max_tokens, self.seed, self.replicas = max_tokens, seed, replicas
         self.epoch, self.position = 0, 0
         self._cache: tuple[int, np.ndarray, list[list[int]]] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.position = epoch, 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.batches(self.epoch)[self.position :]:
-            self.position += 1
-            yield batch
-
-    def __len__(self) -> int:
-        return len(self.batches(self.epoch)) - self.position
 
     def drawn(self, epoch: int) -> np.ndarray:
         """The general pairs (indices into the general train split) epoch ``epoch`` replays."""
