@@ -21,13 +21,15 @@ TEXTS = [
     "A Woman Runs In The Water.",
     "",
 ]
+# spans the model never sees, put back (nmt.realtext.protect): numbers, a URL, emoji, placeholders
+SPANS = ["the dog 🐶 sees 3 red balls at https://x.org/a?b=1. THE CAT {name} SITS 2 TIMES.", "%d cats"]
 HTML = ['the <b>dog</b> sees a <a href="x?a=1&amp;b">red ball</a>.', "<p>a <i>cat</i></p>"]
 
 
 @pytest.mark.parametrize(
     "texts, fmt, nbest",
-    [(TEXTS, "text", 1), (HTML, "html", 1), (TEXTS[:3], "text", 3), (HTML, "html", 2)],
-    ids=["plain-sentences-capitals", "html", "alternatives", "html-alternatives"],
+    [(TEXTS, "text", 1), (HTML, "html", 1), (TEXTS[:3], "text", 3), (HTML, "html", 2), (SPANS, "text", 1)],
+    ids=["plain-sentences-capitals", "html", "alternatives", "html-alternatives", "protected-spans"],
 )
 def test_the_four_doors_give_the_same_outputs(run_dir, tmp_path, texts, fmt, nbest):
     pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
@@ -36,6 +38,10 @@ def test_the_four_doors_give_the_same_outputs(run_dir, tmp_path, texts, fmt, nbe
         assert outputs == doors["python"], name
     if fmt == "html":
         assert all(best.count("<b>") == best.count("</b>") for best, _ in doors["python"])
+    if texts is SPANS:  # every door puts them back, as written
+        first, second = (best for best, _ in doors["python"])
+        assert all(span in first for span in ("🐶", "3", "https://x.org/a?b=1", "{name}", "2")), first
+        assert second.startswith("%d"), second
 
 
 def test_a_paragraph_gives_every_sentence_to_the_model_in_one_batch():

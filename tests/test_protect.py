@@ -98,3 +98,27 @@ def test_hidden_spans_come_back_after_the_words_aligned_before_them():
     assert restored.text == "Ein Mann mit 3 Hunden." and which.restored == ["3"]
     alone, _ = restore(Run("", []), Projected("", []), [], [(0, "417")])
     assert alone.text == "417"
+
+
+def test_planning_and_restoring_many_spans_takes_time_linear_in_the_text():
+    """A line of distinct numbers (every one hidden, every one put back) and words between emoji:
+    finding, hiding, choosing the units to align and putting back are each one pass."""
+    from nmt.realtext.job import TextJob, TextOptions, UnitOutput
+
+    def plan_and_finish(text: str) -> None:
+        job = TextJob([text], TextOptions())
+        job.finish([UnitOutput(u) for u in job.units])
+
+    assert_linear(plan_and_finish, lambda n: " ".join(str(i) for i in range(n)), 64_000)
+    assert_linear(plan_and_finish, lambda n: "a dog 🐶 runs. " * (n // 4), 32_000)
+
+
+def test_a_lost_span_of_several_is_chosen_by_its_alignment_and_inserts_shift_the_pairs_in_one_pass():
+    source = "5 dogs and 5 cats"
+    out = "5 Hunde und Katzen"
+    pairs = [(0, 1, 0, 1), (2, 6, 2, 7), (7, 10, 8, 11), (11, 12, 12, 18), (13, 17, 12, 18)]
+    missing = lost(source, find_spans(source), out, pairs)
+    assert [s.start for s in missing] == [11]  # the second 5: its aligned output lacks it
+    restored, _ = restore(Run(source, []), Projected(out, pairs), find_spans(source))
+    assert restored.text == "5 Hunde und 5 Katzen"
+    assert [restored.text[c:d] for _, _, c, d in restored.pairs][-1] == "Katzen"

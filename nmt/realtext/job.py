@@ -25,6 +25,7 @@ steps: the units to translate, then the texts from their translations (nmt.realt
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -188,6 +189,8 @@ class TextJob:
         parts = split_text(text, language=o.language or "en", split=o.split)
         plans = []
         at = len(parts.gaps[0])
+        protected = sorted(protected, key=lambda s: (s.start, s.end))
+        starts = [s.start for s in protected]
         for sentence, gap in zip(parts.sentences, parts.gaps[1:]):
             case = case_of(sentence) if o.recase else NORMAL
             source = normal_case(sentence, case, keep_capital=self.keep_capital)
@@ -207,12 +210,7 @@ class TextJob:
             units = list(range(len(self.units), len(self.units) + len(spans)))
             if protected:
                 self.align_units.update(
-                    u
-                    for u, (a, b) in zip(units, spans)
-                    if any(
-                        at + a < s.end and s.start < at + b or at + a <= s.start == s.end <= at + b
-                        for s in protected
-                    )
+                    u for u, (a, b) in zip(units, spans) if touched(protected, starts, at + a, at + b)
                 )
             at += len(sentence) + len(gap)
             self.units += [source[a:b] for a, b in spans]
@@ -272,6 +270,13 @@ class TextJob:
             pieces.append(tgt)
             at += len(tgt)
         return recase(" ".join(pieces), plan.case), pairs
+
+
+def touched(spans: list[Span], starts: list[int], start: int, end: int) -> bool:
+    """True when one of ``spans`` (sorted, not overlapping; ``starts`` theirs) overlaps [start,
+    end): only the last span before ``start`` and the first from it can (bisection, not a scan)."""
+    k = bisect_left(starts, start)
+    return any(overlaps(s, start, end) for s in spans[max(k - 1, 0) : k + 1])
 
 
 def overlaps(span: Span, start: int, end: int) -> bool:

@@ -27,7 +27,7 @@ LONGEST_TOKEN characters long.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -96,23 +96,38 @@ def find_spans(text: str) -> list[Span]:
 
 
 def lost(source: str, spans: list[Span], translation: str, pairs=()) -> list[Span]:
-    """The spans the translation lost: of a span text it holds fewer times than the source, as
-    many occurrences as it lacks, first those whose aligned output (``pairs``) does not hold it."""
-    wanted = Counter(source[s.start : s.end] for s in spans)
+    """The spans the translation lost: of a span text it holds fewer times than the source (its
+    own spans, found as the source's are), as many occurrences as it lacks, first those whose
+    aligned output (``pairs``) does not hold it. Linear in the texts (and the pairs' log)."""
+    have = Counter(translation[t.start : t.end] for t in find_spans(translation))
+    by_text: dict[str, list[Span]] = {}
+    for span in spans:
+        by_text.setdefault(source[span.start : span.end], []).append(span)
+    aligned = Aligned(pairs)
     out = []
-    for text, n in wanted.items():
-        lacking = n - translation.count(text)
+    for text, occurrences in by_text.items():
+        lacking = len(occurrences) - have[text]
         if lacking <= 0:
             continue
-        occurrences = [s for s in spans if source[s.start : s.end] == text]
-        occurrences.sort(key=lambda s: held(s, text, translation, pairs))
+        if lacking < len(occurrences):
+            occurrences = sorted(occurrences, key=lambda sp: text in aligned.output(sp, translation))
         out += occurrences[:lacking]
-    return sorted(out, key=lambda s: s.start)
+    return sorted(out, key=lambda sp: sp.start)
 
 
-def held(span: Span, text: str, translation: str, pairs) -> bool:
-    """True when the output aligned to the span holds its text."""
-    return any(text in translation[c:d] for a, b, c, d in pairs if a < span.end and span.start < b)
+class Aligned:
+    """Character pairs (a, b, c, d) looked up by their source characters."""
+
+    def __init__(self, pairs):
+        self.pairs = sorted(pairs)
+        self.starts = [p[0] for p in self.pairs]
+        self.longest = max((p[1] - p[0] for p in self.pairs), default=0)
+
+    def output(self, span: Span, translation: str) -> str:
+        """The output characters aligned to the span's, joined."""
+        lo = bisect_left(self.starts, span.start - self.longest)
+        hi = bisect_left(self.starts, span.end)
+        return " ".join(translation[c:d] for a, b, c, d in self.pairs[lo:hi] if span.start < b)
 
 
 @dataclass
@@ -156,13 +171,28 @@ def restore(
         token = where.after[k - 1] if k else 0  # the output tokens up to those aligned before the span
         at = where.tokens[token - 1][1] if token else 0
         inserts.append((at, span))
-    text, pairs = projected.text, list(projected.pairs)
-    for at, piece in sorted(inserts, key=lambda x: x[0], reverse=True):
-        before = " " if at > 0 and not text[at - 1].isspace() else ""
-        after = " " if at < len(text) and (text[at].isalnum() or at == 0) else ""
-        piece = before + piece + after
-        text = text[:at] + piece + text[at:]
-        pairs = [
-            (a, b, c + len(piece) if c >= at else c, d + len(piece) if d > at else d) for a, b, c, d in pairs
-        ]
+    text, pairs = inserted(projected, sorted(inserts, key=lambda x: x[0]))
     return Projected(text, pairs), Restored([t for _, t in sorted(inserts)])
+
+
+def inserted(projected: Projected, inserts: list[tuple[int, str]]) -> tuple[str, list]:
+    """The translation with each (position, text) of ``inserts`` (by position) put in, a space on
+    a side that touches a word, and its pairs shifted to match; one pass."""
+    text, out, prev, at_of, added = projected.text, [], 0, [], []
+    for at, piece in inserts:
+        out.append(text[prev:at])
+        last = out[-1][-1:] if out[-1] else (out[-2][-1:] if len(out) > 1 else "")
+        before = " " if last and not last.isspace() else ""
+        after = " " if at < len(text) and (text[at].isalnum() or at == 0) else ""
+        out.append(before + piece + after)
+        at_of.append(at)
+        added.append((added[-1] if added else 0) + len(out[-1]))
+        prev = at
+    out.append(text[prev:])
+
+    def shift(x: int, *, at_end: bool) -> int:  # the length put in before x (at x too, unless at_end)
+        k = (bisect_left if at_end else bisect_right)(at_of, x)
+        return added[k - 1] if k else 0
+
+    pairs = [(a, b, c + shift(c, at_end=False), d + shift(d, at_end=True)) for a, b, c, d in projected.pairs]
+    return "".join(out), pairs
