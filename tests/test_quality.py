@@ -301,3 +301,16 @@ def test_the_ctranslate2_engine_scores_as_the_torch_one_and_never_reads_the_atte
     for t, text in zip(out, TEXTS):
         assert t.flags == (["repetition"] if text else []) and (t.confidence is not None) == bool(text)
     assert [(o.beam, o.no_repeat_ngram) for _, o in searches.calls] == [(4, 0), (8, 0)]
+
+
+def test_locating_words_takes_time_linear_in_the_text_and_keeps_offsets_after_a_letter_lower_case_lengthens():
+    from timing_fixtures import assert_linear
+
+    from nmt.infer.confidence import WordConfidence
+
+    def missing_words(n: int):  # n words none of which the text holds
+        return "x " * n, [SentenceQuality("", 0.5, [WordConfidence("yy", 0.5)] * (n // 2))]
+
+    assert_linear(lambda made: locate(*made), missing_words, 200_000)
+    [w] = locate("İ Hund", [SentenceQuality("", 0.5, [WordConfidence("hund", 0.9)])])
+    assert (w.start, w.end) == (2, 6)

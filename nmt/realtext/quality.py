@@ -139,6 +139,7 @@ def text_quality(sentences: list[SentenceQuality]) -> tuple[float | None, list[s
 
 
 TAG = re.compile(r"<[^<>]*>")
+LOCATE_WINDOW = 2000
 
 
 def locate(text: str, sentences: list[SentenceQuality], *, markup: bool = False) -> list[LocatedWord]:
@@ -146,10 +147,13 @@ def locate(text: str, sentences: list[SentenceQuality], *, markup: bool = False)
     a tag)."""
     if markup:  # tags blanked out, the characters where they are
         text = TAG.sub(lambda m: " " * len(m.group(0)), text)
-    lowered, at, out = text.lower(), 0, []
+    lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)  # offsets kept
+    at, out = 0, []
     for q in sentences:
         for w in q.words:
-            k = lowered.find(w.word.lower(), at) if w.word else -1
+            # within LOCATE_WINDOW characters of the last word found: a word not in the text costs
+            # that much, not the rest of the text
+            k = lowered.find(w.word.lower(), at, at + len(w.word) + LOCATE_WINDOW) if w.word else -1
             if k < 0:
                 out.append(LocatedWord(w.word, w.confidence, None, None))
                 continue
