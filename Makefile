@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 	@$(PY) -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU-only build)')"
-	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs,docx,argos,onnx]"
+	$(PY) -m pip install --quiet -e ".[test,plot,ct2,hf,serve,docs,docx,argos,onnx,ray]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -7,25 +7,10 @@ options is refused, nothing changed."""
 from __future__ import annotations
 
 import pytest
+from bulk_fixtures import FAST, LINES
 
 from nmt.bulk import command as bulk
 from nmt.cli import main
-
-# fp32: float32 CPU layers are batch-invariant, so shards batch their lines as they like
-FAST = ["--precision", "fp32", "--beam", "2", "--max-len-a", "0", "--max-len-b", "3", "--quiet"]
-LINES = [
-    "der hund laeuft.",
-    "",
-    "ein baum und eine katze. die katze springt!",
-    "DER HUND LAEUFT UNTER DEM BAUM.",
-    "blau rot gross",
-    "das haus",
-    "<b>ein</b> hund neben dem haus.",
-    "klein",
-    "die katze und der hund.",
-    "rot",
-    "mit dem baum auf dem haus",
-]
 
 
 @pytest.fixture(scope="module")
