@@ -19,17 +19,23 @@ Tables (markdown, on stdout and in --out/README-tables.md; outputs in --out/*.tx
    wraps against the words the reference's same tag wraps (the n-th tag of that name and
    attributes), mean and share >= 0.5; single-wrapper lines (column 4 of .src.tsv.gz) apart.
 3o. tag projection on the reference (``--parts 3o``; forced output, so translation quality is
-   out of the measure): for each tagged line whose source is one unit (one sentence, uncut, one
+   out of the measure): each tagged line is planned as ``nmt translate --format html`` plans it
+   (nmt.realtext.pipeline.Plan); for each line whose source is one unit (one sentence, uncut, one
    run), the reference's text (tags removed) is taken as the model's output for that unit (its
-   pieces forced through the decoder), aligned with the source by the model's cross-attention as
-   the model's own translations are (nmt.realtext.pipeline.align_results), the source's tags
-   projected onto it by TextJob.finish, and scored by part 3's placement F1 against the
-   reference's own tags: the words are the same, so a perfect projection scores 1.0. Beside it the
-   monotone guess (nmt.realtext.spans.monotone_pairs, what the CTranslate2 engine gets). Lines of
-   several units, and references longer than the model's positions, are skipped and counted.
-   ``--diagonals 0,0.05,0.1``: the same measure for each width of the alignment's diagonal prior
-   (attention_maps.hard_alignment; 0: the attention alone), the sweep that chose
-   real_text.PROJECTION_DIAGONAL.
+   pieces forced through the decoder), aligned as the pipeline aligns the model's own translations
+   (pipeline.align_results with the plan's prior, job.PROJECTION_DIAGONAL, on the units the plan
+   aligns), turned into character pairs by Plan.unit_output, the source's tags projected onto it
+   by the plan's TextJob.finish, and scored by part 3's placement F1 against the reference's own
+   tags: the words are the same, so a perfect projection scores 1.0. Beside it the monotone guess
+   (no alignment: what the CTranslate2 engine gets). Lines of several units, and references longer
+   than the model's positions, are skipped and counted.
+   ``--diagonals`` (default 0,0.03,0.05,0.07,0.1,0.2,0.5): the widths the prior's is chosen among,
+   on lines that are not reported. valid.tagged is cut in two at the first page change (column 1
+   of .src.tsv.gz) at or after its middle line
+   (``page_halves``: no line, and no page, in both); each width (0: the attention alone) is
+   measured on the first half, the width of the best mean F1 chosen, and the second half reports
+   the chosen width, nmt translate's own prior (when it differs), the attention alone and the
+   monotone guess. ``--json FILE``: those two tables with the command, CPU and commit.
 4. the issue's six inputs, as before (plain) and now (default).
 5. plain test BLEU: default options against plain per-line translation (must not be lower).
 """
@@ -45,7 +51,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -58,16 +64,9 @@ from nmt.infer.results import Translation  # noqa: E402
 from nmt.infer.search import reading_order  # noqa: E402
 from nmt.infer.translate import Translator  # noqa: E402
 from nmt.progress import progress  # noqa: E402
-from nmt.realtext.casing import fewer_pieces  # noqa: E402
-from nmt.realtext.job import (  # noqa: E402
-    PROJECTION_DIAGONAL,
-    TextJob,
-    TextOptions,
-    UnitOutput,
-    unit_output,
-)
+from nmt.realtext.job import PROJECTION_DIAGONAL, TextJob, TextOptions, UnitOutput  # noqa: E402
 from nmt.realtext.markup import parse  # noqa: E402
-from nmt.realtext.pipeline import TranslationRequest, align_results, translate_request  # noqa: E402
+from nmt.realtext.pipeline import Plan, TranslationRequest, align_results, translate_request  # noqa: E402
 from nmt.realtext.scan import TAG_KIND, TEXT, scan  # noqa: E402
 from nmt.realtext.segment import split_text  # noqa: E402
 
@@ -277,17 +276,40 @@ def placement_cells(scores: list[float]) -> list[str]:
     return [f"{sum(scores) / n:.3f}", f"{100 * sum(x >= 0.5 for x in scores) / n:.1f}%"]
 
 
-def read_tagged(folder: Path, limit: int | None) -> tuple[list[str], list[str], list[bool]]:
-    """The tagged valid set: sources, references, and whether each line is a single wrapper (one
-    element around the whole English segment: column 4 of valid.tagged.src.tsv.gz)."""
-    src = read(folder / "valid.tagged.en.gz")[:limit]
-    ref = read(folder / "valid.tagged.de.gz")[:limit]
-    single = [line.split("\t")[3] == "1" for line in read(folder / "valid.tagged.src.tsv.gz")][:limit]
-    return src, ref, single
+@dataclass
+class Tagged:
+    """A tagged set: sources, references, whether each line is a single wrapper (one element around
+    the whole English segment: column 4 of .src.tsv.gz) and its help page (column 1)."""
+
+    src: list[str]
+    ref: list[str]
+    single: list[bool]
+    page: list[str]
+
+
+def read_tagged(folder: Path, limit: int | None) -> Tagged:
+    """The tagged valid set of a libreoffice_help folder (its first ``limit`` lines)."""
+    columns = [line.split("\t") for line in read(folder / "valid.tagged.src.tsv.gz")][:limit]
+    return Tagged(
+        read(folder / "valid.tagged.en.gz")[:limit],
+        read(folder / "valid.tagged.de.gz")[:limit],
+        [c[3] == "1" for c in columns],
+        [c[0] for c in columns],
+    )
+
+
+def page_halves(pages: list[str]) -> tuple[range, range]:
+    """Line indices cut in two at the first page change at or after the middle line: (the half that
+    chooses, the half that reports). No line, and no page, is in both."""
+    cut = len(pages) // 2
+    while 0 < cut < len(pages) and pages[cut] == pages[cut - 1]:
+        cut += 1
+    return range(cut), range(cut, len(pages))
 
 
 def markup(b: Bench, folder: Path, limit: int | None) -> None:
-    src, ref, single = read_tagged(folder, limit)
+    tagged_set = read_tagged(folder, limit)
+    src, ref, single = tagged_set.src, tagged_set.ref, tagged_set.single
     tagged = b.run(src, TextOptions(format="html"), "markup-html")
     plain_src = [" ".join(r.text for r in parse(s, html=True).runs) for s in src]
     untagged = b.run(plain_src, TextOptions(), "markup-untagged")
@@ -358,35 +380,41 @@ def not_one_unit(job: TextJob) -> str | None:
     return "several sentences"
 
 
+def plan_of(translator) -> Callable[[str], Plan]:
+    """A tagged line planned as ``nmt translate --format html`` plans it (pipeline.Plan: its units,
+    its TextJob, the prior it aligns with)."""
+    return lambda line: Plan(TranslationRequest([line], text=TextOptions(format="html")), translator)
+
+
 def forced_placement(
-    src: list[str],
-    ref: list[str],
+    tagged: Tagged,
+    lines: Iterable[int],
     *,
-    options: TextOptions,
-    output: Callable[[str, str], UnitOutput | None],
-    keep_capital: Callable[[str], bool] | None = None,
+    plan_of: Callable[[str], Plan],
+    output: Callable[[Plan, str], UnitOutput | None],
     desc: str = "forced",
 ) -> Forced:
-    """Tag placement on the reference: each line whose tagged source ``src[i]`` is one unit of
-    TextJob(options) gets ``output(unit, text)`` as that unit's translation, ``text`` being the
-    reference's text with its tags removed (None: it cannot be forced; the line is skipped);
-    TextJob.finish projects the source's tags onto it and ``placement`` scores them against the
-    reference's own tags (1.0 per tag where the projection puts it around the reference's words)."""
+    """Tag placement on the reference, on ``lines`` of ``tagged``: each line whose source is one unit
+    of its plan (``plan_of``) gets ``output(plan, text)`` as that unit's output, ``text`` being the
+    reference's text with its tags removed (None: it cannot be forced; the line is skipped); the
+    plan's TextJob.finish projects the source's tags onto it and ``placement`` scores them against
+    the reference's own tags (1.0 per tag where the projection puts it around the reference's words)."""
     forced = Forced()
-    bar = progress(total=len(src), unit="line", desc=desc)
-    for i, (s, r) in enumerate(zip(src, ref)):
+    lines = list(lines)
+    bar = progress(total=len(lines), unit="line", desc=desc)
+    for i in lines:
         bar.update(1)
-        job = TextJob([s], options, keep_capital=keep_capital)
-        why = not_one_unit(job)
-        text = " ".join(run.text for run in parse(r, html=True).runs)
-        out = None if why else output(job.units[0], text)
+        plan = plan_of(tagged.src[i])
+        why = not_one_unit(plan.job)
+        text = " ".join(run.text for run in parse(tagged.ref[i], html=True).runs)
+        out = None if why else output(plan, text)
         if out is None:
             forced.skipped[why or "reference longer than the model's positions"] += 1
             continue
         forced.unaligned += out.pairs is None
         forced.rewritten += out.text != text
-        forced.outputs[i] = job.finish([out])[0].text
-        forced.scores[i] = placement(forced.outputs[i], r)
+        forced.outputs[i] = plan.job.finish([out])[0].text
+        forced.scores[i] = placement(forced.outputs[i], tagged.ref[i])
     bar.close()
     return forced
 
@@ -394,8 +422,9 @@ def forced_placement(
 def forced_translation(translator, text: str) -> Translation | None:
     """``text`` as ``translator``'s output: its pieces (cleaned as a sentence is) in the model's
     order and their decoded text (what the model writes with them); None when they are more than
-    an output can be (the model's positions, less BOS)."""
-    ids = translator.sp.encode(clean_line(text))
+    an output can be (the model's positions, less BOS). Encoded as target text is (the translator's
+    ``tgt_sp`` where it has one)."""
+    ids = (getattr(translator, "tgt_sp", None) or translator.sp).encode(clean_line(text))
     if len(ids) > translator.model.cfg.max_positions - 1:
         return None
     tokens = reading_order(translator.model, ids)
@@ -403,89 +432,124 @@ def forced_translation(translator, text: str) -> Translation | None:
 
 
 def forced_outputs(
-    translator, *, aligned: bool, diagonal: float | None = PROJECTION_DIAGONAL
-) -> Callable[[str, str], UnitOutput | None]:
-    """``output`` for forced_placement: the reference forced as the unit's translation, with the
-    character pairs the model's cross-attention gives it as for a translation of its own
-    (align_results, with the prior ``diagonal``), or with none (``aligned`` False: TextJob's
-    monotone guess)."""
+    translator, *, aligned: bool, diagonal: float | None = None
+) -> Callable[[Plan, str], UnitOutput | None]:
+    """``output`` for forced_placement: the reference forced as the plan's unit's translation,
+    aligned as the pipeline aligns a translation of its own where the plan aligns (align_results
+    with the plan's prior, job.PROJECTION_DIAGONAL; ``diagonal``: another width to compare, 0 the
+    attention alone), its character pairs from Plan.unit_output; ``aligned`` False: no alignment,
+    so TextJob's monotone guess (what an engine without attention gets)."""
 
-    def output(unit: str, text: str) -> UnitOutput | None:
+    def output(plan: Plan, text: str) -> UnitOutput | None:
         t = forced_translation(translator, text)
         if t is None:
             return None
-        if not aligned:
-            return UnitOutput(t.text)
-        align_results(translator, [unit], [[t]], diagonal=diagonal)
-        return unit_output(translator, unit, t, t.alignment)
+        if aligned and plan.needs_alignment:
+            width = plan.alignment_diagonal if diagonal is None else diagonal or None
+            align_results(translator, plan.inputs, [[t]], diagonal=width, only=plan.aligned_units)
+        return plan.unit_output(0, t)
 
     return output
 
 
-def forced_markup(b: Bench, folder: Path, limit: int | None) -> None:
-    src, ref, single = read_tagged(folder, limit)
-    options = TextOptions(format="html").for_model(b.t)
-    runs = {}
-    for name, aligned in (("model alignment", True), ("monotone", False)):
-        start = time.perf_counter()
-        output = forced_outputs(b.t, aligned=aligned)
-        runs[name] = forced_placement(
-            src, ref, options=options, output=output, keep_capital=fewer_pieces(b.t.sp), desc=f"3o {name}"
-        )
-        print(f"  3o {name}: {len(src)} lines in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+def placement_row(forced: Forced, single: list[bool]) -> list[str]:
+    """Lines, tags, and placement_cells of all lines, the single wrappers and the rest."""
+    row = [str(len(forced.scores)), str(sum(len(s) for s in forced.scores.values()))]
+    for keep in (lambda i: True, lambda i: single[i], lambda i: not single[i]):
+        row += placement_cells([x for i in forced.scores if keep(i) for x in forced.scores[i]])
+    return row
+
+
+def best_width(means: dict[float, float]) -> float:
+    """The width of the highest mean F1 (a tie: the wider)."""
+    return max(means, key=lambda w: (means[w], w))
+
+
+PLACEMENT_COLUMNS = [
+    "lines",
+    "tags",
+    "all: F1",
+    ">= 0.5",
+    "single wrapper: F1",
+    ">= 0.5",
+    "the rest: F1",
+    ">= 0.5",
+]
+
+
+def reported_projections(chosen: float) -> list[tuple[str, bool, float | None]]:
+    """(row name, aligned, diagonal for forced_outputs) of the reporting half's rows."""
+    if chosen == PROJECTION_DIAGONAL:
+        rows = [(f"prior of width {chosen:g} (chosen; nmt translate's)", True, None)]
+    else:
+        rows = [
+            (f"prior of width {chosen:g} (chosen)", True, chosen),
+            (f"prior of width {PROJECTION_DIAGONAL:g} (nmt translate's)", True, None),
+        ]
+    return rows + [("the attention alone", True, 0.0), ("monotone guess", False, None)]
+
+
+def mean_f1(forced: Forced) -> float:
+    """The mean placement F1 of all the tags ``forced`` scored."""
+    scores = [x for s in forced.scores.values() for x in s]
+    return sum(scores) / max(1, len(scores))
+
+
+def choose_width(b: Bench, tagged: Tagged, lines: range, widths: list[float]) -> tuple[list[list], float]:
+    """Each width's placement row on ``lines`` (0: the attention alone) and the width chosen."""
+    rows, means = [], {}
+    for w in widths:
+        output = forced_outputs(b.t, aligned=True, diagonal=w)
+        forced = forced_placement(tagged, lines, plan_of=plan_of(b.t), output=output, desc=f"choose {w:g}")
+        means[w] = mean_f1(forced)
+        name = f"{w:g}" + (" (the attention alone)" if not w else "")
+        rows.append([name] + placement_row(forced, tagged.single))
+    return rows, best_width(means)
+
+
+def report_half(b: Bench, tagged: Tagged, lines: range, chosen: float) -> tuple[list[list], Forced]:
+    """reported_projections' placement rows on ``lines`` and the first one's Forced."""
+    rows, first = [], None
+    for name, aligned, diagonal in reported_projections(chosen):
+        output = forced_outputs(b.t, aligned=aligned, diagonal=diagonal)
+        forced = forced_placement(tagged, lines, plan_of=plan_of(b.t), output=output, desc=f"report {name}")
+        rows.append([name] + placement_row(forced, tagged.single))
+        first = first or forced
         if b.out is not None:
-            outs = [runs[name].outputs.get(i, "").replace("\n", " ") + "\n" for i in range(len(src))]
-            (b.out / f"markup-forced-{name.split()[0]}.txt").write_text("".join(outs))
-    model, monotone = runs["model alignment"], runs["monotone"]
-    rows = []
-    for name, keep in (
-        ("all", lambda i: True),
-        ("single wrapper", lambda i: single[i]),
-        ("the rest", lambda i: not single[i]),
-    ):
-        idx = [i for i in sorted(model.scores) if keep(i)]
-        if not idx:
-            continue
-        row = [name, len(idx), sum(len(model.scores[i]) for i in idx)]
-        for forced in (model, monotone):
-            scores = [s for i in idx for s in forced.scores[i]]
-            row += placement_cells(scores)
-        rows.append(row)
-    skipped = sum(model.skipped.values())
-    reasons = ", ".join(f"{n} {why}" for why, n in model.skipped.most_common())
-    note = (
-        f"Skipped {skipped} of {len(src)} lines (not one unit, or not forceable){': ' if reasons else ''}"
-        f"{reasons}. Kept lines without the model's alignment (monotone used): {model.unaligned}; "
-        f"whose reference text the model's vocabulary writes otherwise: {model.rewritten}."
-    )
-    b.table(
-        "3o. Tag projection on the reference (forced output; valid.tagged, format html)",
-        ["lines", "n", "tags", "model alignment: F1", "F1 >= 0.5", "monotone: F1", "F1 >= 0.5"],
-        rows,
-        note=note,
-    )
+            outs = [forced.outputs.get(i, "").replace("\n", " ") + "\n" for i in lines]
+            (b.out / f"markup-forced-{len(rows)}.txt").write_text("".join(outs))
+    return rows, first
 
 
-def diagonal_sweep(b: Bench, folder: Path, limit: int | None, widths: list[float]) -> None:
-    """Part 3o's placement F1 for each width of the alignment's diagonal prior (0: none)."""
-    src, ref, single = read_tagged(folder, limit)
-    options = TextOptions(format="html").for_model(b.t)
-    rows = []
-    for width in widths:
-        output = forced_outputs(b.t, aligned=True, diagonal=width or None)
-        forced = forced_placement(
-            src, ref, options=options, output=output, keep_capital=fewer_pieces(b.t.sp), desc=f"3o {width}"
-        )
-        row = [f"{width:g}" + (" (none)" if not width else "")]
-        for keep in (lambda i: True, lambda i: single[i], lambda i: not single[i]):
-            scores = [x for i in forced.scores if keep(i) for x in forced.scores[i]]
-            row += placement_cells(scores)
-        rows.append(row)
-    b.table(
-        "3o. The diagonal prior's width (forced output; mean placement F1, share >= 0.5)",
-        ["width", "all: F1", ">= 0.5", "single wrapper: F1", ">= 0.5", "the rest: F1", ">= 0.5"],
-        rows,
+def heldout_placement(b: Bench, folder: Path, limit: int | None, widths: list[float]) -> dict:
+    """Part 3o: the prior's width chosen on the first of page_halves, reported on the second; the
+    two tables printed and returned (with the split) for --json."""
+    tagged = read_tagged(folder, limit)
+    choose, report = page_halves(tagged.page)
+    sweep, chosen = choose_width(b, tagged, choose, widths)
+    rows, forced = report_half(b, tagged, report, chosen)
+    pages = [len({tagged.page[i] for i in half}) for half in (choose, report)]
+    skipped = ", ".join(f"{n} {why}" for why, n in forced.skipped.most_common())
+    split = (
+        f"valid.tagged cut at a page change: lines 1-{len(choose)} ({pages[0]} pages) choose the width, "
+        f"lines {len(choose) + 1}-{len(tagged.src)} ({pages[1]} other pages) report; reporting half "
+        f"skipped: {skipped or 'none'}; kept lines without the model's alignment: {forced.unaligned}; "
+        f"whose reference text the vocabulary writes otherwise: {forced.rewritten}"
     )
+    tables = {
+        "split": split,
+        "choose_columns": ["width"] + PLACEMENT_COLUMNS,
+        "choose_rows": sweep,
+        "chosen": chosen,
+        "shipped": PROJECTION_DIAGONAL,
+        "columns": ["projection"] + PLACEMENT_COLUMNS,
+        "rows": rows,
+    }
+    title_ = "3o. The prior's width, choosing half (forced output; mean F1, share >= 0.5)"
+    b.table(title_, tables["choose_columns"], sweep, note=f"Chosen: {chosen:g} (the best mean F1, all tags).")
+    title_ = "3o. Tag placement, reporting half (forced output; mean F1, share >= 0.5)"
+    b.table(title_, tables["columns"], rows, note=split + ".")
+    return tables
 
 
 def six(b: Bench) -> None:
@@ -508,10 +572,10 @@ def plain_bleu(b: Bench, src: list[str], ref: list[str]) -> None:
     b.table("5. Plain test BLEU", ["options", "BLEU"], rows)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--data", required=True, help="a prepared DATA_DIR with test.{src,tgt}.txt")
+    p.add_argument("--data", default=None, help="a prepared DATA_DIR with test.{src,tgt}.txt (parts 1, 2, 5)")
     p.add_argument("--src-lang", default="en")
     p.add_argument("--tgt-lang", default="de")
     p.add_argument("--tagged", default=None, help="a libreoffice_help/en-de folder")
@@ -522,21 +586,28 @@ def main() -> None:
     p.add_argument("--parts", default="1,2,3,4,5", help="comma-separated parts; 3o (and 3) need --tagged")
     p.add_argument(
         "--diagonals",
-        default="",
-        help="with 3o: widths of the alignment's diagonal prior to compare (0: none)",
+        default="0,0.03,0.05,0.07,0.1,0.2,0.5",
+        help="with 3o: the widths of the alignment's diagonal prior to choose among (0: none)",
     )
+    p.add_argument("--model-note", default="", help="what the model is, for --json")
+    p.add_argument("--json", default=None, help="with 3o: its tables as JSON (scripts/figures.py reads it)")
     p.add_argument("--out", default=None, help="a folder for the outputs and the tables")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
     torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     t = Translator.load(args.checkpoint, precision="fp32")
     b = Bench(t, {"beam": args.beam}, out)
-    data = Path(args.data)
-    src = read(data / f"test.{args.src_lang}.txt")[: args.limit]
-    ref = read(data / f"test.{args.tgt_lang}.txt")[: args.limit]
     parts = set(args.parts.split(","))
+    if parts & {"1", "2", "5"}:
+        data = Path(args.data)
+        src = read(data / f"test.{args.src_lang}.txt")[: args.limit]
+        ref = read(data / f"test.{args.tgt_lang}.txt")[: args.limit]
     if "4" in parts:
         six(b)
     if "5" in parts:
@@ -548,9 +619,15 @@ def main() -> None:
     if "3" in parts and args.tagged:
         markup(b, Path(args.tagged), args.limit)
     if "3o" in parts and args.tagged:
-        forced_markup(b, Path(args.tagged), args.limit)
-        if args.diagonals:
-            diagonal_sweep(b, Path(args.tagged), args.limit, [float(w) for w in args.diagonals.split(",")])
+        widths = [float(w) for w in args.diagonals.split(",")]
+        tables = heldout_placement(b, Path(args.tagged), args.limit, widths)
+        if args.json:
+            from machine import write_table  # benchmarks/machine.py (the script's folder)
+
+            what = (
+                "LibreOffice help en-de valid.tagged, the reference forced as the output, format html, fp32"
+            )
+            write_table(args.json, "real_text", what=what, model=args.model_note, **tables)
     if out is not None:
         (out / "README-tables.md").write_text("\n".join(b.tables))
 

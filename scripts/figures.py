@@ -34,6 +34,7 @@ from figures_speed import (  # noqa: E402
     speed_quality,
     speed_quality_pairs,
     speed_summary,
+    tag_placement,
     train_processes,
     train_speed,
 )
@@ -540,6 +541,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "quality": quality,
     "guards": guards,
     "spans": spans,
+    "tag-placement": tag_placement,
     "speed-quality": speed_quality,
 }
 

@@ -367,3 +367,18 @@ def spans() -> str:
     """Protected spans on test2016 with a span in each sentence (benchmarks/spans.py)."""
     t = load_json(RESULTS / "multi30k-decoding" / "quality" / "spans.json")
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
+
+
+def tag_placement() -> str:
+    """Where tags go with the reference forced as the output: the prior's width chosen on one half of
+    LibreOffice help valid.tagged, reported on the other (benchmarks/real_text.py --parts 3o)."""
+    t = load_json(RESULTS / "real-text" / "tags-heldout.json")
+    chosen = f"Chosen: width {t['chosen']:g} (the best mean F1 of all tags on the choosing half)."
+    return (
+        "Choosing half:\n\n"
+        + table(t["choose_columns"], t["choose_rows"])
+        + f"\n{chosen} Reporting half:\n\n"
+        + table(t["columns"], t["rows"])
+        + "\n"
+        + footnote(t, f"{t['what']}; {t['split']}; model: {t['model']}")
+    )

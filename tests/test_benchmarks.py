@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 import torch
 from conftest import CPU_PATH_VARIABLES
 from test_trainer import train
@@ -320,16 +322,16 @@ LEXICON = {
 
 
 def lexicon_output(moved: int):
-    """A stand-in aligner: each source word paired with its LEXICON translation in the output,
-    ``moved`` output tokens on (0: the right alignment)."""
+    """A stand-in aligner: each source word of the plan's unit paired with its LEXICON translation in
+    the output, ``moved`` output tokens on (0: the right alignment)."""
     from nmt.realtext.job import UnitOutput
     from nmt.realtext.spans import TOKEN
 
-    def output(unit: str, text: str) -> UnitOutput:
+    def output(plan, text: str) -> UnitOutput:
         tgt = list(TOKEN.finditer(text))
         words = [t.group(0).lower() for t in tgt]
         pairs = []
-        for m in TOKEN.finditer(unit):
+        for m in TOKEN.finditer(plan.job.units[0]):
             if LEXICON.get(m.group(0).lower()) in words:
                 t = tgt[min(len(tgt) - 1, words.index(LEXICON[m.group(0).lower()]) + moved)]
                 pairs.append((*m.span(), *t.span()))
@@ -340,42 +342,105 @@ def lexicon_output(moved: int):
 
 def test_tag_placement_on_the_reference_is_perfect_with_the_right_alignment_and_lower_with_a_moved_one():
     """Part 3o (seen failing with the forced output's pairs dropped: the monotone guess then)."""
-    from nmt.realtext.job import TextOptions, UnitOutput
+    from nmt.realtext.job import TextJob, TextOptions, UnitOutput
 
     bench = real_text_bench()
-    options = TextOptions(format="html")
-    right = bench.forced_placement(FORCED_SRC, FORCED_REF, options=options, output=lexicon_output(0))
+    tagged = bench.Tagged(FORCED_SRC, FORCED_REF, [False, True, False], ["a", "a", "b"])
+    plan_of = lambda line: SimpleNamespace(job=TextJob([line], TextOptions(format="html")))  # noqa: E731
+    right = bench.forced_placement(tagged, range(3), plan_of=plan_of, output=lexicon_output(0))
     assert right.scores == {0: [1.0, 1.0], 1: [1.0]}
     assert right.skipped == {"several sentences": 1} and right.unaligned == right.rewritten == 0
     assert right.outputs[0] == "Klicken Sie auf <b>Speichern</b>, um die <i>Datei</i> zu behalten."
-    moved = bench.forced_placement(FORCED_SRC, FORCED_REF, options=options, output=lexicon_output(1))
+    moved = bench.forced_placement(tagged, range(3), plan_of=plan_of, output=lexicon_output(1))
     assert moved.scores == {0: [0.0, 0.0], 1: [2 / 3]}  # <b> around ",", <i> around "zu"
     monotone = bench.forced_placement(
-        FORCED_SRC, FORCED_REF, options=options, output=lambda unit, text: UnitOutput(text)
+        tagged, range(3), plan_of=plan_of, output=lambda plan, text: UnitOutput(text)
     )
     assert monotone.scores == {0: [0.0, 0.0], 1: [1.0]} and monotone.unaligned == 2
+    only_second = bench.forced_placement(tagged, range(1, 3), plan_of=plan_of, output=lexicon_output(0))
+    assert only_second.scores == {1: [1.0]}  # the lines asked for, no other
 
 
-def test_forced_reference_gets_the_models_cross_attention_alignment(tiny_checkpoint):
-    """The reference's pieces forced through a (random-weight) model: its text comes back as it
-    is, with character pairs from the model's attention (not the monotone guess); a reference
-    longer than the model's positions is skipped."""
+def test_forced_reference_is_planned_and_aligned_as_nmt_translate_does(tiny_checkpoint, monkeypatch):
+    """The reference's pieces forced through a (random-weight) model: the line planned by the
+    pipeline's Plan, its text back as it is, with character pairs from the model's attention under
+    the prior nmt translate uses (job.PROJECTION_DIAGONAL; another width only where asked); a
+    reference longer than the model's positions is skipped."""
     from nmt.infer.translate import Translator
-    from nmt.realtext.job import TextOptions
+    from nmt.realtext import pipeline
+    from nmt.realtext.job import PROJECTION_DIAGONAL
 
     bench = real_text_bench()
+    widths = []
+    align = pipeline.align_results
+    monkeypatch.setattr(
+        bench,
+        "align_results",
+        lambda *a, diagonal, **k: widths.append(diagonal) or align(*a, diagonal=diagonal, **k),
+    )
     t = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
-    src = ["<b>der hund</b> springt auf den baum.", "<b>die katze</b> laeuft."]
-    ref = ["<b>die katze</b> laeuft.", "<b>die katze</b> " + "laeuft " * 300 + "."]
-    out = bench.forced_outputs(t, aligned=True)("der hund springt auf den baum.", "die katze laeuft.")
+    plan = bench.plan_of(t)("<b>der hund</b> springt auf den baum.")
+    assert plan.units == ["der hund springt auf den baum."] and plan.alignment_diagonal == PROJECTION_DIAGONAL
+    out = bench.forced_outputs(t, aligned=True)(plan, "die katze laeuft.")
     assert out.text == "die katze laeuft." and out.pairs
     assert all(0 <= a < b <= 30 and 0 <= c < d <= len(out.text) for a, b, c, d in out.pairs)
-    forced = bench.forced_placement(
-        src, ref, options=TextOptions(format="html"), output=bench.forced_outputs(t, aligned=True)
-    )
+    bench.forced_outputs(t, aligned=True, diagonal=0.05)(plan, "die katze laeuft.")
+    bench.forced_outputs(t, aligned=True, diagonal=0.0)(plan, "die katze laeuft.")
+    assert widths == [PROJECTION_DIAGONAL, 0.05, None]
+    assert bench.forced_outputs(t, aligned=False)(plan, "die katze laeuft.").pairs is None
+    src = ["<b>der hund</b> springt auf den baum.", "<b>die katze</b> laeuft."]
+    ref = ["<b>die katze</b> laeuft.", "<b>die katze</b> " + "laeuft " * 300 + "."]
+    tagged = bench.Tagged(src, ref, [False, False], ["a", "b"])
+    output = bench.forced_outputs(t, aligned=True)
+    forced = bench.forced_placement(tagged, range(2), plan_of=bench.plan_of(t), output=output)
     assert list(forced.scores) == [0] and forced.unaligned == 0
     assert forced.skipped == {"reference longer than the model's positions": 1}
     assert bench.well_formed(forced.outputs[0], src[0])
+
+
+def test_the_prior_is_chosen_on_one_half_and_reported_on_other_lines_and_pages():
+    """page_halves: the width is chosen on lines that never report (seen failing with the cut
+    left at the middle line, inside a page, and with the halves overlapping by one line)."""
+    bench = real_text_bench()
+    pages = ["a", "a", "b", "b", "b", "c", "d", "d"]
+    choose, report = bench.page_halves(pages)
+    assert (choose, report) == (range(5), range(5, 8))  # the middle (4) is inside page b
+    assert not set(choose) & set(report) and set(choose) | set(report) == set(range(8))
+    assert not {pages[i] for i in choose} & {pages[i] for i in report}
+    assert bench.page_halves(["a", "b", "c", "d"]) == (range(2), range(2, 4))
+    assert bench.page_halves(["a"] * 4) == (range(4), range(4, 4))  # one page: nothing held out
+    assert bench.best_width({0.0: 0.7, 0.05: 0.8, 0.1: 0.8, 0.2: 0.75}) == 0.1  # a tie: the wider
+    other = 0.2 if bench.PROJECTION_DIAGONAL != 0.2 else 0.3  # a choice that is not the shipped width
+    rows = bench.reported_projections(other)
+    assert [(aligned, diagonal) for _, aligned, diagonal in rows] == [
+        (True, other),
+        (True, None),
+        (True, 0.0),
+        (False, None),
+    ]
+    rows = bench.reported_projections(bench.PROJECTION_DIAGONAL)  # the shipped width: one row for both
+    assert [(aligned, diagonal) for _, aligned, diagonal in rows] == [
+        (True, None),
+        (True, 0.0),
+        (False, None),
+    ]
+
+
+# valid.tagged's lines that choose the prior's width (results/real-text/tags-heldout.json): 59 pages
+CHOOSE_LINES = 749
+
+
+def test_valid_tagged_halves_share_no_line_page_or_text(shared_data_dir):
+    """The split of LibreOffice help en-de valid.tagged the published figures use: pinned."""
+    folder = shared_data_dir / "libreoffice_help" / "en-de"
+    if not (folder / "valid.tagged.src.tsv.gz").exists():
+        pytest.skip(f"no {folder}/valid.tagged.*")
+    bench = real_text_bench()
+    tagged = bench.read_tagged(folder, None)
+    choose, report = bench.page_halves(tagged.page)
+    assert (len(choose), len(report)) == (CHOOSE_LINES, len(tagged.src) - CHOOSE_LINES)
+    assert not {tagged.page[i] for i in choose} & {tagged.page[i] for i in report}
+    assert not {tagged.src[i] for i in choose} & {tagged.src[i] for i in report}
 
 
 def test_a_recorded_command_names_only_paths_a_reader_has():
