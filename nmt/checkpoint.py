@@ -5,6 +5,7 @@ A checkpoint is a directory:
     model.safetensors        weights (a tied matrix stored once)
     config.json              {"model": ModelConfig, "train": TrainConfig, "data": meta.json of DATA_DIR}
     spm.model                the SentencePiece model: a checkpoint alone is enough to translate
+    target_spm.model         the target side's SentencePiece model, where it has its own (nmt.vocab)
     trainer_state.json       update, epoch, sampler position, RNG states, best score (training only)
     optimizer.safetensors    Adam moments (training only), optimizer.json its scalar state
     MANIFEST.json            sha256 and size of every other file, checked on load
@@ -32,6 +33,7 @@ from .atomic import fsync_files, replace_dir, sha256_file
 from .config import ConfigError, ModelConfig, from_dict
 from .errors import UserError
 from .model import Transformer
+from .vocab import SPM, TARGET_SPM
 
 MANIFEST = "MANIFEST.json"
 REQUIRED = ("model.safetensors", "config.json")  # a manifest that lists neither verifies nothing
@@ -81,10 +83,10 @@ def save(
     trainer_state: dict | None = None,
     optimizer_tensors: dict[str, torch.Tensor] | None = None,
     optimizer_meta: dict | None = None,
-    extra_files: dict[str, Path] | None = None,
 ) -> Path:
     """Atomically write a checkpoint directory at ``directory`` (replacing one already there);
-    ``extra_files``: files copied in under the given names (an imported model's target_spm.model)."""
+    ``spm_model``: the SentencePiece model (a DATA_DIR's or a checkpoint's spm.model), copied in with
+    the ``target_spm.model`` beside it where there is one (nmt.vocab.TARGET_SPM)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
@@ -92,9 +94,9 @@ def save(
         _save_tensors(unique_state_dict(model), tmp / "model.safetensors", metadata={"format": "pt"})
         write_json(tmp / "config.json", config)
         if spm_model is not None:
-            shutil.copyfile(spm_model, tmp / "spm.model")
-        for name, path in (extra_files or {}).items():
-            shutil.copyfile(path, tmp / name)
+            shutil.copyfile(spm_model, tmp / SPM)
+            if (Path(spm_model).parent / TARGET_SPM).is_file():
+                shutil.copyfile(Path(spm_model).parent / TARGET_SPM, tmp / TARGET_SPM)
         if trainer_state is not None:
             write_json(tmp / "trainer_state.json", trainer_state)
         if optimizer_tensors is not None:

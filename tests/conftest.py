@@ -52,6 +52,7 @@ SLOW_FILES = {
     "test_distributed.py",
     "test_onnx.py",
     "test_finetune.py",
+    "test_import_marian.py",
     "test_libreoffice.py",
     "test_multilingual.py",
     "test_paper_training.py",
@@ -261,6 +262,22 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     from translate_fixtures import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="session")
+def imported_marian(tmp_path_factory) -> tuple[Path, Path]:
+    """(a MarianMTModel directory built with transformers: random weights, separate source.spm and
+    target.spm trained on English and German, import_fixtures.make_marian; its `nmt import
+    huggingface` checkpoint, with spm.model and target_spm.model); skipped without transformers."""
+    pytest.importorskip("transformers", reason="transformers not installed (pip install 'nmt[hf]')")
+    from import_fixtures import make_marian
+
+    from nmt.imports.from_marian import import_huggingface
+
+    folder = tmp_path_factory.mktemp("marian")
+    make_marian(folder / "hf")
+    import_huggingface(str(folder / "hf"), folder / "ckpt")
+    return folder / "hf", folder / "ckpt"
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ SENTENCES = [
     " ".join(random.Random(i).choice(WORDS) for _ in range(random.Random(i).randint(2, 9)))
     for i in range(300)
 ]
+TARGETS = [" ".join(GERMAN[w] for w in s.split()) for s in SENTENCES]  # what target.spm is trained on
 
 
 def train_spm(lines: list[str], vocab_size: int) -> bytes:
@@ -57,7 +58,7 @@ def make_marian(
 
     folder.mkdir(parents=True, exist_ok=True)
     src = train_spm(SENTENCES, 45)
-    tgt = train_spm([" ".join(GERMAN[w] for w in s.split()) for s in SENTENCES], 45)
+    tgt = train_spm(TARGETS, 45)
     vocab = joint_vocab(src, tgt)
     spm_dir = folder / "_spm"
     spm_dir.mkdir()
@@ -130,3 +131,11 @@ def hf_pieces(folder: Path, lines: list[str], *, max_len: int, **generate) -> li
         ids = ids[1 : ids.index(cfg.eos_token_id, 1) if cfg.eos_token_id in ids[1:] else None]
         pieces.append(tok.convert_ids_to_tokens(ids))
     return pieces
+
+
+def marian_target_pieces(folder: Path, lines: list[str]) -> list[list[str]]:
+    """MarianTokenizer's pieces of ``lines`` as targets (``text_target``: target.spm), without </s>."""
+    from transformers import MarianTokenizer
+
+    tok = MarianTokenizer.from_pretrained(folder)
+    return [tok.convert_ids_to_tokens(ids)[:-1] for ids in tok(text_target=lines)["input_ids"]]

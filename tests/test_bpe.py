@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from data_fixtures import corpus, parse, prepare_files, write
 
+from nmt.atomic import sha256_file
 from nmt.data import command as data_command
 from nmt.data.bpe import character_coverage
 from nmt.data.dataset import ParallelDataset, load_meta
@@ -138,3 +139,37 @@ def test_spm_model_beside_a_meta_json_not_of_nmt_prepare_is_reused(tmp_path, nei
     spm = load_meta(tmp_path / "b")["spm"]
     assert spm["reused_from"] == str(tmp_path / "other" / "spm.model")
     assert spm["character_coverage"] is None
+
+
+def test_spm_model_of_a_checkpoint_with_a_target_model_encodes_the_targets_with_it(imported_marian, tmp_path):
+    """`--spm-model CHECKPOINT` of a checkpoint with its own target_spm.model (an imported Marian
+    model: conftest.imported_marian): the data holds both models byte for byte and meta.json the
+    target's sha256; sources are encoded as MarianTokenizer encodes sources, targets as it encodes
+    targets (target.spm's pieces, which the source model never gives German), so that `nmt train
+    --init` learns the segmentation the model was trained on. A target model of other pieces is an
+    error naming it, and nothing is written."""
+    from import_fixtures import SENTENCES, TARGETS, marian_target_pieces
+
+    hf, ckpt = imported_marian
+    src, tgt = SENTENCES[:40], TARGETS[:40]
+    files = [str(write(tmp_path / "t.en", src)), str(write(tmp_path / "t.de", tgt))]
+    argv = ["files", "--src", "en", "--tgt", "de", "--threads", "1", "--train", *files, "--valid", *files]
+    assert (
+        data_command.run_prepare(parse([*argv, "--out", str(tmp_path / "d"), "--spm-model", str(ckpt)])) == 0
+    )
+    for name in ("spm.model", "target_spm.model"):
+        assert (tmp_path / "d" / name).read_bytes() == (ckpt / name).read_bytes()
+    assert load_meta(tmp_path / "d")["spm"]["target_sha256"] == sha256_file(ckpt / "target_spm.model")
+    valid, sp = ParallelDataset.load(tmp_path / "d", "valid"), load_spm(ckpt)
+    assert [[sp.id_to_piece(i) for i in valid[k][1].tolist()] for k in range(40)] == marian_target_pieces(
+        hf, tgt
+    )
+    assert [valid[k][0].tolist() for k in range(40)] == [sp.encode(s) for s in src]
+    assert [sp.encode(t) for t in tgt] != [valid[k][1].tolist() for k in range(40)]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "spm.model").write_bytes((ckpt / "spm.model").read_bytes())
+    (other / "target_spm.model").write_bytes((hf / "target.spm").read_bytes())  # Marian's own ids
+    with pytest.raises(DataError, match=r"target_spm.model: not the pieces of .*spm.model, id for id"):
+        data_command.run_prepare(parse([*argv, "--out", str(tmp_path / "e"), "--spm-model", str(other)]))
+    assert not (tmp_path / "e").exists()

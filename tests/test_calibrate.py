@@ -52,10 +52,12 @@ class Pieces:
 def test_a_sample_holds_its_chrf_its_words_found_in_the_reference_and_its_length_ratio():
     """Output "Deren god deren" against "deren God": each reference word matches once, case aside,
     so the second "deren" is not found; a word's score is its pieces' mean; the ratio is the
-    reference's pieces + EOS over the source's pieces."""
+    reference's pieces + EOS over the source's pieces. The output and the reference are target text:
+    read with the translator's target side's SentencePiece model (``tgt_sp``; ``sp`` is the
+    sources', here absent)."""
     from sacrebleu.metrics import CHRF
 
-    translator = SimpleNamespace(sp=Pieces(), model=None)
+    translator = SimpleNamespace(sp=None, tgt_sp=Pieces(), model=None)
     log_probs = [-0.2, -0.4, -1.0, -2.0, -0.5]  # 4 pieces, then EOS
     t = Translation("Deren god deren", 0.0, [0, 1, 2, 3], log_probs=log_probs)
     sample = sample_of(translator, [7, 8, 9, 10, EOS], t, "deren God")

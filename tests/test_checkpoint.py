@@ -427,3 +427,19 @@ def test_copy_to_best_fsyncs_every_copied_file(finished_tiny_run, tmp_path, monk
     ckpt.copy_checkpoint(source, tmp_path / "best")
     names = {Path(p).name for p in synced if ".best.tmp-" in p}
     assert names >= {f.name for f in source.iterdir()}
+
+
+def test_the_target_sides_model_beside_spm_model_is_saved_with_it(tiny_checkpoint, tmp_path):
+    """save(spm_model=FILE) also takes the target_spm.model beside FILE (a DATA_DIR's or a checkpoint's:
+    an imported Marian model's target side, which fine-tuned, averaged and shrunk checkpoints keep),
+    listed in MANIFEST.json; without one beside it the checkpoint has none."""
+    model, config = ckpt.load_model(tiny_checkpoint)
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copyfile(tiny_checkpoint / "spm.model", data / "spm.model")
+    ckpt.save(tmp_path / "one", model=model, config=config, spm_model=data / "spm.model")
+    assert sorted(ckpt.verify(tmp_path / "one")) == ["config.json", "model.safetensors", "spm.model"]
+    shutil.copyfile(tiny_checkpoint / "spm.model", data / "target_spm.model")
+    ckpt.save(tmp_path / "two", model=model, config=config, spm_model=data / "spm.model")
+    assert "target_spm.model" in ckpt.verify(tmp_path / "two")
+    assert (tmp_path / "two" / "target_spm.model").read_bytes() == (data / "target_spm.model").read_bytes()

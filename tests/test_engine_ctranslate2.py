@@ -129,3 +129,22 @@ def test_ctranslate2_engine_knows_the_longest_sentences_its_model_learned_from(t
     words = load_meta(tiny_data)["splits"]["train"]["src_words"]
     loaded = Translator.load(trained_tiny_run, engine="ctranslate2").source_words
     assert (loaded.longest, loaded.p99) == (words["longest"], words["p99"]) and words["p99"] > 0
+
+
+def test_ctranslate2_export_and_engine_keep_the_target_sides_model(imported_marian, tmp_path):
+    """A checkpoint with its own target_spm.model (an imported Marian model): `nmt export ctranslate2`
+    writes it beside spm.model, and the engine decodes with it (``tgt_sp``) as the torch engine does:
+    the same texts."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    from import_fixtures import SENTENCES
+
+    _, ckpt = imported_marian
+    out = tmp_path / "ct2"
+    assert main(["export", "ctranslate2", str(ckpt), str(out)]) == 0
+    assert (out / "target_spm.model").read_bytes() == (ckpt / "target_spm.model").read_bytes()
+    ct2 = Translator.load(out, engine="ctranslate2", precision="fp32")
+    assert ct2.tgt_sp.serialized_model_proto() == (ckpt / "target_spm.model").read_bytes()
+    torch_engine = Translator.load(ckpt, precision="fp32")
+    lines = SENTENCES[:8]
+    search = dict(beam=1, alpha=0.0, max_len_a=0.0, max_len_b=12)
+    assert ct2.translate_sentences(lines, **search) == torch_engine.translate_sentences(lines, **search)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,35 @@ def test_resume_keeps_the_count_of_validations_without_improvement(tiny_data, tm
     assert train(tiny_data, "--out", run, *resume) == 0
     assert calls == [1, 2, 3, 4]
     assert "already finished at update 4 (patience=3" in (run / "train.log").read_text()
+
+
+def test_init_from_a_checkpoint_with_a_target_model_needs_data_prepared_with_it_and_keeps_it(
+    imported_marian, tmp_path, capsys
+):
+    """A checkpoint with its own target_spm.model (an imported Marian model): data prepared with
+    `--spm-model CHECKPOINT` holds it (its targets segmented with it) and fine-tunes, and the run's
+    checkpoints keep it byte for byte; data with the same spm.model but without it (targets
+    segmented as sources) is refused, naming both and the cure, before any training."""
+    from data_fixtures import parse, write
+    from import_fixtures import SENTENCES, TARGETS
+
+    from nmt.data import command as data_command
+
+    _, model = imported_marian
+    files = [str(write(tmp_path / "t.en", SENTENCES[:60])), str(write(tmp_path / "t.de", TARGETS[:60]))]
+    argv = ["files", "--src", "en", "--tgt", "de", "--threads", "1", "--train", *files, "--valid", *files]
+    assert (
+        data_command.run_prepare(parse([*argv, "--out", str(tmp_path / "d"), "--spm-model", str(model)])) == 0
+    )
+    plain = tmp_path / "plain"
+    shutil.copytree(tmp_path / "d", plain)
+    (plain / "target_spm.model").unlink()
+    assert train(plain, "--out", tmp_path / "refused", "--init", model, "--train.max_steps=1") == 2
+    err = capsys.readouterr().err
+    assert f"no target_spm.model) is not that of {model} ({model / 'target_spm.model'})" in err
+    assert f"--spm-model {model}" in err and not (tmp_path / "refused").exists()
+    run = tmp_path / "ft"
+    options = [a for a in TINY if a.startswith("--train.")]  # the model is the checkpoint's
+    assert train(tmp_path / "d", "--out", run, "--init", model, *options, "--train.max_steps=1") == 0
+    last = ckpt.resolve_checkpoint(run)
+    assert (last / "target_spm.model").read_bytes() == (model / "target_spm.model").read_bytes()

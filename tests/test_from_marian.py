@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 import torch
-from import_fixtures import SENTENCES, hf_pieces, make_marian
+from import_fixtures import SENTENCES, hf_pieces
 
 from nmt.checkpoint import load_model, load_state
 from nmt.cli import main
@@ -28,18 +28,9 @@ LINES = SENTENCES[:24]
 MAX_LEN = 16  # |Y| with EOS; the random model's outputs either end at once or run to this limit
 
 
-@pytest.fixture(scope="module")
-def marian(tmp_path_factory):
-    """(the MarianMTModel directory, its import)."""
-    folder = tmp_path_factory.mktemp("marian")
-    make_marian(folder / "hf")
-    import_huggingface(str(folder / "hf"), folder / "ckpt")
-    return folder / "hf", folder / "ckpt"
-
-
 @pytest.mark.parametrize("beam", [1, 4])
-def test_imported_marian_translates_token_for_token_as_transformers(marian, beam):
-    hf, ckpt = marian
+def test_imported_marian_translates_token_for_token_as_transformers(imported_marian, beam):
+    hf, ckpt = imported_marian
     nmt = Translator.load(ckpt, precision="fp32")
     ours = nmt.translate_nbest(LINES, beam=beam, alpha=0.0, max_len_a=0.0, max_len_b=MAX_LEN)
     ours = [[nmt.sp.id_to_piece(i) for i in r[0].tokens] for r in ours]
@@ -49,10 +40,10 @@ def test_imported_marian_translates_token_for_token_as_transformers(marian, beam
     assert 0 in lengths and MAX_LEN - 1 in lengths  # outputs that end at once, others at the limit
 
 
-def test_imported_marian_reads_sources_as_marian_tokenizer_does(marian):
+def test_imported_marian_reads_sources_as_marian_tokenizer_does(imported_marian):
     from transformers import MarianTokenizer
 
-    hf, ckpt = marian
+    hf, ckpt = imported_marian
     tok, nmt = MarianTokenizer.from_pretrained(hf), Translator.load(ckpt, precision="fp32")
     for line in LINES:
         ours = [nmt.sp.id_to_piece(i) for i in nmt.encode([line])[0][0]]
@@ -71,10 +62,10 @@ def test_imported_marian_reads_sources_as_marian_tokenizer_does(marian):
     assert model.decoder.output_bias[0] == -100.0
 
 
-def test_pytorch_weights_file_imports_the_same_weights(marian, tmp_path):
+def test_pytorch_weights_file_imports_the_same_weights(imported_marian, tmp_path):
     from safetensors.torch import load_file
 
-    hf, ckpt = marian
+    hf, ckpt = imported_marian
     bin_dir = tmp_path / "bin"
     shutil.copytree(hf, bin_dir)
     torch.save(load_file(str(bin_dir / "model.safetensors")), bin_dir / "pytorch_model.bin")
@@ -89,6 +80,11 @@ def _broken(hf, tmp_path, what: str):
     shutil.copytree(hf, bad)
     if what == "missing_spm":
         (bad / "target.spm").unlink()
+    elif what == "truncated_target_spm":
+        data = (bad / "target.spm").read_bytes()
+        (bad / "target.spm").write_bytes(data[: len(data) // 2])
+    elif what == "empty_target_spm":
+        (bad / "target.spm").write_bytes(b"")
     elif what == "vocab_mismatch":
         vocab = json.loads((bad / "vocab.json").read_text())
         del vocab[next(p for p in vocab if p.startswith("▁"))]
@@ -109,14 +105,18 @@ def _broken(hf, tmp_path, what: str):
     "what,message",
     [
         ("missing_spm", "target.spm: missing"),
+        ("truncated_target_spm", "target.spm: not a readable SentencePiece model"),
+        ("empty_target_spm", "target.spm: not a SentencePiece model (no pieces)"),
         ("vocab_mismatch", "vocab.json: 66 pieces, but the weights have 67 embedding rows"),
         ("unknown_activation", "activation_function 'gelu_new' is not one of"),
         ("pre_norm", "normalize_before is true"),
         ("pickled_object", "pytorch_model.bin: not a file of tensors"),
     ],
 )
-def test_malformed_marian_is_one_error_line_and_writes_nothing(marian, tmp_path, capsys, what, message):
-    bad = _broken(marian[0], tmp_path, what)
+def test_malformed_marian_is_one_error_line_and_writes_nothing(
+    imported_marian, tmp_path, capsys, what, message
+):
+    bad = _broken(imported_marian[0], tmp_path, what)
     assert main(["import", "huggingface", str(bad), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err

@@ -75,3 +75,21 @@ def test_huggingface_export_searches_beam_4_as_nmt_does_up_to_the_length_penalty
         same,
         unexplained,
     )
+
+
+def test_huggingface_export_writes_the_target_model_and_imports_back_byte_for_byte(imported_marian, tmp_path):
+    """A checkpoint with its own target_spm.model (an imported Marian model's target.spm): the
+    export's target.spm is it and its source.spm the checkpoint's spm.model, MarianTokenizer segments
+    targets with it as the original did, and importing the export gives both SentencePiece models
+    back byte for byte."""
+    from import_fixtures import TARGETS, marian_target_pieces
+
+    hf, ckpt = imported_marian
+    out = tmp_path / "hf"
+    assert main(["export", "huggingface", str(ckpt), str(out)]) == 0
+    assert (out / "source.spm").read_bytes() == (ckpt / "spm.model").read_bytes()
+    assert (out / "target.spm").read_bytes() == (ckpt / "target_spm.model").read_bytes()
+    assert marian_target_pieces(out, TARGETS[:12]) == marian_target_pieces(hf, TARGETS[:12])
+    assert main(["import", "huggingface", str(out), str(tmp_path / "back")]) == 0
+    for name in ("spm.model", "target_spm.model"):
+        assert (tmp_path / "back" / name).read_bytes() == (ckpt / name).read_bytes()

@@ -394,6 +394,28 @@ def test_the_one_spm_loader_names_a_missing_or_unreadable_spm_model(tmp_path):
     assert str(e.value).startswith(f"{tmp_path / 'spm.model'}: ")
 
 
+def test_the_target_sides_model_is_target_spm_model_where_there_is_one_on_the_same_pieces(
+    imported_marian, tiny_checkpoint, tmp_path
+):
+    """`load_spm(DIR, side="target")`: DIR's target_spm.model (an imported Marian model's), else its
+    spm.model (the same processor when it is given as ``source``); a target model whose pieces are
+    not spm.model's, id for id, is a ValueError naming it."""
+    _, ckpt = imported_marian
+    target = load_spm(ckpt, side="target")
+    assert target.serialized_model_proto() == (ckpt / "target_spm.model").read_bytes()
+    assert load_spm(ckpt).serialized_model_proto() == (ckpt / "spm.model").read_bytes()
+    one = load_spm(tiny_checkpoint)
+    assert load_spm(tiny_checkpoint, side="target", source=one) is one
+    assert load_spm(tiny_checkpoint, side="target").serialized_model_proto() == one.serialized_model_proto()
+    (tmp_path / "spm.model").write_bytes((tiny_checkpoint / "spm.model").read_bytes())
+    (tmp_path / "target_spm.model").write_bytes((ckpt / "target_spm.model").read_bytes())
+    with pytest.raises(ValueError, match="not the pieces of") as e:
+        load_spm(tmp_path, side="target")
+    assert str(e.value).startswith(f"{tmp_path / 'target_spm.model'}: ")
+    with pytest.raises(ValueError, match="side 'tgt'"):
+        load_spm(tmp_path, side="tgt")
+
+
 def test_bpe_dropout_refuses_a_byte_fallback_model(tmp_path):
     """BPE-dropout writes <unk> where a byte-fallback model writes byte pieces, so such a model is
     refused, even when the corpus has no unknown character (`nmt prepare` then removes its

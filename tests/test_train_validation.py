@@ -118,7 +118,8 @@ def test_carriage_return_inside_a_reference_does_not_shift_the_others(tmp_path, 
     monkeypatch.setattr(
         validation, "translate_ids", lambda model, sources, options, **kw: [[i] for i in range(len(sources))]
     )
-    monkeypatch.setattr(validation, "load_spm", lambda data_dir: Pieces())
+    # hypotheses are target text: decoded with the target side's model (nmt.vocab.load_spm)
+    monkeypatch.setattr(validation, "load_spm", lambda data_dir, side: Pieces() if side == "target" else None)
     assert validation.bleu_on_split(None, data, "valid")["bleu"] == pytest.approx(100.0)
 
 

@@ -184,3 +184,26 @@ def test_a_loaded_translator_knows_the_longest_sentences_its_model_learned_from(
     assert TextOptions().for_model(translator) == TextOptions(
         max_words=words["longest"], part_words=words["p99"]
     )
+
+
+def test_target_text_is_segmented_with_the_checkpoints_target_model(imported_marian, tiny_checkpoint):
+    """A checkpoint with its own target_spm.model (an imported Marian model's target.spm, trained on
+    German where its source.spm was trained on English): prefixes and constraints are target text,
+    segmented as MarianTokenizer segments targets, in pieces the source model never produces; a
+    checkpoint with one model uses it for both sides."""
+    from import_fixtures import SENTENCES, TARGETS, marian_target_pieces
+
+    hf, ckpt = imported_marian
+    t = Translator.load(ckpt, device="cpu", precision="fp32")
+    lines = TARGETS[:12]
+    prefix = t.prefix_ids(lines, n_sentences=len(lines))
+    assert [[t.sp.id_to_piece(i) for i in ids] for ids in prefix] == marian_target_pieces(hf, lines)
+    as_sources = {p for line in lines for p in t.sp.encode(line, out_type=str)}
+    assert not {t.sp.id_to_piece(i) for ids in prefix for i in ids} & as_sources  # target-only pieces
+    sources = t.encode(SENTENCES[:2])[0]
+    word = TARGETS[0].split()[0]  # "eulben": one piece of target.spm, seven of source.spm
+    assert t.constraint_ids(sources, [[word], []]) == [[[t.sp.piece_to_id("▁" + word)]], []]
+    out = t.translate_nbest(SENTENCES[:1], prefix=[TARGETS[1]], beam=1, max_len_a=0, max_len_b=20)
+    assert out[0][0].tokens[: len(prefix[1])] == prefix[1]
+    one = Translator.load(tiny_checkpoint, device="cpu", precision="fp32")
+    assert one.tgt_sp is one.sp

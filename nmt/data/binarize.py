@@ -65,9 +65,11 @@ def binarize(
     limits: tuple[int, float] | None,
     threads: int,
     warn_len: int | None = None,
+    tgt_sp=None,
 ) -> dict:
-    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets; filter by `limits` (max_len,
-    max_ratio) if given; count the pairs (kept) with a side longer than `warn_len`.
+    """Encode cleaned text to `{prefix}.{src,tgt}.bin` + offsets (the target side with `tgt_sp`, its
+    own SentencePiece model on the same ids; None: `sp`); filter by `limits` (max_len, max_ratio)
+    if given; count the pairs (kept) with a side longer than `warn_len`.
 
     Returns the counts (`pairs`, `src_tokens`, `tgt_tokens`, `dropped`, `longer`) and `keep`: a
     bool array with one entry per input pair (written or dropped by `limits`), None without them.
@@ -79,7 +81,7 @@ def binarize(
     with open(f"{prefix}.src.bin", "wb") as fs, open(f"{prefix}.tgt.bin", "wb") as ft:
         for src_text, tgt_text in text_chunks(files):
             src_ids = sp.encode(src_text, out_type=int, num_threads=threads)
-            tgt_ids = sp.encode(tgt_text, out_type=int, num_threads=threads)
+            tgt_ids = (sp if tgt_sp is None else tgt_sp).encode(tgt_text, out_type=int, num_threads=threads)
             if limits:
                 max_len, max_ratio = limits
                 keep_s, keep_t = [], []
@@ -209,16 +211,19 @@ def binarize_samples(
     keep: np.ndarray,
     max_len: int,
     dtype: np.dtype,
+    tgt_sp=None,
 ) -> dict:
     """BPE-dropout: write `train.bpe{k}` for k = 1..`dropout.copies` into `out`, each a sampled
     segmentation of the train pairs `keep` selects (the pairs and order of `train`), every merge
-    skipped with probability `dropout.p`. A side whose sample is longer than `max_len` keeps its
-    usual segmentation (so the model's positions still hold every example).
+    skipped with probability `dropout.p` (the target side's merges those of `tgt_sp` where it has
+    its own model; None: `sp`). A side whose sample is longer than `max_len` keeps its usual
+    segmentation (so the model's positions still hold every example).
 
     Deterministic, the same bytes in every process: each (copy k, side) draws from its own
     generator seeded from (`dropout.seed`, k, side) (see `bpe_dropout`)."""
     p, copies, seed = dropout.p, dropout.copies, dropout.seed
-    merges = bpe_merges(sp)
+    models = {"src": sp, "tgt": sp if tgt_sp is None else tgt_sp}
+    merges = {side: bpe_merges(m) for side, m in models.items()}
     names, src_tokens, tgt_tokens = [], [], []
     for k in range(1, copies + 1):
         name = f"train.bpe{k}"
@@ -231,10 +236,11 @@ def binarize_samples(
                 start += len(src_text)
                 for side, text, f in (("src", src_text, fs), ("tgt", tgt_text, ft)):
                     text = [t for t, kept in zip(text, chunk_keep) if kept]
+                    m = models[side]
                     if k == 1 and chunk == 0:
-                        _check_bpe(sp, merges, text)
-                    ids = [bpe_dropout(sp, merges, t, p=p, rng=rngs[side]) for t in text]
-                    ids = [x if len(x) <= max_len else sp.encode(t, out_type=int) for x, t in zip(ids, text)]
+                        _check_bpe(m, merges[side], text)
+                    ids = [bpe_dropout(m, merges[side], t, p=p, rng=rngs[side]) for t in text]
+                    ids = [x if len(x) <= max_len else m.encode(t, out_type=int) for x, t in zip(ids, text)]
                     lengths[side].extend(_write_ids(f, ids, dtype))
         counts = write_offsets(out / name, lengths)
         names.append(name)

@@ -1,15 +1,17 @@
 """The shared source-target BPE vocabulary of `nmt prepare` (section 5.1 of the paper): its default
 size and character coverage, one SentencePiece model learned on the cleaned train text
-(`train_spm`), or the model of an earlier `nmt prepare` reused id for id (`reuse_spm`)."""
+(`train_spm`), or the model of an earlier `nmt prepare` or of a checkpoint reused id for id
+(`reuse_spm`, with the checkpoint's target_spm.model where it has one: its target side's own)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..atomic import sha256_file
-from ..vocab import BOS, EOS, PAD, UNK
+from ..vocab import BOS, EOS, PAD, SPM, TARGET_SPM, UNK, load_spm
 from .download import DataError
 
 CJK_LANGS = ("zh", "ja", "ko")  # rich character sets: SentencePiece coverage 0.9995
@@ -65,12 +67,14 @@ def train_spm(inputs: list[Path], prefix: Path, *, seed: int, **kwargs):
 
 
 def reuse_spm(path: Path, prefix: Path):
-    """Copy the SentencePiece model ``path`` (a file, or a prepared DATA_DIR holding spm.model) to
-    {prefix}.model / .vocab after checking its special ids are nmt's; returns it and the "spm"
-    record for meta.json (the source's, when its meta.json is beside it)."""
+    """Copy the SentencePiece model ``path`` (a file, or a prepared DATA_DIR or checkpoint holding
+    spm.model) to {prefix}.model / .vocab after checking its special ids are nmt's, and the target
+    side's target_spm.model beside an spm.model to {prefix}'s folder (nmt.vocab.TARGET_SPM); returns
+    the model, the target side's (None: none) and the "spm" record for meta.json (the source's, when
+    its meta.json is beside it; the target model's sha256)."""
     import sentencepiece as spm
 
-    model_file = path / "spm.model" if path.is_dir() else path
+    model_file = path / SPM if path.is_dir() else path
     if not model_file.is_file():
         raise DataError(
             f"--spm-model {path}: no such file (give an spm.model or the DATA_DIR of an "
@@ -92,7 +96,23 @@ def reuse_spm(path: Path, prefix: Path):
         for i in range(sp.get_piece_size()):
             f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
     record = _source_spm_record(model_file.parent / "meta.json")
-    return sp, {**record, "reused_from": str(model_file), "sha256": sha256_file(model_file)}
+    record = {**record, "reused_from": str(model_file), "sha256": sha256_file(model_file)}
+    tgt_sp = _reuse_target(model_file, Path(prefix).parent) if model_file.name == SPM else None
+    if tgt_sp is not None:
+        record["target_sha256"] = sha256_file(model_file.parent / TARGET_SPM)
+    return sp, tgt_sp, record
+
+
+def _reuse_target(model_file: Path, folder: Path):
+    """The target_spm.model beside ``model_file`` copied into ``folder`` and loaded (checked to hold
+    its pieces, id for id); None where there is none."""
+    if not (model_file.parent / TARGET_SPM).is_file():
+        return None
+    shutil.copyfile(model_file.parent / TARGET_SPM, folder / TARGET_SPM)
+    try:
+        return load_spm(model_file.parent, side="target")
+    except ValueError as e:
+        raise DataError(f"--spm-model {model_file.parent}: {e}") from None
 
 
 def _source_spm_record(path: Path) -> dict:

@@ -6,6 +6,8 @@ memory-mapped dataset (`ParallelDataset`, what training reads), sizes checked ag
     meta.json                 languages, vocab size, dtype, counts, cleaning report, input sha256,
                               the recipe (all prepare options)
     spm.model, spm.vocab      SentencePiece model; ids pad=0 unk=1 bos=2 eos=3
+    target_spm.model          the target side's own SentencePiece model on the same ids, where the
+                              reused --spm-model (a checkpoint) has one; it encoded the tgt side
     {split}.{side}.bin        side in {src, tgt}: all token ids of the split back to back, raw
                               little-endian `meta["dtype"]` (uint16 if the vocab fits, else int32),
                               pieces only (no BOS/EOS)

@@ -9,7 +9,8 @@ Pipeline, streaming throughout (memory does not grow with the corpus):
             line stays an empty example);
   3. vocab: one SentencePiece BPE model shared by both languages, trained on the cleaned train
             split only (sampled to `input_sentence_size` lines with a fixed seed), or an earlier
-            one reused (`nmt.data.bpe`);
+            one reused (`nmt.data.bpe`; a checkpoint's with its target_spm.model, which then
+            encodes the target side);
   4. encode: train only: drop pairs longer than `max_len` pieces or with a length ratio above
             `max_ratio`; write ids incrementally (`nmt.data.binarize`, which also writes the
             BPE-dropout segmentations).
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import fsync_files, replace_dir, restore_aside, sha256_file
-from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK, target_tag
+from ..vocab import BOS, EOS, PAD, SPECIAL_IDS, TARGET_SPM, UNK, target_tag
 from .binarize import BPEDropout, binarize, binarize_samples
 from .bpe import character_coverage, default_vocab_size, is_cjk, reuse_spm, train_spm
 from .case_augment import augment_case
@@ -222,6 +223,8 @@ class _Vocabulary:
 
     sp: object  # sentencepiece.SentencePieceProcessor
     record: dict  # the SentencePiece options (or where it was reused from): meta.json["spm"]
+    # the target side's own model on the same ids (a reused checkpoint's target_spm.model); None: sp
+    tgt_sp: object = None
 
     @property
     def dtype(self) -> str:
@@ -237,12 +240,13 @@ def _vocabulary(
     o = options
     clock = time.perf_counter()
     if o.spm_model is not None:
-        sp, record = reuse_spm(Path(o.spm_model), tmp / "spm")
+        sp, tgt_sp, record = reuse_spm(Path(o.spm_model), tmp / "spm")
         missing = [target_tag(t) for t in o.tgt_langs if sp.piece_to_id(target_tag(t)) == sp.unk_id()]
         if missing:
             raise DataError(f"--spm-model {o.spm_model}: no piece {', '.join(missing)} (the target tags)")
-        log(f"vocabulary of {sp.get_piece_size()} reused from {o.spm_model}")
-        return _Vocabulary(sp, record)
+        target = "" if tgt_sp is None else f" (targets with its {TARGET_SPM})"
+        log(f"vocabulary of {sp.get_piece_size()} reused from {o.spm_model}{target}")
+        return _Vocabulary(sp, record, tgt_sp)
     record = dict(
         model_type="bpe",
         vocab_size=o.vocab_size or default_vocab_size(o.dataset, n_train),
@@ -323,6 +327,7 @@ def _encode_train(
             keep=keep,
             max_len=o.max_len,
             dtype=np.dtype(vocab.dtype),
+            tgt_sp=vocab.tgt_sp,
         )
         log(
             f"train: {o.bpe_dropout_copies} BPE-dropout segmentations (p={o.bpe_dropout}): "
@@ -389,6 +394,7 @@ def _binarize(
         limits=limits,
         threads=options.threads,
         warn_len=options.max_len,
+        tgt_sp=vocab.tgt_sp,
     )
 
 

@@ -3,9 +3,10 @@
 Built with CTranslate2's own Python spec API (``ctranslate2.specs.TransformerSpec``), as its fairseq
 converter does, so CTranslate2 writes its binary format itself. The directory holds ``model.bin``,
 ``shared_vocabulary.json`` (or source/target vocabularies), ``config.json``, the SentencePiece model
-``spm.model``, ``nmt_export.json`` (nmt's model configuration, for the ctranslate2 engine), a
-``README.md`` saying how to use it, and with a vocabulary shortlist (nmt.infer.shortlist) its
-vocabulary map ``vmap.txt`` (``translate_batch(..., use_vmap=True)``).
+``spm.model`` (and the target side's ``target_spm.model`` where the checkpoint has one, which the
+ctranslate2 engine decodes with), ``nmt_export.json`` (nmt's model configuration, for the ctranslate2
+engine), a ``README.md`` saying how to use it, and with a vocabulary shortlist (nmt.infer.shortlist)
+its vocabulary map ``vmap.txt`` (``translate_batch(..., use_vmap=True)``).
 
 Mapping (our names are fairseq's, so it is a list of assignments):
   * embeddings scaled by sqrt(d_model) (``scale_embeddings``), the decoder starts with BOS, the
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UserError
+from ..vocab import SPM, TARGET_SPM
 
 QUANTIZATIONS = ("int8", "int8_float32", "float16", "bfloat16")
 
@@ -275,7 +277,9 @@ def export_model(
 
             (tmp / "vmap.txt").write_text(vmap_text(shortlist, vocab), encoding="utf-8")
         if spm_model is not None:
-            shutil.copyfile(spm_model, tmp / "spm.model")
+            shutil.copyfile(spm_model, tmp / SPM)
+            if (Path(spm_model).parent / TARGET_SPM).is_file():  # the target side's own (nmt.vocab)
+                shutil.copyfile(Path(spm_model).parent / TARGET_SPM, tmp / TARGET_SPM)
         (tmp / "README.md").write_text(
             README.format(source=source, quantization=quantization or "none (float32)", out=out_dir),
             encoding="utf-8",

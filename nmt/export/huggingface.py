@@ -12,7 +12,9 @@ applied to every weight that reads or writes the residual stream (embeddings; q/
 out_proj/fc2 outputs and biases; every LayerNorm gain and bias), is an exact re-parametrisation:
 LayerNorm, residual sums and x W^T are equivariant under it and the logits x E^T are invariant.
 
-Special ids are nmt's (nmt.vocab): pad 0, unk 1, BOS 2 = ``decoder_start_token_id``, EOS 3.
+Special ids are nmt's (nmt.vocab): pad 0, unk 1, BOS 2 = ``decoder_start_token_id``, EOS 3. The
+tokenizer's source.spm is the checkpoint's spm.model, its target.spm the checkpoint's target_spm.model
+where it has one (an imported Marian model's), else spm.model too; vocab.json lists their pieces.
 Marian has no pre-norm variant, only sinusoidal positions and no restricted self-attention, so such
 models are refused.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..vocab import BOS, EOS, PAD, UNK, load_spm
+from ..vocab import BOS, EOS, PAD, SPM, TARGET_SPM, UNK, load_spm
 from .ctranslate2 import (
     HF_README_TITLE,
     ExportError,
@@ -165,14 +167,18 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
-        sp = load_spm(source)
+        try:
+            sp, _ = load_spm(source), load_spm(source, side="target")  # the same pieces, id for id
+        except ValueError as e:
+            raise ExportError(str(e)) from None
         if sp.get_piece_size() != model.cfg.tgt_vocab_size or sp.piece_to_id("<unk>") != UNK:
-            raise ExportError(f"{source / 'spm.model'}: does not match the model's vocabulary")
+            raise ExportError(f"{source / SPM}: does not match the model's vocabulary")
         marian.save_pretrained(tmp)
         spm_dir = tmp / "_spm"
         spm_dir.mkdir()
-        for name in ("source.spm", "target.spm"):
-            shutil.copyfile(source / "spm.model", spm_dir / name)
+        target = TARGET_SPM if (source / TARGET_SPM).is_file() else SPM
+        for name, ours in (("source.spm", SPM), ("target.spm", target)):
+            shutil.copyfile(source / ours, spm_dir / name)
         vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
         (spm_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         data = config.get("data") or {}

@@ -14,6 +14,10 @@ HF Marian is nmt's post-norm Transformer with fairseq's parameter names; what di
     permuted (the inverse of nmt.export.huggingface's permutation; an exact re-parametrisation);
   * final_logits_bias: ModelConfig.output_bias; swish: activation silu; scale_embedding:
     ModelConfig.scale_embeddings.
+The checkpoint's spm.model is source.spm and its target_spm.model target.spm (where they differ), both
+rewritten onto nmt's ids (nmt.imports.vocabulary.joint_spm): sources are segmented as MarianTokenizer
+segments them with source.spm, target text (fine-tuning targets, prefixes, constraints, references) as
+it segments targets with target.spm.
 Pre-norm variants (normalize_before, add_final_layer_norm, normalize_embedding) and separate encoder
 and decoder vocabularies are refused.
 """
@@ -213,7 +217,7 @@ def import_huggingface(source: str, out_dir: str | Path, *, log=print) -> Path:
             source=str(folder / "vocab.json"),
         )
         src_bytes, missing = joint_spm(spm["source.spm"], vocab.pieces, source=str(folder / "source.spm"))
-        tgt_bytes, _ = joint_spm(spm["target.spm"], vocab.pieces, source=str(folder / "target.spm"))
+        tgt_bytes, tgt_missing = joint_spm(spm["target.spm"], vocab.pieces, source=str(folder / "target.spm"))
     except VocabularyError as e:
         raise ModelImportError(str(e)) from None
     cfg.src_vocab_size = cfg.tgt_vocab_size = len(vocab.order)
@@ -222,8 +226,9 @@ def import_huggingface(source: str, out_dir: str | Path, *, log=print) -> Path:
         load_weights(model, nmt_state(state, vocab, cfg.d_model), source=str(folder))
     except CheckpointError as e:
         raise ModelImportError(str(e)) from None
-    if missing:
-        log(f"nmt import: {missing} pieces of source.spm are not in vocab.json (Marian reads them as <unk>)")
+    for name, n in (("source.spm", missing), ("target.spm", tgt_missing)):
+        if n:
+            log(f"nmt import: {n} pieces of {name} are not in vocab.json (Marian reads them as <unk>)")
     tok = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     data = {k: tok[v] for k, v in (("src_lang", "source_lang"), ("tgt_lang", "target_lang")) if tok.get(v)}
     record = {"format": "huggingface", "source": str(source), "vocabulary": len(pieces)}

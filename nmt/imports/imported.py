@@ -5,7 +5,8 @@ JSON, written atomically: a failed import leaves nothing behind).
 The checkpoint is a plain nmt checkpoint: ``model.safetensors``, ``config.json`` (its ``model``
 section; ``data`` records the languages where the original names them; ``imported`` what it was
 imported from), ``spm.model`` (nmt.imports.vocabulary's joint model, the source side's) and, where the
-original's target SentencePiece model differs from its source one, ``target_spm.model`` (the same ids)."""
+original's target SentencePiece model differs from its source one, ``target_spm.model`` (the same ids;
+nmt.vocab.TARGET_SPM: what encodes target text, and what `nmt export huggingface` writes as target.spm)."""
 
 from __future__ import annotations
 
@@ -39,16 +40,15 @@ def write_checkpoint(
     """Save ``model`` (an nmt Transformer) with its SentencePiece model(s) as a checkpoint at
     ``out_dir`` (an empty directory left there is replaced)."""
     from .. import checkpoint as ckpt
+    from ..vocab import SPM, TARGET_SPM
 
     config = {"model": dataclasses.asdict(model.cfg), "train": {}, "data": data, "imported": record}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.spm-", dir=out_dir.parent) as tmp:
-        spm_path = Path(tmp) / "spm.model"
+        spm_path = Path(tmp) / SPM
         spm_path.write_bytes(spm_bytes)
-        extra = {}
         if target_spm_bytes is not None and target_spm_bytes != spm_bytes:
-            extra["target_spm.model"] = Path(tmp) / "target_spm.model"
-            extra["target_spm.model"].write_bytes(target_spm_bytes)
+            (Path(tmp) / TARGET_SPM).write_bytes(target_spm_bytes)  # saved beside spm.model
         if out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()
-        return ckpt.save(out_dir, model=model, config=config, spm_model=spm_path, extra_files=extra)
+        return ckpt.save(out_dir, model=model, config=config, spm_model=spm_path)

@@ -37,7 +37,7 @@ def sample_of(translator, source_ids: list[int], t, reference: str) -> Sample:
     """One validation sentence as the calibration reads it."""
     from sacrebleu.metrics import CHRF
 
-    sp = translator.sp
+    sp = translator.tgt_sp  # the output's pieces and the reference: target text
     order = reading_order(translator.model, list(range(len(t.tokens))))
     pieces = [sp.id_to_piece(t.tokens[k]) for k in order]
     words = word_log_probs(pieces, [t.log_probs[k] for k in order])

@@ -66,13 +66,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NMT_CACHE_DIR") or Path.home() / ".cache" / "nmt") / "ctranslate2"
 
 
-def load_checkpoint_spm(directory: Path):
-    """The SentencePiece model of a checkpoint or CTranslate2 export ``directory``; CheckpointError
-    naming the spm.model when it is missing or unreadable (as nmt.infer.translate.load_models)."""
+def load_checkpoint_spm(directory: Path, *, side: str = "source", source=None):
+    """The SentencePiece model of a checkpoint or CTranslate2 export ``directory`` (``side``: the
+    source's or the target's, nmt.vocab.load_spm); CheckpointError naming the spm.model (or
+    target_spm.model) when it is missing or unreadable (as nmt.infer.translate.load_models)."""
     from ..checkpoint import CheckpointError
 
     try:
-        return load_spm(directory)
+        return load_spm(directory, side=side, source=source)
     except ValueError as e:
         raise CheckpointError(str(e)) from None
 
@@ -155,8 +156,10 @@ class CTranslate2Translator(TextTranslator):
 
     engine = "ctranslate2"
 
-    def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu", shortlist=None):
+    def __init__(self, model: CTranslate2Model, sp, *, device: str = "cpu", shortlist=None, tgt_sp=None):
+        """``sp``: the SentencePiece model of the sources; ``tgt_sp``: that of the outputs (None: ``sp``)."""
         self.model, self.sp, self.device, self.dtype = model, sp, device, None
+        self.tgt_sp = sp if tgt_sp is None else tgt_sp
         self.shortlist = shortlist  # searched with the model directory's vmap.txt (see exported_dir)
         self.vocab = json.loads((model.directory / "shared_vocabulary.json").read_text(encoding="utf-8"))
         self.piece_ids = {p: i for i, p in enumerate(self.vocab)}
@@ -183,7 +186,8 @@ class CTranslate2Translator(TextTranslator):
             checkpoint, device=device, compute_type=COMPUTE_TYPES[precision], shortlist=shortlist
         )
         sp = load_checkpoint_spm(model.directory)
-        translator = cls(model, sp, device=device or "cpu", shortlist=shortlist)
+        tgt_sp = load_checkpoint_spm(model.directory, side="target", source=sp)
+        translator = cls(model, sp, device=device or "cpu", shortlist=shortlist, tgt_sp=tgt_sp)
         translator.data = training_data(checkpoint)
         translator.calibration = calibration_of(checkpoint)
         translator.source_words = source_words(translator.data)

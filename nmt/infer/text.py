@@ -1,9 +1,10 @@
 """Text in, text out: what every engine's translator shares.
 
-``TextTranslator`` holds a model and its SentencePiece model and turns sentences into token ids and
-back: sentences are cleaned as at training time (strip, NFC), encoded, given EOS and truncated to
-the model's positions (with a warning naming the sentence, counted from 1); an empty sentence
-gives an empty output without calling the model. Its engines add ``translate_nbest`` (the search):
+``TextTranslator`` holds a model and its SentencePiece models (``sp`` for sources; ``tgt_sp`` for target
+text, the checkpoint's target_spm.model where it has one, else ``sp``: nmt.vocab) and turns sentences
+into token ids and back: sentences are cleaned as at training time (strip, NFC), encoded, given EOS
+and truncated to the model's positions (with a warning naming the sentence, counted from 1); an empty
+sentence gives an empty output without calling the model. Its engines add ``translate_nbest`` (the search):
 nmt.infer.translate.Translator (torch) and nmt.infer.engine_ctranslate2.CTranslate2Translator.
 ``translate`` runs real text through nmt.realtext.pipeline, as `nmt translate` does;
 ``translate_sentences`` keeps each sentence's best output as the model gives it, or the MBR /
@@ -106,10 +107,14 @@ def pieces(sp) -> list[str]:
 
 
 class TextTranslator:
-    """A model (``model.cfg.max_positions``) with its SentencePiece model ``sp``: sentences to ids
-    and back; an engine subclass searches (``translate_nbest``) and names itself in ``engine``."""
+    """A model (``model.cfg.max_positions``) with its SentencePiece models, ``sp`` (sources) and
+    ``tgt_sp`` (target text: outputs, prefixes, constraints; ``sp`` itself where the checkpoint has
+    one model for both sides): sentences to ids and back; an engine subclass searches
+    (``translate_nbest``) and names itself in ``engine``."""
 
     engine: str
+    sp: object  # sentencepiece.SentencePieceProcessor
+    tgt_sp: object
     # the lengths in words of the training sources (source_words of the checkpoint's training data;
     # None: not recorded): real-text translation cuts a longer sentence by default
     source_words: SourceWords | None = None
@@ -134,7 +139,7 @@ class TextTranslator:
 
     def decode(self, tokens: list[int]) -> str:
         """Detokenized text on one line (any line break the pieces might carry becomes a space)."""
-        text = self.sp.decode(reading_order(self.model, tokens)) if tokens else ""
+        text = self.tgt_sp.decode(reading_order(self.model, tokens)) if tokens else ""
         return text.replace("\r", " ").replace("\n", " ")
 
     def report_truncated(

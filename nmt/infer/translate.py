@@ -32,7 +32,7 @@ from ..data.batching import make_batches  # the one length batcher (training use
 from ..data.download import DataError
 from ..data.lines import clean_line, read_lines
 from ..precision import autocast, resolve_precision
-from ..vocab import PAD, check_special_ids, load_spm
+from ..vocab import PAD, SPM, TARGET_SPM, check_special_ids, load_spm
 from .confidence import ForcedScores, calibration_of, forced_scores
 from .constraints import encode_constraints
 from .engine_ctranslate2 import CTranslate2Translator
@@ -252,20 +252,28 @@ def pick_device(device: str | None, precision: str) -> torch.device:
     return device
 
 
+def own_target(sp, tgt_sp) -> bytes | None:
+    """The bytes of a checkpoint's own target side's SentencePiece model ``tgt_sp``; None where it
+    has none (``tgt_sp`` is its ``sp``, as nmt.vocab.load_spm gives it then)."""
+    return None if tgt_sp is sp else tgt_sp.serialized_model_proto()
+
+
 def load_models(
     paths: list, *, device: torch.device, precision: str, dtype: torch.dtype | None
-) -> tuple[list, object]:
+) -> tuple[list, object, object]:
     """Each checkpoint's model ready for inference (int8: quantized; float32 on the CPU: linear
-    layers with packed weights) and the SentencePiece model they share, id for id (TranslateError
-    naming the spm.model that differs from the first checkpoint's)."""
+    layers with packed weights) and the SentencePiece models they share, id for id: the source
+    side's and the target side's (nmt.vocab.load_spm; TranslateError naming the spm.model or
+    target_spm.model that differs from the first checkpoint's)."""
     from ..checkpoint import CheckpointError, load_model, resolve_checkpoint
 
-    models, sp = [], None
+    models, sp, tgt_sp = [], None, None
     for path in paths:
         model, config = load_model(path, device=device)
         try:
             this = load_spm(resolve_checkpoint(path))
-        except ValueError as e:  # unreadable spm.model
+            this_tgt = load_spm(resolve_checkpoint(path), side="target", source=this)
+        except ValueError as e:  # unreadable spm.model or target_spm.model
             raise CheckpointError(str(e)) from None
         check_checkpoint_ids(resolve_checkpoint(path), config, this)
         if precision == "int8":
@@ -274,13 +282,18 @@ def load_models(
             model = pack_linears(model.eval())
         models.append(model)
         if sp is None:
-            sp = this
+            sp, tgt_sp = this, this_tgt
         elif pieces(this) != pieces(sp):  # an ensemble: one vocabulary, id for id
             raise TranslateError(
-                f"{resolve_checkpoint(path) / 'spm.model'}: an ensemble needs one vocabulary, and "
-                f"its pieces differ from those of {resolve_checkpoint(paths[0]) / 'spm.model'}"
+                f"{resolve_checkpoint(path) / SPM}: an ensemble needs one vocabulary, and "
+                f"its pieces differ from those of {resolve_checkpoint(paths[0]) / SPM}"
             )
-    return models, sp
+        elif own_target(this, this_tgt) != own_target(sp, tgt_sp):
+            raise TranslateError(
+                f"{resolve_checkpoint(path)}: an ensemble needs one segmentation of the target side, and "
+                f"its {TARGET_SPM} (or its lack of one) is not that of {resolve_checkpoint(paths[0])}"
+            )
+    return models, sp, tgt_sp
 
 
 # ----------------------------------------------------------------------------- text in, text out
@@ -298,10 +311,13 @@ class Translator(TextTranslator):
         device: str | torch.device = "cpu",
         dtype: torch.dtype | None = None,
         shortlist=None,
+        tgt_sp=None,
     ):
+        """``sp``: the SentencePiece model of the sources; ``tgt_sp``: that of target text (None: ``sp``)."""
         for m in model.models if isinstance(model, Ensemble) else [model]:
             m.eval()
         self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
+        self.tgt_sp = sp if tgt_sp is None else tgt_sp
         self.shortlist = None  # nmt.infer.shortlist.Shortlist: every search scores its batch's union only
         if shortlist is not None:
             self.use_shortlist(shortlist)
@@ -354,12 +370,12 @@ class Translator(TextTranslator):
         if device.type == "cpu":  # a decoding step's logits (rows x vocabulary) exceed glibc's mmap threshold
             keep_freed_memory()
         dtype = None if precision == "int8" else resolve_precision(precision, device)[0]
-        models, sp = load_models(paths, device=device, precision=precision, dtype=dtype)
+        models, sp, tgt_sp = load_models(paths, device=device, precision=precision, dtype=dtype)
         try:
             model = models[0] if len(models) == 1 else Ensemble(models)
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
-        translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist)
+        translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist, tgt_sp=tgt_sp)
         translator.data = training_data(paths[0])
         translator.calibration = calibration_of(paths[0])
         translator.source_words = source_words(translator.data)
@@ -418,8 +434,8 @@ class Translator(TextTranslator):
         return forced_scores(model, sources, outputs, coverage=coverage)
 
     def prefix_ids(self, prefix: list[str], *, n_sentences: int) -> list[list[int]]:
-        """The target prefixes (text, one per sentence, "" = none) as pieces, each leaving room
-        for EOS; TranslateError for a right-to-left model (it writes the end first), a count
+        """The target prefixes (text, one per sentence, "" = none) as pieces of ``tgt_sp``, each
+        leaving room for EOS; TranslateError for a right-to-left model (it writes the end first), a count
         that is not ``n_sentences``, or a prefix as long as the model's positions; TypeError
         (naming the prefix, from 1) for anything but a list of str."""
         if right_to_left(self.model):
@@ -431,7 +447,7 @@ class Translator(TextTranslator):
         if len(prefix) != n_sentences:
             raise TranslateError(f"{len(prefix)} prefixes for {n_sentences} sentences")
         cleaned = [clean_line(p) for p in prefix]
-        prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.sp.encode(cleaned))]
+        prefix_ids = [ids if text else [] for text, ids in zip(cleaned, self.tgt_sp.encode(cleaned))]
         for i, ids in enumerate(prefix_ids):
             if len(ids) + 1 > self.model.cfg.max_positions:
                 raise TranslateError(
@@ -452,7 +468,7 @@ class Translator(TextTranslator):
         ]
         try:
             return encode_constraints(
-                self.sp, constraints, max_len=max_len, right_to_left=right_to_left(self.model)
+                self.tgt_sp, constraints, max_len=max_len, right_to_left=right_to_left(self.model)
             )
         except ValueError as e:
             raise ConstraintsError(str(e)) from None

@@ -380,10 +380,11 @@ def unit_constraints(request: TranslationRequest, units: list[str], translator) 
 
 
 def check_terms(glossary: Glossary, phrases: list[list[str]], translator) -> None:
-    """TranslateError naming the glossary's line of a target term the vocabulary cannot write."""
+    """TranslateError naming the glossary's line of a target term the vocabulary cannot write (encoded
+    as target text is, with the translator's ``tgt_sp``)."""
     from ..vocab import UNK
 
-    sp = getattr(translator, "sp", None)
+    sp = getattr(translator, "tgt_sp", None)
     used = {t for p in phrases if isinstance(p, list) for t in p}
     terms = sorted(used & {t.strip() for _, t in glossary.pairs})
     for term, ids in zip(terms, sp.encode(terms) if sp is not None and terms else []):

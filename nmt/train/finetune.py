@@ -7,8 +7,9 @@ What carries over and what starts anew:
   function of its weights are refused with the reason (only the dropouts may change);
 - the weights come from the checkpoint; the optimizer state, the schedule of eq. 3 and the step
   counter start anew (``keep_optimizer`` also takes Adam's moments from the checkpoint);
-- the data's vocabulary must be the checkpoint's, id for id (prepare the new data with
-  ``nmt prepare ... --spm-model CHECKPOINT`` to get it);
+- the data's vocabulary must be the checkpoint's, id for id, and so must the target side's own
+  SentencePiece model where the checkpoint has one (target_spm.model, nmt.vocab; prepare the new
+  data with ``nmt prepare ... --spm-model CHECKPOINT`` to get both);
 - the run records where it started from (path and sha256 of the weights) in its config.json, so
   that it can be reproduced; once it has a checkpoint of its own, ``--resume`` continues from that,
   exactly as any run.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from ..config import ConfigError, ModelConfig, apply_overrides, to_dict
-from ..vocab import load_spm
+from ..vocab import SPM, TARGET_SPM, load_spm
 
 # the model fields a fine-tuning run may change: regularisation only, never a weight's shape or meaning
 CHANGEABLE = ("dropout", "attention_dropout", "activation_dropout")
@@ -82,7 +83,8 @@ def init_model_config(
 
 
 def check_vocabulary(data_dir: str | Path, init: InitFrom) -> None:
-    """The data's SentencePiece model must be the checkpoint's, piece for piece and id for id."""
+    """The data's SentencePiece model must be the checkpoint's, piece for piece and id for id (and
+    its target side's, vocabulary_difference)."""
     try:
         difference = vocabulary_difference(data_dir, init.directory)
     except ValueError as e:  # unreadable spm.model
@@ -96,13 +98,24 @@ def check_vocabulary(data_dir: str | Path, init: InitFrom) -> None:
 
 def vocabulary_difference(data_dir: str | Path, model_dir: str | Path) -> str | None:
     """The first difference between the SentencePiece models of a DATA_DIR and a checkpoint (their
-    sizes, else the first id whose piece differs), or None when they are the same vocabulary;
-    ValueError naming an unreadable spm.model."""
-    data_sp, model_sp = Path(data_dir) / "spm.model", Path(model_dir) / "spm.model"
+    sizes, else the first id whose piece differs, else the target side's own model: one has a
+    target_spm.model the other lacks or has otherwise), or None when they are the same vocabulary;
+    ValueError naming an unreadable spm.model or target_spm.model."""
+    data_sp, model_sp = Path(data_dir) / SPM, Path(model_dir) / SPM
     a, b = load_spm(data_dir), load_spm(model_dir)
     if a.get_piece_size() != b.get_piece_size():
         return f"{data_sp}: {a.get_piece_size()} pieces, but {model_sp} has {b.get_piece_size()}"
     for i in range(a.get_piece_size()):
         if a.id_to_piece(i) != b.id_to_piece(i):
             return f"{data_sp}: id {i} is {a.id_to_piece(i)!r}, but in {model_sp} it is {b.id_to_piece(i)!r}"
+    own = [
+        (Path(d) / TARGET_SPM) if (Path(d) / TARGET_SPM).is_file() else None for d in (data_dir, model_dir)
+    ]
+    targets = [None if f is None else load_spm(f.parent, side="target").serialized_model_proto() for f in own]
+    if targets[0] != targets[1]:
+        what = [f"no {TARGET_SPM}" if f is None else str(f) for f in own]
+        return (
+            f"{data_dir}: its target side's SentencePiece model ({what[0]}) is not that of "
+            f"{model_dir} ({what[1]})"
+        )
     return None

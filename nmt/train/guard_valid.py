@@ -96,8 +96,8 @@ def guard_scores(
     model, guard: GuardSet, options: SearchOptions, *, sp, max_sentences: int = 0, **search
 ) -> dict:
     """The model's guard BLEU and chrF (``guard_bleu``, ``guard_chrf``), decoded with the run's
-    SentencePiece model ``sp``; ``max_sentences`` > 0: the first N; ``search``: device, amp_dtype,
-    batch_tokens."""
+    SentencePiece model ``sp`` (its target side's); ``max_sentences`` > 0: the first N; ``search``:
+    device, amp_dtype, batch_tokens."""
     n = len(guard.sources) if max_sentences <= 0 else min(max_sentences, len(guard.sources))
     scores = bleu_of_sources(
         model,

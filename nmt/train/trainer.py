@@ -454,7 +454,7 @@ class Trainer:
                     self.model,
                     self.guard,
                     SearchOptions(beam=self.cfg.valid_bleu_beam),
-                    sp=load_spm(self.data_dir),
+                    sp=load_spm(self.data_dir, side="target"),
                     max_sentences=self.cfg.valid_bleu_max_sentences,
                     device=self.device,
                     amp_dtype=self.amp_dtype,

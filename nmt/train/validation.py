@@ -91,7 +91,7 @@ def bleu_on_split(
         model,
         sources,
         refs,
-        sp=load_spm(data_dir),
+        sp=load_spm(data_dir, side="target"),
         options=options,
         tgt_lang=tgt_lang,
         device=device,
@@ -111,8 +111,8 @@ def bleu_of_sources(
     **search,
 ) -> dict:
     """sacreBLEU and chrF of the model's translations of ``sources`` (piece ids, no EOS) against
-    ``references``, decoded with the SentencePiece model ``sp``; ``search``: device, amp_dtype,
-    batch_tokens."""
+    ``references``, decoded with the SentencePiece model ``sp`` (the target side's); ``search``: device,
+    amp_dtype, batch_tokens."""
     ids = translate_ids(
         model,
         sources,
