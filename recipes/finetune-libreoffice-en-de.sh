@@ -4,7 +4,8 @@
 # documentation), scored on LibreOffice test and Multi30k test2016 (beam 4, alpha 0.6):
 #   start    the model before adapting: BASE, or with ROUNDTRIP=1 BASE exported to Hugging Face
 #            format and imported back (`nmt import huggingface`: the stand-in for a downloaded model)
-#   adapted  plain fine-tuning on LibreOffice (--init), the average of its last 5 checkpoints
+#   adapted  plain fine-tuning on LibreOffice (--init): its best checkpoint (valid loss), chosen as
+#            the guarded run's is, so that the two differ only by replay and the guard
 #   guarded  fine-tuning with REPLAY_SHARE (0.2) of each epoch's target tokens drawn from Multi30k
 #            train (--replay) and Multi30k valid guarding what the model knew (--guard-valid,
 #            --guard-bleu-drop GUARD_DROP, 1.0): its best checkpoint
@@ -72,8 +73,7 @@ last_of() {
   if [ "$n" -lt 5 ]; then echo "finetune: only $n checkpoints in $1: averaging those" >&2; fi
   echo "$n"
 }
-$NMT average "$OUT/adapted/run" --last "$(last_of "$OUT/adapted/run")" --out "$OUT/adapted/average" --force
-MODELS="start:$START adapted:$OUT/adapted/average guarded:$OUT/guarded/run/checkpoints/best"
+MODELS="start:$START adapted:$OUT/adapted/run/checkpoints/best guarded:$OUT/guarded/run/checkpoints/best"
 if [ "${SCRATCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086
   $NMT train "$OUT/data" --out "$OUT/scratch/run" --config "$HERE/multi30k-en-de.yaml" --resume auto \

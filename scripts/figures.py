@@ -19,11 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figures_speed import (  # noqa: E402
+    DEMO_SPEED,
+    best_of_threads,
+    bulk_translate,
     ct2_base,
     ct2_recipe,
     ct2_today,
     glossary,
     guards,
+    import_marian,
     pick,
     quality,
     serve_attacks,
@@ -61,6 +65,8 @@ PAGES = (
     "docs/performance.md",
     "docs/serving.md",
     "docs/translation.md",
+    "docs/importing.md",
+    "docs/training.md",
     "results/speed/README.md",
 )
 BLOCK = re.compile(r"<!-- figures:([\w-]+) -->\n(.*?)<!-- /figures:\1 -->", re.DOTALL)
@@ -141,14 +147,18 @@ def glance() -> str:
     parse = f1(RESULTS / "ptb-parse/per-word-copy/test.score.txt")
     _, parse_min = stopped(RESULTS / "ptb-parse/per-word-copy/train.log")
     rows3 = sorted(p.parent.name for p in (RESULTS / "table3").glob("*/result.json"))
-    ct2 = speed_table("translate-ct2-recipe")
-    exact = cell(ct2, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
-    greedy = cell(ct2, "vs CT2", decoder="nmt", precision="fp32", beam="1")
-    fast = next(r for r in ct2["rounds"]["rows"] if r["precision"] == "fp32" and r["beam"] == 4)
-    today = speed_table("translate-ct2-demo-zen4")
-    today_exact = cell(today, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
-    today_fast = cell(today, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="fast")
-    today_greedy = cell(today, "vs CT2", decoder="nmt", precision="fp32", beam="1")
+    two, one = (speed_table(name) for name in DEMO_SPEED)
+
+    def ratio(t: dict) -> str:
+        return cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
+
+    def slower(two: dict, one: dict) -> str:
+        rates = [
+            float(cell(t, "sent/s", decoder="CTranslate2 4.8.5", precision="fp32", beam="1"))
+            for t in (two, one)
+        ]
+        return f" (CTranslate2 greedy: {rates[0]:.0f} sent/s at 2 threads, {rates[1]:.0f} at 1)"
+
     real, _ = median_train_rate(RESULTS / "multi30k-30min/zen5/metrics.jsonl.gz")
     real_amx, _ = median_train_rate(RESULTS / "multi30k-30min/xeon-amx/metrics.jsonl.gz")
     synth = next(r for r in speed_table("train-speed")["rows"] if r["cpu"] == "Zen 5")
@@ -203,23 +213,16 @@ def glance() -> str:
             "[results/table3/](results/table3/README.md)",
         ],
         [
-            f"decoding speed against CTranslate2 4.8.5, the demo recipe's model, code of {today['commit']}",
+            "decoding speed against CTranslate2 4.8.5, the demo recipe's model, each engine in its own "
+            "process",
             speed_cmd,
-            f"float32 beam 4 **{today_exact}x** under nmt's default exact stopping; {today_fast}x with "
-            f"`--stopping fast` (CTranslate2's rule); greedy {today_greedy}x",
-            f"{today['cpu']}, fp32, {today['commit']}, {today['date']}",
+            f"nmt / CTranslate2, each at its faster thread count: {best_of_threads([two, one])}. At equal "
+            f"threads, fp32 beam 4 (exact stop): {ratio(two)}x at 2, {ratio(one)}x at 1{slower(two, one)}",
+            f"{two['cpu_detail']}, fp32 / int8, {two['commit']}, {two['date']}",
             "[results/speed/](results/speed/README.md)",
         ],
         distilled_row(),
         trust_row(),
-        [
-            "decoding speed against CTranslate2 4.8.5, recipe model",
-            speed_cmd,
-            f"float32 beam 4 **{exact}x** under nmt's default exact stopping; {fast['median']}x with "
-            f"`--stopping fast` (CTranslate2's rule, median of 8 rounds); greedy {greedy}x",
-            f"{ct2['cpu']}, fp32, {ct2['commit']}, {ct2['date']}; not rerun on today's code",
-            "[results/speed/](results/speed/README.md)",
-        ],
         [
             "training speed, recipe model",
             "`make recipe` (`metrics.jsonl`)",
@@ -508,6 +511,43 @@ def experiments() -> str:
     )
 
 
+def finetune_replay() -> str:
+    """recipe-finetune's scores: the start, plain fine-tuning and replay with the guard, on both test
+    sets, and the goal (recipes/lib/adaptation.py scores)."""
+    rows, notes = [], []
+    for run in ("replay-guard", "replay-guard-lr"):
+        folder = RESULTS / "finetune-libreoffice" / run
+        if not (folder / "scores.json").is_file():
+            continue
+        t = load_json(folder / "scores.json")
+        scores, settings, goal = t["scores"], t["settings"], t["goal"]
+        train = settings["TRAIN_ARGS"] or "the start's schedule"
+        for model in ("start", "adapted", "guarded"):
+            lo, m30k = scores[model]["libreoffice"], scores[model]["multi30k"]
+            rows.append(
+                [
+                    train if model == "start" else "",
+                    model,
+                    f"{lo['bleu']:.2f}",
+                    f"{lo['chrf']:.2f}",
+                    f"{m30k['bleu']:.2f}",
+                    f"{m30k['chrf']:.2f}",
+                ]
+            )
+        notes.append(
+            f"{train}: the guarded run keeps {goal['libreoffice_gain_kept']:.0%} of plain fine-tuning's "
+            f"LibreOffice gain and loses {goal['multi30k_bleu_lost']:.2f} Multi30k BLEU "
+            f"(goal: {goal['goal']}: {'met' if goal['met'] else 'not met'})"
+        )
+    run = run_of("finetune-libreoffice", "replay-guard")
+    return (
+        table(["training settings", "model", "LibreOffice test BLEU", "chrF", "test2016 BLEU", "chrF"], rows)
+        + "\n"
+        + "; ".join(notes)
+        + f". {run.label('beam 4, alpha 0.6, exact')}. From: `results/finetune-libreoffice/replay-guard*/`.\n"
+    )
+
+
 def multilingual() -> str:
     """One model for en->de, fr, cs against three bilingual ones of the same total compute."""
     t = load_json(RESULTS / "multilingual/table.json")
@@ -542,6 +582,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "guards": guards,
     "spans": spans,
     "tag-placement": tag_placement,
+    "import-marian": import_marian,
+    "bulk-translate": bulk_translate,
+    "finetune-replay": finetune_replay,
     "speed-quality": speed_quality,
 }
 
