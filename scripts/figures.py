@@ -521,7 +521,8 @@ def finetune_replay() -> str:
             continue
         t = load_json(folder / "scores.json")
         scores, settings, goal = t["scores"], t["settings"], t["goal"]
-        train = settings["TRAIN_ARGS"] or "the start's schedule"
+        imported = " (an import's: warm-up 4,000, lr_scale 1)" if settings["ROUNDTRIP"] == "1" else ""
+        train = settings["TRAIN_ARGS"] or f"the start's schedule{imported}"
         for model in ("start", "adapted", "guarded"):
             lo, m30k = scores[model]["libreoffice"], scores[model]["multi30k"]
             rows.append(
