@@ -36,6 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ENGINES = ("nmt", "ct2")
+# seconds between a search's warm-up and its timing, for the warm-up's threads to settle; a test that
+# checks the rows, not their speed, sets NMT_BENCH_SETTLE_SECONDS=0
+SETTLE_SECONDS = float(os.environ.get("NMT_BENCH_SETTLE_SECONDS", "0.2"))
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def time_rows(engine: str, group: list[Rows], work: Work) -> tuple[list[list], d
         timed = []
         for s in rows.searches:
             search(s, rows.sources[: work.warmup or len(rows.sources)])
-            time.sleep(0.2)  # the warm-up's threads settle
+            time.sleep(SETTLE_SECONDS)  # the warm-up's threads settle
             start = time.perf_counter()
             ids = search(s, rows.sources)
             timed.append((time.perf_counter() - start, ids))

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch.overrides import TorchFunctionMode
 
 from .atomic import fsync_dir as _fsync_dir  # noqa: F401 (replace_dir: part of this API)
 from .atomic import fsync_files, replace_dir, sha256_file
@@ -264,9 +265,20 @@ def model_config(directory: str | Path, config: dict | None = None) -> ModelConf
     return cfg
 
 
+class _NoInitialization(TorchFunctionMode):
+    """torch.nn.init's functions leave their tensor as it is: a model on the meta device has shapes and
+    nothing to initialize (on the meta device, nn.init.normal_ goes through torch._refs, whose first
+    call imports torch._dynamo: over a second of every process that checks a model's size)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 def parameter_bytes(cfg: ModelConfig) -> int:
     """float32 bytes of the model's parameters and buffers, counted on the meta device."""
-    with torch.device("meta"):
+    with torch.device("meta"), _NoInitialization():
         model = Transformer(cfg)
     return sum(4 * p.numel() for p in model.parameters()) + sum(4 * b.numel() for b in model.buffers())
 

@@ -29,7 +29,11 @@ from .vocab import PAD
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same). On the meta
+    device (a model's size counted: nmt.checkpoint.parameter_bytes) its shape only: arange there goes
+    through torch._refs, whose first call imports torch._dynamo (over a second of a process)."""
+    if torch.get_default_device().type == "meta":
+        return torch.empty(n_positions, d_model)
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]  # (1, D/2)
     angle = pos / torch.pow(10000.0, two_i / d_model)  # (P, D/2)

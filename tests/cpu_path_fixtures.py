@@ -77,24 +77,46 @@ def probe() -> None:
 
 def observe(env: dict[str, str]) -> Observed:
     """The CPU path of a fresh process under ``env`` (``probe``)."""
+    return observe_each(env)[0]
+
+
+def observe_each(*envs: dict[str, str]) -> list[Observed]:
+    """The CPU path of a fresh process under each of ``envs`` (``probe``), the processes side by side."""
     tests = str(Path(__file__).resolve().parent)
-    env = {**env, "ONEDNN_VERBOSE": "1", "CT2_VERBOSE": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (tests, env.get("PYTHONPATH")) if p)
     code = "import cpu_path_fixtures; cpu_path_fixtures.probe()"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    procs = []
+    for env in envs:
+        env = {**env, "ONEDNN_VERBOSE": "1", "CT2_VERBOSE": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tests, env.get("PYTHONPATH")) if p)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    try:
+        return [observed(proc, *proc.communicate(timeout=120)) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def observed(proc: subprocess.Popen, stdout: str, stderr: str) -> Observed:
+    """What ``probe`` printed, read."""
     found = [
-        json.loads(line[len(PROBE_LINE) :])
-        for line in proc.stdout.splitlines()
-        if line.startswith(PROBE_LINE)
+        json.loads(line[len(PROBE_LINE) :]) for line in stdout.splitlines() if line.startswith(PROBE_LINE)
     ]
-    isa = re.findall(r"^onednn_verbose,.*?,info,cpu,isa:(.*)$", proc.stdout, re.M)
+    isa = re.findall(r"^onednn_verbose,.*?,info,cpu,isa:(.*)$", stdout, re.M)
     if proc.returncode != 0 or not found:
-        raise RuntimeError(f"the CPU path probe failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"the CPU path probe failed (exit {proc.returncode}):\n{stderr[-3000:]}")
     ct2 = found[0]["ct2"]
     if ct2 == "logged":
-        selected = re.findall(r"Selected ISA: (\S+)", proc.stderr)
+        selected = re.findall(r"Selected ISA: (\S+)", stderr)
         ct2 = selected[0] if selected else "not logged"
     onednn = isa[0].strip() if isa else "none (no oneDNN in this torch)"
     return Observed(found[0]["torch"], onednn, None if ct2 == "not installed" else ct2, found[0]["auto"])

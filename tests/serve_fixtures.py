@@ -168,9 +168,13 @@ def texts(results) -> list[list[str]]:
 
 
 class Server:
-    """`python -m nmt serve ...` on 127.0.0.1 and a free port, waited for until /health answers."""
+    """`python -m nmt serve ...` on 127.0.0.1 and a free port, waited for until /health answers (with
+    ``wait=False``: started only, and waited for by ``wait_until_up``, so that a test does something
+    else meanwhile)."""
 
-    def __init__(self, *args: str, log: Path, step_delay: float = 0.0, hold: Path | None = None):
+    def __init__(
+        self, *args: str, log: Path, step_delay: float = 0.0, hold: Path | None = None, wait: bool = True
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", NMT_TEST_STEP_DELAY=str(step_delay))
@@ -184,6 +188,11 @@ class Server:
             env=env,
             cwd=REPO,
         )
+        if wait:
+            self.wait_until_up()
+
+    def wait_until_up(self) -> None:
+        log = self.log
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

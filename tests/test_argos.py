@@ -46,6 +46,9 @@ def argos_translate(package, lines: list[str], home) -> dict[str, list[str]]:
         # kernels (all of this project's), while the engine compared with it loads the export's
         # float32; a tiny model's near-ties then differ. Equal settings: float32 on both sides.
         ARGOS_COMPUTE_TYPE="float32",
+        # one CTranslate2 thread (its default: one per core), as the suite's one thread per process: two
+        # threads spinning at their barriers while another process holds a core took minutes, not seconds
+        ARGOS_INTRA_THREADS="1",
     )
     done = subprocess.run(
         [sys.executable, "-c", ARGOS, str(package), json.dumps(lines)],

@@ -160,6 +160,21 @@ def test_no_checkpoint_code_is_executed_on_load_or_resume(finished_tiny_run, tin
     assert marker.exists()
 
 
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_parameter_bytes_counted_on_the_meta_device_are_those_of_the_model(positional):
+    """The size check's count (the model built on the meta device, its initialization skipped, the
+    sinusoidal table a shape) is the float32 bytes of the real model's parameters and buffers."""
+    import dataclasses
+
+    from nmt.config import tiny
+    from nmt.model import Transformer
+
+    cfg = dataclasses.replace(tiny(100), positional=positional)
+    model = Transformer(cfg)
+    tensors = [*model.parameters(), *model.buffers()]
+    assert ckpt.parameter_bytes(cfg) == sum(4 * t.numel() for t in tensors)
+
+
 def test_huge_config_fails_before_allocating(step_checkpoint_copy):
     """d_model=10^9 (32 TB of weights) is refused from the configuration alone."""
     huge_config(step_checkpoint_copy / "config.json", None)

@@ -156,11 +156,12 @@ def health_status(server: Server) -> int:
 def test_an_answer_longer_than_the_read_timeout_is_kept_and_max_connections_counts_requests(
     run_dir, tmp_path
 ):
-    """Searches made slow (0.4 s per decoding step), --read-timeout 1: an answer that takes longer
-    is sent, and the connection then serves the next request. With --max-connections 2, two
-    requests being answered make a third uvicorn's 503, and once they are answered it is served."""
+    """Searches made slow (0.15 s per decoding step: ~18 steps, ~2.7 s an answer), --read-timeout 1: an
+    answer that takes longer is sent, and the connection then serves the next request. With
+    --max-connections 2, two requests being answered make a third uvicorn's 503, and once they are
+    answered it is served."""
     options = ("--read-timeout", "1", "--max-connections", "2")
-    server = Server(f"tiny={run_dir}", *options, log=tmp_path / "serve.log", step_delay=0.4)
+    server = Server(f"tiny={run_dir}", *options, log=tmp_path / "serve.log", step_delay=0.15)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         start = time.monotonic()

@@ -24,7 +24,7 @@ def test_page_in_chromium(run_dir, tmp_path):
 
     checkpoint = os.environ.get("NMT_SERVE_TEST_CHECKPOINT", str(run_dir))
     sentence = os.environ.get("NMT_SERVE_TEST_SENTENCE", SENTENCES[0])
-    server = Server(f"en-de={checkpoint}", log=tmp_path / "serve.log")
+    server = Server(f"en-de={checkpoint}", log=tmp_path / "serve.log", wait=False)  # up while chromium starts
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
@@ -33,8 +33,13 @@ def test_page_in_chromium(run_dir, tmp_path):
     options.add_experimental_option(
         "mobileEmulation", {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 2}}
     )
-    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
     try:
+        browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
+    except Exception:
+        server.stop()
+        raise
+    try:
+        server.wait_until_up()
         browser.get(server.url + "/")
         WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "model").get_attribute("value"))
         browser.find_element(By.ID, "source").send_keys(sentence)
@@ -81,7 +86,8 @@ def test_page_translates_with_an_engine_without_attention_maps(run_dir, tmp_path
     env_cache = os.environ.get("NMT_CACHE_DIR")
     os.environ["NMT_CACHE_DIR"] = str(tmp_path / "cache")  # the on-the-fly export, for the server too
     try:
-        server = Server(f"en-de={run_dir}", "--engine", "ctranslate2", log=tmp_path / "serve.log")
+        # up while chromium starts
+        server = Server(f"en-de={run_dir}", "--engine", "ctranslate2", log=tmp_path / "serve.log", wait=False)
     finally:
         if env_cache is None:
             del os.environ["NMT_CACHE_DIR"]
@@ -91,8 +97,13 @@ def test_page_translates_with_an_engine_without_attention_maps(run_dir, tmp_path
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(arg)
-    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
     try:
+        browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
+    except Exception:
+        server.stop()
+        raise
+    try:
+        server.wait_until_up()
         browser.get(server.url + "/")
         WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "model").get_attribute("value"))
         browser.find_element(By.ID, "source").send_keys(SENTENCES[0])

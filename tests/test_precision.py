@@ -39,15 +39,16 @@ def test_a_forced_cpu_path_is_read_back_from_each_library_and_one_not_taken_is_n
     path with bf16 forced is read back from torch, oneDNN, CTranslate2 and `auto` in a fresh
     process; a value a library ignores (torch: an unknown capability) or a path another took is
     one line naming the variable; oneDNN's name of a value it was held to is compared exactly."""
-    from cpu_path_fixtures import Observed, not_taken, observe
+    from cpu_path_fixtures import Observed, not_taken, observe_each
 
     forced = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "NMT_PRECISION": "bf16"}
     forced["CT2_FORCE_CPU_ISA"] = "AVX2"
-    seen = observe({**os.environ, **forced})
+    seen, ignored = observe_each(
+        {**os.environ, **forced}, {**os.environ, "ATEN_CPU_CAPABILITY": "no-such-capability"}
+    )
     assert (seen.torch_capability, seen.onednn_isa, seen.auto) == ("AVX2", "Intel AVX2", "bf16")
     assert seen.ct2_isa in ("AVX2", None)  # None: ctranslate2 not installed
     assert not_taken(forced, seen) == []
-    ignored = observe({**os.environ, "ATEN_CPU_CAPABILITY": "no-such-capability"})
     assert not_taken({"ATEN_CPU_CAPABILITY": "no-such-capability"}, ignored) == [
         f"ATEN_CPU_CAPABILITY=no-such-capability: torch runs {ignored.torch_capability}"
     ]

@@ -273,33 +273,51 @@ def test_corrupt_checkpoint_is_named(tiny_data, tmp_path):
 
 
 KILLER = """
-import sys, torch
+import ctypes, os, signal, sys, torch
 from nmt import checkpoint as ckpt
 from nmt.config import ModelConfig
 from nmt.model import Transformer
 cfg = ModelConfig(src_vocab_size=20000, tgt_vocab_size=20000, n_layers=2, d_model=256, d_ff=1024)
 model = Transformer(cfg)
-out = sys.argv[1]
-ckpt.save(out + "/step_00000001", model=model, config={"model": model.cfg.__dict__}, spm_model=None)
-print("ready", flush=True)
-i = 2
-while True:
-    ckpt.save(out + f"/step_{i:08d}", model=model, config={"model": model.cfg.__dict__}, spm_model=None,
-              optimizer_tensors={"m": torch.randn(4_000_000)})
-    i += 1
+for out in sys.argv[1:]:  # a writer forked for each directory, one after the other, until it is killed
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        continue
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux): no writer outlives its parent
+    ckpt.save(out + "/step_00000001", model=model, config={"model": model.cfg.__dict__}, spm_model=None)
+    print("ready", os.getpid(), flush=True)
+    i = 2
+    while True:
+        ckpt.save(out + f"/step_{i:08d}", model=model, config={"model": model.cfg.__dict__}, spm_model=None,
+                  optimizer_tensors={"m": torch.randn(4_000_000)})
+        i += 1
+os._exit(0)  # every writer reaped: no interpreter teardown to wait for
 """
 
 
 def test_sigkill_while_writing_leaves_previous_checkpoint(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for delay in (0.05, 0.3, 0.7):
-        out = tmp_path / f"k{delay}" / "checkpoints"
+    """A writer SIGKILLed 0.05, 0.3 and 0.7 s after its first checkpoint, wherever it is in the next
+    ones: every directory that looks complete verifies and loads. (One process imports torch and builds
+    the model; each writer is a fork of it, and the next starts once the last is dead.)"""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # one thread: safe to fork
+    delays = (0.05, 0.3, 0.7)
+    outs = [tmp_path / f"k{delay}" / "checkpoints" for delay in delays]
+    for out in outs:
         out.mkdir(parents=True)
-        proc = subprocess.Popen([sys.executable, "-c", KILLER, str(out)], stdout=subprocess.PIPE, env=env)
-        assert proc.stdout.readline().strip() == b"ready"
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    proc = subprocess.Popen([sys.executable, "-c", KILLER, *map(str, outs)], stdout=subprocess.PIPE, env=env)
+    try:
+        for delay in delays:
+            ready, pid = proc.stdout.readline().split()
+            assert ready == b"ready"
+            time.sleep(delay)
+            os.kill(int(pid), signal.SIGKILL)
+        assert proc.wait(timeout=60) == 0  # each writer reaped, the last one too
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # and with it the writer it forked last
+            proc.wait()
+    for out in outs:
         complete = ckpt.list_step_checkpoints(out.parent)
         assert complete and complete[0].name == "step_00000001"
         for directory in complete:  # every directory that looks complete verifies and loads
