@@ -14,6 +14,12 @@ single process's, less one. The crash rows: the lines finished when the job was 
 rerun translated (the shards not finished), the rerun's seconds, and both runs' seconds against the
 uninterrupted 2-worker job's. Every setup translates all --sentences once (the crash rows about once
 more): about four times `nmt translate`'s time in all, after a warm-up of 50 lines.
+
+A worker batches each shard alone, so shards change the search's batches: a last table counts (does
+not time) them per shard size, from the input's and the single process's output's piece lengths:
+the length-sorted batches and the decoder's row-steps (sentences x longest output per batch), each
+against one process batching the whole input. A test set repeated many times flatters the single
+process there: its sorted batches hold copies of the same sentences, whose outputs end together.
 """
 
 from __future__ import annotations
@@ -144,6 +150,41 @@ def crash_row(args, work: Path, n: int, whole: float) -> list[str]:
     ]
 
 
+def batching_rows(
+    src_lengths: list[int], tgt_lengths: list[int], shard_sizes: list[int], *, batch_tokens: int
+):
+    """What sharding does to the search's batches, counted (not timed): per shard size, the number of
+    length-sorted batches (nmt's make_batches over each shard alone, as its worker forms them) and the
+    decoder's row-steps (each batch's sentences x its longest output, the steps its beam search runs),
+    each against one process batching the whole input. Lengths in pieces, EOS included."""
+    from nmt.data.batching import make_batches
+
+    def cost(start: int, end: int) -> tuple[int, int]:
+        batches = make_batches(src_lengths[start:end], batch_tokens=batch_tokens)
+        return len(batches), sum(len(b) * max(tgt_lengths[start + j] for j in b) for b in batches)
+
+    n = len(src_lengths)
+    whole_batches, whole_steps = cost(0, n)
+    rows = [["one process", "1", f"{whole_batches:,}", f"{whole_steps:,}", ""]]
+    for size in shard_sizes:
+        parts = [cost(a, min(n, a + size)) for a in range(0, n, size)]
+        batches, steps = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        extra = f"{100 * (steps / whole_steps - 1):+.1f}%"
+        rows.append([f"shards of {size:,}", f"{len(parts):,}", f"{batches:,}", f"{steps:,}", extra])
+    return rows
+
+
+def piece_lengths(checkpoint: str, path: Path, side: str) -> list[int]:
+    """The SentencePiece lengths (+ EOS) of each line of ``path``, by the checkpoint's model of
+    ``side`` (source, target)."""
+    from nmt.checkpoint import resolve_checkpoint
+    from nmt.vocab import load_spm
+
+    sp = load_spm(resolve_checkpoint(checkpoint), side=side)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [len(p) + 1 for p in sp.encode(lines)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -181,6 +222,21 @@ def main() -> int:
     ]
     print("| " + " | ".join(columns) + " |", flush=True)
     rows, times = speed_rows(args, work, n)
+    batching_columns = [
+        "input batched as",
+        "shards",
+        "search batches",
+        "decoder row-steps",
+        "extra row-steps",
+    ]
+    options = shlex.split(args.translate_args)
+    batch_tokens = int(options[options.index("--batch-tokens") + 1]) if "--batch-tokens" in options else 2048
+    batching = batching_rows(
+        piece_lengths(args.checkpoint, work / "input.txt", "source"),
+        piece_lengths(args.checkpoint, work / "single.txt", "target"),
+        sorted({1000, 2000, 5000, 10000, args.shard_lines}),
+        batch_tokens=batch_tokens,
+    )
     crash_columns = [
         "workers x threads",
         "finished when killed",
@@ -192,6 +248,8 @@ def main() -> int:
     crash = [] if args.no_crash else [crash_row(args, work, n, times["shards-2"])]
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     print("\n".join("| " + " | ".join(r) + " |" for r in rows))
+    print("\nbatches by shard size:\n| " + " | ".join(batching_columns) + " |\n|" + "---|" * 5)
+    print("\n".join("| " + " | ".join(r) + " |" for r in batching))
     if crash:
         print(
             "\nkilled at 50% and rerun:\n| "
@@ -201,8 +259,9 @@ def main() -> int:
         )
         print("\n".join("| " + " | ".join(r) + " |" for r in crash))
     if args.json:
+        taken = "repeated to" if n > len(lines) else "its first"
         what = (
-            f"{Path(args.src_file).name} repeated to {n:,} lines, shards of {args.shard_lines:,} lines, "
+            f"{Path(args.src_file).name} {taken} {n:,} lines, shards of {args.shard_lines:,} lines, "
             f"`nmt translate` options: {args.translate_args}"
         )
         write_table(
@@ -213,6 +272,8 @@ def main() -> int:
             rows=rows,
             crash_columns=crash_columns,
             crash_rows=crash,
+            batching_columns=batching_columns,
+            batching_rows=batching,
         )
     return 0
 

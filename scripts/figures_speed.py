@@ -384,14 +384,18 @@ def serve_attacks() -> str:
 def bulk_translate() -> str:
     """nmt translate against the sharded job, and a crash's cost (benchmarks/bulk_translate.py --json)."""
     t = speed_table("bulk-translate")
-    crash = table(t["crash_columns"], t["crash_rows"])
-    return (
-        table(t["columns"], t["rows"])
-        + "\nKilled (SIGKILL to the job's process group) once half its lines were finished, then rerun:\n\n"
-        + crash
-        + "\n"
-        + footnote(t, t["what"])
-    )
+    out = table(t["columns"], t["rows"])
+    if t.get("crash_rows"):
+        out += "\nKilled (SIGKILL to the job's process group) once half its lines were finished, "
+        out += "then rerun:\n\n"
+        out += table(t["crash_columns"], t["crash_rows"])
+    if t.get("batching_rows"):
+        out += (
+            "\nThe search's batches of the same input by shard size, counted from its piece lengths "
+            "(not timed): decoder row-steps = each batch's sentences x its longest output:\n\n"
+        )
+        out += table(t["batching_columns"], t["batching_rows"])
+    return out + "\n" + footnote(t, t["what"])
 
 
 def import_marian() -> str:

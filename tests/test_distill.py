@@ -1,26 +1,19 @@
-"""`nmt distill` (nmt.train.distill, nmt.train.distill_command) end to end on a tiny teacher: the four
+"""`nmt distill` (nmt.train.distill, nmt.train.distill_command) end to end on a tiny teacher: the five
 stages, their outputs, and a rerun that resumes where the run stopped and never redoes a finished
 chunk or stage."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from train_fixtures import tiny_args
 
 from nmt.checkpoint import read_config, resolve_checkpoint
 from nmt.cli import main
 from nmt.config import preset
 from nmt.infer.translate import Translator
 
-TEACHER = tiny_args(
-    "--train.log_every_steps=1000",
-    "--train.max_steps=200",
-    "--train.lr_scale=0.3",
-    "--train.max_tokens=1024",
-    "--train.accum_steps=1",
-)
 # the student-tiny preset's depths (6 encoder layers, 1 decoder layer) at a test's width and budget
 STUDENT = [
     "--preset",
@@ -52,9 +45,11 @@ STUDENT = [
 
 
 @pytest.fixture(scope="module")
-def teacher(tiny_data, tmp_path_factory):
+def teacher(trained_tiny_run, tmp_path_factory):
+    """The tiny model of 200 updates the suite trains once (conftest's trained_tiny_run), copied: the
+    tests distill it, and none may change the suite's."""
     run = tmp_path_factory.mktemp("teacher") / "run"
-    assert main(["train", str(tiny_data), "--out", str(run), *TEACHER]) == 0
+    shutil.copytree(trained_tiny_run, run)
     return run
 
 
@@ -104,7 +99,7 @@ def test_a_rerun_of_a_finished_distillation_redoes_nothing(teacher, distilled, m
     before = {p: p.stat().st_mtime_ns for p in distilled.rglob("*") if p.is_file()}
     assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
     out = capsys.readouterr().out
-    assert out.count("(skipped)") == 4, out
+    assert out.count("(skipped)") == 5, out
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
@@ -202,3 +197,29 @@ def test_shrink_starts_the_student_from_the_teachers_weights_with_its_first_deco
     student = read_config(resolve_checkpoint(out / "student"))
     assert student["init"]["sha256"] and student["model"]["n_decoder_layers"] == 1
     assert Translator.load(out / "average").model.cfg.decoder_layers == 1
+
+
+def test_the_student_gets_a_shortlist_of_its_own_data_and_the_command_it_prints_uses_it(
+    teacher, distilled, capsys
+):
+    from nmt.infer import shortlist
+
+    listed = shortlist.load(distilled / "shortlist.txt")
+    meta = json.loads((distilled / "data" / "meta.json").read_text())
+    # of the student's data (the original and the teacher's pairs), and of the student's vocabulary
+    assert listed.info["data"] == str(distilled / "data")
+    assert listed.info["sentences"] == meta["splits"]["train"]["pairs"] > 600
+    student = Translator.load(distilled / "average", precision="fp32", shortlist=distilled / "shortlist.txt")
+    full = Translator.load(distilled / "average", precision="fp32")
+    assert student.shortlist is not None and full.shortlist is None
+    assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
+    assert f"--shortlist {distilled / 'shortlist.txt'} " in capsys.readouterr().out
+
+
+def test_no_shortlist_writes_none(teacher, distilled, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(distilled, out)
+    (out / "shortlist.txt").unlink()
+    assert main(["distill", str(teacher), "--out", str(out), *STUDENT, "--no-shortlist"]) == 0
+    assert not (out / "shortlist.txt").exists()
+    assert "--shortlist" not in capsys.readouterr().out

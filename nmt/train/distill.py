@@ -13,7 +13,10 @@ The stages, each of which a rerun of the same command skips once its output is c
   3. the student trains (``OUT/student``, resumed as `nmt train --resume auto` resumes); with
      ``shrink``, from the teacher's weights and fewer of its layers (``OUT/student-init``,
      nmt.train.shrink) rather than from random weights;
-  4. its last checkpoints are averaged (``OUT/average``, section 6.1).
+  4. its last checkpoints are averaged (``OUT/average``, section 6.1);
+  5. a vocabulary shortlist of the student's data is written (``OUT/shortlist.txt``,
+     nmt.infer.shortlist), which the student translates with (a student's output projection over the
+     whole vocabulary is much of its time at beam 4).
 ``OUT/distill.json`` records the settings that the finished stages depend on; a rerun with other
 settings is refused, naming the first that differs.
 """
@@ -69,6 +72,7 @@ class DistillOptions:
     threads: int = 2  # SentencePiece encoding of the student's data
     workers: int = 1  # the teacher's translation: worker processes (or Ray actors); 0: planned only
     ray: str | None = None  # None: local workers; else Ray's address ("": a local Ray)
+    shortlist: bool = True  # OUT/shortlist.txt from the student's data (nmt.infer.shortlist)
 
     def check(self) -> "DistillOptions":
         if not self.teachers:
@@ -182,12 +186,12 @@ def distill_targets(
     out = Path(options.out)
     joined = out / f"train.distilled.{corpus.tgt_lang}"
     if joined.exists():
-        log(f"1/4 teacher translations: {joined} is complete (skipped)")
+        log(f"1/5 teacher translations: {joined} is complete (skipped)")
         return joined
     source = Path(corpus.splits["train"][0])
     plural = "s" if len(teachers) > 1 else ""
     log(
-        f"1/4 teacher translations: {source} in shards of {options.chunk_sentences:,} lines "
+        f"1/5 teacher translations: {source} in shards of {options.chunk_sentences:,} lines "
         f"({out / 'distilled'}; beam {options.beam}, {len(teachers)} teacher{plural})"
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +208,7 @@ def student_data(
     out = Path(options.out)
     data = out / "data"
     if (data / "meta.json").exists():
-        log(f"2/4 student data: {data} is prepared (skipped)")
+        log(f"2/5 student data: {data} is prepared (skipped)")
         return data
     src, tgt = corpus.splits["train"]
     mixed = (out / f".train.{corpus.src_lang}", out / f".train.{corpus.tgt_lang}")
@@ -215,7 +219,7 @@ def student_data(
         fs.writelines(line + "\n" for line in read_lines(src))
         ft.writelines(line + "\n" for line in read_lines(distilled))
     what = "distilled pairs only" if options.distilled_only else "original + distilled pairs"
-    log(f"2/4 student data: {what}, the teacher's vocabulary ({teacher}/spm.model)")
+    log(f"2/5 student data: {what}, the teacher's vocabulary ({teacher}/spm.model)")
     splits = {"train": mixed, **{s: p for s, p in corpus.splits.items() if s != "train"}}
     prepare(
         {s: (Path(a), Path(b)) for s, (a, b) in splits.items()},
@@ -243,11 +247,29 @@ def average_student(options: DistillOptions, *, log=print) -> Path:
     out = Path(options.out)
     average = out / "average"
     if (average / ckpt.MANIFEST).exists():
-        log(f"4/4 average: {average} is written (skipped)")
+        log(f"4/5 average: {average} is written (skipped)")
         return average
     steps = ckpt.list_step_checkpoints(out / "student")
     if not steps:
         raise DistillError(f"{out}/student: the student wrote no checkpoint (a training budget too short?)")
     chosen = average_run(out / "student", last=min(options.average_last, len(steps)), out=average)
-    log(f"4/4 average: {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {average}")
+    log(f"4/5 average: {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {average}")
     return average
+
+
+def student_shortlist(options: DistillOptions, data: Path, *, log=print) -> Path | None:
+    """Stage 5: OUT/shortlist.txt, the vocabulary shortlist of the student's data (`nmt shortlist
+    DATA`'s defaults: the original and the teacher's pairs), which the student searches with
+    (`nmt translate --shortlist`); None without ``options.shortlist``."""
+    from ..infer import shortlist
+
+    if not options.shortlist:
+        return None
+    path = Path(options.out) / "shortlist.txt"
+    if path.exists():
+        log(f"5/5 shortlist: {path} is written (skipped)")
+        return path
+    built = shortlist.build(data, log=lambda m: None)
+    shortlist.save(built, path)
+    log(f"5/5 shortlist: {path} ({len(built.candidates):,} source pieces, from {data})")
+    return path

@@ -19,6 +19,7 @@ from .distill import (
     distill_targets,
     settings,
     student_data,
+    student_shortlist,
     teacher_corpus,
 )
 
@@ -99,6 +100,12 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="average the student's last N checkpoints (default 5)",
     )
+    p.add_argument(
+        "--no-shortlist",
+        action="store_true",
+        help="write no OUT/shortlist.txt (default: a vocabulary shortlist of the student's data, "
+        "`nmt shortlist`'s defaults, for `nmt translate --shortlist`)",
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--threads", type=int, default=DistillOptions.threads, help="SentencePiece threads")
 
@@ -121,6 +128,7 @@ def distill_options(args: argparse.Namespace) -> DistillOptions:
         threads=args.threads,
         workers=args.workers,
         ray=args.ray,
+        shortlist=not args.no_shortlist,
     ).check()
 
 
@@ -159,19 +167,21 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
         return 1 if options.workers else 0
     data = student_data(options, corpus, distilled, teachers[0])
     if (out / "average" / ckpt.MANIFEST).exists():
-        print(f"3/4 student: {out / 'student'} is averaged (skipped)")
+        print(f"3/5 student: {out / 'student'} is averaged (skipped)")
     else:
         init = None
         if options.shrink:
             init, overrides = shrunk_student(teachers[0], out / "student-init", overrides)
         shape = " + ".join(x for x in (options.preset, options.config, init and "the shrunk teacher") if x)
-        print(f"3/4 student: {shape} on {data} -> {out / 'student'}")
+        print(f"3/5 student: {shape} on {data} -> {out / 'student'}")
         status = train_student(options, data, overrides, init=init)
         if status:
             return status
     average = average_student(options)
+    listed = student_shortlist(options, data)
+    with_list = f" --shortlist {listed}" if listed else ""
     print(
-        f"student: {average}\n  translate: nmt translate {average} -i SRC -o OUT --beam 4\n"
+        f"student: {average}\n  translate: nmt translate {average}{with_list} -i SRC -o OUT --beam 4\n"
         f"  int8 on CTranslate2: nmt export ctranslate2 {average} DIR --quantization int8"
     )
     return 0
@@ -190,7 +200,7 @@ def shrunk_student(teacher: Path, init: Path, overrides: dict) -> tuple[Path, di
         enc = int(depths["n_encoder_layers"] or cfg.encoder_layers)
         dec = int(depths["n_decoder_layers"] or 1)
         write_shrunk(teacher, init, n_encoder_layers=enc, n_decoder_layers=dec)
-        print(f"3/4 student: the teacher shrunk to {enc} encoder and {dec} decoder layers -> {init}")
+        print(f"3/5 student: the teacher shrunk to {enc} encoder and {dec} decoder layers -> {init}")
     return init, {**overrides, "model": model}
 
 
