@@ -117,6 +117,19 @@ def layers(paths: tuple[str, ...]) -> str:
     return " + ".join(out)
 
 
+def describe(models: dict[str, list[str]]) -> str:
+    """Each model as its checkpoints say: 'NAME: PATH (layers; averaged from step A to B)'."""
+    out = []
+    for name, paths in models.items():
+        parts = []
+        for p in paths:
+            steps = read_config(resolve_checkpoint(p)).get("averaged_from") or []
+            averaged = f"; the average of {steps[0]} .. {steps[-1]}" if steps else ""
+            parts.append(f"{p} ({layers((p,))}{averaged})")
+        out.append(f"{name}: {' + '.join(parts)}")
+    return "; ".join(out)
+
+
 def settings(args, models: dict[str, list[str]]) -> list[Setting]:
     shortlists = [False, True] if args.shortlist else [False]
     return [
@@ -395,6 +408,7 @@ def main() -> int:
         f"the fastest of {args.repeat} rounds; "
         f"--batch-tokens {args.batch_tokens}; nmt's stopping rule {args.stopping}",
         source="this file, written by benchmarks/speed_quality.py --json",
+        models=describe(models),
         columns=list(COLUMNS),
         rows=[cells(r, ratio, args.threads) for r, ratio in zip(rows, ratios(rows, teacher))],
     )
