@@ -12,6 +12,22 @@ pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nm
 from serve_fixtures import SENTENCES, Server  # noqa: E402
 
 
+def headless_chromium(webdriver, chromium: str, driver: str, server: Server, *, mobile: dict | None = None):
+    """Debian's chromium, headless (``mobile``: its mobileEmulation); ``server`` stopped where it
+    does not start."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    if mobile is not None:
+        options.add_experimental_option("mobileEmulation", mobile)
+    try:
+        return webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
+    except Exception:
+        server.stop()
+        raise
+
+
 def test_page_in_chromium(run_dir, tmp_path):
     """Types, clicks, waits, checks that the heatmap is drawn; screenshot (phone-sized window) to
     tmp_path and, with NMT_SCREENSHOT=FILE, to FILE. NMT_SERVE_TEST_CHECKPOINT serves another model."""
@@ -25,19 +41,9 @@ def test_page_in_chromium(run_dir, tmp_path):
     checkpoint = os.environ.get("NMT_SERVE_TEST_CHECKPOINT", str(run_dir))
     sentence = os.environ.get("NMT_SERVE_TEST_SENTENCE", SENTENCES[0])
     server = Server(f"en-de={checkpoint}", log=tmp_path / "serve.log", wait=False)  # up while chromium starts
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
     # a phone-sized screen (headless windows are at least 500 px wide; emulation is not)
-    options.add_experimental_option(
-        "mobileEmulation", {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 2}}
-    )
-    try:
-        browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
-    except Exception:
-        server.stop()
-        raise
+    phone = {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 2}}
+    browser = headless_chromium(webdriver, chromium, driver, server, mobile=phone)
     try:
         server.wait_until_up()
         browser.get(server.url + "/")
@@ -93,15 +99,7 @@ def test_page_translates_with_an_engine_without_attention_maps(run_dir, tmp_path
             del os.environ["NMT_CACHE_DIR"]
         else:
             os.environ["NMT_CACHE_DIR"] = env_cache
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    try:
-        browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=options)
-    except Exception:
-        server.stop()
-        raise
+    browser = headless_chromium(webdriver, chromium, driver, server)
     try:
         server.wait_until_up()
         browser.get(server.url + "/")
