@@ -25,7 +25,7 @@ STUDENT = [
     "--average-last",
     "3",
     "--model.d_model=32",
-    "--model.d_ff=64",
+    "--model.d_ff=32",
     "--model.n_heads=2",
     "--model.d_k=16",
     "--model.d_v=16",
@@ -170,14 +170,18 @@ def test_the_student_preset_is_the_default_unless_a_config_file_names_its_own():
     assert preset_of("--config", "c.yaml", "--preset", "student-tiny") == "student-tiny"
 
 
-def test_shrink_starts_the_student_from_the_teachers_weights_with_its_first_decoder_layer(
+def test_shrink_starts_the_student_from_the_teachers_weights_its_first_decoder_layer_and_d_ff(
     teacher, distilled, tmp_path
 ):
+    """--shrink --model.n_decoder_layers=1 --model.d_ff=32: the student-init is the teacher's
+    encoder, its first decoder layer, every feed-forward network cut to the 32 units shrink keeps
+    (nmt.train.shrink.ffn_units), all else the teacher's; the student trains with that shape."""
     import shutil
 
     import torch
 
     from nmt.checkpoint import load_model
+    from nmt.train.shrink import ffn_units
 
     out = tmp_path / "shrunk"
     out.mkdir()
@@ -186,16 +190,22 @@ def test_shrink_starts_the_student_from_the_teachers_weights_with_its_first_deco
     budget = ["--train.max_steps=4", "--train.save_every_steps=2", "--train.valid_every_steps=0"]
     budget += ["--train.valid_bleu=false", "--train.best_metric=loss", "--train.max_time=0"]
     argv = ["distill", str(teacher), "--out", str(out), "--shrink", "--model.n_decoder_layers=1"]
-    assert main([*argv, "--chunk-sentences", "250", "--average-last", "2", *budget]) == 0
+    assert main([*argv, "--model.d_ff=32", "--chunk-sentences", "250", "--average-last", "2", *budget]) == 0
     t, _ = load_model(teacher)
     init, config = load_model(out / "student-init")
-    assert (init.cfg.encoder_layers, init.cfg.decoder_layers) == (t.cfg.encoder_layers, 1)
-    assert config["shrunk_from"]["decoder_layers"] == [0]
+    assert (init.cfg.encoder_layers, init.cfg.decoder_layers, init.cfg.d_ff) == (t.cfg.encoder_layers, 1, 32)
+    assert t.cfg.d_ff > 32 and config["shrunk_from"]["decoder_layers"] == [0]
     teacher_state = t.state_dict()
     for name, value in init.state_dict().items():  # every weight the teacher's (layer 0 of its decoder)
-        assert torch.equal(value, teacher_state[name]), name
+        want = teacher_state[name]
+        if ".fc1." in name or name.endswith("fc2.weight"):
+            layer = name.rsplit(".", 2)[0]
+            keep = ffn_units(teacher_state[f"{layer}.fc1.weight"], teacher_state[f"{layer}.fc2.weight"], 32)
+            want = want[:, keep] if name.endswith("fc2.weight") else want[keep]
+        assert torch.equal(value, want), name
     student = read_config(resolve_checkpoint(out / "student"))
     assert student["init"]["sha256"] and student["model"]["n_decoder_layers"] == 1
+    assert student["model"]["d_ff"] == 32
     assert Translator.load(out / "average").model.cfg.decoder_layers == 1
 
 

@@ -65,3 +65,41 @@ def test_a_shrunk_students_layers_are_the_mapped_layers_of_a_deeper_teacher(tiny
     with torch.inference_mode():
         assert torch.equal(student.eval()(SRC, TGT), cut(SRC, TGT))
         assert not torch.equal(student(SRC, TGT), teacher.eval()(SRC, TGT))
+
+
+def test_a_narrower_student_keeps_the_feed_forward_units_of_largest_magnitude(tiny_checkpoint, tmp_path):
+    """d_ff narrowed: each feed-forward network keeps the units of largest ||fc1 row|| * ||fc2
+    column||. A teacher whose other units have a zero fc2 column (they add nothing) and a student
+    of its non-zero units compute the same (up to fp32 summation order over d_ff terms); the
+    checkpoint records the teacher's d_ff; a d_ff above the teacher's is refused."""
+    torch.manual_seed(0)
+    teacher, _ = load_model(tiny_checkpoint)
+    teacher = copy.deepcopy(teacher).eval()
+    d_ff = teacher.cfg.d_ff
+    kept = {}
+    for side in ("encoder", "decoder"):
+        for i, layer in enumerate(getattr(teacher, side).layers):
+            keep = torch.randperm(d_ff)[: d_ff // 2].sort().values
+            dropped = torch.ones(d_ff, dtype=torch.bool)
+            dropped[keep] = False
+            with torch.no_grad():
+                layer.fc2.weight[:, dropped] = 0.0
+            kept[side, i] = keep
+    n_enc, n_dec = teacher.cfg.encoder_layers, teacher.cfg.decoder_layers
+    student = shrink(teacher, n_encoder_layers=n_enc, n_decoder_layers=n_dec, d_ff=d_ff // 2).eval()
+    assert student.cfg.d_ff == d_ff // 2
+    for (side, i), keep in kept.items():
+        got, want = getattr(student, side).layers[i], getattr(teacher, side).layers[i]
+        assert torch.equal(got.fc1.weight, want.fc1.weight[keep]) and torch.equal(
+            got.fc1.bias, want.fc1.bias[keep]
+        )
+        assert torch.equal(got.fc2.weight, want.fc2.weight[:, keep]) and torch.equal(
+            got.fc2.bias, want.fc2.bias
+        )
+    with torch.inference_mode():
+        torch.testing.assert_close(student(SRC, TGT), teacher(SRC, TGT), rtol=0, atol=d_ff * 2e-7)
+    with pytest.raises(ShrinkError, match=f"give 1 to {d_ff}"):
+        shrink(teacher, n_encoder_layers=1, n_decoder_layers=1, d_ff=d_ff + 1)
+    out = write_shrunk(tiny_checkpoint, tmp_path / "narrow", n_encoder_layers=1, n_decoder_layers=1, d_ff=8)
+    narrow, config = load_model(out)
+    assert narrow.cfg.d_ff == 8 and config["shrunk_from"]["d_ff"] == d_ff

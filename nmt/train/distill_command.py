@@ -90,7 +90,8 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start the student from the teacher's weights with fewer of its layers (shrink and "
         "fine-tune, Shleifer & Rush 2020): --model.n_encoder_layers (default: the teacher's) and "
-        "--model.n_decoder_layers (default 1) choose them, the teacher's training settings (or "
+        "--model.n_decoder_layers (default 1) choose them, --model.d_ff a narrower feed-forward "
+        "network (its units of largest magnitude kept); the teacher's training settings (or "
         "--preset / --config's) train it",
     )
     p.add_argument(
@@ -189,18 +190,23 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
 
 def shrunk_student(teacher: Path, init: Path, overrides: dict) -> tuple[Path, dict]:
     """Stage 3 with --shrink: the teacher shrunk to the student's depths (--model.n_encoder_layers,
-    default the teacher's; --model.n_decoder_layers, default 1) written once at ``init``, and the
-    overrides without those two (the student's training starts from ``init`` with its model)."""
+    default the teacher's; --model.n_decoder_layers, default 1) and feed-forward width
+    (--model.d_ff, default the teacher's) written once at ``init``, and the overrides without those
+    three (the student's training starts from ``init`` with its model)."""
     from .shrink import write_shrunk
 
     model = dict(overrides.get("model", {}))
-    depths = {name: model.pop(name, None) for name in ("n_encoder_layers", "n_decoder_layers")}
+    shape = {name: model.pop(name, None) for name in ("n_encoder_layers", "n_decoder_layers", "d_ff")}
     if not (init / ckpt.MANIFEST).exists():
         cfg = ckpt.model_config(teacher)
-        enc = int(depths["n_encoder_layers"] or cfg.encoder_layers)
-        dec = int(depths["n_decoder_layers"] or 1)
-        write_shrunk(teacher, init, n_encoder_layers=enc, n_decoder_layers=dec)
-        print(f"3/5 student: the teacher shrunk to {enc} encoder and {dec} decoder layers -> {init}")
+        enc = int(shape["n_encoder_layers"] or cfg.encoder_layers)
+        dec = int(shape["n_decoder_layers"] or 1)
+        d_ff = int(shape["d_ff"] or cfg.d_ff)
+        write_shrunk(teacher, init, n_encoder_layers=enc, n_decoder_layers=dec, d_ff=d_ff)
+        print(
+            f"3/5 student: the teacher shrunk to {enc} encoder and {dec} decoder layers, d_ff {d_ff} "
+            f"-> {init}"
+        )
     return init, {**overrides, "model": model}
 
 
