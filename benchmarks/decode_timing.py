@@ -126,7 +126,7 @@ def nmt_searcher(rows: Rows, work: Work):
     from nmt.infer.translate import BatchedSearch, Translator
 
     paths = list(rows.paths) if len(rows.paths) > 1 else rows.paths[0]
-    t = Translator.load(paths, device="cpu", precision=rows.precision)
+    t = Translator.load(paths, device="cpu", precision=rows.precision, shortlist=False)  # Search.listed says
     shortlist = rows.shortlist
     if shortlist is not None and not isinstance(shortlist, Shortlist):
         t.use_shortlist(shortlist)  # checked against the checkpoint's vocabulary

@@ -70,9 +70,29 @@ def command_line(script: str) -> str:
     return public_command(f"python benchmarks/{script}.py " + shlex.join(sys.argv[1:]), (str(data_dir()),))
 
 
+# the environment variables that hold a library to another CPU code path than its own choice
+CPU_PATH_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "CT2_FORCE_CPU_ISA",
+    "NMT_PRECISION",
+)
+
+
+def cpu_path() -> dict:
+    """The CPU path variables set in this process's environment (``forced``) and the kernels torch
+    runs (``torch_kernels``, torch.backends.cpu.get_cpu_capability(): AVX2, AVX512, ...)."""
+    import torch
+
+    forced = {name: os.environ[name] for name in CPU_PATH_VARIABLES if os.environ.get(name)}
+    return {"forced": forced, "torch_kernels": torch.backends.cpu.get_cpu_capability()}
+
+
 def provenance(script: str) -> dict:
-    """What a benchmark's JSON table records beside its rows: the command, the CPU, torch and its
-    threads, the commit and the date (scripts/figures.py prints them under the table)."""
+    """What a benchmark's JSON table records beside its rows: the command, the CPU and the code path
+    taken on it, torch and its threads, the commit and the date (scripts/figures.py prints them
+    under the table)."""
     import subprocess
     import time
 
@@ -82,6 +102,7 @@ def provenance(script: str) -> dict:
     return {
         "command": command_line(script),
         "cpu_detail": cpu_detail(),
+        "cpu_path": cpu_path(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "commit": commit.stdout.strip(),

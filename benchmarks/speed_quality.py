@@ -157,7 +157,7 @@ def model_groups(args, models: dict[str, list[str]], lines: list[str]):
         if s.engine == "ctranslate2" and len(paths) > 1:
             continue  # an ensemble: the torch engine only (measure_all says so)
         if s.model not in texts:
-            texts[s.model] = Translator.load(paths, device="cpu", precision="fp32")
+            texts[s.model] = Translator.load(paths, device="cpu", precision="fp32", shortlist=False)
             sources[s.model] = texts[s.model].encode(lines)[0]
         if s.engine == "torch":
             key, path = ("nmt", s.model, s.precision), tuple(paths)

@@ -23,7 +23,7 @@ from figures_speed import (  # noqa: E402
     best_of_threads,
     bulk_translate,
     ct2_base,
-    ct2_recipe,
+    ct2_forced,
     ct2_today,
     glossary,
     guards,
@@ -48,6 +48,7 @@ from result_files import (  # noqa: E402
     FigureError,
     Score,
     cell,
+    cpu_kind,
     f1,
     load_json,
     median_train_rate,
@@ -239,21 +240,6 @@ def glance() -> str:
 
 
 # --- docs/results.md -------------------------------------------------------------------------
-
-
-def cpu_kind(detail: str) -> str:
-    """'Zen 4' of 'AMD EPYC Zen 4 (cpu family 25 ...)', 'Xeon (avx512_bf16, no AMX)' of 'Intel(R) Xeon(R)
-    Processor (... flags avx2, avx512_bf16, ...)': the CPU as the tables name it."""
-    name = detail.split(" (")[0].removeprefix("AMD EPYC ")
-    if "Xeon" not in name:
-        return name
-    flags = [f for f in ("amx", "avx512_bf16") if f in detail]
-    return (
-        "Xeon ("
-        + (", ".join(flags) if flags else "fp32 only")
-        + (", no AMX" if "amx" not in flags else "")
-        + ")"
-    )
 
 
 def distilled_row() -> list[str]:
@@ -578,8 +564,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "speed-summary": speed_summary,
     "train-speed": train_speed,
     "train-processes": train_processes,
-    "translate-ct2-recipe": ct2_recipe,
     "translate-ct2-today": ct2_today,
+    "translate-ct2-forced": ct2_forced,
     "translate-ct2-base": ct2_base,
     "shortlist-demo": shortlist("shortlist-demo"),
     "shortlist-base": shortlist("shortlist-base"),

@@ -14,6 +14,7 @@ from result_files import (
     RESULTS,
     FigureError,
     cell,
+    cpu_kind,
     load_json,
     median_train_rate,
     run_of,
@@ -23,10 +24,20 @@ from result_files import (
 )
 
 
+def forced_path(t: dict) -> str:
+    """The CPU code path a table's run was held to (benchmarks/machine.py cpu_path), or ""."""
+    path = t.get("cpu_path") or {}
+    if not path.get("forced"):
+        return ""
+    forced = ", ".join(f"{k}={v}" for k, v in path["forced"].items())
+    return f"forced path: {forced} (torch kernels {path['torch_kernels']})"
+
+
 def footnote(t: dict, extra: str = "") -> str:
     cpu = t.get("cpu_detail", t.get("cpu", ""))
     parts = [
         f"CPU: 2 cores, {cpu}",
+        forced_path(t),
         f"torch {t['torch']}, {t['threads']} thread{'s' if t['threads'] > 1 else ''}" if "torch" in t else "",
         f"commit {t['commit']}, {t['date']}" if "commit" in t else "",
         extra,
@@ -36,21 +47,23 @@ def footnote(t: dict, extra: str = "") -> str:
 
 
 def speed_summary() -> str:
-    ct2 = speed_table("translate-ct2-recipe")
-    exact = cell(ct2, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
-    fast = next(r for r in ct2["rounds"]["rows"] if r["precision"] == "fp32" and r["beam"] == 4)
-    greedy = cell(ct2, "vs CT2", decoder="nmt", precision="fp32", beam="1")
+    demo = speed_table(DEMO_SPEED[0])
+    exact, fast = (
+        cell(demo, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping=rule)
+        for rule in ("exact", "fast")
+    )
+    greedy = cell(demo, "vs CT2", decoder="nmt", precision="fp32", beam="1")
     base = speed_table("translate-ct2-base")
     base4 = cell(base, "vs CT2", decoder="nmt", precision="fp32", beam="4")
     real, n = median_train_rate(RESULTS / "multi30k-30min/zen5/metrics.jsonl.gz")
     synth = next(r for r in speed_table("train-speed")["rows"] if r["cpu"] == "Zen 5")
     rows = [
         [
-            "decoding, recipe model, float32 beam 4 against CTranslate2 4.8.5",
-            f"{ct2['cpu']}, fp32, {ct2['commit']}, {ct2['date']} (not rerun on today's code)",
-            f"**{exact}x** under nmt's default exact stopping; "
-            f"{fast['median']}x with `--stopping fast` (median of 8 "
-            f"rounds); greedy {greedy}x; `base`, fixed length: {base4}x",
+            f"decoding, the demo model, float32 beam 4 against CTranslate2 4.8.5, "
+            f"{demo['threads']} threads each",
+            f"{cpu_kind(demo['cpu_detail'])}, fp32, {demo['commit']}, {demo['date']}",
+            f"**{exact}x** under nmt's default exact stopping; {fast}x with `--stopping fast`; "
+            f"greedy {greedy}x; `base` (random weights, every output 30 tokens; {base['commit']}): {base4}x",
             "[Performance](performance.md#decoding-speed-against-ctranslate2)",
         ],
         [
@@ -150,25 +163,6 @@ def train_processes() -> str:
     return table(cols, rows) + f"\n{t['what']}. From: {t['source']}.\n"
 
 
-def ct2_recipe() -> str:
-    t = speed_table("translate-ct2-recipe")
-    exact = cell(t, "vs CT2", decoder="nmt", precision="fp32", beam="4", stopping="exact")
-    exact8 = cell(t, "vs CT2", decoder="nmt", precision="int8", beam="4", stopping="exact")
-    rounds = "; ".join(
-        f"{r['precision']} {'beam 4 fast' if r['beam'] == 4 else 'greedy'} "
-        f"{r['best']}x best / {r['median']}x median"
-        for r in t["rounds"]["rows"]
-    )
-    return (
-        "nmt's default (the exact stopping rule), float32 "
-        f"beam 4: **{exact}x** CTranslate2 (int8 {exact8}x). "
-        f"With `--stopping fast`, over 8 rounds ({shown(t['rounds']['command'])}): {rounds}.\n\n"
-        + table(t["columns"], t["rows"])
-        + "\n"
-        + footnote(t, "model: " + t["model"] + "; " + t["timing"] + "; not rerun on today's code")
-    )
-
-
 DEMO_SPEED = ("translate-ct2-demo-xeon", "translate-ct2-demo-xeon-1thread")  # 2 threads, 1 thread
 
 
@@ -233,7 +227,22 @@ def ct2_today() -> str:
 
 def ct2_base() -> str:
     t = speed_table("translate-ct2-base")
-    return table(t["columns"], t["rows"]) + "\n" + footnote(t, t["timing"] + "; not rerun on today's code")
+    return table(t["columns"], t["rows"]) + "\n" + footnote(t, t["model"] + "; " + t["timing"])
+
+
+FORCED_SPEED = "translate-ct2-demo-xeon-avx2"  # the 2-thread table's run, every library held to AVX2
+
+
+def ct2_forced() -> str:
+    """The demo model's table on this CPU held to another ISA's code path (the footnote names the
+    variables and the kernels torch ran)."""
+    t = speed_table(FORCED_SPEED)
+    return (
+        f"nmt / CTranslate2: {ct2_ratios(t)}.\n\n"
+        + table(t["columns"], t["rows"])
+        + "\n"
+        + footnote(t, "model: " + t["model"] + "; " + t["timing"])
+    )
 
 
 def shortlist(name: str) -> Callable[[], str]:

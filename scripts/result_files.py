@@ -175,3 +175,18 @@ def shown(command: str) -> str:
     """A recorded command as a page prints it: in backticks, with only paths a reader has (the corpora
     as `$NMT_DATA_DIR/...`, no file of the machine that ran it: `machine.public_command`)."""
     return f"`{public_command(command)}`"
+
+
+def cpu_kind(detail: str) -> str:
+    """'Zen 4' of 'AMD EPYC Zen 4 (cpu family 25 ...)', 'Xeon (avx512_bf16, no AMX)' of 'Intel(R) Xeon(R)
+    Processor (... flags avx2, avx512_bf16, ...)': the CPU as the tables name it."""
+    name = detail.split(" (")[0].removeprefix("AMD EPYC ")
+    if "Xeon" not in name:
+        return name
+    flags = [f for f in ("amx", "avx512_bf16") if f in detail]
+    return (
+        "Xeon ("
+        + (", ".join(flags) if flags else "fp32 only")
+        + (", no AMX" if "amx" not in flags else "")
+        + ")"
+    )

@@ -209,27 +209,28 @@ def test_shrink_starts_the_student_from_the_teachers_weights_its_first_decoder_l
     assert Translator.load(out / "average").model.cfg.decoder_layers == 1
 
 
-def test_the_student_gets_a_shortlist_of_its_own_data_and_the_command_it_prints_uses_it(
+def test_the_student_gets_a_shortlist_of_its_own_data_and_searches_with_it_by_default(
     teacher, distilled, capsys
 ):
     from nmt.infer import shortlist
 
-    listed = shortlist.load(distilled / "shortlist.txt")
+    path = distilled / "average" / "shortlist.txt"
+    listed = shortlist.load(path)
     meta = json.loads((distilled / "data" / "meta.json").read_text())
     # of the student's data (the original and the teacher's pairs), and of the student's vocabulary
     assert listed.info["data"] == str(distilled / "data")
     assert listed.info["sentences"] == meta["splits"]["train"]["pairs"] > 600
-    student = Translator.load(distilled / "average", precision="fp32", shortlist=distilled / "shortlist.txt")
-    full = Translator.load(distilled / "average", precision="fp32")
-    assert student.shortlist is not None and full.shortlist is None
+    student = Translator.load(distilled / "average", precision="fp32")
+    full = Translator.load(distilled / "average", precision="fp32", shortlist=False)
+    assert student.shortlist == listed and full.shortlist is None
     assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
-    assert f"--shortlist {distilled / 'shortlist.txt'} " in capsys.readouterr().out
+    assert f"with its shortlist {path} (--no-shortlist: the full vocabulary)" in capsys.readouterr().out
 
 
 def test_no_shortlist_writes_none(teacher, distilled, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(distilled, out)
-    (out / "shortlist.txt").unlink()
+    (out / "average" / "shortlist.txt").unlink()
     assert main(["distill", str(teacher), "--out", str(out), *STUDENT, "--no-shortlist"]) == 0
-    assert not (out / "shortlist.txt").exists()
-    assert "--shortlist" not in capsys.readouterr().out
+    assert not (out / "average" / "shortlist.txt").exists()
+    assert "with its shortlist" not in capsys.readouterr().out

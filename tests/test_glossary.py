@@ -56,7 +56,7 @@ def test_each_sentence_gets_the_target_terms_of_the_source_terms_it_holds():
     assert plan.units == ["Two dogs play in the snow.", "A man is riding a bike.", "The children."]
     assert plan.constraints == [["Hunde", "Schnee"], ["Fahrrad"], []]
     assert Plan(TranslationRequest(["no term"], glossary=request.glossary), TorchFake()).constraints is None
-    with pytest.raises(TranslateError, match="the torch engine's beam search over the full vocabulary"):
+    with pytest.raises(TranslateError, match="the torch engine's beam search only"):
         Plan(request, FakeTranslator())  # an engine without constraints
     html = TranslationRequest(
         ["<b>Two dogs</b> play."], text=TextOptions(format="html"), glossary=request.glossary

@@ -157,6 +157,12 @@ def test_a_fingerprint_is_a_files_sha256_a_checkpoints_manifests_or_a_folders_fi
     (ckpt / "MANIFEST.json").write_text('{"model.safetensors": {}}')
     (ckpt / "model.safetensors").write_text("weights")
     assert fingerprint(str(ckpt)) == sha('{"model.safetensors": {}}')
+    (ckpt / "shortlist.txt").write_text("listed")  # its own shortlist, searched with by default
+    with_list = fingerprint(str(ckpt))
+    manifest = sha('{"model.safetensors": {}}')
+    assert with_list == sha(f"{manifest}\t{sha('listed')}")
+    (ckpt / "shortlist.txt").write_text("listed again")
+    assert fingerprint(str(ckpt)) != with_list
     other = tmp_path / "ct2"
     other.mkdir()
     (other / "model.bin").write_text("a")

@@ -7,15 +7,19 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from nmt.checkpoint import resolve_checkpoint
 from nmt.cli import main
 from nmt.infer.options import SearchOptions
 from nmt.infer.shortlist import (
+    CHECKPOINT_FILE,
     BuildOptions,
     Shortlist,
     ShortlistError,
@@ -23,6 +27,7 @@ from nmt.infer.shortlist import (
     dumps,
     ibm1,
     load,
+    of_checkpoint,
     vmap_text,
 )
 from nmt.infer.translate import BatchedSearch, TranslateError, Translator
@@ -277,6 +282,66 @@ def test_cli_builds_a_shortlist_and_translates_with_it_as_the_api_does(
     assert cli == api and api != full  # restrictive enough to change outputs
 
 
+def checkpoint_with_shortlist(run_dir: Path, shortlist_file: Path, out: Path) -> Path:
+    """A copy of the run's checkpoint carrying ``shortlist_file`` as its own shortlist.txt."""
+    shutil.copytree(resolve_checkpoint(run_dir), out)
+    shutil.copy(shortlist_file, out / CHECKPOINT_FILE)
+    return out
+
+
+def test_a_checkpoints_own_shortlist_is_searched_with_unless_told_otherwise(
+    trained_tiny_run, tiny_data, lines, tmp_path, capsys
+):
+    """CHECKPOINT/shortlist.txt: nmt translate and Translator.load search with it by default, as
+    with --shortlist FILE; --no-shortlist / shortlist=False search the full vocabulary; an ensemble
+    takes none; --shortlist with --no-shortlist is an error (exit 2)."""
+    path = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
+    own = checkpoint_with_shortlist(trained_tiny_run, path, tmp_path / "ckpt")
+    assert of_checkpoint(own) == own / CHECKPOINT_FILE and of_checkpoint(trained_tiny_run) is None
+    listed = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
+        lines
+    )
+    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32").translate(lines)
+    assert listed != full
+    assert Translator.load(own, device="cpu", precision="fp32").translate(lines) == listed
+    assert Translator.load(own, device="cpu", precision="fp32", shortlist=False).translate(lines) == full
+    assert Translator.load([own, own], device="cpu", precision="fp32").shortlist is None
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    argv = ["translate", str(own), "-i", str(tmp_path / "in.txt"), "--quiet", "--precision", "fp32"]
+    capsys.readouterr()
+    for extra, expected in (([], listed), (["--no-shortlist"], full)):
+        assert main([*argv, *extra]) == 0
+        assert capsys.readouterr().out.splitlines() == expected
+    assert main([*argv, "--no-shortlist", "--shortlist", str(path)]) == 2
+    assert "--shortlist FILE and --no-shortlist: give one" in capsys.readouterr().err
+
+
+def test_sentences_with_constraints_search_the_full_vocabulary_apart_from_the_others(
+    trained_tiny_run, lines, small_shortlist
+):
+    """With a shortlist, a call with constraints searches the sentences that carry phrases over the
+    full vocabulary and the others over the shortlist, each set on its own: each output is what
+    that set alone gives, whatever phrases the sentences beside it carry."""
+    listed = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist)
+    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
+    sentences = lines[:6]
+    phrases = [full.translate(s).split()[-1] for s in sentences]  # a word each output can spell
+    constraints = [[phrases[i]] if i % 2 == 0 else [] for i in range(6)]
+    held, free = [0, 2, 4], [1, 3, 5]
+    got = [r[0].text for r in listed.translate_nbest(sentences, beam=4, constraints=constraints)]
+    want_held = full.translate_nbest(
+        [sentences[i] for i in held], beam=4, constraints=[constraints[i] for i in held]
+    )
+    want_free = listed.translate_nbest([sentences[i] for i in free], beam=4)
+    assert [got[i] for i in held] == [r[0].text for r in want_held]
+    assert [got[i] for i in free] == [r[0].text for r in want_free]
+    assert all(phrases[i] in got[i] for i in held)
+    assert [got[i] for i in free] != full.translate_sentences([sentences[i] for i in free], beam=4)
+    none = listed.translate_nbest(sentences, beam=4, constraints=[[] for _ in sentences])
+    assert [r[0].text for r in none] == [r[0].text for r in listed.translate_nbest(sentences, beam=4)]
+
+
 def test_a_shortlist_of_another_vocabulary_is_an_error(trained_tiny_run, tmp_path, capsys):
     other = dataclasses.replace(Shortlist(120, [5], {5: [6]}), spm_sha256="0" * 64)
     path = tmp_path / "other.txt"
@@ -349,7 +414,7 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         Translator.load(export, engine="ctranslate2", shortlist=path)
 
 
-def test_serve_searches_with_the_shortlist_and_refuses_constraints(
+def test_serve_searches_with_the_shortlist_and_constraints_with_the_full_vocabulary(
     trained_tiny_run, tiny_data, lines, tmp_path
 ):
     pytest.importorskip("fastapi", reason="nmt[serve] not installed (pip install 'nmt[serve]')")
@@ -370,15 +435,27 @@ def test_serve_searches_with_the_shortlist_and_refuses_constraints(
     expected = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
         lines
     )
+    full = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
     with TestClient(create_app(models)) as client:
         r = client.post("/translate", json={"text": lines})
         assert r.status_code == 200 and [t["text"] for t in r.json()["translations"]] == expected
         assert client.get("/models").json()["models"][0]["shortlist"] == "s.txt"
-        r = client.post("/translate", json={"text": lines[0], "constraints": ["x"]})
-        assert r.status_code == 400 and "shortlist" in r.json()["error"]["message"]
+        phrase = full.translate(lines[0]).split()[-1]
+        want = full.translate_nbest([lines[0]], beam=4, constraints=[[phrase]])[0][0].text
+        r = client.post("/translate", json={"text": [lines[0], lines[1]], "constraints": [[phrase], []]})
+        assert r.status_code == 200, r.text
+        alone = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
+            lines[1:2]
+        )  # the request's union is of its sentences without phrases
+        assert [t["text"] for t in r.json()["translations"]] == [want, *alone]
+    own = checkpoint_with_shortlist(trained_tiny_run, path, tmp_path / "ckpt")
+    for extra, name in (([], "shortlist.txt"), (["--no-shortlist"], None)):
+        served = build_models({"own": own}, parser.parse_args([f"own={own}", *extra]))
+        assert served["own"].info["shortlist"] == name
     for bad, message in (
         (["--shortlist", f"other={path}"], "no model named 'other'"),
         (["--shortlist", str(tmp_path / "nope")], "no such file"),
+        (["--shortlist", str(path), "--no-shortlist"], "give one"),
     ):
         with pytest.raises(ServeError, match=message):
             build_models({"tiny": trained_tiny_run}, parser.parse_args([f"tiny={trained_tiny_run}", *bad]))

@@ -318,10 +318,12 @@ class Job:
 def fingerprint(path: str) -> str:
     """The sha256 that stands for a file an option names: a file's own; an nmt checkpoint's (a
     checkpoint or run directory, nmt.checkpoint.resolve_checkpoint) that of its MANIFEST.json, which
-    holds the sha256 of each of its files; another directory's (a CTranslate2 model), that of the
+    holds the sha256 of each of its files, with its own shortlist's (nmt.infer.shortlist, searched
+    with by default) where it has one; another directory's (a CTranslate2 model), that of the
     names and sha256 of its files."""
     from ..checkpoint import MANIFEST as CHECKPOINT_MANIFEST
     from ..checkpoint import CheckpointError, resolve_checkpoint
+    from ..infer.shortlist import CHECKPOINT_FILE
 
     p = Path(path)
     if p.is_file():
@@ -333,7 +335,12 @@ def fingerprint(path: str) -> str:
     except CheckpointError:
         manifest = None
     if manifest is not None and manifest.is_file():
-        return atomic.sha256_file(manifest)
+        own = manifest.parent / CHECKPOINT_FILE
+        if not own.is_file():
+            return atomic.sha256_file(manifest)
+        return hashlib.sha256(
+            f"{atomic.sha256_file(manifest)}\t{atomic.sha256_file(own)}".encode()
+        ).hexdigest()
     h = hashlib.sha256()
     for f in sorted(x for x in p.rglob("*") if x.is_file()):
         h.update(f"{f.relative_to(p).as_posix()}\t{atomic.sha256_file(f)}\n".encode())

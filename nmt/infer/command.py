@@ -99,8 +99,8 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="terminology: one line per input line holding the target phrases its output must "
         "contain, separated by tabs, in any order (empty line: none); beam search with "
-        "dynamic beam allocation (Post & Vilar 2018); torch engine, not with --sampling, "
-        "--prefix-file or --shortlist",
+        "dynamic beam allocation (Post & Vilar 2018); torch engine, not with --sampling or "
+        "--prefix-file (with a shortlist, these lines search the full vocabulary)",
     )
     add_mbr_args(parser)
     add_rerank_args(parser)
@@ -133,7 +133,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="score only the target pieces of this vocabulary shortlist (`nmt shortlist`) that a "
         "batch's source makes likely, normalised over them (faster; outputs may differ); "
-        "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt)",
+        "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt). Default: the "
+        "checkpoint's own CHECKPOINT/shortlist.txt where it has one (`nmt distill` writes its "
+        "student's)",
+    )
+    parser.add_argument(
+        "--no-shortlist",
+        action="store_true",
+        help="score the full vocabulary, also where the checkpoint carries a shortlist",
     )
     parser.add_argument(
         "--alignment",
@@ -147,7 +154,8 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="terminology: SOURCE<TAB>TARGET per line; where a sentence holds a source term (whole "
         "words, any case), its translation holds the target term (constraints, dynamic beam "
-        "allocation); real text stays on; torch engine, not with --sampling or --shortlist",
+        "allocation); real text stays on; torch engine, not with --sampling (with a shortlist, "
+        "sentences with terms search the full vocabulary)",
     )
     parser.add_argument(
         "--target-lang",
@@ -309,11 +317,20 @@ def read_translate_inputs(
 
 def check_constraints_args(args: argparse.Namespace) -> None:
     """TranslateError for --constraints with an option its search does not go with."""
-    if args.sampling or args.prefix_file is not None or args.shortlist is not None or args.engine != "torch":
+    if args.sampling or args.prefix_file is not None or args.engine != "torch":
         raise TranslateError(
-            "--constraints: the torch engine's beam search over the full vocabulary (not with "
-            "--sampling, --prefix-file, --shortlist or --engine ctranslate2)"
+            "--constraints: the torch engine's beam search (not with --sampling, --prefix-file or "
+            "--engine ctranslate2)"
         )
+
+
+def shortlist_of_args(args: argparse.Namespace) -> str | bool | None:
+    """Translator.load's ``shortlist``: --shortlist FILE, False for --no-shortlist, None (the
+    checkpoint's own, if any) for neither."""
+    no_shortlist = getattr(args, "no_shortlist", False)  # a job planned before the option: False
+    if no_shortlist and args.shortlist is not None:
+        raise TranslateError("--shortlist FILE and --no-shortlist: give one")
+    return False if no_shortlist else args.shortlist
 
 
 def translator_from_args(args: argparse.Namespace) -> TextTranslator:
@@ -330,7 +347,7 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
             args.checkpoint,
             device=args.device,
             engine=args.engine,
-            shortlist=args.shortlist,
+            shortlist=shortlist_of_args(args),
             precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision,
         )
     except (CheckpointError, ExportError) as e:

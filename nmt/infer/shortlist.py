@@ -17,6 +17,12 @@ Built by ``nmt shortlist DATA --out FILE`` from a prepared corpus's training pai
     SentencePiece ids are not in frequency order, so they are counted), always scored.
 Special ids are never listed: PAD, UNK, BOS and EOS are always in the union.
 
+A checkpoint may carry its own shortlist, ``shortlist.txt`` beside its weights (``of_checkpoint``;
+`nmt distill` writes its student's there): `nmt translate`, `nmt serve` and ``Translator.load``
+search with it unless told otherwise (``--no-shortlist``, ``shortlist=False``). A sentence with
+constraints or glossary terms is searched over the full vocabulary, apart from the others
+(nmt.infer.translate.Translator.search_sources): a phrase's pieces need not be in any union.
+
 Used by ``nmt translate --shortlist FILE`` / ``Translator.load(..., shortlist=FILE)``: for each
 batch the union U (ascending ids) of PAD, UNK, BOS, EOS, the frequent pieces, the lists of the
 batch's source pieces and any prefix's pieces. The search runs over U: the output projection's
@@ -58,6 +64,21 @@ from ..vocab import BOS, EOS, PAD, UNK
 from .vocab_restriction import Restriction, batch_model, sentence_model
 
 SPECIAL = (PAD, UNK, BOS, EOS)  # always scored; ascending, so they keep their ids inside the union
+CHECKPOINT_FILE = "shortlist.txt"  # a checkpoint's own shortlist, beside its weights
+
+
+def of_checkpoint(checkpoint: str | Path) -> Path | None:
+    """The shortlist a checkpoint (or a run directory's checkpoint) carries, CHECKPOINT_FILE beside
+    its weights; None where it has none or ``checkpoint`` is not an nmt checkpoint (an export)."""
+    from .. import checkpoint as ckpt
+
+    try:
+        path = ckpt.resolve_checkpoint(checkpoint) / CHECKPOINT_FILE
+    except ckpt.CheckpointError:
+        return None
+    return path if path.is_file() else None
+
+
 MAGIC = "nmt-shortlist"
 VERSION = 1
 

@@ -55,6 +55,15 @@ from .text import TextTranslator, add_eos, one_or_many, pieces, source_words, tr
 ENGINES = ("torch", "ctranslate2")
 
 
+def checkpoint_shortlist(checkpoint) -> Path | None:
+    """The shortlist ``Translator.load`` searches with by default: one checkpoint's own (an
+    ensemble's members may each carry one; none is chosen for them)."""
+    from .shortlist import of_checkpoint
+
+    paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
+    return of_checkpoint(paths[0]) if len(paths) == 1 else None
+
+
 # ----------------------------------------------------------------------------- ids in, ids out
 @dataclass(frozen=True)
 class SentenceInputs:
@@ -350,9 +359,12 @@ class Translator(TextTranslator):
         ``engine="ctranslate2"``: search in CTranslate2 (nmt.infer.engine_ctranslate2; also takes
         `nmt export ctranslate2` output; one checkpoint, no ensemble). ``shortlist``: a file of
         `nmt shortlist` (or a Shortlist): search only its union of target pieces per batch
-        (nmt.infer.shortlist; CTranslate2: its vocabulary map)."""
+        (nmt.infer.shortlist; CTranslate2: its vocabulary map); None (the default): the one checkpoint's
+        own shortlist where it carries one (nmt.infer.shortlist.of_checkpoint), else the full
+        vocabulary; False: the full vocabulary."""
         if engine not in ENGINES:
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
+        shortlist = checkpoint_shortlist(checkpoint) if shortlist is None else shortlist or None
         if engine == "ctranslate2":
             if isinstance(checkpoint, (list, tuple)):
                 if len(checkpoint) != 1:
@@ -407,23 +419,50 @@ class Translator(TextTranslator):
         sources, truncated = self.encode(sentences)
         constraint_ids = None
         if constraints is not None:
-            if prefix is not None or options.sampling is not None or self.shortlist is not None:
-                raise TranslateError(
-                    "constraints: beam search over the full vocabulary only (not with a prefix, "
-                    "sampling or a shortlist)"
-                )
+            if prefix is not None or options.sampling is not None:
+                raise TranslateError("constraints: beam search only (not with a prefix or sampling)")
             constraint_ids = self.constraint_ids(sources, constraints, options)
         prefix_ids = None if prefix is None else self.prefix_ids(prefix, n_sentences=len(sentences))
         self.report_truncated(truncated, on_truncate)
-        search = BatchedSearch(options, device=self.device, dtype=self.dtype, shortlist=self.shortlist)
-        hyps = search.sources(
-            self.model,
-            sources,
-            SentenceInputs(prefix=prefix_ids, constraints=constraint_ids, union_groups=union_groups),
-            batch_tokens=batch_tokens,
-            on_batch=on_batch,
-        )
+        inputs = SentenceInputs(prefix=prefix_ids, constraints=constraint_ids, union_groups=union_groups)
+        hyps = self.search_sources(sources, inputs, options, batch_tokens=batch_tokens, on_batch=on_batch)
         return [[Translation(self.decode(h.tokens), h.score, h.tokens) for h in hs] for hs in hyps]
+
+    def search_sources(
+        self,
+        sources: list[list[int]],
+        inputs: SentenceInputs,
+        options: SearchOptions,
+        *,
+        batch_tokens: int,
+        on_batch: Callable[[int], None] | None,
+    ) -> list[list[Hypothesis]]:
+        """BatchedSearch over the shortlist (if any). With a shortlist and constraints, the sentences
+        with phrases are searched over the full vocabulary (a phrase's pieces need not be in a
+        union) and the others over the shortlist, each set in searches of its own, so that a
+        sentence's output does not depend on the phrases of the sentences beside it."""
+
+        def search(shortlist, picked: list[int], sub: SentenceInputs) -> list[list[Hypothesis]]:
+            run = BatchedSearch(options, device=self.device, dtype=self.dtype, shortlist=shortlist)
+            return run.sources(
+                self.model, [sources[i] for i in picked], sub, batch_tokens=batch_tokens, on_batch=on_batch
+            )
+
+        everyone = list(range(len(sources)))
+        if self.shortlist is None or inputs.constraints is None:
+            return search(self.shortlist, everyone, inputs)
+        inputs.check(len(sources))
+        held = [i for i in everyone if inputs.constraints[i]]
+        free = [i for i in everyone if not inputs.constraints[i]]
+        groups = inputs.union_groups
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        for picked, shortlist, sub in (
+            (held, None, SentenceInputs(constraints=[inputs.constraints[i] for i in held])),
+            (free, self.shortlist, SentenceInputs(union_groups=groups and [groups[i] for i in free])),
+        ):
+            for i, hyps in zip(picked, search(shortlist, picked, sub) if picked else []):
+                results[i] = hyps
+        return results
 
     def forced_scores(
         self, sources: list[list[int]], outputs: list[list[int]], *, coverage: bool = False

@@ -369,10 +369,9 @@ def unit_constraints(request: TranslationRequest, units: list[str], translator) 
                 phrases[i] = list(phrases[i]) + [t for t in glossary.targets_in(unit) if t not in phrases[i]]
     if own is None and not any(phrases):
         return None
-    if getattr(translator, "engine", None) != "torch" or getattr(translator, "shortlist", None) is not None:
+    if getattr(translator, "engine", None) != "torch":
         raise TranslateError(
-            "constraints and glossaries: the torch engine's beam search over the full vocabulary only "
-            "(not CTranslate2 or a shortlist)"
+            "constraints and glossaries: the torch engine's beam search only (not CTranslate2)"
         )
     if glossary is not None:
         check_terms(glossary, phrases, translator)

@@ -131,7 +131,14 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="[NAME=]FILE",
         help="a vocabulary shortlist (`nmt shortlist`) the model NAME (without NAME: the only "
-        "model) searches with (nmt.infer.shortlist); its requests may not carry constraints",
+        "model) searches with (nmt.infer.shortlist; default: the checkpoint's own "
+        "CHECKPOINT/shortlist.txt where it has one); sentences with constraints or glossary terms "
+        "search the full vocabulary",
+    )
+    parser.add_argument(
+        "--no-shortlist",
+        action="store_true",
+        help="every model scores its full vocabulary, also where its checkpoint carries a shortlist",
     )
 
 
@@ -190,7 +197,7 @@ def parse_shortlist_args(specs: list[str], names: list[str]) -> dict[str, Path]:
     return out
 
 
-def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | None = None):
+def load_translator(path: Path, *, engine: str, device: str, shortlist: Path | bool | None = None):
     from ..checkpoint import CheckpointError
     from ..export.ctranslate2 import ExportError
     from ..infer.translate import TranslateError, Translator
@@ -240,16 +247,28 @@ def model_info(name: str, path: Path, translator) -> dict:
     return info
 
 
+def shortlist_name(translator, given: Path | None, path: Path) -> str | None:
+    """The file name of the shortlist a served model searches with: --shortlist's, or its
+    checkpoint's own; None: the full vocabulary."""
+    from ..infer.shortlist import of_checkpoint
+
+    if getattr(translator, "shortlist", None) is None:
+        return None
+    own = given or of_checkpoint(path)
+    return None if own is None else own.name
+
+
 def build_models(paths: dict[str, Path], args: argparse.Namespace) -> dict:
     from .batcher import Batcher
     from .state import ServedModel
 
     models = {}
+    if args.no_shortlist and args.shortlist:
+        raise ServeError("--shortlist and --no-shortlist: give one")
     shortlists = parse_shortlist_args(args.shortlist, list(paths))
     for name, path in paths.items():
-        translator = load_translator(
-            path, engine=args.engine, device=args.device, shortlist=shortlists.get(name)
-        )
+        shortlist = False if args.no_shortlist else shortlists.get(name)
+        translator = load_translator(path, engine=args.engine, device=args.device, shortlist=shortlist)
         batcher = Batcher(
             translator,
             max_batch_tokens=args.max_batch_tokens,
@@ -260,7 +279,7 @@ def build_models(paths: dict[str, Path], args: argparse.Namespace) -> dict:
             batching=not args.no_batching,
         )
         models[name] = ServedModel(name, batcher, model_info(name, path, translator))
-        models[name].info["shortlist"] = shortlists[name].name if name in shortlists else None
+        models[name].info["shortlist"] = shortlist_name(translator, shortlists.get(name), path)
     return models
 
 

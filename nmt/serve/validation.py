@@ -134,20 +134,14 @@ def checked_constraints(
     req: TranslateRequest, sentences: list[str], m: ServedModel
 ) -> tuple[tuple[str, ...], ...] | None:
     """One tuple of phrases per sentence (None: no constraints), checked before the request is
-    queued: the torch engine with the full vocabulary (400), one list per sentence and phrases the
-    model can spell (422)."""
+    queued: the torch engine (400; with a shortlist, these sentences search the full vocabulary),
+    one list per sentence and phrases the model can spell (422)."""
     if req.constraints is None:
         return None
     constraints = [req.constraints] if isinstance(req.text, str) else req.constraints
     translator = m.batcher.translator
     if getattr(translator, "engine", None) != "torch":
         raise ApiError(400, f"model {m.name!r}: constraints need the torch engine")
-    if getattr(translator, "shortlist", None) is not None:
-        raise ApiError(
-            400,
-            f"model {m.name!r}: served with a vocabulary shortlist (--shortlist); "
-            "constraints need the full vocabulary",
-        )
     if len(constraints) != len(sentences) or not all(
         isinstance(c, list) and all(isinstance(p, str) for p in c) for c in constraints
     ):

@@ -14,9 +14,9 @@ The stages, each of which a rerun of the same command skips once its output is c
      ``shrink``, from the teacher's weights and fewer of its layers (``OUT/student-init``,
      nmt.train.shrink) rather than from random weights;
   4. its last checkpoints are averaged (``OUT/average``, section 6.1);
-  5. a vocabulary shortlist of the student's data is written (``OUT/shortlist.txt``,
-     nmt.infer.shortlist), which the student translates with (a student's output projection over the
-     whole vocabulary is much of its time at beam 4).
+  5. a vocabulary shortlist of the student's data is written beside its weights
+     (``OUT/average/shortlist.txt``, nmt.infer.shortlist), which the student translates with by
+     default (a student's output projection over the whole vocabulary is much of its time at beam 4).
 ``OUT/distill.json`` records the settings that the finished stages depend on; a rerun with other
 settings is refused, naming the first that differs.
 """
@@ -258,14 +258,15 @@ def average_student(options: DistillOptions, *, log=print) -> Path:
 
 
 def student_shortlist(options: DistillOptions, data: Path, *, log=print) -> Path | None:
-    """Stage 5: OUT/shortlist.txt, the vocabulary shortlist of the student's data (`nmt shortlist
-    DATA`'s defaults: the original and the teacher's pairs), which the student searches with
-    (`nmt translate --shortlist`); None without ``options.shortlist``."""
+    """Stage 5: OUT/average/shortlist.txt, the vocabulary shortlist of the student's data (`nmt
+    shortlist DATA`'s defaults: the original and the teacher's pairs), which the student searches
+    with by default (the checkpoint's own shortlist, nmt.infer.shortlist.of_checkpoint); None
+    without ``options.shortlist``."""
     from ..infer import shortlist
 
     if not options.shortlist:
         return None
-    path = Path(options.out) / "shortlist.txt"
+    path = Path(options.out) / "average" / shortlist.CHECKPOINT_FILE
     if path.exists():
         log(f"5/5 shortlist: {path} is written (skipped)")
         return path

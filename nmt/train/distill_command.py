@@ -104,8 +104,9 @@ def add_distill_args(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-shortlist",
         action="store_true",
-        help="write no OUT/shortlist.txt (default: a vocabulary shortlist of the student's data, "
-        "`nmt shortlist`'s defaults, for `nmt translate --shortlist`)",
+        help="write no OUT/average/shortlist.txt (default: a vocabulary shortlist of the student's "
+        "data, `nmt shortlist`'s defaults, which the student then searches with unless "
+        "`nmt translate --no-shortlist`)",
     )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--threads", type=int, default=DistillOptions.threads, help="SentencePiece threads")
@@ -180,9 +181,9 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
             return status
     average = average_student(options)
     listed = student_shortlist(options, data)
-    with_list = f" --shortlist {listed}" if listed else ""
+    searched = f"with its shortlist {listed} (--no-shortlist: the full vocabulary)" if listed else ""
     print(
-        f"student: {average}\n  translate: nmt translate {average}{with_list} -i SRC -o OUT --beam 4\n"
+        f"student: {average}\n  translate: nmt translate {average} -i SRC -o OUT --beam 4 {searched}\n"
         f"  int8 on CTranslate2: nmt export ctranslate2 {average} DIR --quantization int8"
     )
     return 0
