@@ -108,12 +108,13 @@ def parse_models(specs: list[str]) -> dict[str, list[str]]:
 
 @functools.cache
 def layers(paths: tuple[str, ...]) -> str:
-    """'N=6/2, d 256' for one model; the members' joined by '+' for an ensemble."""
+    """'N=6/2, d 256, ff 1024' (depths, d_model, d_ff) for one model; the members' joined by '+' for
+    an ensemble."""
     out = []
     for p in paths:
         directory = resolve_checkpoint(p)
         cfg = model_config(directory, read_config(directory))
-        out.append(f"{cfg.depth()}, d {cfg.d_model}")
+        out.append(f"{cfg.depth()}, d {cfg.d_model}, ff {cfg.d_ff}")
     return " + ".join(out)
 
 

@@ -259,7 +259,13 @@ def main() -> int:
             cpu=cpu_name(),
             timing=f"search only (token ids in and out), each engine in its own process "
             f"(benchmarks/decode_timing.py), each row after the same search untimed, the fastest of "
-            f"{args.repeat} rounds; --batch-tokens {args.batch_tokens}",
+            f"{args.repeat} rounds; --batch-tokens {args.batch_tokens}"
+            + (
+                f"; every output {args.fixed_len} tokens (--fixed-len), so both engines run the same "
+                "steps whatever their stopping rule"
+                if args.fixed_len
+                else ""
+            ),
             columns=columns,
             rows=cells,
         )

@@ -242,6 +242,15 @@ def glance() -> str:
 # --- docs/results.md -------------------------------------------------------------------------
 
 
+def shrunk_shape(log: Path) -> tuple[int, int, int]:
+    """(encoder layers, decoder layers, d_ff) of the student `nmt distill --shrink` wrote, as its log
+    says ("the teacher shrunk to 3 encoder and 1 decoder layers, d_ff 256")."""
+    found = re.findall(r"shrunk to (\d+) encoder and (\d+) decoder layers, d_ff (\d+)", log.read_text())
+    if not found:
+        raise FigureError(f"{log}: no 'shrunk to N encoder and N decoder layers, d_ff N' line")
+    return tuple(map(int, found[-1]))
+
+
 def distilled_row() -> list[str]:
     """The glance row of the speed-quality run: the shrunk student against its teacher and against
     CTranslate2, each ratio at equal settings or saying what differs."""
@@ -252,11 +261,12 @@ def distilled_row() -> list[str]:
     greedy8, beam8 = (pick(pairs, "nmt / CTranslate2", "int8", beam) for beam in (1, 4))
     teacher = f"{stopped(RESULTS / 'speed/distill/teacher.train.log')[0]:,}"
     student = f"{stopped(RESULTS / 'speed/distill/student-shrink.train.log')[0]:,}"
+    enc, dec, d_ff = shrunk_shape(RESULTS / "speed/distill/distill-shrink.log")
     return [
-        f"a distilled student (3 + 1 layers) shrunk from the {teacher}-update demo model, then "
-        f"trained {student} updates more than its teacher",
-        "`nmt distill TEACHER --out OUT --shrink --model.n_decoder_layers=1 --train.max_steps=2000 "
-        "--train.max_time=0`; `python benchmarks/speed_quality.py ...`",
+        f"a distilled student ({enc} + {dec} layers, d_ff {d_ff}) shrunk from the {teacher}-update demo "
+        f"model, then trained {student} updates more than its teacher",
+        f"`nmt distill TEACHER --out OUT --shrink --model.n_decoder_layers={dec} --model.d_ff={d_ff} "
+        "--train.max_steps=2000 --train.max_time=0`; `python benchmarks/speed_quality.py ...`",
         f"test2016 **{fp32.bleu[0]:.2f}** BLEU against the teacher's {fp32.bleu[1]:.2f} (the extra "
         f"updates, not distillation alone); {fp32.same}, both models: **{fp32.ratio:.2f}x** the "
         f"teacher's sentences/s; with the shortlist `nmt distill` writes (the teacher without): "

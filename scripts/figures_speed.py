@@ -60,7 +60,7 @@ def speed_summary() -> str:
     rows = [
         [
             f"decoding, the demo model, float32 beam 4 against CTranslate2 4.8.5, "
-            f"{demo['threads']} threads each",
+            f"{demo['threads']} threads each (on this VM CTranslate2 is faster at 1 thread)",
             f"{cpu_kind(demo['cpu_detail'])}, fp32, {demo['commit']}, {demo['date']}",
             f"**{exact}x** under nmt's default exact stopping; {fast}x with `--stopping fast`; "
             f"greedy {greedy}x; `base` (random weights, every output 30 tokens; {base['commit']}): {base4}x",

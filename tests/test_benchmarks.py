@@ -466,6 +466,21 @@ def test_a_recorded_command_names_only_paths_a_reader_has():
     )
 
 
+def test_a_benchmarks_json_records_the_cpu_path_variables_set_and_the_kernels_torch_runs(monkeypatch):
+    spec = importlib.util.spec_from_file_location("machine", REPO / "benchmarks" / "machine.py")
+    machine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(machine)
+    for name in machine.CPU_PATH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CT2_FORCE_CPU_ISA", "AVX2")
+    path = machine.cpu_path()
+    assert path == {
+        "forced": {"CT2_FORCE_CPU_ISA": "AVX2"},
+        "torch_kernels": torch.backends.cpu.get_cpu_capability(),
+    }
+    assert set(machine.CPU_PATH_VARIABLES) >= set(CPU_PATH_VARIABLES)  # every path the suite forces
+
+
 def test_each_engine_is_timed_in_a_fresh_process_where_the_other_never_ran(
     tiny_checkpoint, tmp_path, monkeypatch
 ):

@@ -224,7 +224,7 @@ def test_the_student_gets_a_shortlist_of_its_own_data_and_searches_with_it_by_de
     full = Translator.load(distilled / "average", precision="fp32", shortlist=False)
     assert student.shortlist == listed and full.shortlist is None
     assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
-    assert f"with its shortlist {path} (--no-shortlist: the full vocabulary)" in capsys.readouterr().out
+    assert f"--beam 4  # searches with its shortlist {path}; --no-shortlist" in capsys.readouterr().out
 
 
 def test_no_shortlist_writes_none(teacher, distilled, tmp_path, capsys):
@@ -233,4 +233,4 @@ def test_no_shortlist_writes_none(teacher, distilled, tmp_path, capsys):
     (out / "average" / "shortlist.txt").unlink()
     assert main(["distill", str(teacher), "--out", str(out), *STUDENT, "--no-shortlist"]) == 0
     assert not (out / "average" / "shortlist.txt").exists()
-    assert "with its shortlist" not in capsys.readouterr().out
+    assert "searches with its shortlist" not in capsys.readouterr().out

@@ -181,9 +181,11 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
             return status
     average = average_student(options)
     listed = student_shortlist(options, data)
-    searched = f"with its shortlist {listed} (--no-shortlist: the full vocabulary)" if listed else ""
+    searched = (
+        f"  # searches with its shortlist {listed}; --no-shortlist: the full vocabulary" if listed else ""
+    )
     print(
-        f"student: {average}\n  translate: nmt translate {average} -i SRC -o OUT --beam 4 {searched}\n"
+        f"student: {average}\n  translate: nmt translate {average} -i SRC -o OUT --beam 4{searched}\n"
         f"  int8 on CTranslate2: nmt export ctranslate2 {average} DIR --quantization int8"
     )
     return 0
