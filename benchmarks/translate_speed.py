@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode_timing import Rows, Search, Work, measure  # noqa: E402
-from machine import cpu_name, write_table  # noqa: E402
+from machine import cpu_name, public_command, write_table  # noqa: E402
 
 from nmt.checkpoint import resolve_checkpoint, save  # noqa: E402
 from nmt.config import apply_overrides, preset  # noqa: E402
@@ -215,6 +215,7 @@ def main() -> int:
         f"vocab={cfg.tgt_vocab_size}); {n_sent} sentences, {sum(map(len, sources))} source tokens; "
         f"{threads} threads; --batch-tokens {args.batch_tokens}; fixed length: {args.fixed_len or 'no'}"
     )
+    listing = None
     if shortlist is not None:
         from nmt.data.batching import make_batches
 
@@ -225,13 +226,14 @@ def main() -> int:
             ).numel()
             for b in make_batches([len(s) for s in todo], batch_tokens=args.batch_tokens)
         ]
-        print(
+        listing = (
             f"shortlist: {args.shortlist or 'synthetic ' + args.synthetic_shortlist} "
             f"({shortlist.info.get('statistic', '?')}); union per batch: mean "
             f"{sum(unions) / len(unions):.0f}, "
             f"min {min(unions)}, max {max(unions)} of {cfg.tgt_vocab_size} target pieces "
             f"({len(unions)} batches)"
         )
+        print(listing)
     work = Work(
         batch_tokens=args.batch_tokens,
         alpha=args.alpha,
@@ -266,6 +268,7 @@ def main() -> int:
                 if args.fixed_len
                 else ""
             ),
+            **({} if listing is None else {"shortlist": public_command(listing)}),
             columns=columns,
             rows=cells,
         )

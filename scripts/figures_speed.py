@@ -248,7 +248,11 @@ def ct2_forced() -> str:
 def shortlist(name: str) -> Callable[[], str]:
     def render() -> str:
         t = speed_table(name)
-        return table(t["columns"], t["rows"]) + "\n" + footnote(t, t["what"] + "; " + t["timing"])
+        return (
+            table(t["columns"], t["rows"])
+            + "\n"
+            + footnote(t, f"{t['what']}; model: {t['model']}; {t['shortlist']}; {t['timing']}")
+        )
 
     return render
 
@@ -275,7 +279,7 @@ def shortlist_gain() -> str:
             ]
             parts.append(f"{precision} {stopping} {pair[1] / pair[0]:.2f}x")
     return (
-        "nmt with its shortlist over nmt without, beam 4, on the 1,093-update demo checkpoint: "
+        f"nmt with its shortlist over nmt without, beam 4, on {t['model']}: "
         + ", ".join(parts)
         + f" (sent/s of the table above; {t['cpu']}, {t['commit']}, {t['date']}).\n"
     )

@@ -394,7 +394,7 @@ def test_translator_constraint_errors_name_the_line(tiny_checkpoint):
         t.translate_sentences(LINES[:1], constraints=["haus"])
     from nmt.infer.translate import Sampling
 
-    with pytest.raises(TranslateError, match="not with a prefix, sampling"):
+    with pytest.raises(TranslateError, match="not with a prefix or sampling"):
         t.translate_sentences(LINES[:1], constraints=[["haus"]], sampling=Sampling())
 
 
