@@ -72,19 +72,20 @@ def shrink(
     }
     student = Transformer(cfg)
     source = teacher.state_dict()
-    state = {}
+    state, keeps = {}, {}  # keeps: teacher layer -> its ffn_units, chosen once for fc1 and fc2
     for name in student.state_dict():
         parts = name.split(".")  # e.g. decoder.layers.0.fc1.weight
         if len(parts) > 2 and parts[1] == "layers":
             parts[2] = str(maps[parts[0]][int(parts[2])])
-        state[name] = narrowed(source, parts, d_ff).clone()
+        state[name] = narrowed(source, parts, d_ff, keeps).clone()
     student.load_state_dict(state)
     return student
 
 
-def narrowed(source: dict, parts: list[str], d_ff: int) -> Tensor:
+def narrowed(source: dict, parts: list[str], d_ff: int, keeps: dict) -> Tensor:
     """The teacher's tensor ``".".join(parts)``, its feed-forward hidden units cut to ffn_units(...)
-    where d_ff is smaller: fc1.weight rows, fc1.bias, fc2.weight columns (fc2.bias is whole)."""
+    where d_ff is smaller: fc1.weight rows, fc1.bias, fc2.weight columns (fc2.bias is whole);
+    ``keeps`` caches each teacher layer's units."""
     tensor = source[".".join(parts)]
     kind = ".".join(parts[3:])  # e.g. fc1.weight; "" outside the layers
     if kind not in ("fc1.weight", "fc1.bias", "fc2.weight"):
@@ -93,7 +94,9 @@ def narrowed(source: dict, parts: list[str], d_ff: int) -> Tensor:
     fc1, fc2 = source[f"{layer}.fc1.weight"], source[f"{layer}.fc2.weight"]
     if fc1.shape[0] == d_ff:
         return tensor
-    keep = ffn_units(fc1, fc2, d_ff)  # (d_ff,)
+    if layer not in keeps:
+        keeps[layer] = ffn_units(fc1, fc2, d_ff)  # (d_ff,)
+    keep = keeps[layer]
     return tensor[:, keep] if kind == "fc2.weight" else tensor[keep]  # (d_model, d_ff) / (d_ff, ...)
 
 
