@@ -9,7 +9,8 @@ server runs as a subprocess on 127.0.0.1 (never another address). Baselines on t
 sentences and threads: offline = one `Translator.translate_sentences` call over all of them (what
 `nmt translate` does, model load excluded), and the `nmt translate` command itself (wall time,
 model load included); direct = `Translator.translate_sentences([s])` one sentence at a time (latency).
-Prints markdown tables.
+Prints markdown tables; ``--json FILE`` writes them with the machine (benchmarks/machine.py's
+provenance): what docs/performance.md's serving tables are made from (scripts/figures.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import write_table  # noqa: E402  (benchmarks/machine.py)
+
+COLUMNS = ["server", "clients", "requests", "errors", "sent/s", "vs offline", "p50 ms", "p95 ms", "p99 ms"]
+BASELINE_COLUMNS = ["baseline", "sent/s", "p50 ms"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -125,7 +131,7 @@ def load_level(
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -146,20 +152,18 @@ def main() -> None:
         "--shortlist",
         help="a file of `nmt shortlist`: server and baselines search with it (nmt serve --shortlist)",
     )
-    args = parser.parse_args()
-    listed = [] if args.shortlist is None else ["--shortlist", args.shortlist]
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the server and `nmt translate`
-    sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][
-        : args.n
-    ]
-    levels = [int(c) for c in args.concurrency.split(",")]
+    parser.add_argument("--json", help="write the tables and the machine here")
+    return parser.parse_args()
 
+
+def baselines(args: argparse.Namespace, sentences: list[str], listed: list[str]) -> dict:
+    """Offline (one call), the `nmt translate` command (wall, load included) and one sentence at a
+    time (direct): sentences/s, and the direct calls' latencies."""
     import torch
 
     from nmt.infer.translate import Translator
 
     torch.set_num_threads(args.threads)
-
     t = Translator.load(args.checkpoint, device="cpu", precision="fp32", shortlist=args.shortlist)
     t.translate_sentences(sentences[:4])  # warm-up
     start = time.perf_counter()
@@ -173,29 +177,20 @@ def main() -> None:
     del t
     src = Path("/tmp") / f"serve_load_{os.getpid()}.txt"
     src.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "nmt", "translate", args.checkpoint, "-i", str(src), "-o", os.devnull]
     start = time.perf_counter()
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nmt",
-            "translate",
-            args.checkpoint,
-            "-i",
-            str(src),
-            "-o",
-            os.devnull,
-            "--quiet",
-            "--precision",
-            "fp32",
-            *listed,
-        ],
+        command + ["--quiet", "--precision", "fp32", *listed],
         check=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
     cli = len(sentences) / (time.perf_counter() - start)
     src.unlink()
+    return {"offline": offline, "cli": cli, "direct": direct}
 
+
+def server_levels(args: argparse.Namespace, sentences: list[str], listed: list[str]) -> list[tuple]:
+    """(mode, clients, load_level's figures) of `nmt serve` with dynamic batching, then without."""
     rows = []
     for mode, extra in (
         ("dynamic batching", ["--max-wait-ms", str(args.max_wait_ms)]),
@@ -204,7 +199,7 @@ def main() -> None:
         proc, port = start_server(args.checkpoint, extra + listed)
         try:
             load_level(port, sentences[:8], concurrency=2, requests=8, max_seconds=30)  # warm-up
-            for c in levels:
+            for c in (int(c) for c in args.concurrency.split(",")):
                 r = load_level(
                     port, sentences, concurrency=c, requests=args.requests, max_seconds=args.max_seconds
                 )
@@ -213,34 +208,78 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=120)
+    return rows
 
-    print(
-        f"{len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one sentence per request"
-        f"{'' if args.shortlist is None else ', shortlist ' + Path(args.shortlist).name}; "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n"
+
+def tables(levels: list[tuple], base: dict) -> tuple[list[list[str]], list[list[str]]]:
+    """The server's rows (COLUMNS) and the baselines' rows (BASELINE_COLUMNS), as printed."""
+    offline, direct = base["offline"], base["direct"]
+    rows = [
+        [
+            mode,
+            str(c),
+            str(r["n"]),
+            str(r["errors"]),
+            f"{r['sent_s']:.1f}",
+            f"{r['sent_s'] / offline:.2f}",
+            f"{1000 * r['p50']:.0f}",
+            f"{1000 * r['p95']:.0f}",
+            f"{1000 * r['p99']:.0f}",
+        ]
+        for mode, c, r in levels
+    ]
+    base_rows = [
+        ["offline `Translator.translate_sentences` (all sentences, one call)", f"{offline:.1f}", ""],
+        ["`nmt translate` command (wall, model load included)", f"{base['cli']:.1f}", ""],
+        [
+            "direct `Translator.translate_sentences([s])`, one at a time",
+            f"{1 / statistics.mean(direct):.1f}",
+            f"{1000 * percentile(direct, 50):.0f}",
+        ],
+    ]
+    return rows, base_rows
+
+
+def markdown(columns: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        + ["| " + " | ".join(r) + " |" for r in rows]
     )
-    print("| server | clients | requests | errors | sent/s | vs offline | p50 ms | p95 ms | p99 ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for mode, c, r in rows:
-        print(
-            f"| {mode} | {c} | {r['n']} | {r['errors']} | {r['sent_s']:.1f} | {r['sent_s'] / offline:.2f} | "
-            f"{1000 * r['p50']:.0f} | {1000 * r['p95']:.0f} | {1000 * r['p99']:.0f} |"
-        )
-    print()
-    print("| baseline | sent/s | p50 ms |")
-    print("|---|---|---|")
-    print(f"| offline `Translator.translate_sentences` (all sentences, one call) | {offline:.1f} | |")
-    print(f"| `nmt translate` command (wall, model load included) | {cli:.1f} | |")
-    print(
-        f"| direct `Translator.translate_sentences([s])`, one at a time | "
-        f"{1 / statistics.mean(direct):.1f} | "
-        f"{1000 * percentile(direct, 50):.0f} |"
+
+
+def main() -> None:
+    args = parse_args()
+    listed = [] if args.shortlist is None else ["--shortlist", args.shortlist]
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the server and `nmt translate`
+    sentences = [s for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip()][
+        : args.n
+    ]
+    base = baselines(args, sentences, listed)
+    levels = server_levels(args, sentences, listed)
+    rows, base_rows = tables(levels, base)
+    what = (
+        f"nmt serve under load: {len(sentences)} sentences of {Path(args.sentences).name}, beam 4, one "
+        "sentence per request, loopback; the load clients on the same cores"
+        + ("" if args.shortlist is None else f", shortlist {Path(args.shortlist).name}")
     )
-    c1 = [r for mode, c, r in rows if mode == "dynamic batching" and c == 1]
+    print(f"{what}; {args.threads} threads, {os.cpu_count()} CPUs\n")
+    print(markdown(COLUMNS, rows) + "\n\n" + markdown(BASELINE_COLUMNS, base_rows))
+    c1 = [r for mode, c, r in levels if mode == "dynamic batching" and c == 1]
     if c1:
         print(
             f"\nconcurrency 1, dynamic batching: p50 {1000 * c1[0]['p50']:.0f} ms = "
-            f"{c1[0]['p50'] / percentile(direct, 50):.2f}x the direct call"
+            f"{c1[0]['p50'] / percentile(base['direct'], 50):.2f}x the direct call"
+        )
+    if args.json:
+        write_table(
+            args.json,
+            "serve_load",
+            what=what,
+            precision="fp32",
+            model=args.checkpoint,
+            columns=COLUMNS,
+            rows=rows,
+            baselines={"columns": BASELINE_COLUMNS, "rows": base_rows},
         )
 
 

@@ -8,9 +8,10 @@ the recipe model's full training steps (forward, fused loss, backward, Adam; `tr
 in P processes of T threads each, all at once, and prints the target tokens per second of each
 process and of all together.
 
-    python benchmarks/train_processes.py [--layouts 1x2,2x1] [--steps 30] [--precision auto]
+    python benchmarks/train_processes.py [--layouts 1x2,2x1] [--steps 30] [--precision auto] [--json FILE]
 
 Each layout runs alone (one after the other); processes of a layout start together at a barrier.
+``--json`` writes the table and the machine to FILE (what docs/performance.md's table is made from).
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from machine import write_table  # noqa: E402
 from train_speed import bench  # noqa: E402
 
 from nmt.allocator import keep_freed_memory  # noqa: E402
 from nmt.config import small  # noqa: E402
 from nmt.precision import cpu_has_fast_bf16  # noqa: E402
+
+COLUMNS = ["round", "processes x threads", "target tok/s per process", "all together"]
 
 
 def worker(threads: int, dtype, steps: int, batch: int, length: int, barrier, results) -> None:
@@ -80,6 +84,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=40, help="sentences per step (the recipe: ~1k tokens)")
     parser.add_argument("--length", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=2, help="the layouts alternate, this many times")
+    parser.add_argument("--json", help="write the table and the machine here")
     args = parser.parse_args()
     fast, why = cpu_has_fast_bf16()
     precision = args.precision if args.precision != "auto" else ("bf16" if fast else "fp32")
@@ -89,23 +94,33 @@ def main() -> None:
         f"recipe model (small, 8k vocabulary), {args.batch} x {args.length} tokens per step, "
         f"{args.steps} steps per process"
     )
-    print("\n| round | processes x threads | target tok/s per process | all together |")
-    print("|---|---|---|---|")
+    print("\n| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
     totals: dict[str, list[float]] = {}
+    rows = []
     for r in range(args.rounds):
         for layout in args.layouts.split(","):
             processes, threads = (int(v) for v in layout.split("x"))
             rates = run_layout(processes, threads, dtype, args.steps, args.batch, args.length)
             totals.setdefault(layout, []).append(sum(rates))
-            print(
-                f"| {r + 1} | {layout} | {' / '.join(f'{v:,.0f}' for v in rates)} | {sum(rates):,.0f} |",
-                flush=True,
-            )
+            rows.append([str(r + 1), layout, " / ".join(f"{v:,.0f}" for v in rates), f"{sum(rates):,.0f}"])
+            print("| " + " | ".join(rows[-1]) + " |", flush=True)
     first = args.layouts.split(",")[0]
     for layout, v in totals.items():
         print(
             f"{layout}: mean {sum(v) / len(v):,.0f} target tok/s in all, "
             f"{sum(v) / sum(totals[first]):.2f}x {first}"
+        )
+    if args.json:
+        write_table(
+            args.json,
+            "train_processes",
+            what=f"{precision} training steps of the recipe model (small, 8k vocabulary; {args.batch} x "
+            f"{args.length} tokens, {args.steps} steps a process), each layout's processes at once, "
+            "target tok/s",
+            precision=precision,
+            columns=COLUMNS,
+            rows=rows,
         )
 
 

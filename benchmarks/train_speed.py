@@ -7,13 +7,18 @@ peak is a large matrix product in the same dtype measured in the same run. A pre
 is under a tenth of float32's is emulated by this CPU (no AMX / AVX512-BF16): it is reported and
 skipped, since a step would take minutes and prove nothing.
 
-    python benchmarks/train_speed.py [--steps 3] [--models base,small] [--precisions fp32,bf16]
+    python benchmarks/train_speed.py [--steps 3] [--models base,small] [--precisions fp32,bf16] [--json FILE]
+
+``--json`` writes the measurements and the machine (benchmarks/machine.py's provenance) to FILE:
+what docs/performance.md's table of this benchmark is made from (scripts/figures.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -25,7 +30,11 @@ from nmt.train.loss import fused_label_smoothed_nll_loss, label_smoothed_nll_los
 from nmt.train.optim import build_adam
 from nmt.vocab import PAD
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import write_table  # noqa: E402  (benchmarks/machine.py)
+
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
+COLUMNS = ["model", "vocab", "precision", "loss path", "batch (sent x len)", "target tok/s", "GFLOP/s", "MFU"]
 
 
 def peak_flops(dtype: torch.dtype | None, n: int = 2048, repeat: int = 5) -> float:
@@ -130,6 +139,7 @@ def main() -> None:
         default=0.05,
         help="mean fraction of target positions that are padding (length-grouped batches)",
     )
+    parser.add_argument("--json", help="write the measurements and the machine here")
     args = parser.parse_args()
     models = {"base": (base(37000), 4096), "small": (small(8000), 2048)}
     fast, why = cpu_has_fast_bf16()
@@ -138,9 +148,9 @@ def main() -> None:
     for p, v in peaks.items():
         print(f"peak {p} matmul (2048^3): {v / 1e9:.1f} GFLOP/s")
     print("\nGFLOP/s and MFU count the padded batch (every position), so they compare paths at equal work.")
-    print("\n| model | vocab | precision | loss path | batch (sent x len) | target tok/s | GFLOP/s | MFU |")
-    print("|---|---|---|---|---|---|---|---|")
-    results = {}
+    print("\n| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    results, measured = {}, []
     paths = args.paths.split(",")
     for name in args.models.split(","):
         cfg, tokens = models[name]
@@ -165,17 +175,36 @@ def main() -> None:
                     pad=args.pad,
                 )
                 results[(name, p, path)] = tok_s
-                print(
-                    f"| {name} | {cfg.tgt_vocab_size} | {p} | {path} | {batch} x {args.length} | "
-                    f"{tok_s:,.0f} | "
-                    f"{flops / 1e9:.1f} | {flops / peaks[p]:.0%} |",
-                    flush=True,
-                )
+                row = [
+                    name,
+                    str(cfg.tgt_vocab_size),
+                    p,
+                    path,
+                    f"{batch} x {args.length}",
+                    f"{tok_s:,.0f}",
+                    f"{flops / 1e9:.1f}",
+                    f"{flops / peaks[p]:.0%}",
+                ]
+                measured.append(row)
+                print("| " + " | ".join(row) + " |", flush=True)
     for (name, p, path), v in results.items():
         if path == "fused" and (name, p, "composite") in results:
             print(f"{name} {p}: fused / composite = {v / results[(name, p, 'composite')]:.2f}x")
         if p == "bf16" and (name, "fp32", path) in results:
             print(f"{name} {path}: bf16 / fp32 = {v / results[(name, 'fp32', path)]:.2f}x")
+    if args.json:
+        write_table(
+            args.json,
+            "train_speed",
+            what="full training steps (forward, label-smoothed loss, backward, Adam) on one synthetic "
+            f"batch of random tokens ({args.length} tokens a sentence, {args.pad:.0%} padding), "
+            f"{args.steps} timed steps after one untimed, target tokens per second",
+            auto="bf16" if fast else "fp32",
+            bf16_check=why,
+            peak_gflops={p: round(v / 1e9, 1) for p, v in peaks.items()},
+            columns=COLUMNS,
+            rows=measured,
+        )
 
 
 if __name__ == "__main__":

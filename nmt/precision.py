@@ -1,8 +1,11 @@
 """Choosing the compute precision: detect what the hardware runs fast, never assume it.
 
 ``auto`` picks bfloat16 autocast on CUDA devices that support bf16, and on CPUs that have AMX or
-AVX512-BF16 (read from /proc/cpuinfo); float32 everywhere else. Master weights and optimizer state
-always stay float32: autocast only changes the dtype of matrix products.
+AVX512-BF16 (read from /proc/cpuinfo) where a bf16 matrix product also measures faster than a
+float32 one (``bf16_speedup``, at least BF16_MARGIN times: a flag is no promise, e.g. a virtual
+machine can show avx512_bf16 while its bf16 products run at half float32's speed); float32
+everywhere else. Master weights and optimizer state always stay float32: autocast only changes
+the dtype of matrix products.
 
 The environment variable ``NMT_PRECISION`` (``fp32``, ``bf16`` or ``fp16``) overrides what ``auto``
 picks, so that one machine takes another's path: ``NMT_PRECISION=fp32`` on a CPU with AVX512-BF16
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from functools import lru_cache
 
 import torch
@@ -34,13 +38,44 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+BF16_MARGIN = 1.2  # bf16 products must run this many times float32's speed for `auto` to pick bf16
+SPEEDUP_SIZE = 1024  # the measured product: (n, n) x (n, n), large enough to be bound by arithmetic
+
+
+@lru_cache(maxsize=1)
+def bf16_speedup(n: int = SPEEDUP_SIZE, repeat: int = 3) -> float:
+    """How many times faster this CPU multiplies two (n, n) bf16 matrices than float32 ones (the
+    best of ``repeat`` timings each, after one untimed; once per process, about 0.1 s)."""
+
+    def best(dtype: torch.dtype) -> float:
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        a @ b  # kernels chosen, memory touched
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    with torch.inference_mode():
+        return best(torch.float32) / best(torch.bfloat16)
+
+
 def cpu_has_fast_bf16() -> tuple[bool, str]:
+    """Whether bf16 matrix products are fast on this CPU (AMX or AVX512-BF16, and measured faster
+    than float32 by BF16_MARGIN), and why."""
     flags = cpu_flags()
     fast = sorted(flags & {"amx_bf16", "avx512_bf16"})
-    if fast:
-        return True, f"CPU has {', '.join(fast)}"
-    capability = torch.backends.cpu.get_cpu_capability()
-    return False, f"CPU has no AMX/AVX512-BF16 (torch capability {capability}): bf16 would be emulated"
+    if not fast:
+        capability = torch.backends.cpu.get_cpu_capability()
+        return False, f"CPU has no AMX/AVX512-BF16 (torch capability {capability}): bf16 would be emulated"
+    speedup = bf16_speedup()
+    if speedup < BF16_MARGIN:
+        return False, (
+            f"CPU has {', '.join(fast)}, but its bf16 products measured {speedup:.2f}x float32's "
+            f"speed (under {BF16_MARGIN}x): float32 is faster here"
+        )
+    return True, f"CPU has {', '.join(fast)}; bf16 products measured {speedup:.2f}x float32's speed"
 
 
 def auto_dtype(device: torch.device | str) -> tuple[torch.dtype | None, str]:

@@ -123,6 +123,8 @@ def train_speed() -> str:
         ]
         for r in synth["rows"]
     ]
+    measured = [speed_table(name) for name in TRAIN_SPEED_RUNS]
+    rows += [train_speed_row(t) for t in measured]
     return (
         "Real training runs (the median of `tgt_tokens_per_s` over the run's logged windows of 10 updates, "
         "real batches of ~1,024 target tokens, validation excluded):\n\n"
@@ -135,8 +137,40 @@ def train_speed() -> str:
             ["CPU", "fp32 target tok/s", "bf16 target tok/s", "`auto` trains in", "command", "commit, date"],
             rows,
         )
-        + f"\nFrom: {synth['source']}.\n"
+        + f"\nFrom: the first {len(synth['rows'])} rows, {synth['source']} (transcribed); "
+        + "; ".join(
+            f"the {cpu_kind(t['cpu_detail'])} row, {t['source']} (`{name}.json`)"
+            for name, t in zip(TRAIN_SPEED_RUNS, measured)
+        )
+        + ".\n"
     )
+
+
+TRAIN_SPEED_RUNS = ("train-speed-xeon",)  # written by benchmarks/train_speed.py --json
+TRAIN_PROCESSES_RUNS = ("train-processes-xeon",)  # written by benchmarks/train_processes.py --json
+
+
+def train_speed_row(t: dict) -> list[str]:
+    """The recipe model's (small) target tok/s in fp32 and bf16 (fused path) of one command-written run."""
+    rates = {}
+    for precision in ("fp32", "bf16"):
+        cols = t["columns"]
+        found = [
+            r[cols.index("target tok/s")]
+            for r in t["rows"]
+            if r[cols.index("model")] == "small"
+            and r[cols.index("precision")] == precision
+            and r[cols.index("loss path")] == "fused"
+        ]
+        rates[precision] = " / ".join(found)
+    return [
+        cpu_kind(t["cpu_detail"]),
+        rates["fp32"],
+        rates["bf16"] or "- (emulated)",
+        t["auto"],
+        shown(t["command"]),
+        f"{t['commit']}, {t['date']}",
+    ]
 
 
 def train_processes() -> str:
@@ -152,6 +186,8 @@ def train_processes() -> str:
         ]
         for r in t["rows"]
     ]
+    measured = [speed_table(name) for name in TRAIN_PROCESSES_RUNS]
+    rows += [train_processes_row(m) for m in measured]
     cols = [
         "CPU",
         "one process, 2 threads",
@@ -160,7 +196,37 @@ def train_processes() -> str:
         "command",
         "commit, date",
     ]
-    return table(cols, rows) + f"\n{t['what']}. From: {t['source']}.\n"
+    return (
+        table(cols, rows)
+        + f"\n{t['what']}. From: the first {len(t['rows'])} rows, {t['source']} (transcribed); "
+        + "; ".join(
+            f"the {cpu_kind(m['cpu_detail'])} row ({m['precision']}, {m['what']}), "
+            f"{m['source']} (`{name}.json`)"
+            for name, m in zip(TRAIN_PROCESSES_RUNS, measured)
+        )
+        + ".\n"
+    )
+
+
+def train_processes_row(t: dict) -> list[str]:
+    """One command-written run of benchmarks/train_processes.py: the all-together rate of each round
+    of one process on 2 threads and of two processes on one thread each, and the gain of their means."""
+    cols = t["columns"]
+    totals = {
+        layout: [
+            r[cols.index("all together")] for r in t["rows"] if r[cols.index("processes x threads")] == layout
+        ]
+        for layout in ("1x2", "2x1")
+    }
+    mean = {k: sum(float(v.replace(",", "")) for v in vs) / len(vs) for k, vs in totals.items()}
+    return [
+        cpu_kind(t["cpu_detail"]),
+        " / ".join(totals["1x2"]),
+        " / ".join(totals["2x1"]),
+        f"**{mean['2x1'] / mean['1x2']:.2f}x**",
+        shown(t["command"]),
+        f"{t['commit']}, {t['date']}",
+    ]
 
 
 DEMO_SPEED = ("translate-ct2-demo-xeon", "translate-ct2-demo-xeon-1thread")  # 2 threads, 1 thread
@@ -294,6 +360,26 @@ def serve_load() -> str:
         + table(b["columns"], b["rows"])
         + "\n"
         + footnote(t, f"{t['precision']}; model: {t['model']}; {t['what']}")
+    )
+
+
+def serve_summary() -> str:
+    """The load test in one sentence: dynamic batching's best throughput over offline translation,
+    and its median latency at one client over a direct call's."""
+    t = speed_table("serve-load")
+    cols, base = t["columns"], t["baselines"]
+    batched = [r for r in t["rows"] if r[cols.index("server")] == "dynamic batching"]
+    best = max(batched, key=lambda r: float(r[cols.index("vs offline")].strip("*")))
+    one = next(r for r in batched if r[cols.index("clients")] == "1")
+    direct = next(r for r in base["rows"] if r[0].startswith("direct"))
+    latency = float(one[cols.index("p50 ms")]) / float(direct[base["columns"].index("p50 ms")])
+    return (
+        f"At {best[cols.index('clients')]} concurrent one-sentence clients dynamic batching gives "
+        f"{best[cols.index('vs offline')].strip('*')}x the throughput of offline translation of the same "
+        f"sentences, and at one client the median latency is {latency:.2f}x a direct `Translator` call "
+        f"({cpu_kind(t['cpu_detail'])}, {t['threads']} thread{'s' if t['threads'] > 1 else ''}, "
+        f"{t['precision']}, model {t['model']}, commit {t['commit']}; the table is on the "
+        "[Performance](performance.md#serving) page, `benchmarks/serve_load.py`).\n"
     )
 
 

@@ -5,6 +5,7 @@ speed is timed)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -543,3 +544,55 @@ def test_bulk_batching_counts_the_decoder_row_steps_shards_add_to_a_repeated_inp
     assert small[:4] == ["shards of 4", "4", "8", f"{4 * (2 * 9 + 2 * 7)}"]  # (10, 9) and (8, 7)
     assert small[4] == "+33.3%"
     assert one == ["shards of 16", "1", "8", whole[3], "+0.0%"]
+
+
+def figures_speed():
+    """scripts/figures_speed.py (what renders the speed tables), imported from its folder."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import figures_speed
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return figures_speed
+
+
+def test_train_speed_json_is_the_row_the_training_speed_table_shows(tmp_path):
+    """benchmarks/train_speed.py --json writes the measured rows and the machine; the table of
+    docs/performance.md reads its recipe-model rate and `auto`'s pick from that file."""
+    out = tmp_path / "train-speed.json"
+    args = "--models small --precisions fp32 --paths fused --steps 1 --json".split() + [str(out)]
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/train_speed.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    t = json.loads(out.read_text())
+    [printed] = [line for line in run.stdout.splitlines() if line.startswith("| small | 8000 | fp32 | fused")]
+    rate = printed.split(" | ")[5]
+    assert t["rows"][0][:6] == ["small", "8000", "fp32", "fused", "81 x 25", rate]  # as printed
+    assert t["auto"] == ("bf16" if resolve_precision("auto", "cpu")[0] == torch.bfloat16 else "fp32")
+    row = figures_speed().train_speed_row(t)
+    assert row[1] == rate and row[2] == "- (emulated)" and row[3] == t["auto"]
+    assert "--json OUT.json" in row[4] and t["commit"] in row[5]
+
+
+def test_train_processes_json_gives_the_gain_of_two_processes_over_one():
+    """The table's row of a benchmarks/train_processes.py --json file: each round's all-together
+    rate of each layout, and the gain of their means (two processes of one thread over one of two)."""
+    t = {
+        "columns": ["round", "processes x threads", "target tok/s per process", "all together"],
+        "rows": [
+            ["1", "1x2", "4,000", "4,000"],
+            ["1", "2x1", "2,100 / 2,100", "4,200"],
+            ["2", "1x2", "3,000", "3,000"],
+            ["2", "2x1", "2,200 / 2,200", "4,400"],
+        ],
+        "cpu_detail": "AMD EPYC Zen 4 (cpu family 25)",
+        "command": "python benchmarks/train_processes.py",
+        "commit": "abc1234",
+        "date": "2026-11-29",
+    }
+    row = figures_speed().train_processes_row(t)
+    assert row[:4] == ["Zen 4", "4,000 / 3,000", "4,200 / 4,400", "**1.23x**"]  # 4,300 / 3,500

@@ -13,6 +13,7 @@ from nmt.precision import resolve_precision
 def test_nmt_precision_forces_what_auto_picks_and_nothing_else(monkeypatch, forced, want):
     """NMT_PRECISION decides `auto` whatever the CPU reports, and says so; fp32/bf16 asked for by
     name stay what they are."""
+    monkeypatch.setattr(nmt.precision, "bf16_speedup", lambda: 2.0)  # as on a CPU where bf16 pays
     for flags in ({"avx2"}, {"avx512_bf16"}):
         monkeypatch.setattr(nmt.precision, "cpu_flags", lambda flags=frozenset(flags): flags)
         monkeypatch.setenv("NMT_PRECISION", forced)
@@ -22,6 +23,32 @@ def test_nmt_precision_forces_what_auto_picks_and_nothing_else(monkeypatch, forc
         assert resolve_precision("bf16", "cpu")[0] is torch.bfloat16
         monkeypatch.delenv("NMT_PRECISION")
         assert resolve_precision("auto", "cpu")[0] is (torch.bfloat16 if "avx512_bf16" in flags else None)
+
+
+@pytest.mark.parametrize(
+    "speedup, want", [(0.54, None), (1.19, None), (1.2, torch.bfloat16), (2.3, torch.bfloat16)]
+)
+def test_auto_picks_bf16_only_where_its_products_measure_faster_than_float32(monkeypatch, speedup, want):
+    """A CPU that shows avx512_bf16 (or AMX) gets bf16 from `auto` only when its bf16 products
+    measure at least BF16_MARGIN times float32's speed; otherwise float32, and the reason names the
+    measured speed-up (a Xeon that shows avx512_bf16 ran them at 0.54x)."""
+    monkeypatch.delenv("NMT_PRECISION", raising=False)
+    monkeypatch.setattr(nmt.precision, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    monkeypatch.setattr(nmt.precision, "bf16_speedup", lambda: speedup)
+    dtype, note = resolve_precision("auto", "cpu")
+    assert dtype is want
+    assert f"measured {speedup:.2f}x float32's" in note
+    monkeypatch.setattr(nmt.precision, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert resolve_precision("auto", "cpu")[0] is None  # no flag: not measured, float32
+
+
+def test_bf16_speedup_is_the_ratio_of_the_two_products_timings():
+    """The measurement itself: a positive finite ratio, the same on a second call (once per process)."""
+    import math
+
+    first = nmt.precision.bf16_speedup()
+    assert math.isfinite(first) and first > 0
+    assert nmt.precision.bf16_speedup() == first
 
 
 def test_nmt_precision_refuses_what_it_cannot_force(monkeypatch):
