@@ -305,6 +305,8 @@ def translation() -> str:
         ("zen5-avx512.log", ""),
         ("zen4.log", ""),
         ("xeon-fp32.log", " (fresh clone)"),
+        ("xeon-avx512bf16-fp32.log", " (fresh clone; bf16 measured slower, `auto` took float32)"),
+        ("xeon-avx512bf16-bf16.log", " (fresh clone; `auto` trusting the avx512_bf16 flag, before it measured)"),
         ("avx2-fp32.log", ""),
     ]:
         s, run, n = demo(log)

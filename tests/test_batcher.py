@@ -87,6 +87,40 @@ def test_batching_never_changes_a_translation(run_dir_translator):
         assert [t.score for t in got[0]] == pytest.approx([t.score for t in alone], abs=1e-5)
 
 
+def test_a_batch_is_scored_in_one_pass_with_the_scores_each_request_gets_alone(run_dir_translator):
+    """The teacher-forced pass after a batch's search (confidences, and the coverage the omission
+    guard reads) runs once over every request of the batch, not once per request, and gives each
+    translation the log-probabilities and coverage it gets when scored alone."""
+    from nmt.realtext.quality import score_results
+
+    calls: list[int] = []
+    counted = copy.copy(run_dir_translator)
+    counted.forced_scores = lambda sources, outputs, **kw: (
+        calls.append(len(sources)) or run_dir_translator.forced_scores(sources, outputs, **kw)
+    )
+    batcher = Batcher(counted, max_batch_tokens=4096, max_wait_ms=300)
+    sentences = [s for s in SENTENCES if s]
+    options = JobOptions(SearchOptions(beam=4, alpha=0.6, nbest=2), scores=True, coverage=True)
+
+    async def all_at_once():
+        futures = [batcher.submit([s], options) for s in sentences]
+        batcher.start()  # all are queued before the worker looks: one batch
+        return await asyncio.gather(*futures)
+
+    try:
+        batched = asyncio.run(all_at_once())
+    finally:
+        batcher.stop()
+    assert calls == [2 * len(sentences)]  # one pass over every request's 2-best
+    for s, got in zip(sentences, batched):
+        alone = run_dir_translator.translate_nbest([s], beam=4, alpha=0.6, nbest=2)
+        score_results(run_dir_translator, [s], alone, coverage=True)
+        for mine, own in zip(got[0], alone[0]):
+            assert mine.tokens == own.tokens
+            assert mine.log_probs == pytest.approx(own.log_probs, abs=1e-4)
+            assert mine.coverage == pytest.approx(own.coverage, abs=1e-4)
+
+
 def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_data, tmp_path):
     """A shortlist's search in a batch of several requests scores each request's own union of
     target pieces (union_groups), so the requests still share a batch and every answer is the one

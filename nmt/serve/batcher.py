@@ -16,7 +16,9 @@ requests with the same search options (beam, alpha, nbest, mbr) whose source tok
 ``MERGE_FLOOR``: a short request is never held in a long one's search). A lone client therefore
 never waits, and N concurrent clients, answered together, come back as one batch of N.
 ``Translator.translate_nbest`` sorts a batch's sentences by length into search batches of at most
-``max_batch_tokens`` padded tokens; each request gets its own results back in its own order.
+``max_batch_tokens`` padded tokens; each request gets its own results back in its own order. What
+follows the search (the teacher-forced scores behind confidences and guards, alignments) is one
+pass over the batch's requests that ask for it, not one per request.
 
 Scheduling. The worker starts waiting requests in arrival order, so nothing waits for ever. A
 running search (torch engine) calls back before every decoding step (a ``Preemptible`` model
@@ -485,15 +487,37 @@ class Batcher:
             from ..infer.mbr import MBR, mbr_results
 
             results = mbr_results(results, MBR())  # one translation per sentence
-        start = 0
+        per_job, start = [], 0
         for job in jobs:
-            mine = results[start : start + len(job.sentences)]
+            per_job.append(results[start : start + len(job.sentences)])
             start += len(job.sentences)
-            if job.options.scores and not job.gone(time.monotonic()):
-                score_results(self.translator, job.sentences, mine, coverage=job.options.coverage)
-            if job.alignment and not job.gone(time.monotonic()):
-                align_results(self.translator, job.sentences, mine, diagonal=job.options.alignment_diagonal)
+        self._after_search(jobs, per_job)
+        for job, mine in zip(jobs, per_job):
             self._answer(running, job, mine)
+
+    def _after_search(self, jobs: list[Job], per_job: list[list]) -> None:
+        """The teacher-forced scores and the alignments the batch's requests ask for, each one pass
+        over every request that shares its settings (coverage; the alignment's diagonal prior), not
+        one per request; requests nobody waits for any more are left out."""
+        now = time.monotonic()
+        live = [(job, mine) for job, mine in zip(jobs, per_job) if not job.gone(now)]
+        scored: dict[bool, list] = {}
+        aligned: dict[float | None, list] = {}
+        for job, mine in live:
+            if job.options.scores:
+                scored.setdefault(job.options.coverage, []).append((job, mine))
+            if job.alignment:
+                aligned.setdefault(job.options.alignment_diagonal, []).append((job, mine))
+        for coverage, group in scored.items():
+            sentences = [s for job, _ in group for s in job.sentences]
+            score_results(
+                self.translator, sentences, [r for _, mine in group for r in mine], coverage=coverage
+            )
+        for diagonal, group in aligned.items():
+            sentences = [s for job, _ in group for s in job.sentences]
+            align_results(
+                self.translator, sentences, [r for _, mine in group for r in mine], diagonal=diagonal
+            )
 
     def _attention(self, job: Job, running: Running):
         from ..infer.attention_maps import attention_maps
