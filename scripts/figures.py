@@ -306,7 +306,7 @@ def translation() -> str:
         ("zen4.log", ""),
         ("xeon-fp32.log", " (fresh clone)"),
         ("xeon-avx512bf16-fp32.log", " (fresh clone; bf16 measured slower, `auto` took float32)"),
-        ("xeon-avx512bf16-bf16.log", " (fresh clone; `auto` trusting the avx512_bf16 flag, before it measured)"),
+        ("xeon-avx512bf16-bf16.log", " (fresh clone; `auto` trusting the CPU flag, before it measured)"),
         ("avx2-fp32.log", ""),
     ]:
         s, run, n = demo(log)

@@ -25,7 +25,7 @@ from nmt.infer.search import (
     sample,
     sentence_rng,
 )
-from nmt.infer.topk import beam_topk, row_topk
+from nmt.infer.topk import DIRECT_MAX, beam_topk, row_topk
 from nmt.model import Transformer
 from nmt.vocab import BOS, PAD
 
@@ -353,10 +353,12 @@ def test_row_topk_is_topk(width, k):
 
 @pytest.mark.parametrize("width", [8000, 8003, 300, 40])
 @pytest.mark.parametrize("k", [1, 4])
-def test_beam_topk_is_topk_over_the_beam(width, k):
-    """The two-stage per-sentence selection gives the values of a plain top-k over every
-    (row, token) of a sentence, and (row, token, log-prob) triples holding them: random rows,
-    placeholder rows (score -inf), rows of -inf, ties, the best entries in the tail columns."""
+@pytest.mark.parametrize("direct_max", [0, DIRECT_MAX])
+def test_beam_topk_is_topk_over_the_beam(width, k, direct_max):
+    """The per-sentence selection (two stages, or one top-k for a step of at most ``direct_max``
+    entries) gives the values of a plain top-k over every (row, token) of a sentence, and (row,
+    token, log-prob) triples holding them: random rows, placeholder rows (score -inf), rows of
+    -inf, ties, the best entries in the tail columns."""
     torch.manual_seed(width * 10 + k)
     b, n = 30, 2 * k
     logp = torch.randn(b * k, width)
@@ -368,7 +370,7 @@ def test_beam_topk_is_topk_over_the_beam(width, k):
     scores = torch.randn(b, k) * 3
     scores[0, 1:] = float("-inf")  # the first step's placeholder rows
     want = (scores[:, :, None] + logp.view(b, k, width)).view(b, k * width).topk(n, dim=1).values
-    top_scores, top_beam, top_tok, top_logp = beam_topk(logp, scores, n)
+    top_scores, top_beam, top_tok, top_logp = beam_topk(logp, scores, n, direct_max=direct_max)
     assert torch.equal(top_scores, want)
     rows = top_beam + torch.arange(b)[:, None] * k  # (B, n)
     assert torch.equal(top_logp, logp[rows, top_tok])
@@ -385,10 +387,11 @@ def test_beam_search_same_with_block_selection(monkeypatch):
     inner = Transformer(tiny(300)).eval()
     g = torch.Generator().manual_seed(4)
     srcs = [torch.randint(4, 300, (n,), generator=g).tolist() + [EOS] for n in (3, 9, 6, 12)]
-    fast = beam_search(EarlyEos(inner), padded(srcs), SearchOptions(beam=4, alpha=0.6, nbest=2, max_len_b=6))
     import nmt.infer.search as search
 
     plain = search.beam_topk
+    monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, direct_max=0))
+    fast = beam_search(EarlyEos(inner), padded(srcs), SearchOptions(beam=4, alpha=0.6, nbest=2, max_len_b=6))
     monkeypatch.setattr(search, "beam_topk", lambda logp, scores, n: plain(logp, scores, n, block=10**6))
     slow = beam_search(EarlyEos(inner), padded(srcs), SearchOptions(beam=4, alpha=0.6, nbest=2, max_len_b=6))
     for a, b in zip(fast, slow):
@@ -412,6 +415,18 @@ def test_beam_slots_keep_each_best_child_in_its_parents_row():
         for p in set(parents):  # a row's best child sits in that row
             best = parents.index(p)
             assert ranks[p] == best and row_parents[p] == p
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 5])
+def test_beam_slots_by_loop_equal_the_vectorised_placement(k):
+    """A small beam is placed by a loop over lists (beam_slots' loop_max): the same permutation
+    as the vectorised placement, on every parent pattern of random beams and on the fixed ones."""
+    g = torch.Generator().manual_seed(k)
+    parent = torch.randint(0, k, (300, k), generator=g)  # (B, k)
+    parent[0] = 0  # every child from row 0
+    parent[1] = torch.arange(k).flip(0)  # each row one child, in reverse
+    assert torch.equal(beam_slots(parent, loop_max=10**6), beam_slots(parent, loop_max=0))
+    assert beam_slots(torch.tensor([[0, 0, 1, 3]]), loop_max=10**6).tolist() == [[0, 2, 1, 3]]
 
 
 def test_fill_from_end_moves_only_the_last_sentences_into_gaps():

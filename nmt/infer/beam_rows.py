@@ -115,11 +115,21 @@ class Beams:
         return rows
 
 
-def beam_slots(parent: Tensor) -> Tensor:
+# a beam of at most this many rows (B * k) is placed by a loop over plain lists: fewer operations
+# than the vectorised placement's ~25, which cost more than the loop on a small beam
+SLOTS_LOOP_MAX = 64
+
+
+def beam_slots(parent: Tensor, loop_max: int = SLOTS_LOOP_MAX) -> Tensor:
     """Where the next beam's hypotheses go so that few cache rows move. ``parent`` (B, k): the
     beam row (0..k-1) each new hypothesis extends, best first. The best child of a row stays in
     that row; the other children take, best first, the rows left free (ascending). Returns
-    ``order`` (B, k): order[i, r] = the rank of the hypothesis placed in row r (a permutation)."""
+    ``order`` (B, k): order[i, r] = the rank of the hypothesis placed in row r (a permutation).
+    At most ``loop_max`` rows: placed by a loop (``slots_of``), the same permutation."""
+    if parent.numel() <= loop_max:
+        return torch.tensor(
+            [slots_of(row) for row in parent.tolist()], dtype=torch.long, device=parent.device
+        )
     b, k = parent.shape
     ranks = torch.arange(k, device=parent.device)  # (k,)
     same = parent[:, :, None].eq(parent[:, None, :])  # (B, k, k) [i, j, j']: j and j' share a parent
@@ -129,6 +139,21 @@ def beam_slots(parent: Tensor) -> Tensor:
     nth_other = ((~first).cumsum(dim=1) - 1).clamp(min=0)  # (B, k) index among the non-first children
     slot = torch.where(first, parent, free.gather(1, nth_other))  # (B, k) row of each rank
     return torch.empty_like(slot).scatter_(1, slot, ranks.expand(b, k))  # (B, k) rank of each row
+
+
+def slots_of(parents: list[int]) -> list[int]:
+    """``beam_slots`` of one sentence: ``parents`` (k,) best first -> the rank placed in each row."""
+    k = len(parents)
+    row_of: list[int | None] = [None] * k  # the row of each rank
+    for rank, p in enumerate(parents):
+        if p not in row_of:  # the best child of row p stays in it
+            row_of[rank] = p
+    free = iter(r for r in range(k) if r not in row_of)  # rows left free, ascending
+    row_of = [next(free) if r is None else r for r in row_of]  # the other children, best first
+    order = [0] * k
+    for rank, r in enumerate(row_of):
+        order[r] = rank
+    return order
 
 
 def fill_from_end(keep: list[int], b: int) -> list[int]:

@@ -24,6 +24,12 @@ class Candidates(NamedTuple):
     logp: Tensor  # the token's log-probability
 
 
+# a step's log-probabilities of at most this many entries (rows x vocabulary) get one plain top-k:
+# the two stages cost ~30 small operations, more than one top-k of a small matrix takes on the CPU
+# (benchmarks/profile_decode.py; a beam of 2 sentences x 4 rows x 2,000 listed pieces is 16,000)
+DIRECT_MAX = 1 << 16
+
+
 def row_topk(x: Tensor, k: int, block: int = 64) -> tuple[Tensor, Tensor]:
     """The k largest entries of each row of x (N, W) and their columns, best first: the values of
     ``x.topk(k, dim=-1)`` (columns may differ among equal values); beam_topk with one row per
@@ -32,7 +38,9 @@ def row_topk(x: Tensor, k: int, block: int = 64) -> tuple[Tensor, Tensor]:
     return values, cols
 
 
-def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> Candidates:
+def beam_topk(
+    logp: Tensor, scores: Tensor | None, n: int, block: int = 64, direct_max: int = DIRECT_MAX
+) -> Candidates:
     """The ``n`` best extensions of each sentence's beam. ``logp`` (B*k, W): next-token
     log-probabilities of the k rows of each sentence (rows i*k..(i+1)*k-1 are sentence i);
     ``scores`` (B, k): the rows' summed log-probabilities (None: k = 1 and scores 0, i.e. the top
@@ -40,8 +48,9 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> C
     log-probabilities, their row in the beam (0..k-1), token and token log-probability (the values
     of ``(scores[:, :, None] + logp).view(B, -1).topk(n)``; among equal values the choice may differ).
 
-    On the CPU, for W >> n, in two stages per sentence: the best summed score of each block of
-    ``block`` columns of each row, the n (row, block) pairs with the best of those (they hold the n
+    On the CPU, for W >> n and more than ``direct_max`` entries (B*k*W) in all, in two stages per
+    sentence: the best summed score of each block of ``block`` columns of each row, the n (row,
+    block) pairs with the best of those (they hold the n
     best extensions: a pair outside them has n block maxima at least as large as all its entries),
     then the n best among those pairs' n*block entries and the last W % block columns of every row.
     PyTorch's CPU top-k is slower per element than a maximum: this reads the
@@ -58,7 +67,9 @@ def beam_topk(logp: Tensor, scores: Tensor | None, n: int, block: int = 64) -> C
             return x
         return x + (scores.view(bk, 1) if rows is None else scores.gather(1, rows)[:, :, None])
 
-    if device.type != "cpu" or n_blocks * k <= n or bk == 0:  # one top-k over all of a sentence's entries
+    if (
+        device.type != "cpu" or n_blocks * k <= n or bk * w <= direct_max
+    ):  # one top-k over a sentence's entries
         top_scores, pos = plus_score(logp).view(b, k * w).topk(n, dim=1)  # (B, n)
         top_logp = top_scores if scores is None else logp.view(b, k * w).gather(1, pos)
         return Candidates(top_scores, pos // w, pos % w, top_logp)
