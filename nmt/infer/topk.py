@@ -38,6 +38,15 @@ def row_topk(x: Tensor, k: int, block: int = 64) -> tuple[Tensor, Tensor]:
     return values, cols
 
 
+def plain_topk(logp: Tensor, summed: Tensor, n: int, b: int) -> Candidates:
+    """beam_topk as one top-k over each sentence's k*W entries: ``summed`` (B*k, W) the rows'
+    scores plus ``logp`` (B*k, W)."""
+    w = logp.size(1)
+    top_scores, pos = summed.view(b, -1).topk(n, dim=1)  # (B, n)
+    top_logp = top_scores if summed is logp else logp.view(b, -1).gather(1, pos)
+    return Candidates(top_scores, pos // w, pos % w, top_logp)
+
+
 def beam_topk(
     logp: Tensor, scores: Tensor | None, n: int, block: int = 64, direct_max: int = DIRECT_MAX
 ) -> Candidates:
@@ -67,12 +76,8 @@ def beam_topk(
             return x
         return x + (scores.view(bk, 1) if rows is None else scores.gather(1, rows)[:, :, None])
 
-    if (
-        device.type != "cpu" or n_blocks * k <= n or bk * w <= direct_max
-    ):  # one top-k over a sentence's entries
-        top_scores, pos = plus_score(logp).view(b, k * w).topk(n, dim=1)  # (B, n)
-        top_logp = top_scores if scores is None else logp.view(b, k * w).gather(1, pos)
-        return Candidates(top_scores, pos // w, pos % w, top_logp)
+    if device.type != "cpu" or n_blocks * k <= n or bk * w <= direct_max:
+        return plain_topk(logp, plus_score(logp), n, b)
     main = logp[:, : n_blocks * block].view(bk, n_blocks, block)  # (B*k, W // block, block)
     block_best = plus_score(main.amax(dim=-1)).view(b, k * n_blocks)  # (B, k * W // block)
     pair = block_best.topk(n, dim=1).indices  # (B, n) the n best (row, block) pairs
