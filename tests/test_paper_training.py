@@ -122,7 +122,8 @@ def train_losses(data, out, *extra) -> tuple[list[float], str]:
 def test_bf16_autocast_training_on_cpu_is_finite_and_close_to_fp32(tiny_data, tmp_path, monkeypatch):
     """`train.precision=bf16` on CPU (autocast; float32 master weights): 8 updates of finite losses
     within 1% of float32's, not equal to them (bf16 is in effect). `auto` on a CPU that reports
-    amx_bf16 or avx512_bf16 trains exactly as bf16 does; on one that reports neither, as fp32."""
+    amx_bf16 or avx512_bf16 and multiplies bf16 faster trains exactly as bf16 does; on one that
+    reports neither, or whose bf16 products measure slower than float32's, as fp32."""
     import nmt.precision
 
     monkeypatch.delenv("NMT_PRECISION", raising=False)  # `auto` as this test's CPUs pick it
@@ -132,13 +133,25 @@ def test_bf16_autocast_training_on_cpu_is_finite_and_close_to_fp32(tiny_data, tm
     assert "precision: bf16 autocast (requested)" in note
     assert len(bf16) == len(fp32) == 8 and all(math.isfinite(v) for v in bf16)
     assert bf16 == pytest.approx(fp32, rel=0.01) and bf16 != fp32  # measured: at most 0.09% apart
-    cpus = [
-        ({"avx2", "amx_bf16"}, bf16, "bf16 autocast (auto: CPU has amx_bf16)"),
-        ({"avx512_bf16"}, bf16, "bf16 autocast (auto: CPU has avx512_bf16)"),
-        ({"avx2", "avx512f"}, fp32, "fp32 (auto: CPU has no AMX/AVX512-BF16"),
+    cpus = [  # flags, bf16 products' speed over float32's, the losses, the log's reason
+        (
+            {"avx2", "amx_bf16"},
+            2.0,
+            bf16,
+            "bf16 autocast (auto: CPU has amx_bf16; bf16 products measured 2.00x",
+        ),
+        ({"avx512_bf16"}, 2.0, bf16, "bf16 autocast (auto: CPU has avx512_bf16; bf16 products measured"),
+        (
+            {"avx512_bf16"},
+            0.54,
+            fp32,
+            "fp32 (auto: CPU has avx512_bf16, but its bf16 products measured 0.54x",
+        ),
+        ({"avx2", "avx512f"}, 2.0, fp32, "fp32 (auto: CPU has no AMX/AVX512-BF16"),
     ]
-    for i, (flags, want, why) in enumerate(cpus):
+    for i, (flags, speedup, want, why) in enumerate(cpus):
         monkeypatch.setattr(nmt.precision, "cpu_flags", lambda flags=frozenset(flags): flags)
+        monkeypatch.setattr(nmt.precision, "bf16_speedup", lambda speedup=speedup: speedup)
         auto, note = train_losses(tiny_data, tmp_path / f"auto{i}", "--train.precision=auto")
         assert f"precision: {why}" in note and auto == want
 
