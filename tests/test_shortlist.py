@@ -414,6 +414,40 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         Translator.load(export, engine="ctranslate2", shortlist=path)
 
 
+def test_a_ctranslate2_export_carries_the_checkpoints_own_shortlist_as_its_vocabulary_map(
+    trained_tiny_run, tiny_data, lines, tmp_path, monkeypatch, capsys
+):
+    """`nmt export ctranslate2` of a checkpoint with its own shortlist.txt writes its vmap.txt and
+    the shortlist beside it; the export is then searched with that map by default (the outputs of
+    the checkpoint with the same shortlist), with the full vocabulary under --no-shortlist /
+    shortlist=False; `--no-shortlist` exports neither file, and is refused for other formats."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install 'nmt[ct2]')")
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "s.txt"
+    assert main(["shortlist", str(tiny_data), "--out", str(path), "--best", "2", "--frequent", "5"]) == 0
+    own = checkpoint_with_shortlist(trained_tiny_run, path, tmp_path / "ckpt")
+    export, bare = tmp_path / "ct2", tmp_path / "ct2-bare"
+    assert main(["export", "ctranslate2", str(own), str(export)]) == 0
+    assert main(["export", "ctranslate2", str(own), str(bare), "--no-shortlist"]) == 0
+    vocab = json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8"))
+    assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(load(path), vocab)
+    assert load(export / CHECKPOINT_FILE) == load(path) and of_checkpoint(export) == export / CHECKPOINT_FILE
+    assert "vmap.txt" in (export / "README.md").read_text(encoding="utf-8")
+    assert not (bare / "vmap.txt").exists() and of_checkpoint(bare) is None
+
+    def greedy(model, **kw):
+        return Translator.load(model, engine="ctranslate2", precision="fp32", **kw).translate_sentences(
+            lines, beam=1
+        )
+
+    listed, full = greedy(trained_tiny_run, shortlist=path), greedy(trained_tiny_run, shortlist=False)
+    assert listed != full  # the map changes outputs
+    assert greedy(export) == listed and greedy(export, shortlist=False) == full and greedy(bare) == full
+    capsys.readouterr()
+    assert main(["export", "onnx", str(own), str(tmp_path / "onnx"), "--no-shortlist"]) == 2
+    assert "--no-shortlist applies to ctranslate2 exports only" in capsys.readouterr().err
+
+
 def test_serve_searches_with_the_shortlist_and_constraints_with_the_full_vocabulary(
     trained_tiny_run, tiny_data, lines, tmp_path
 ):

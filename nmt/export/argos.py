@@ -123,7 +123,8 @@ def export_argos(
     with tempfile.TemporaryDirectory(prefix=".argos-", dir=out_file.parent) as tmp:
         root = Path(tmp) / name
         root.mkdir()
-        export_ctranslate2(source, root / "model", quantization=quantization)
+        # argostranslate searches the full vocabulary: no vocabulary map in its package
+        export_ctranslate2(source, root / "model", quantization=quantization, own_shortlist=False)
         shutil.copyfile(source / "spm.model", root / "sentencepiece.model")
         (root / "metadata.json").write_text(json.dumps(metadata(src, tgt, version), indent=2) + "\n")
         (root / "README.md").write_text(

@@ -34,6 +34,12 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="ctranslate2 and argos: weight quantization (default: float32)",
     )
+    parser.add_argument(
+        "--no-shortlist",
+        action="store_true",
+        help="ctranslate2: leave out the checkpoint's own shortlist (shortlist.txt beside its weights), "
+        "which is otherwise exported as the model's vocabulary map, vmap.txt",
+    )
     parser.add_argument("--package-version", default="1.0", help="argos: the package's version (default 1.0)")
     parser.add_argument(
         "--languages",
@@ -45,8 +51,15 @@ def add_export_args(parser: argparse.ArgumentParser) -> None:
 
 def run_export(args: argparse.Namespace, overrides: dict) -> int:
     try:
+        if args.no_shortlist and args.format != "ctranslate2":
+            raise ExportError("--no-shortlist applies to ctranslate2 exports only")
         if args.format == "ctranslate2":
-            out = export_ctranslate2(args.checkpoint, args.out_dir, quantization=args.quantization)
+            out = export_ctranslate2(
+                args.checkpoint,
+                args.out_dir,
+                quantization=args.quantization,
+                own_shortlist=not args.no_shortlist,
+            )
         elif args.format == "argos":
             languages = None
             if args.languages is not None:

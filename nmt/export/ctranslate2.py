@@ -232,6 +232,13 @@ def _set_inputs(s, side) -> None:
     s.position_encodings.encodings = np.ascontiguousarray(_array(side.embed.embed_positions.weight))
 
 
+SHORTLIST_README = """
+It carries a vocabulary shortlist: `shortlist.txt` (nmt's) and `vmap.txt`, CTranslate2's
+vocabulary map of it (`translate_batch(..., use_vmap=True)`: each batch searches only the target
+pieces its sources' pieces list). `nmt translate` and `nmt serve` search with it by default
+(`--no-shortlist`: the full vocabulary).
+"""
+
 README = """# CTranslate2 export of an nmt checkpoint
 
 Exported by `nmt export ctranslate2` from `{source}` (quantization: {quantization}).
@@ -272,17 +279,18 @@ def export_model(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         spec.save(str(tmp))
-        if shortlist is not None:
-            from ..infer.shortlist import vmap_text
+        if shortlist is not None:  # its vocabulary map, and the shortlist itself (of_checkpoint)
+            from ..infer.shortlist import CHECKPOINT_FILE, dumps, vmap_text
 
             (tmp / "vmap.txt").write_text(vmap_text(shortlist, vocab), encoding="utf-8")
+            (tmp / CHECKPOINT_FILE).write_text(dumps(shortlist), encoding="utf-8")
         if spm_model is not None:
             shutil.copyfile(spm_model, tmp / SPM)
             if (Path(spm_model).parent / TARGET_SPM).is_file():  # the target side's own (nmt.vocab)
                 shutil.copyfile(Path(spm_model).parent / TARGET_SPM, tmp / TARGET_SPM)
+        readme = README.format(source=source, quantization=quantization or "none (float32)", out=out_dir)
         (tmp / "README.md").write_text(
-            README.format(source=source, quantization=quantization or "none (float32)", out=out_dir),
-            encoding="utf-8",
+            readme + (SHORTLIST_README if shortlist is not None else ""), encoding="utf-8"
         )
         (tmp / "nmt_export.json").write_text(
             json.dumps(
@@ -304,11 +312,31 @@ def export_model(
     return out_dir
 
 
+def checkpoint_shortlist(source: Path, sp, cfg):
+    """The Shortlist a checkpoint carries (nmt.infer.shortlist.of_checkpoint), checked against its
+    model, or None; ExportError for a bad one."""
+    from ..infer.shortlist import ShortlistError, for_translator, of_checkpoint
+
+    path = of_checkpoint(source)
+    if path is None:
+        return None
+    try:
+        return for_translator(path, sp, cfg)
+    except ShortlistError as e:
+        raise ExportError(str(e)) from None
+
+
 def export_ctranslate2(
-    checkpoint: str | Path, out_dir: str | Path, *, quantization: str | None = None, shortlist=None
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    *,
+    quantization: str | None = None,
+    shortlist=None,
+    own_shortlist: bool = True,
 ) -> Path:
     """`nmt export ctranslate2`: the checkpoint's model, vocabulary and SentencePiece model (and
-    ``shortlist``'s vocabulary map, see export_model)."""
+    ``shortlist``'s vocabulary map, see export_model; None: the checkpoint's own shortlist, where
+    it carries one and ``own_shortlist``)."""
     from ..checkpoint import load_model, resolve_checkpoint
     from ..vocab import load_spm
 
@@ -319,6 +347,8 @@ def export_ctranslate2(
     check_out_dir(source, Path(out_dir))
     model, _ = load_model(source, device="cpu")
     sp = load_spm(source)
+    if shortlist is None and own_shortlist:
+        shortlist = checkpoint_shortlist(source, sp, model.cfg)
     return export_model(
         model,
         vocabulary(sp),

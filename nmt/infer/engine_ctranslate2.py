@@ -122,7 +122,7 @@ def exported_dir(path: str | Path, shortlist=None) -> Path:
         digest.update(dumps(shortlist).encode("utf-8"))
     out = cache_dir() / digest.hexdigest()[:32]
     if not (out / "nmt_export.json").exists():  # atomic: a concurrent or interrupted export leaves no half
-        export_ctranslate2(source, out, shortlist=shortlist)
+        export_ctranslate2(source, out, shortlist=shortlist, own_shortlist=False)
     return out
 
 

@@ -69,9 +69,13 @@ CHECKPOINT_FILE = "shortlist.txt"  # a checkpoint's own shortlist, beside its we
 
 def of_checkpoint(checkpoint: str | Path) -> Path | None:
     """The shortlist a checkpoint (or a run directory's checkpoint) carries, CHECKPOINT_FILE beside
-    its weights; None where it has none or ``checkpoint`` is not an nmt checkpoint (an export)."""
+    its weights, or that an `nmt export ctranslate2` directory carries (beside its vmap.txt); None
+    where it has none or ``checkpoint`` is neither."""
     from .. import checkpoint as ckpt
 
+    export = Path(checkpoint)
+    if (export / "nmt_export.json").is_file():
+        return export / CHECKPOINT_FILE if (export / CHECKPOINT_FILE).is_file() else None
     try:
         path = ckpt.resolve_checkpoint(checkpoint) / CHECKPOINT_FILE
     except ckpt.CheckpointError:
