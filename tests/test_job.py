@@ -154,6 +154,25 @@ def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(tiny_checkpoint,
         assert out.count(tag) == page.read_text().count(tag)
 
 
+def test_plain_text_that_looks_like_html_is_translated_as_text_with_a_warning(
+    tiny_checkpoint, tmp_path, capsys
+):
+    """A .txt line holding tags (no --format): one warning names the line and --format html; the
+    line is still translated as plain text. --format text (asked for) and clean text: no warning."""
+    src = tmp_path / "in.txt"
+    src.write_text("der hund.\n<p>der <b>hund</b> und die katze.</p>\nein baum.\n")
+    args = [str(tiny_checkpoint), "-i", str(src), "--quiet", "--max-len-b", "3"]
+    assert run(*args) == 0
+    err = capsys.readouterr().err
+    assert "line 2 looks like HTML (<b>...</b>)" in err and "--format html" in err
+    assert err.count("looks like HTML") == 1
+    assert run(*args, "--format", "text") == 0
+    assert "looks like HTML" not in capsys.readouterr().err
+    src.write_text("a < b and c > d.\nmail <john@example.com> or <3.\n")
+    assert run(*args) == 0
+    assert "looks like HTML" not in capsys.readouterr().err
+
+
 def test_per_line_options_translate_each_line_as_given(tiny_checkpoint, tmp_path, capsys):
     from nmt import Translator
 

@@ -10,7 +10,7 @@ from real_text_fixtures import FakeTranslator, translate_text
 from timing_fixtures import assert_linear
 
 from nmt.realtext.job import TextJob, TextOptions, UnitOutput
-from nmt.realtext.markup import RAW, Document, Projected, escape, parse
+from nmt.realtext.markup import RAW, Document, Projected, escape, markup_hint, parse
 from nmt.realtext.scan import TEXT, scan
 from nmt.realtext.spans import TOKEN
 
@@ -166,6 +166,30 @@ WORST_TAGS = {  # each about n characters, most of them tags (projected one by o
     "scripts never closed": lambda n: "<script>" * (n // 8),
     "a script's closing tag never ended": lambda n: "<script></script" + " " * n,
 }
+
+
+@pytest.mark.parametrize(
+    "text, hint",
+    [
+        ("<p>A <b>man</b> reads.</p>", "<b>...</b>"),
+        ("A man<br>reads.", "<br>"),
+        ('<img src="x.png"> A dog.', '<img src="x.png">'),
+        ("<SPAN class='x'>a</Span> b", "<span>...</span>"),
+        ("a < b and c > d", None),
+        ("I <3 you", None),
+        ("mail <john@example.com> now", None),
+        ("x<Tom>y</Tom>", None),  # not an HTML element
+        ("<b>opened, never closed", None),
+        ("</b>closed before it opened<b>", None),
+    ],
+)
+def test_markup_hint_names_html_in_plain_text_and_nothing_else(text, hint):
+    assert markup_hint(text) == hint
+
+
+def test_markup_hint_takes_linear_time_on_worst_case_markup_of_1_mb():
+    for make in [*WORST_MARKUP.values(), *WORST_TAGS.values(), lambda n: "<b " + "x" * n]:
+        assert_linear(markup_hint, make, MB)
 
 
 @pytest.mark.slow  # over 3 s on 2 cores

@@ -25,6 +25,7 @@ from ..realtext.command import (
     run_request,
     text_options,
     translate_file,
+    warn_if_markup,
     write_quality,
 )
 from ..realtext.document import document_kind
@@ -199,6 +200,7 @@ def run_translate(args: argparse.Namespace, overrides: dict) -> int:
     if document:
         translate_file(args, translator, request)
         return 0
+    warn_if_markup(args, request)
     done = run_request(args, translator, request)
     out = output_lines(args, done, plain=request.sentence_level)
     text = "".join(line + "\n" for line in out)

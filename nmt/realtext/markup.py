@@ -66,6 +66,28 @@ RAW = frozenset("script style pre textarea".split())  # copied verbatim, never t
 KEEP = frozenset("code kbd samp var".split())  # in the sentence, but copied verbatim
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 FORMATS = ("text", "html", "xml")
+INLINE = frozenset(
+    "a abbr b bdi bdo big cite dfn em font i ins del mark q s small span strong sub sup u".split()
+)
+# an HTML element's start or end tag in plain text (a bounded attribute run: linear time)
+HTML_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]{0,15})(?:\s[^<>]{0,1000})?/?>")
+
+
+def markup_hint(text: str) -> str | None:
+    """Where plain ``text`` looks like HTML: the first known element closed after it was opened
+    (``<b>...</b>``) or a known empty element (``<br>``), as a short example; else None (``a < b``,
+    ``<3``, ``<john@example.com>`` and unknown names are plain text). Linear time."""
+    opened: set[str] = set()
+    for m in HTML_TAG.finditer(text):
+        closing, name = m.group(1), m.group(2).lower()
+        if name in VOID and not closing:
+            return m.group(0)[:40]
+        if name not in BLOCK and name not in INLINE and name not in KEEP and name not in RAW:
+            continue
+        if closing and name in opened:
+            return f"<{name}>...</{name}>"
+        opened.add(name)
+    return None
 
 
 NO_TRANSLATE = re.compile(r"\btranslate\s*=\s*[\"']?no\b|\bclass\s*=\s*[\"'][^\"']*\bnotranslate\b")
