@@ -57,6 +57,22 @@ def test_html_keeps_every_tag_well_nested(real_text_client, run_dir_translator):
     assert out == translate_text(run_dir_translator, HTML, options=TextOptions(format="html")).text
 
 
+def test_text_that_looks_like_html_is_translated_as_text_with_a_warning(real_text_client):
+    """A request without "format" whose text holds tags: translated as plain text, with one warning
+    naming the text and "format": "html", as `nmt translate` warns; none for "format": "text" asked
+    for, or for text that only looks odd (a < b, <3)."""
+    texts = ["der hund.", "<p>der <b>hund</b> und die katze.</p>"]
+    r = real_text_client.post("/translate", json={"text": texts})
+    assert r.status_code == 200, r.text
+    warnings = r.json()["warnings"]
+    assert len(warnings) == 1 and warnings[0].startswith("text 2: looks like HTML (<b>...</b>)")
+    assert '"format": "html"' in warnings[0]
+    assert (
+        "warnings" not in real_text_client.post("/translate", json={"text": texts, "format": "text"}).json()
+    )
+    assert "warnings" not in real_text_client.post("/translate", json={"text": "a < b, c > d <3"}).json()
+
+
 def test_a_long_sentence_is_cut_with_a_warning_and_bad_combinations_refused(real_text_client):
     r = real_text_client.post("/translate", json={"text": " ".join(["katze"] * 50), "max_words": 20})
     cut = "50 words (over 20), translated in 4 parts of at most 20 (cut before 'katze', 'katze', 'katze')"

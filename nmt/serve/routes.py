@@ -16,6 +16,7 @@ from ..infer.options import SearchOptions
 from ..infer.results import TranslateError
 from ..realtext.glossary import glossary_of, merged
 from ..realtext.job import TextOptions
+from ..realtext.markup import markup_hint
 from ..realtext.pipeline import TranslationRequest
 from ..realtext.quality import QualityOptions, quality_record
 from .batcher import JobOptions, Measured
@@ -91,9 +92,26 @@ def translation_request(
         raise ApiError(422, str(e)) from None
 
 
-def translation_body(name: str, done: Answered, translator, *, alignment: bool) -> dict:
+def markup_warnings(req: TranslateRequest, texts: list[str]) -> list[str]:
+    """A text that looks like HTML (nmt.realtext.markup's markup_hint) in a request that did not
+    name its format: one warning naming the first, as `nmt translate` warns."""
+    if "format" in req.model_fields_set or req.format != "text":
+        return []
+    for k, text in enumerate(texts, start=1):
+        hint = markup_hint(text)
+        if hint is not None:
+            return [
+                f"text {k}: looks like HTML ({hint}) and was translated as plain text, tags and all; "
+                '"format": "html" translates the text between the tags and puts them back'
+            ]
+    return []
+
+
+def translation_body(
+    name: str, done: Answered, translator, *, alignment: bool, extra_warnings: list[str] = ()
+) -> dict:
     """The /translate answer: per text, its best translation, the n-best and (when asked) their
-    alignments; warnings for sentences cut or truncated."""
+    alignments; warnings for sentences cut or truncated, and ``extra_warnings``."""
     out = []
     for t in done.texts:
         nbest = [{"text": a.text, "score": a.score} for a in t.nbest]
@@ -107,7 +125,7 @@ def translation_body(name: str, done: Answered, translator, *, alignment: bool) 
                 hypothesis["alignment"] = [list(p) for p in a.alignment or []]
         out.append(entry)
     body = {"model": name, "translations": out}
-    warnings = warnings_of(done, translator)
+    warnings = [*extra_warnings, *warnings_of(done, translator)]
     if warnings:
         body["warnings"] = warnings
     return body
@@ -128,7 +146,14 @@ async def translate(request: Request) -> Response:
     texts = [req.text] if isinstance(req.text, str) else req.text
     check_translate(req, texts, m, state.limits)
     done = await run_request(request, state, m, translation_request(req, texts, m, state))
-    return JSONResponse(translation_body(m.name, done, m.batcher.translator, alignment=req.alignment))
+    body = translation_body(
+        m.name,
+        done,
+        m.batcher.translator,
+        alignment=req.alignment,
+        extra_warnings=markup_warnings(req, texts),
+    )
+    return JSONResponse(body)
 
 
 # -------------------------------------------------------------------------------- /attention
