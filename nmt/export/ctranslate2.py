@@ -312,7 +312,7 @@ def export_model(
     return out_dir
 
 
-def checkpoint_shortlist(source: Path, sp, cfg):
+def carried_shortlist(source: Path, sp, cfg):
     """The Shortlist a checkpoint carries (nmt.infer.shortlist.of_checkpoint), checked against its
     model, or None; ExportError for a bad one."""
     from ..infer.shortlist import ShortlistError, for_translator, of_checkpoint
@@ -348,7 +348,7 @@ def export_ctranslate2(
     model, _ = load_model(source, device="cpu")
     sp = load_spm(source)
     if shortlist is None and own_shortlist:
-        shortlist = checkpoint_shortlist(source, sp, model.cfg)
+        shortlist = carried_shortlist(source, sp, model.cfg)
     return export_model(
         model,
         vocabulary(sp),

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..infer.results import ConstraintsError, TranslateError
 from .job import TextOptions
-from .markup import FORMATS, markup_hint
+from .markup import FORMATS, first_markup
 from .pipeline import Plan, TextTranslation, TranslationRequest, run_plan
 from .quality import QualityOptions, quality_record
 
@@ -119,19 +119,15 @@ def write_quality(path: str, results: list[TextTranslation]) -> None:
 
 def warn_if_markup(args: argparse.Namespace, request: TranslationRequest) -> None:
     """Plain-text input (no --format) with a line that looks like HTML (nmt.realtext.markup's
-    markup_hint): one warning naming the first such line, since its tags are translated as words."""
-    if args.format is not None or request.text.format != "text":
-        return
-    for n, text in enumerate(request.texts, start=1):
-        hint = markup_hint(text)
-        if hint is not None:
-            print(
-                f"nmt translate: warning: line {n} looks like HTML ({hint}) and is translated as plain "
-                "text, tags and all; --format html translates the text between the tags and puts "
-                "them back (--format text: no warning)",
-                file=sys.stderr,
-            )
-            return
+    first_markup): one warning naming the first such line, since its tags are translated as words."""
+    found = None if args.format is not None or request.text.format != "text" else first_markup(request.texts)
+    if found is not None:
+        print(
+            f"nmt translate: warning: line {found[0]} looks like HTML ({found[1]}) and is translated as "
+            "plain text, tags and all; --format html translates the text between the tags and puts "
+            "them back (--format text: no warning)",
+            file=sys.stderr,
+        )
 
 
 def run_request(args: argparse.Namespace, translator, request: TranslationRequest) -> list[TextTranslation]:

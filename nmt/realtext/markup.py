@@ -90,6 +90,16 @@ def markup_hint(text: str) -> str | None:
     return None
 
 
+def first_markup(texts: list[str]) -> tuple[int, str] | None:
+    """The first of plain ``texts`` that looks like HTML: (its number from 1, markup_hint's
+    example), or None; what `nmt translate` and `nmt serve` warn of when no format was named."""
+    for k, text in enumerate(texts, start=1):
+        hint = markup_hint(text)
+        if hint is not None:
+            return k, hint
+    return None
+
+
 NO_TRANSLATE = re.compile(r"\btranslate\s*=\s*[\"']?no\b|\bclass\s*=\s*[\"'][^\"']*\bnotranslate\b")
 
 

@@ -16,7 +16,7 @@ from ..infer.options import SearchOptions
 from ..infer.results import TranslateError
 from ..realtext.glossary import glossary_of, merged
 from ..realtext.job import TextOptions
-from ..realtext.markup import markup_hint
+from ..realtext.markup import first_markup
 from ..realtext.pipeline import TranslationRequest
 from ..realtext.quality import QualityOptions, quality_record
 from .batcher import JobOptions, Measured
@@ -93,18 +93,15 @@ def translation_request(
 
 
 def markup_warnings(req: TranslateRequest, texts: list[str]) -> list[str]:
-    """A text that looks like HTML (nmt.realtext.markup's markup_hint) in a request that did not
+    """A text that looks like HTML (nmt.realtext.markup's first_markup) in a request that did not
     name its format: one warning naming the first, as `nmt translate` warns."""
-    if "format" in req.model_fields_set or req.format != "text":
+    found = None if "format" in req.model_fields_set or req.format != "text" else first_markup(texts)
+    if found is None:
         return []
-    for k, text in enumerate(texts, start=1):
-        hint = markup_hint(text)
-        if hint is not None:
-            return [
-                f"text {k}: looks like HTML ({hint}) and was translated as plain text, tags and all; "
-                '"format": "html" translates the text between the tags and puts them back'
-            ]
-    return []
+    return [
+        f"text {found[0]}: looks like HTML ({found[1]}) and was translated as plain text, tags and all; "
+        '"format": "html" translates the text between the tags and puts them back'
+    ]
 
 
 def translation_body(
