@@ -73,6 +73,7 @@ from nmt.infer.options import SearchOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nmt import attention as nmt_attention  # noqa: E402
 from nmt.config import ModelConfig, TrainConfig, base, big, tiny  # noqa: E402
 from nmt.data.binarize import write_offsets  # noqa: E402
 from nmt.data.lines import clean_line, read_lines  # noqa: E402
@@ -658,8 +659,17 @@ def main(argv: list[str] | None = None) -> int:
         help="after the table, if the budget allows: profile one base bf16 update and one beam-4 "
         "batch into DIR/profile_train.txt and DIR/profile_decode.txt",
     )
+    p.add_argument(
+        "--sdpa-backends",
+        choices=["nmt", "torch"],
+        default="nmt",
+        help="attention kernels on CUDA: nmt's (nmt.attention.CUDA_SDPA_BACKENDS: flash, memory-efficient, "
+        "math) or torch's own choice (cuDNN's included where torch prefers it)",
+    )
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
     args = p.parse_args(argv)
+    if args.sdpa_backends == "torch":
+        nmt_attention.CUDA_SDPA_BACKENDS = None
     if args.checkpoint and not (args.test_src and args.test_ref):
         p.error("--checkpoint needs --test-src and --test-ref")
 
@@ -726,6 +736,8 @@ def run(
     total = sum(estimate(k, w) for k, w in plan)
     print("# nmt GPU benchmark (benchmarks/gpu.py)")
     print(f"device: {describe_device(device)}{'; tiny sizes' if tiny_run else ''}")
+    kernels = nmt_attention.CUDA_SDPA_BACKENDS or "any"
+    print(f"attention on CUDA: {args.sdpa_backends}'s SDPA kernels ({kernels})")
     print(
         f"plan: {len(plan)} rows, estimated {total:.0f} s for a budget of {sizes.budget:.0f} s "
         f"(rows that no longer fit are skipped); train: ~{sizes.update_tokens:,} target tokens per update, "

@@ -3,17 +3,29 @@ restricted self-attention mask of section 4 / Table 1. Axis legend as in ``nmt.m
 H n_heads, T queries, N keys, K d_k, V d_v, D d_model.
 
 Speed paths beside it, switched here: ``nmt.explicit_attention`` (bf16 training on the CPU) in
-``scaled_dot_product_attention``; ``nmt.fused_projections`` (inference) through the
-``fused_qkv`` / ``fused_kv`` slots of ``MultiheadAttention``."""
+``scaled_dot_product_attention``, and on CUDA the SDPA kernels it may choose (``CUDA_SDPA_BACKENDS``);
+``nmt.fused_projections`` (inference) through the ``fused_qkv`` / ``fused_kv`` slots of
+``MultiheadAttention``."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .explicit_attention import applies as explicit_applies
 from .explicit_attention import explicit_attention
+
+# SDPA's kernels on CUDA: flash, memory-efficient, math; not cuDNN's, which builds an execution plan
+# for each new shape (hundreds of ms each), and training's micro-batches and a search's shrinking
+# batches bring new shapes all the time (benchmarks/gpu.py --sdpa-backends torch measures torch's own
+# choice). None: torch's own choice.
+CUDA_SDPA_BACKENDS: list[SDPBackend] | None = [
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+    SDPBackend.MATH,
+]
 
 
 def window_mask(
@@ -34,9 +46,15 @@ def scaled_dot_product_attention(
     """Section 3.2.1, eq. 1: softmax(Q K^T / sqrt(d_k)) V per head, the scale 1/sqrt(K) (the query's
     last dimension); q (B, H, T, K), k (B, H, N, K), v (B, H, N, V); mask broadcastable to
     (B, H, T, N), True = attend, or is_causal; dropout on the weights -> (B, H, T, V). PyTorch's
-    SDPA, or where ``nmt.explicit_attention.applies`` (bf16 training on CPU) the explicit path."""
+    SDPA (on CUDA among ``CUDA_SDPA_BACKENDS``), or where ``nmt.explicit_attention.applies`` (bf16
+    training on CPU) the explicit path."""
     if explicit_applies(q, k, mask):
         return explicit_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+    if q.is_cuda and CUDA_SDPA_BACKENDS is not None:
+        with sdpa_kernel(CUDA_SDPA_BACKENDS):
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p
+            )
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
 
 

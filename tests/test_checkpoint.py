@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import save_file
-from train_fixtures import tiny_args
+from train_fixtures import repo_env, tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -191,7 +191,7 @@ def test_huge_config_fails_before_allocating(step_checkpoint_copy):
         text=True,
         timeout=120,
         preexec_fn=limit_memory,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=repo_env(),
     )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -217,7 +217,7 @@ def test_symlink_to_dev_zero_is_refused_not_read(step_checkpoint_copy):
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=repo_env(),
     )
     assert "CheckpointError" in proc.stderr and "model.safetensors: a symlink" in proc.stderr
 
@@ -420,7 +420,7 @@ def test_real_write_error_inside_safetensors_is_a_clean_error(tiny_data, tmp_pat
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        env=repo_env(OMP_NUM_THREADS="1"),
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr

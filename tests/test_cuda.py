@@ -9,7 +9,6 @@ with nccl.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_trainer import TINY, train  # the tiny model's options (fp32 unless a test names a precision)
+from train_fixtures import repo_env
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -50,6 +50,37 @@ def test_incremental_decoding_equals_the_full_forward_on_cuda(dtype):
             steps.append(logits.float())
     atol = 1e-4 if dtype is None else 5e-2  # bf16 matrix products: ~3 significant digits
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_on_cuda_runs_no_cudnn_kernel_and_equals_the_math_kernel(causal):
+    """nmt.attention.CUDA_SDPA_BACKENDS keeps cuDNN's attention out (an execution plan built per new
+    shape): a bf16 forward and backward with a padding mask (or causal) runs none of its kernels, and
+    its output and gradients equal SDPA's math kernel's in float32 to bf16's precision."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from nmt.attention import scaled_dot_product_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 8, 23, 64, device="cuda", requires_grad=True) for _ in range(3))  # (B, H, T, K)
+    keep = torch.arange(23, device="cuda")[None, :] < torch.tensor([23, 20, 9, 1], device="cuda")[:, None]
+    mask = None if causal else keep[:, None, None, :]  # (B, 1, 1, N): padded keys masked
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=causal, dropout_p=0.0)
+        out.float().square().sum().backward()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events()]
+    assert kernels and not [n for n in kernels if "cudnn" in n.lower()]
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    with sdpa_kernel([SDPBackend.MATH]):
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)  # bf16: ~3 significant digits
+    for g, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(g, t.grad, atol=1e-1, rtol=5e-2)
 
 
 def test_cpu_and_cuda_translate_alike_in_float32(tiny_data, tmp_path):
@@ -144,7 +175,7 @@ def test_torchrun_on_one_gpu_uses_nccl(tiny_data, tmp_path):
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = repo_env(OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [
             sys.executable,

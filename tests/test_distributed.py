@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from conftest import tol
 from safetensors.torch import load_file
-from train_fixtures import tiny_args
+from train_fixtures import repo_env, tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -54,13 +54,7 @@ def launch(
     data, out, *extra, torchrun=("--nproc-per-node=2",), delay: str = "", pause: str = "", **popen
 ) -> subprocess.Popen:
     """``delay``, ``pause``: NMT_TEST_DELAY and NMT_TEST_PAUSE of tests/delayed_nmt.py."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "OMP_NUM_THREADS": "1",
-        "NMT_TEST_DELAY": delay,
-        "NMT_TEST_PAUSE": pause,
-    }
+    env = repo_env(OMP_NUM_THREADS="1", NMT_TEST_DELAY=delay, NMT_TEST_PAUSE=pause)
     if "--rdzv-endpoint" not in " ".join(torchrun):
         torchrun = (*torchrun, f"--master-port={free_port()}")
     cmd = [

@@ -129,7 +129,8 @@ def test_config_json_is_written_whole_or_not_at_all(tiny_data, finished_run_copy
         code = 1
         try:
             resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
-            code = train(tiny_data, finished_run_copy, "--train.max_steps=2")
+            # on the CPU: a forked child cannot use CUDA where this process already has
+            code = train(tiny_data, finished_run_copy, "--train.max_steps=2", "--device", "cpu")
         finally:
             os._exit(code)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 2

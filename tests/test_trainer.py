@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from train_fixtures import tiny_args
+from train_fixtures import repo_env, tiny_args
 
 from nmt import checkpoint as ckpt
 from nmt.cli import main
@@ -300,7 +300,7 @@ def test_sigkill_while_writing_leaves_previous_checkpoint(tmp_path):
     """A writer SIGKILLed 0.05, 0.3 and 0.7 s after its first checkpoint, wherever it is in the next
     ones: every directory that looks complete verifies and loads. (One process imports torch and builds
     the model; each writer is a fork of it, and the next starts once the last is dead.)"""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # one thread: safe to fork
+    env = repo_env(OMP_NUM_THREADS="1")  # one thread: safe to fork
     delays = (0.05, 0.3, 0.7)
     outs = [tmp_path / f"k{delay}" / "checkpoints" for delay in delays]
     for out in outs:
@@ -336,7 +336,7 @@ def test_ddp_two_processes_match_one(tiny_data, tmp_path):
         "--device",
         "cpu",
     ]  # gloo, also where there are GPUs
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = repo_env(OMP_NUM_THREADS="1")
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

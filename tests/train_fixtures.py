@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 WORDS = [
     "house",
@@ -92,3 +95,11 @@ def tiny_args(*extra: str, leave_out: tuple[str, ...] = ()) -> list[str]:
     missing = set(leave_out) - set(TINY)
     assert not missing, f"not in TINY: {sorted(missing)}"
     return [a for a in TINY if a not in leave_out] + list(extra)
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child python that imports nmt from this checkout: the
+    repository first on PYTHONPATH, the paths already there kept (where the dependencies may live,
+    e.g. a GPU machine's carried packages), then ``extra``."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
