@@ -72,6 +72,9 @@ import torch
 from nmt.infer.options import SearchOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+
+from machine import provenance  # noqa: E402  (benchmarks/machine.py)
 
 from nmt import attention as nmt_attention  # noqa: E402
 from nmt.config import ModelConfig, TrainConfig, base, big, tiny  # noqa: E402
@@ -736,7 +739,9 @@ def run(
     total = sum(estimate(k, w) for k, w in plan)
     print("# nmt GPU benchmark (benchmarks/gpu.py)")
     print(f"device: {describe_device(device)}{'; tiny sizes' if tiny_run else ''}")
-    kernels = nmt_attention.CUDA_SDPA_BACKENDS or "any"
+    prov = provenance("gpu")
+    print(f"commit: {prov['commit']}, {prov['date']}; command: {prov['command']}")
+    kernels = ", ".join(b.name.lower() for b in nmt_attention.CUDA_SDPA_BACKENDS or []) or "any"
     print(f"attention on CUDA: {args.sdpa_backends}'s SDPA kernels ({kernels})")
     print(
         f"plan: {len(plan)} rows, estimated {total:.0f} s for a budget of {sizes.budget:.0f} s "

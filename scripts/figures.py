@@ -26,6 +26,9 @@ from figures_speed import (  # noqa: E402
     ct2_forced,
     ct2_today,
     glossary,
+    gpu_row_glance,
+    gpu_summary,
+    gpu_table,
     guards,
     import_marian,
     pick,
@@ -69,6 +72,7 @@ PAGES = (
     "docs/translation.md",
     "docs/importing.md",
     "docs/training.md",
+    "docs/gpu.md",
     "results/speed/README.md",
 )
 BLOCK = re.compile(r"<!-- figures:([\w-]+) -->\n(.*?)<!-- /figures:\1 -->", re.DOTALL)
@@ -234,6 +238,7 @@ def glance() -> str:
             f"{run_of('multi30k-30min', 'zen5').label()}; {run_of('multi30k-30min', 'xeon-amx').label()}",
             "[results/speed/](results/speed/README.md)",
         ],
+        gpu_row_glance(),
     ]
     return table(
         ["what", "command", "result", "measured on (CPU, precision, search, commit, date)", "folder"], rows
@@ -595,6 +600,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bulk-translate": bulk_translate,
     "finetune-replay": finetune_replay,
     "speed-quality": speed_quality,
+    "gpu-h200": gpu_table,
+    "gpu-summary": gpu_summary,
 }
 
 

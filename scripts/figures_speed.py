@@ -557,3 +557,124 @@ def tag_placement() -> str:
         + "\n"
         + footnote(t, f"{t['what']}; {t['split']}; model: {t['model']}")
     )
+
+
+# --- on a GPU: the tables benchmarks/gpu.py printed (results/speed/gpu/) ----------------------------
+
+GPU_DIR = RESULTS / "speed" / "gpu"
+GPU_BEFORE = "h200-163aff0.md"  # the whole table at 163aff0, torch's own attention kernels
+GPU_TORCH_SDPA = "h200-bf16-torch-sdpa.md"  # bf16 rows, torch's own attention kernels (cuDNN's)
+GPU_NMT_SDPA = "h200-bf16-nmt-sdpa.md"  # the same rows and more, nmt's (nmt.attention.CUDA_SDPA_BACKENDS)
+GPU_COLUMNS = ["task", "model", "precision", "mode", "batch", "target tok/s", "sent/s", "step ms", "peak GiB"]
+GPU_COLUMNS += ["TFLOP/s", "MFU", "MFU sheet", "BLEU"]
+
+
+def gpu_run(name: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A table benchmarks/gpu.py printed into results/speed/gpu/NAME: its header lines before the
+    table ("device", "attention on CUDA", ...) and its rows, each a dict by column."""
+    path = GPU_DIR / name
+    head: dict[str, str] = {}
+    columns: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if columns is None:
+                columns = cells
+            elif set(line) - set("|-"):
+                rows.append(dict(zip(columns, cells)))
+        elif columns is None and ": " in line:
+            key, value = line.split(": ", 1)
+            head[key] = value
+    if columns is None or not rows:
+        raise FigureError(f"{path}: no table of benchmarks/gpu.py")
+    return head, rows
+
+
+def gpu_row(rows: list[dict[str, str]], **match: str) -> dict[str, str]:
+    found = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    if len(found) != 1:
+        raise FigureError(f"{len(found)} rows of the GPU table match {match}")
+    return found[0]
+
+
+def gpu_table() -> str:
+    """docs/performance.md's GPU table: the bf16 rows under nmt's attention kernels, the float32
+    (TF32) rows of the first run (their attention never took cuDNN's kernels, which are 16-bit only),
+    and what nmt's kernels gain over torch's own choice, row by row."""
+    head, rows = gpu_run(GPU_NMT_SDPA)
+    _, before = gpu_run(GPU_BEFORE)
+    _, torch_rows = gpu_run(GPU_TORCH_SDPA)
+    tf32 = [r for r in before if r["precision"] == "tf32" and r["mode"] in ("", "eager") and r["TFLOP/s"]]
+    body = [[r[c] for c in GPU_COLUMNS] for r in rows if r["task"] != "peak" or r["precision"] == "bf16"]
+    body += [[f"{r[c]}¹" if c == "precision" else r[c] for c in GPU_COLUMNS] for r in tf32]
+    gains = []
+    for old in torch_rows:
+        if old["task"] == "peak":
+            continue
+        key = {c: old[c] for c in ("task", "model", "precision", "mode", "batch") if c != "batch"}
+        key["batch"] = old["batch"] if old["task"] == "decode" else ""
+        new = gpu_row(rows, **{k: v for k, v in key.items() if v})
+        was, now = (float(r["target tok/s"].replace(",", "")) for r in (old, new))
+        gains.append(
+            [
+                old["task"],
+                old["model"],
+                old["precision"],
+                old["mode"],
+                old["batch"],
+                old["target tok/s"],
+                new["target tok/s"],
+                f"**{now / was:.1f}x**",
+            ]
+        )
+    return (
+        f"{head['device']}; attention on CUDA: nmt's kernels (flash, memory-efficient, math); `model` is "
+        "the demo's model (`make demo`, 3 + 3 layers, d_model 256, 8,000 pieces) on test2016:\n\n"
+        + table(GPU_COLUMNS, body)
+        + f"\n¹ the first run ({GPU_BEFORE}): float32 with TF32 matrix products, whose attention never "
+        "takes cuDNN's kernels (16-bit only).\n"
+        + "\nnmt's attention kernels against torch's own choice (cuDNN's attention, which builds an "
+        "execution plan for each new shape of a micro-batch or a shrinking search batch), "
+        "target tok/s, the same machine and session:\n\n"
+        + table(["task", "model", "precision", "mode", "batch", "torch's choice", "nmt's", "gain"], gains)
+        + f"\nFrom: `results/speed/gpu/` ({GPU_NMT_SDPA} and {GPU_TORCH_SDPA}, two runs of one session, "
+        "as `benchmarks/gpu.py` printed them). Commands in "
+        "[its README](../results/speed/gpu/README.md).\n"
+    )
+
+
+def gpu_summary() -> str:
+    """docs/gpu.md's measured training time of the paper's recipes on one H200 (bf16, eager)."""
+    head, rows = gpu_run(GPU_NMT_SDPA)
+    gpu = head["device"].split(" (")[0]
+    parts = []
+    for model, updates in (("base", 100_000), ("big", 300_000)):
+        r = gpu_row(rows, task="train", model=model, precision="bf16", mode="eager")
+        hours = updates * float(r["step ms"].replace(",", "")) / 1000 / 3600
+        parts.append(
+            f"`{model}`: {r['target tok/s']} target tokens/s, an update of ~25,000 target tokens every "
+            f"{r['step ms']} ms, **{updates:,} updates in {hours:.1f} hours** on one {gpu}; "
+            f"{r['peak GiB']} GiB at its peak (one micro-batch of 25,000 tokens)"
+        )
+    return (
+        f"Measured on one {gpu} (`benchmarks/gpu.py`, bf16 autocast, eager, nmt's own training step on "
+        f"random tokens with newstest2014's lengths; {head['device']}):\n\n"
+        + "".join(f"- {p}\n" for p in parts)
+    )
+
+
+def gpu_row_glance() -> list[str]:
+    """The README's glance row of the H200 run: `base` training and the demo model's beam search."""
+    head, rows = gpu_run(GPU_NMT_SDPA)
+    train = gpu_row(rows, task="train", model="base", precision="bf16", mode="eager")
+    search = gpu_row(rows, task="decode", model="model", precision="bf16", mode="beam 4", batch="512 sent")
+    hours = 100_000 * float(train["step ms"].replace(",", "")) / 1000 / 3600
+    return [
+        "training and decoding on one GPU",
+        "`python benchmarks/gpu.py`",
+        f"`base`: **{train['target tok/s']}** target tok/s (100,000 updates of ~25,000 target tokens: "
+        f"{hours:.1f} hours); the demo model at beam 4: {search['sent/s']} sent/s, test2016 {search['BLEU']}",
+        f"{run_of('speed/gpu').label('beam 4, alpha 0.6')}, {head['device'].split(', ')[-1]}",
+        "[results/speed/gpu/](results/speed/gpu/README.md)",
+    ]
