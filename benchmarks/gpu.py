@@ -1,4 +1,4 @@
-"""GPU speed of nmt (issue 40): training MFU of the paper's `base` and `big`, decoding throughput
+"""GPU speed of nmt: training MFU of the paper's `base` and `big`, decoding throughput
 of `base`, in one table. On one H100 the rows fit ``--budget`` seconds (default 450: under 8
 minutes with the start-up); without CUDA, or with ``--tiny``, tiny models run on the CPU in well
 under a minute, so that CI and a machine without a GPU check the same code.

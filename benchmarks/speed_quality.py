@@ -10,7 +10,9 @@ students (`nmt distill`), on every axis a user can choose, in one run on one CPU
         --json results/distill/speed_quality.json --markdown results/distill/speed_quality.md
 
 Axes (each row one combination): model x engine (nmt's torch engine, CTranslate2) x precision
-(fp32, int8) x vocabulary shortlist (without; with, when --shortlist is given) x beam (4, greedy).
+(fp32, int8) x vocabulary shortlist (without; with, when --shortlist is given: nmt searches each
+sentence over its own list, its default scope, CTranslate2 each batch over its union, its vocabulary
+map) x beam (4, greedy).
 Every row is timed as benchmarks/translate_speed.py times its rows (benchmarks/decode_timing.py):
 search only, token ids in and out (each model's own SentencePiece model encodes the test lines
 once, outside the timing), the same length-sorted batches of --batch-tokens padded source tokens,

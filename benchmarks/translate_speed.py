@@ -38,11 +38,11 @@ precision. ``--json FILE`` also writes the table with its command, CPU, torch, c
 
 With ``--shortlist FILE`` (or ``--synthetic-shortlist`` for random weights) every configuration also
 runs with the shortlist (column "shortlist": yes): nmt searches each batch over the shortlist's
-union (nmt.infer.shortlist), CTranslate2 over the same union through the same shortlist exported as
-its vocabulary map (vmap.txt, ``use_vmap=True``). Then "vs CT2" is always against CTranslate2
-without the map at the same precision and beam, and "vs CT2 vmap" against CTranslate2 with it;
-"= CT2" compares with CTranslate2 on the same vocabulary (with the map or without). The header
-line gives the mean union size per batch.
+union (nmt.infer.shortlist's scope "batch", not nmt's default "sentence"), CTranslate2 over the same
+union through the same shortlist exported as its vocabulary map (vmap.txt, ``use_vmap=True``). Then
+"vs CT2" is always against CTranslate2 without the map at the same precision and beam, and "vs CT2
+vmap" against CTranslate2 with it; "= CT2" compares with CTranslate2 on the same vocabulary (with
+the map or without). The header line gives the mean union size per batch.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def random_checkpoint(args, lines: list[str], tmp: Path) -> Path:
     )
 
 
-def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
+def synthetic_shortlist(vocab: int, best: int, frequent: int, scope: str = "sentence") -> Shortlist:
     """For random weights (ids without meaning): ids 4..4+frequent-1 always scored, and for each
     source id ``best`` target ids drawn (seeded by the id) from a Zipf law over the ids (p(rank r)
     proportional to 1/r, ids in rank order after the frequent ones), as word translations are:
@@ -114,7 +114,7 @@ def synthetic_shortlist(vocab: int, best: int, frequent: int) -> Shortlist:
         rng = np.random.default_rng(s)
         candidates[s] = sorted(set((first + rng.choice(len(ranks), size=best, p=p)).tolist()))
     return Shortlist(
-        vocab, list(range(len(SPECIAL), first)), candidates, info={"statistic": "synthetic zipf"}
+        vocab, list(range(len(SPECIAL), first)), candidates, info={"statistic": "synthetic zipf"}, scope=scope
     )
 
 
@@ -201,11 +201,12 @@ def main() -> int:
         vocab = ["<blank>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, cfg.tgt_vocab_size)]
     shortlist = None
     if args.shortlist:
-        base.use_shortlist(load_shortlist(args.shortlist))  # checked against the model's vocabulary
+        # checked against the model's vocabulary; the scope "batch": the union CTranslate2's map searches
+        base.use_shortlist(load_shortlist(args.shortlist), scope="batch")
         shortlist, base.shortlist = base.shortlist, None  # the rows give it to BatchedSearch themselves
     elif args.synthetic_shortlist:
         best, _, frequent = args.synthetic_shortlist.partition(",")
-        shortlist = synthetic_shortlist(cfg.tgt_vocab_size, int(best), int(frequent or 100))
+        shortlist = synthetic_shortlist(cfg.tgt_vocab_size, int(best), int(frequent or 100), scope="batch")
     ct2_dir = export_model(base.model, vocab, tmp / "ct2", source=str(ckpt), shortlist=shortlist)
     n_sent = sum(1 for s in sources if s)
     threads = torch.get_num_threads()

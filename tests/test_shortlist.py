@@ -70,20 +70,23 @@ def test_shortlist_of_every_id_gives_the_full_vocabulary_output_bit_for_bit(
         ]
 
 
-def test_scores_are_log_softmax_over_the_shortlist(trained_tiny_run, lines, small_shortlist):
-    """Marian's and CTranslate2's normalisation: log p(y_t) = log_softmax over the union U of the
-    batch (not over the whole vocabulary) at each step; every output id is in U."""
+@pytest.mark.parametrize("scope", ["batch", "sentence"])
+def test_scores_are_log_softmax_over_the_shortlist(trained_tiny_run, lines, small_shortlist, scope):
+    """Marian's and CTranslate2's normalisation: log p(y_t) = log_softmax over the pieces U searched
+    (not over the whole vocabulary) at each step, the union of the batch (scope "batch") or the
+    sentence's own list (scope "sentence"); every output id is in U."""
     t = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
     sources = sources_of(t, lines[:4])
     width = max(map(len, sources))
     src = torch.tensor([s + [0] * (width - len(s)) for s in sources])  # (B, S)
-    rows = small_shortlist.rows(src)
-    assert rows.numel() < t.model.cfg.tgt_vocab_size
-    hyps = BatchedSearch(SearchOptions(beam=1), shortlist=small_shortlist).sources(
+    shortlist = dataclasses.replace(small_shortlist, scope=scope)
+    hyps = BatchedSearch(SearchOptions(beam=1), shortlist=shortlist).sources(
         t.model, sources, batch_tokens=10**6
     )
     differs = False
     for i, (h,) in enumerate(hyps):
+        rows = shortlist.rows(src if scope == "batch" else src[i : i + 1])  # (U,)
+        assert rows.numel() < t.model.cfg.tgt_vocab_size
         assert set(h.tokens) <= set(rows.tolist())
         tgt_in = torch.tensor([[2] + h.tokens])  # BOS + output
         with torch.inference_mode():
@@ -115,12 +118,44 @@ def test_an_ensemble_searches_with_a_shortlist(trained_tiny_run, lines, small_sh
         ).translate_sentences(lines, beam=beam)
 
 
+def test_a_sentence_is_searched_over_its_own_list_whatever_it_is_batched_with(
+    trained_tiny_run, lines, small_shortlist
+):
+    """The default scope "sentence": each sentence's hypotheses are those it gets searched alone,
+    in one batch with the others or in batches of one, and every output piece is in its own list;
+    the scope "batch" searches a batch's union instead (outputs of some sentences differ here)."""
+    t = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist)
+    assert t.shortlist.scope == "sentence"
+    together = t.translate_nbest(lines, beam=4, nbest=2)
+    apart = t.translate_nbest(lines, beam=4, nbest=2, batch_tokens=1)  # every sentence its own batch
+    alone = [t.translate_nbest([line], beam=4, nbest=2)[0] for line in lines]
+    for other in (apart, alone):
+        assert [[h.tokens for h in r] for r in other] == [[h.tokens for h in r] for r in together]
+        for r, o in zip(together, other):
+            assert [h.score for h in o] == pytest.approx([h.score for h in r], abs=1e-5)
+    for source, r in zip(sources_of(t, lines), together):
+        own = set(small_shortlist.rows(torch.tensor([source])).tolist())
+        assert all(set(h.tokens) <= own for h in r)
+    batch = Translator.load(
+        trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist, shortlist_scope="batch"
+    )
+    assert batch.shortlist.scope == "batch" and t.shortlist.scope == "sentence"
+    assert [[h.tokens for h in r] for r in batch.translate_nbest(lines, beam=4, nbest=2)] != [
+        [h.tokens for h in r] for r in together
+    ]
+    with pytest.raises(TranslateError, match="shortlist scope 'everything'"):
+        t.use_shortlist(small_shortlist, scope="everything")
+
+
 def test_union_groups_search_each_sentence_over_its_groups_union_in_any_batch(
     trained_tiny_run, lines, small_shortlist
 ):
-    """union_groups (nmt serve: one group per request): a sentence is searched over the union of its
-    group's sentences, the same in one batch with other groups, alone, or with its group only."""
-    t = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist)
+    """union_groups (nmt serve: one group per request) with the scope "batch": a sentence is
+    searched over the union of its group's sentences, the same in one batch with other groups,
+    alone, or with its group only."""
+    t = Translator.load(
+        trained_tiny_run, device="cpu", precision="fp32", shortlist=small_shortlist, shortlist_scope="batch"
+    )
     sentences, groups = lines[:6], ["a", "a", "b", "b", "c", "c"]
 
     def search(indices, **kw):
@@ -393,9 +428,9 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
     assert (export / "vmap.txt").read_text(encoding="utf-8") == vmap_text(
         small_shortlist, json.loads((export / "shared_vocabulary.json").read_text(encoding="utf-8"))
     )
-    nmt = Translator.load(trained_tiny_run, device="cpu", precision="fp32", shortlist=path).translate(
-        lines, beam=1, quality=QualityOptions(guards=False)
-    )
+    nmt = Translator.load(
+        trained_tiny_run, device="cpu", precision="fp32", shortlist=path, shortlist_scope="batch"
+    ).translate(lines, beam=1, quality=QualityOptions(guards=False))
     ct2 = Translator.load(export, engine="ctranslate2", precision="fp32", shortlist=path)
     assert ct2.translate_sentences(lines, beam=1) == nmt
     assert (
@@ -409,6 +444,8 @@ def test_ctranslate2_with_the_vocabulary_map_searches_the_same_pieces_as_nmt(
         )
         == nmt
     )
+    with pytest.raises(TranslateError, match="vocabulary map is per batch"):
+        Translator.load(export, engine="ctranslate2", shortlist=path, shortlist_scope="sentence")
     (export / "vmap.txt").unlink()
     with pytest.raises(ExportError, match="vmap.txt: missing"):
         Translator.load(export, engine="ctranslate2", shortlist=path)

@@ -133,7 +133,7 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="score only the target pieces of this vocabulary shortlist (`nmt shortlist`) that a "
-        "batch's source makes likely, normalised over them (faster; outputs may differ); "
+        "sentence's source makes likely, normalised over them (faster; outputs may differ); "
         "--engine ctranslate2: its vocabulary map (MODEL_DIR/vmap.txt). Default: the "
         "checkpoint's own CHECKPOINT/shortlist.txt where it has one (`nmt distill` writes its "
         "student's)",
@@ -142,6 +142,14 @@ def add_translate_args(parser: argparse.ArgumentParser) -> None:
         "--no-shortlist",
         action="store_true",
         help="score the full vocabulary, also where the checkpoint carries a shortlist",
+    )
+    parser.add_argument(
+        "--shortlist-scope",
+        choices=["sentence", "batch"],
+        default=None,
+        help="sentence (the torch engine's default): each sentence over its own pieces, whatever "
+        "it is batched with; batch: over the union of its batch's (Marian's and CTranslate2's way; "
+        "the ctranslate2 engine's only one)",
     )
     parser.add_argument(
         "--alignment",
@@ -350,6 +358,7 @@ def translator_from_args(args: argparse.Namespace) -> TextTranslator:
             device=args.device,
             engine=args.engine,
             shortlist=shortlist_of_args(args),
+            shortlist_scope=getattr(args, "shortlist_scope", None),  # a job planned before the option: None
             precision=("int8" if int8 else "fp32") if args.engine == "torch" else args.precision,
         )
     except (CheckpointError, ExportError) as e:

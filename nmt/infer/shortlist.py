@@ -23,17 +23,22 @@ search with it unless told otherwise (``--no-shortlist``, ``shortlist=False``). 
 constraints or glossary terms is searched over the full vocabulary, apart from the others
 (nmt.infer.translate.Translator.search_sources): a phrase's pieces need not be in any union.
 
-Used by ``nmt translate --shortlist FILE`` / ``Translator.load(..., shortlist=FILE)``: for each
-batch the union U (ascending ids) of PAD, UNK, BOS, EOS, the frequent pieces, the lists of the
-batch's source pieces and any prefix's pieces. The search runs over U: the output projection's
-rows U only (a copy per batch; packed float32 and int8 layers stay packed / int8), the next-token
-log-probabilities are ``log_softmax`` over U (normalised over the shortlist, as Marian and
-CTranslate2 do; a piece outside U has probability 0), and the chosen positions are mapped back to
-ids. U starts with the four special ids, so they keep their ids inside U and the search's rules
-(PAD and BOS never chosen, EOS last) apply unchanged. Where U is the whole vocabulary the model
-runs unchanged (outputs equal the full vocabulary's bit for bit). With ``union_groups`` (one group
-per request in ``nmt serve``) each sentence is searched over its group's union instead, whatever
-batch it shares (``group_keeps``, ``restrict_rows``; nmt.infer.vocab_restriction).
+Used by ``nmt translate --shortlist FILE`` / ``Translator.load(..., shortlist=FILE)``. By default
+(scope "sentence", ``SCOPES``) each sentence is searched over its own list U: PAD, UNK, BOS, EOS,
+the frequent pieces, the lists of its source pieces and its prefix's pieces (``restrict_rows``), so
+that its translation does not depend on the sentences batched with it, and a step scores ~150 pieces
+a sentence instead of a batch's ~2,000; with scope "batch" (``--shortlist-scope batch``, Marian's
+and CTranslate2's way) a batch is searched over the union U (ascending ids) of PAD, UNK, BOS, EOS,
+the frequent pieces, the lists of the batch's source pieces and any prefix's pieces. The search runs
+over U: the output projection's rows U only (a copy per batch; packed float32 and int8 layers stay
+packed / int8), the next-token log-probabilities are ``log_softmax`` over U (normalised over the
+shortlist, as Marian and CTranslate2 do; a piece outside U has probability 0), and the chosen
+positions are mapped back to ids. U starts with the four special ids, so they keep their ids inside
+U and the search's rules (PAD and BOS never chosen, EOS last) apply unchanged. Where U is the whole
+vocabulary the model runs unchanged (outputs equal the full vocabulary's bit for bit). With scope
+"batch" and ``union_groups`` (one group per request in ``nmt serve``) each sentence is searched
+over its group's union instead, whatever batch it shares (``group_keeps``, ``restrict_rows``;
+nmt.infer.vocab_restriction).
 
 File format (UTF-8 text, one record a line, ids in the SentencePiece model's numbering):
     nmt-shortlist<TAB>1<TAB>{"vocab_size": W, "spm_sha256": ..., "statistic": ..., ...}
@@ -64,6 +69,11 @@ from ..vocab import BOS, EOS, PAD, UNK
 from .vocab_restriction import Restriction, batch_model, sentence_model
 
 SPECIAL = (PAD, UNK, BOS, EOS)  # always scored; ascending, so they keep their ids inside the union
+# what each sentence is searched over: "sentence", its own list (the special ids, the frequent pieces,
+# the lists of its source pieces): its translation does not depend on the sentences batched with
+# it; "batch", the union of its batch's lists, as Marian's shortlists and CTranslate2's vocabulary
+# map do (nmt serve: the union of its request's sentences)
+SCOPES = ("sentence", "batch")
 CHECKPOINT_FILE = "shortlist.txt"  # a checkpoint's own shortlist, beside its weights
 
 
@@ -100,7 +110,12 @@ class Shortlist:
     candidates: dict[int, list[int]]  # source id -> target ids (ascending), no special ids
     spm_sha256: str = ""  # sha256 of the SentencePiece model the ids belong to ("": not checked)
     info: dict = field(default_factory=dict)  # how it was built (statistic, options, data)
+    scope: str = "sentence"  # one of SCOPES: each sentence over its own list, or its batch's union
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ShortlistError(f"shortlist scope {self.scope!r}: choose from {', '.join(SCOPES)}")
 
     def tables(self, device: torch.device) -> tuple[Tensor, Tensor]:
         """(W, K) target ids of each source id padded with -1, and (W,) bool: always scored."""
@@ -145,6 +160,8 @@ class Shortlist:
         bool, e.g. the union of its request: ``group_keeps``), whatever the other sentences hold."""
         counts = keeps.sum(dim=1)  # (B,)
         width = int(counts.max())
+        if int(counts.min()) >= self.vocab_size:  # every sentence over every id: the model unchanged
+            return Restriction(model, None)
         ids = keeps.to(torch.int8).sort(dim=1, descending=True, stable=True).indices[:, :width]  # (B, U)
         valid = torch.arange(width, device=ids.device)[None, :] < counts[:, None]  # (B, U)
         lists = [r[:c] for r, c in zip(ids.tolist(), counts.tolist())]

@@ -19,6 +19,7 @@ line (`nmt translate`) is in nmt.infer.command.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -135,9 +136,11 @@ class BatchedSearch:
         order; ``on_batch(n)`` after each. ValueError (``check``) before anything is searched."""
         self.check(len(sources), inputs)
         prefix, constraints = inputs.prefix, inputs.constraints
-        keeps = None
-        if self.shortlist is not None and inputs.union_groups is not None:
-            keeps = self.shortlist.group_keeps(sources, inputs.union_groups, prefix, self.device)  # (W,) each
+        keeps, groups = None, inputs.union_groups
+        if self.shortlist is not None and self.shortlist.scope == "sentence":
+            groups = list(range(len(sources)))  # each sentence over its own list
+        if self.shortlist is not None and groups is not None:
+            keeps = self.shortlist.group_keeps(sources, groups, prefix, self.device)  # (W,) each
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
         for batch in make_batches(
@@ -327,17 +330,21 @@ class Translator(TextTranslator):
             m.eval()
         self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
         self.tgt_sp = sp if tgt_sp is None else tgt_sp
-        self.shortlist = None  # nmt.infer.shortlist.Shortlist: every search scores its batch's union only
+        self.shortlist = None  # nmt.infer.shortlist.Shortlist: every search scores its pieces only
         if shortlist is not None:
             self.use_shortlist(shortlist)
 
-    def use_shortlist(self, shortlist) -> None:
+    def use_shortlist(self, shortlist, *, scope: str | None = None) -> None:
         """Search over a vocabulary shortlist from now on (a file of `nmt shortlist` or a
-        Shortlist, checked against this model's vocabulary); None: the full vocabulary again."""
+        Shortlist, checked against this model's vocabulary); None: the full vocabulary again.
+        ``scope`` (nmt.infer.shortlist.SCOPES): each sentence over its own list ("sentence", a file's
+        default) or over its batch's union ("batch"); None: the Shortlist's own."""
         from .shortlist import ShortlistError, for_translator
 
         try:
             self.shortlist = None if shortlist is None else for_translator(shortlist, self.sp, self.model.cfg)
+            if self.shortlist is not None and scope is not None:
+                self.shortlist = dataclasses.replace(self.shortlist, scope=scope)
         except ShortlistError as e:
             raise TranslateError(str(e)) from None
 
@@ -350,6 +357,7 @@ class Translator(TextTranslator):
         precision: str = "auto",
         engine: str = "torch",
         shortlist=None,
+        shortlist_scope: str | None = None,
     ) -> TextTranslator:
         """A checkpoint directory or a run directory (its best / latest checkpoint); a list of them
         is an ensemble (nmt.infer.search.Ensemble), which needs one SentencePiece model.
@@ -361,11 +369,18 @@ class Translator(TextTranslator):
         `nmt shortlist` (or a Shortlist): search only its union of target pieces per batch
         (nmt.infer.shortlist; CTranslate2: its vocabulary map); None (the default): the one checkpoint's
         own shortlist where it carries one (nmt.infer.shortlist.of_checkpoint), else the full
-        vocabulary; False: the full vocabulary."""
+        vocabulary; False: the full vocabulary. ``shortlist_scope``: "sentence" (the default: each
+        sentence over its own list, whatever it is batched with) or "batch" (its batch's union, as
+        CTranslate2's vocabulary map, which is always per batch)."""
         if engine not in ENGINES:
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         shortlist = checkpoint_shortlist(checkpoint) if shortlist is None else shortlist or None
         if engine == "ctranslate2":
+            if shortlist_scope == "sentence":
+                raise TranslateError(
+                    "shortlist scope 'sentence': CTranslate2's vocabulary map is per batch "
+                    "(use the torch engine, or the scope 'batch')"
+                )
             if isinstance(checkpoint, (list, tuple)):
                 if len(checkpoint) != 1:
                     raise TranslateError(
@@ -388,6 +403,8 @@ class Translator(TextTranslator):
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
         translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist, tgt_sp=tgt_sp)
+        if translator.shortlist is not None and shortlist_scope is not None:
+            translator.use_shortlist(translator.shortlist, scope=shortlist_scope)
         translator.data = training_data(paths[0])
         translator.calibration = calibration_of(paths[0])
         translator.source_words = source_words(translator.data)

@@ -35,9 +35,11 @@ attention hooks of nmt.infer.attention_maps never see another request.
 Batching and preemption must not change a translation: a sentence is searched independently of
 the other rows of its batch (padding is masked), and a search resumed after another one continues
 from its own explicit state (tests/test_serve*.py compare batched and single outputs). With a
-vocabulary shortlist each request is searched over its own union of target pieces (``union_groups``
-of ``Translator.translate_nbest``: one group per request), not its batch's; the CTranslate2 engine
-has only its batch's union (its vocabulary map), so there its requests are never batched together.
+vocabulary shortlist each sentence is searched over its own list of target pieces (the scope
+"sentence", nmt.infer.shortlist), or with the scope "batch" each request over its own union
+(``union_groups`` of ``Translator.translate_nbest``: one group per request), never its batch's; the
+CTranslate2 engine has only its batch's union (its vocabulary map), so there its requests are never
+batched together.
 """
 
 from __future__ import annotations
