@@ -678,3 +678,49 @@ def gpu_row_glance() -> list[str]:
         f"{run_of('speed/gpu').label('beam 4, alpha 0.6')}, {head['device'].split(', ')[-1]}",
         "[results/speed/gpu/](results/speed/gpu/README.md)",
     ]
+
+
+# --- the shortlist's scope: each sentence over its own list against its batch's union ------------
+
+SCOPE_RUNS = (  # (set, the run at the scope "sentence", the run at the scope "batch", its student's name)
+    ("valid", "distill/valid-sentence-scope", "distill/valid", "student-ff256"),
+    ("test2016", "distill/test2016-sentence-scope", "speed-quality", "student"),
+)
+
+
+def shortlist_scope() -> str:
+    """docs/performance.md: the chosen student with its shortlist against its teacher without (nmt,
+    beam 4, 2 threads), each sentence over its own list (nmt's default) and its batch's union (the
+    runs before the default changed), on valid and test2016."""
+
+    def ratio(t: dict, student: str, precision: str) -> tuple[str, str]:
+        s = {"model": student, "engine": "nmt", "precision": precision, "shortlist": "yes", "beam": "4"}
+        teacher = {"model": "teacher", "engine": "nmt", "precision": "fp32", "shortlist": "no", "beam": "4"}
+        speed = float(cell(t, "sent/s", **s)) / float(cell(t, "sent/s", **teacher))
+        bleu = float(cell(t, "BLEU", **s)) - float(cell(t, "BLEU", **teacher))
+        return f"{speed:.2f}x", f"{bleu:+.2f}"
+
+    rows, notes = [], []
+    for split, sentence_run, batch_run, old_name in SCOPE_RUNS:
+        new, old = speed_table(sentence_run), speed_table(batch_run)
+        for scope, t, name in (("sentence", new, "student"), ("batch", old, old_name)):
+            fp32, int8 = ratio(t, name, "fp32"), ratio(t, name, "int8")
+            rows.append([split, scope, fp32[0], fp32[1], int8[0], int8[1], f"{t['commit']}, {t['date']}"])
+        notes.append(f"`results/speed/{sentence_run}.json` and `results/speed/{batch_run}.json`")
+    return (
+        table(
+            [
+                "set",
+                "scope",
+                "x teacher (fp32)",
+                "BLEU",
+                "x teacher (the student in int8)",
+                "BLEU",
+                "commit, date",
+            ],
+            rows,
+        )
+        + f"\nThe student with its shortlist against the teacher without it, both searched by nmt at beam 4 "
+        f"on 2 threads, the teacher in fp32 ({cpu_kind(speed_table(SCOPE_RUNS[0][1])['cpu_detail'])}). "
+        f"From: {'; '.join(notes)} (`benchmarks/speed_quality.py --json`).\n"
+    )
