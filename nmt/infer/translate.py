@@ -136,11 +136,9 @@ class BatchedSearch:
         order; ``on_batch(n)`` after each. ValueError (``check``) before anything is searched."""
         self.check(len(sources), inputs)
         prefix, constraints = inputs.prefix, inputs.constraints
-        keeps, groups = None, inputs.union_groups
-        if self.shortlist is not None and self.shortlist.scope == "sentence":
-            groups = list(range(len(sources)))  # each sentence over its own list
-        if self.shortlist is not None and groups is not None:
-            keeps = self.shortlist.group_keeps(sources, groups, prefix, self.device)  # (W,) each
+        keeps = None  # the scope "batch" with union_groups: each source's group's ids, (W,) each
+        if self.by_batch_groups(inputs):
+            keeps = self.shortlist.group_keeps(sources, inputs.union_groups, prefix, self.device)
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, [])] for _ in sources]
         todo = [i for i, s in enumerate(sources) if s]
         for batch in make_batches(
@@ -153,13 +151,33 @@ class BatchedSearch:
                 ids,
                 prefix=None if prefix is None else [prefix[i] for i in ids],
                 constraints=None if constraints is None else [constraints[i] for i in ids],
-                keeps=None if keeps is None else torch.stack([keeps[i] for i in ids]),  # (B, W)
+                keeps=self.batch_keeps(sources, ids, prefix, keeps),  # (B, W) or None
             )
             for i, h in zip(ids, hyps):
                 results[i] = h
             if on_batch is not None:
                 on_batch(len(batch))
         return results
+
+    def by_batch_groups(self, inputs: SentenceInputs) -> bool:
+        """Whether the shortlist searches groups' unions (the scope "batch" with union_groups)."""
+        return (
+            self.shortlist is not None and self.shortlist.scope == "batch" and inputs.union_groups is not None
+        )
+
+    def batch_keeps(
+        self, sources: list[list[int]], ids: list[int], prefix: list[list[int]] | None, keeps: list | None
+    ) -> torch.Tensor | None:
+        """The ids (B, W) each sentence ``ids`` of a batch is searched over: its own list (the
+        shortlist's scope "sentence", made per batch, never for every source at once), its group's
+        union (``keeps``), or None (its batch's union, or no shortlist)."""
+        if self.shortlist is not None and self.shortlist.scope == "sentence":
+            mine = None if prefix is None else [prefix[i] for i in ids]
+            own = self.shortlist.group_keeps(
+                [sources[i] for i in ids], list(range(len(ids))), mine, self.device
+            )
+            return torch.stack(own)  # (B, W)
+        return None if keeps is None else torch.stack([keeps[i] for i in ids])  # (B, W)
 
     def batch(
         self,
