@@ -653,14 +653,17 @@ def gpu_summary() -> str:
         r = gpu_row(rows, task="train", model=model, precision="bf16", mode="eager")
         hours = updates * float(r["step ms"].replace(",", "")) / 1000 / 3600
         parts.append(
-            f"`{model}`: {r['target tok/s']} target tokens/s, an update of ~25,000 target tokens every "
-            f"{r['step ms']} ms, **{updates:,} updates in {hours:.1f} hours** on one {gpu}; "
-            f"{r['peak GiB']} GiB at its peak (one micro-batch of 25,000 tokens)"
+            f"`{model}`: {r['target tok/s']} target tokens/s, an update of ~25,000 target tokens (one "
+            f"micro-batch) every {r['step ms']} ms, **{updates:,} updates in {hours:.1f} hours** on one "
+            f"{gpu}; {r['peak GiB']} GiB at its peak"
         )
     return (
         f"Measured on one {gpu} (`benchmarks/gpu.py`, bf16 autocast, eager, nmt's own training step on "
         f"random tokens with newstest2014's lengths; {head['device']}):\n\n"
         + "".join(f"- {p}\n" for p in parts)
+        + "\nThe recipes' `max_tokens: 4096` (sized for 8 GPUs) splits an update into smaller "
+        "micro-batches; these rates are for one micro-batch of 25,000 tokens, which `MAX_TOKENS=25000` "
+        "gives a recipe on one such GPU (4,096 was not measured).\n"
     )
 
 
