@@ -36,6 +36,7 @@ from figures_speed import (  # noqa: E402
     quality,
     serve_attacks,
     serve_load,
+    serve_shortlist,
     serve_summary,
     shortlist,
     shortlist_gain,
@@ -613,6 +614,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "gpu-h200": gpu_table,
     "gpu-summary": gpu_summary,
     "shortlist-scope": shortlist_scope,
+    "serve-shortlist": serve_shortlist,
 }
 
 

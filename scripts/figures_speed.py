@@ -727,3 +727,26 @@ def shortlist_scope() -> str:
         f"on 2 threads, the teacher in fp32 ({cpu_kind(speed_table(SCOPE_RUNS[0][1])['cpu_detail'])}). "
         f"From: {'; '.join(notes)} (`benchmarks/speed_quality.py --json`).\n"
     )
+
+
+def serve_shortlist() -> str:
+    """docs/serving.md: `nmt serve` with and without a shortlist (each sentence over its own list),
+    the same model, sentences and threads, one run each, one after the other."""
+    plain, listed = speed_table("serve-load-2threads"), speed_table("serve-load-shortlist")
+    clients = [r[plain["columns"].index("clients")] for r in plain["rows"] if r[0] == "dynamic batching"]
+
+    def rates(t: dict, server: str) -> list[str]:
+        return [cell(t, "sent/s", server=server, clients=c) for c in clients] + [t["baselines"]["rows"][0][1]]
+
+    rows = [
+        ["no shortlist, dynamic batching", *rates(plain, "dynamic batching")],
+        ["shortlist, dynamic batching", *rates(listed, "dynamic batching")],
+        ["shortlist, one request at a time (`--no-batching`)", *rates(listed, "batching off")],
+    ]
+    head = ["server", *(f"{c} client{'s' if c != '1' else ''}" for c in clients), "offline (sent/s)"]
+    return (
+        table(head, rows)
+        + "\n"
+        + footnote(listed, f"{listed['precision']}; model: {listed['model']}; {listed['what']}")
+        + f"Without the shortlist: {shown(plain['command'])}, commit {plain['commit']}.\n"
+    )

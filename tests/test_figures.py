@@ -205,3 +205,16 @@ def test_the_shortlist_scope_rows_compare_the_student_with_its_list_to_the_teach
                 assert f"each sentence over its own list: **{ratio:.2f}x**" in " | ".join(
                     figures.distilled_row()
                 )
+
+
+def test_the_serving_shortlist_table_reads_each_servers_rate_from_its_run():
+    block = figures.serve_shortlist()
+    for name, server, label in (
+        ("serve-load-2threads", "dynamic batching", "| no shortlist, dynamic batching |"),
+        ("serve-load-shortlist", "dynamic batching", "| shortlist, dynamic batching |"),
+        ("serve-load-shortlist", "batching off", "| shortlist, one request at a time (`--no-batching`) |"),
+    ):
+        t = figures.speed_table(name)
+        rates = [r[t["columns"].index("sent/s")] for r in t["rows"] if r[0] == server]
+        line = next(x for x in block.splitlines() if x.startswith(label))
+        assert line.split(" | ")[1:4] == rates
