@@ -32,6 +32,7 @@ from figures_speed import (  # noqa: E402
     gpu_table,
     guards,
     import_marian,
+    listed_over_teacher,
     pick,
     quality,
     serve_attacks,
@@ -268,11 +269,7 @@ def distilled_row() -> list[str]:
     fp32 = pick(pairs, "student / teacher", "fp32", 4)
     listed = pick(pairs, "student with its shortlist / teacher", "fp32", 4)  # each batch's union
     own = speed_table(SCOPE_RUNS[1][1])  # test2016, each sentence over its own list (the default)
-    own_row = {"engine": "nmt", "precision": "fp32", "beam": "4"}
-    own_speed = float(cell(own, "sent/s", model="student", shortlist="yes", **own_row)) / float(
-        cell(own, "sent/s", model="teacher", shortlist="no", **own_row)
-    )
-    own_bleu = cell(own, "BLEU", model="student", shortlist="yes", **own_row)
+    own_speed, own_bleu, _ = listed_over_teacher(own, "student", "fp32")
     greedy8, beam8 = (pick(pairs, "nmt / CTranslate2", "int8", beam) for beam in (1, 4))
     teacher = f"{stopped(RESULTS / 'speed/distill/teacher.train.log')[0]:,}"
     student = f"{stopped(RESULTS / 'speed/distill/student-shrink.train.log')[0]:,}"
@@ -285,7 +282,7 @@ def distilled_row() -> list[str]:
         f"test2016 **{fp32.bleu[0]:.2f}** BLEU against the teacher's {fp32.bleu[1]:.2f} (the extra "
         f"updates, not distillation alone); {fp32.same}, both models: **{fp32.ratio:.2f}x** the "
         f"teacher's sentences/s; with the shortlist `nmt distill` writes (the teacher without), each "
-        f"sentence over its own list: **{own_speed:.2f}x** at {own_bleu} BLEU ({own['commit']}; over "
+        f"sentence over its own list: **{own_speed:.2f}x** at {own_bleu:.2f} BLEU ({own['commit']}; over "
         f"each batch's union {listed.ratio:.2f}x at {listed.bleu[0]:.2f}). nmt / CTranslate2 on the same "
         "student, "
         f"same precision, search and threads: int8 greedy {greedy8.ratio:.2f}x, int8 beam 4 "

@@ -598,6 +598,11 @@ def gpu_row(rows: list[dict[str, str]], **match: str) -> dict[str, str]:
     return found[0]
 
 
+def recipe_hours(train_row: dict[str, str], updates: int) -> float:
+    """Hours for ``updates`` updates at a GPU table's training row's time per update."""
+    return updates * float(train_row["step ms"].replace(",", "")) / 1000 / 3600
+
+
 def gpu_table() -> str:
     """docs/performance.md's GPU table: the bf16 rows under nmt's attention kernels, the float32
     (TF32) rows of the first run (their attention never took cuDNN's kernels, which are 16-bit only),
@@ -612,9 +617,8 @@ def gpu_table() -> str:
     for old in torch_rows:
         if old["task"] == "peak":
             continue
-        key = {c: old[c] for c in ("task", "model", "precision", "mode", "batch") if c != "batch"}
-        key["batch"] = old["batch"] if old["task"] == "decode" else ""
-        new = gpu_row(rows, **{k: v for k, v in key.items() if v})
+        same = ("task", "model", "precision", "mode") + (("batch",) if old["task"] == "decode" else ())
+        new = gpu_row(rows, **{c: old[c] for c in same})  # a training row's batch differs run to run
         was, now = (float(r["target tok/s"].replace(",", "")) for r in (old, new))
         gains.append(
             [
@@ -651,7 +655,7 @@ def gpu_summary() -> str:
     parts = []
     for model, updates in (("base", 100_000), ("big", 300_000)):
         r = gpu_row(rows, task="train", model=model, precision="bf16", mode="eager")
-        hours = updates * float(r["step ms"].replace(",", "")) / 1000 / 3600
+        hours = recipe_hours(r, updates)
         parts.append(
             f"`{model}`: {r['target tok/s']} target tokens/s, an update of ~25,000 target tokens (one "
             f"micro-batch) every {r['step ms']} ms, **{updates:,} updates in {hours:.1f} hours** on one "
@@ -672,7 +676,7 @@ def gpu_row_glance() -> list[str]:
     head, rows = gpu_run(GPU_NMT_SDPA)
     train = gpu_row(rows, task="train", model="base", precision="bf16", mode="eager")
     search = gpu_row(rows, task="decode", model="model", precision="bf16", mode="beam 4", batch="512 sent")
-    hours = 100_000 * float(train["step ms"].replace(",", "")) / 1000 / 3600
+    hours = recipe_hours(train, 100_000)
     return [
         "training and decoding on one GPU",
         "`python benchmarks/gpu.py`",
@@ -691,17 +695,23 @@ SCOPE_RUNS = (  # (set, the run at the scope "sentence", the run at the scope "b
 )
 
 
+def listed_over_teacher(t: dict, student: str, precision: str) -> tuple[float, float, float]:
+    """A speed-quality run's student (in ``precision``) with its shortlist against the teacher without
+    (fp32), nmt at beam 4: (speed ratio, the student's BLEU, the teacher's BLEU)."""
+    s = {"model": student, "engine": "nmt", "precision": precision, "shortlist": "yes", "beam": "4"}
+    teacher = {"model": "teacher", "engine": "nmt", "precision": "fp32", "shortlist": "no", "beam": "4"}
+    speed = float(cell(t, "sent/s", **s)) / float(cell(t, "sent/s", **teacher))
+    return speed, float(cell(t, "BLEU", **s)), float(cell(t, "BLEU", **teacher))
+
+
 def shortlist_scope() -> str:
     """docs/performance.md: the chosen student with its shortlist against its teacher without (nmt,
     beam 4, 2 threads), each sentence over its own list (nmt's default) and its batch's union (the
     runs before the default changed), on valid and test2016."""
 
     def ratio(t: dict, student: str, precision: str) -> tuple[str, str]:
-        s = {"model": student, "engine": "nmt", "precision": precision, "shortlist": "yes", "beam": "4"}
-        teacher = {"model": "teacher", "engine": "nmt", "precision": "fp32", "shortlist": "no", "beam": "4"}
-        speed = float(cell(t, "sent/s", **s)) / float(cell(t, "sent/s", **teacher))
-        bleu = float(cell(t, "BLEU", **s)) - float(cell(t, "BLEU", **teacher))
-        return f"{speed:.2f}x", f"{bleu:+.2f}"
+        speed, bleu, teacher_bleu = listed_over_teacher(t, student, precision)
+        return f"{speed:.2f}x", f"{bleu - teacher_bleu:+.2f}"
 
     rows, notes = [], []
     for split, sentence_run, batch_run, old_name in SCOPE_RUNS:

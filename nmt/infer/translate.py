@@ -327,6 +327,21 @@ def load_models(
 
 
 # ----------------------------------------------------------------------------- text in, text out
+def load_ctranslate2(checkpoint, device, precision: str, shortlist, shortlist_scope: str | None):
+    """``Translator.load`` with ``engine="ctranslate2"``: one checkpoint or export, its shortlist as
+    CTranslate2's vocabulary map, which is per batch (the scope "sentence" is refused)."""
+    if shortlist_scope == "sentence":
+        raise TranslateError(
+            "shortlist scope 'sentence': CTranslate2's vocabulary map is per batch "
+            "(use the torch engine, or the scope 'batch')"
+        )
+    if isinstance(checkpoint, (list, tuple)):
+        if len(checkpoint) != 1:
+            raise TranslateError("engine ctranslate2: one checkpoint (ensembles need the torch engine)")
+        checkpoint = checkpoint[0]
+    return CTranslate2Translator.load(checkpoint, device=device, precision=precision, shortlist=shortlist)
+
+
 class Translator(TextTranslator):
     """A model (or an Ensemble) with its SentencePiece model, searched by nmt.infer.search: text in,
     text out. ``Translator.load`` also gives the CTranslate2 engine's translator."""
@@ -342,15 +357,17 @@ class Translator(TextTranslator):
         dtype: torch.dtype | None = None,
         shortlist=None,
         tgt_sp=None,
+        shortlist_scope: str | None = None,
     ):
-        """``sp``: the SentencePiece model of the sources; ``tgt_sp``: that of target text (None: ``sp``)."""
+        """``sp``: the SentencePiece model of the sources; ``tgt_sp``: that of target text (None: ``sp``);
+        ``shortlist_scope``: as ``use_shortlist``'s ``scope``."""
         for m in model.models if isinstance(model, Ensemble) else [model]:
             m.eval()
         self.model, self.sp, self.device, self.dtype = model, sp, torch.device(device), dtype
         self.tgt_sp = sp if tgt_sp is None else tgt_sp
         self.shortlist = None  # nmt.infer.shortlist.Shortlist: every search scores its pieces only
         if shortlist is not None:
-            self.use_shortlist(shortlist)
+            self.use_shortlist(shortlist, scope=shortlist_scope)
 
     def use_shortlist(self, shortlist, *, scope: str | None = None) -> None:
         """Search over a vocabulary shortlist from now on (a file of `nmt shortlist` or a
@@ -394,20 +411,7 @@ class Translator(TextTranslator):
             raise ValueError(f"engine={engine!r}: choose 'torch' or 'ctranslate2'")
         shortlist = checkpoint_shortlist(checkpoint) if shortlist is None else shortlist or None
         if engine == "ctranslate2":
-            if shortlist_scope == "sentence":
-                raise TranslateError(
-                    "shortlist scope 'sentence': CTranslate2's vocabulary map is per batch "
-                    "(use the torch engine, or the scope 'batch')"
-                )
-            if isinstance(checkpoint, (list, tuple)):
-                if len(checkpoint) != 1:
-                    raise TranslateError(
-                        "engine ctranslate2: one checkpoint (ensembles need the torch engine)"
-                    )
-                checkpoint = checkpoint[0]
-            return CTranslate2Translator.load(
-                checkpoint, device=device, precision=precision, shortlist=shortlist
-            )
+            return load_ctranslate2(checkpoint, device, precision, shortlist, shortlist_scope)
         from ..allocator import keep_freed_memory
 
         paths = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
@@ -420,9 +424,15 @@ class Translator(TextTranslator):
             model = models[0] if len(models) == 1 else Ensemble(models)
         except ValueError as e:  # e.g. left-to-right and right-to-left models together
             raise TranslateError(str(e)) from None
-        translator = cls(model, sp, device=device, dtype=dtype, shortlist=shortlist, tgt_sp=tgt_sp)
-        if translator.shortlist is not None and shortlist_scope is not None:
-            translator.use_shortlist(translator.shortlist, scope=shortlist_scope)
+        translator = cls(
+            model,
+            sp,
+            device=device,
+            dtype=dtype,
+            shortlist=shortlist,
+            tgt_sp=tgt_sp,
+            shortlist_scope=shortlist_scope,
+        )
         translator.data = training_data(paths[0])
         translator.calibration = calibration_of(paths[0])
         translator.source_words = source_words(translator.data)
