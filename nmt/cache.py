@@ -174,6 +174,27 @@ class DecoderCache:
             layers.append(LayerCache(*self_kv, select_rows(c.cross_k, rows), select_rows(c.cross_v, rows)))
         return DecoderCache(layers, p, group, select_rows(self.memory_mask, rows), [p])
 
+    def reorder_beams_(self, indices: Tensor) -> "DecoderCache":
+        """``reorder_`` where every row takes a row of its own memory row's group (beam search
+        reordering hypotheses without dropping sentences): the memory's keys, values and mask stay,
+        only the self-attention buffers' rows that change are copied."""
+        n, p = indices.numel(), self.length
+        if not self.layers or n != self.layers[0].self_k.size(0) or self.extent[0] != p:
+            return self.reorder_(indices)
+        if self.layers[0].self_k.requires_grad and torch.is_grad_enabled():
+            return self.reorder_(indices)
+        moved = moved_rows(indices)  # once for all layers
+        layers = [
+            LayerCache(
+                take_rows_(c.self_k, indices, p, moved),
+                take_rows_(c.self_v, indices, p, moved),
+                c.cross_k,
+                c.cross_v,
+            )
+            for c in self.layers
+        ]
+        return DecoderCache(layers, p, self.group, self.memory_mask, self.extent)
+
     def reorder_(self, indices: Tensor) -> "DecoderCache":
         """``reorder(indices)`` for a caller that will not use this cache again (beam search,
         greedy search): every tensor's rows are taken in place (``take_rows_``: only the rows that

@@ -151,6 +151,33 @@ def test_in_place_reorder_equals_reorder(rows):
     torch.testing.assert_close(results[0], results[1], atol=0, rtol=0)
 
 
+@torch.no_grad()
+def test_reorder_within_each_sentences_beams_equals_reorder():
+    """``reorder_beams_`` (beam search's reorder when no sentence leaves: rows taken from their own
+    sentence's rows) continues with the logits of ``reorder``, moves no memory row, and keeps the
+    buffers; where rows would cross sentences it is not for them (``reorder_`` is)."""
+    model, src, tgt = model_and_data()
+    expand = torch.arange(3).repeat_interleave(2)
+    rows = torch.tensor([1, 1, 2, 3, 5, 4])  # each row from its own sentence's two
+    results = []
+    for beams_only in (False, True):
+        memory, cache = model.encode(src).reorder(expand), None
+        for t in range(4):
+            _, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
+        ptr, cross = cache.layers[0].self_k.data_ptr(), cache.layers[0].cross_k
+        cache = cache.reorder_beams_(rows) if beams_only else cache.reorder(rows)
+        if beams_only:
+            assert cache.layers[0].self_k.data_ptr() == ptr and cache.layers[0].cross_k is cross
+        tgt2 = torch.cat([tgt[rows, :4], tgt[:, 4:]], dim=1)  # (N, T)
+        steps = []
+        for t in range(4, 8):
+            logits, cache = model.decode_step(tgt2[:, t : t + 1], memory, cache)
+            steps.append(logits)
+        results.append(torch.cat(steps, 1))
+        torch.testing.assert_close(results[-1], model(src[expand], tgt2[:, :8])[:, 4:], atol=ATOL, rtol=0)
+    torch.testing.assert_close(results[0], results[1], atol=0, rtol=0)
+
+
 def test_training_forward_builds_no_decoding_cache(monkeypatch):
     """Teacher forcing (training, scoring) attends over the target's own keys and values: it makes
     no DecoderCache (no self-attention buffers to fill, no copies kept for backward), and gives the

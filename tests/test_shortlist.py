@@ -186,6 +186,35 @@ def test_union_holds_the_special_ids_frequent_pieces_and_the_lists_of_the_batch(
     assert sl.rows(torch.tensor([[9, 3]])).tolist() == [0, 1, 2, 3, 10, 11]
 
 
+def test_sentence_keeps_are_each_sources_own_union_with_its_prefix():
+    """``sentence_keeps`` (a batch's per-sentence lists at once) equals ``keep`` of each source alone,
+    prefixes included; ``restrict_rows`` lists each sentence's ids ascending, its padding never valid."""
+    sl = Shortlist(30, [10, 11], {5: [20, 21], 6: [22], 7: [23], 8: [29]})
+    sources, prefix = [[5, 6, 3], [7, 3], [9, 9, 8, 3]], [[25], [], [24, 26]]
+    got = sl.sentence_keeps(sources, prefix, torch.device("cpu"))  # (3, 30)
+    for i, src in enumerate(sources):
+        assert torch.equal(got[i], sl.keep(torch.tensor(src), [prefix[i]])), i
+    assert torch.equal(
+        sl.sentence_keeps(sources, None, torch.device("cpu"))[1], sl.keep(torch.tensor([7, 3]))
+    )
+
+    class Decoder(torch.nn.Module):  # a tied output layer over 30 ids: what restrict_rows reads
+        def __init__(self):
+            super().__init__()
+            self.output_projection, self.embed_tokens = None, torch.nn.Embedding(30, 4)
+
+    class Model:
+        cfg, decoder = None, Decoder()
+
+    restriction = sl.restrict_rows(Model(), got)
+    assert restriction.ids == [row.nonzero().squeeze(1).tolist() for row in got]
+    model = restriction.model
+    assert model.ids.shape == (3, max(map(len, restriction.ids)))
+    for i, ids in enumerate(restriction.ids):  # the padding positions score -inf, the others 0 (no bias)
+        assert model.ids[i, : len(ids)].tolist() == ids
+        assert torch.isinf(model.bias[i, 0, len(ids) :]).all() and not model.bias[i, 0, : len(ids)].any()
+
+
 def test_shortlist_with_allowed_tokens_is_an_error(trained_tiny_run, lines, small_shortlist):
     t = Translator.load(trained_tiny_run, device="cpu", precision="fp32")
     with pytest.raises(ValueError, match="allowed_tokens: masks the full vocabulary"):

@@ -96,8 +96,12 @@ class Beams:
             rows = self.drop(rows, going)
         if first:  # the cache holds one row per sentence: row i*k+j of the beam is its row i
             self.cache = self.cache.reorder(torch.div(rows, k, rounding_mode="floor"))
-        elif k > 1 or len(going) < b:  # with one hypothesis per sentence, rows only change by dropping
+        elif len(going) < b:
             self.cache = reorder_owned(self.cache, rows)
+        elif (
+            k > 1
+        ):  # hypotheses change rows within their sentence's (with one each, rows only change by dropping)
+            self.cache = reorder_owned(self.cache, rows, beams_only=True)
 
     def drop(self, rows: Tensor, going: list[int]) -> Tensor:
         """Keep the k rows of the sentences at positions ``going`` (ascending) only, the last ones
@@ -165,8 +169,11 @@ def fill_from_end(keep: list[int], b: int) -> list[int]:
     return [i if i in kept else tail.pop() for i in range(n)]
 
 
-def reorder_owned(state, rows: Tensor):
+def reorder_owned(state, rows: Tensor, *, beams_only: bool = False):
     """``state.reorder(rows)`` (a cache or a memory) where the search will not use ``state``
     again: its in-place ``reorder_`` when it has one (nmt.model.DecoderCache, EncoderOut: only
-    the rows that change are copied)."""
+    the rows that change are copied); ``beams_only``: each row takes a row of its own sentence,
+    ``reorder_beams_`` where the state has it (nmt.cache.DecoderCache: the memory part stays)."""
+    if beams_only and hasattr(state, "reorder_beams_"):
+        return state.reorder_beams_(rows)
     return state.reorder_(rows) if hasattr(state, "reorder_") else state.reorder(rows)

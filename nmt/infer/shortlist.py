@@ -162,10 +162,29 @@ class Shortlist:
         width = int(counts.max())
         if int(counts.min()) >= self.vocab_size:  # every sentence over every id: the model unchanged
             return Restriction(model, None)
-        ids = keeps.to(torch.int8).sort(dim=1, descending=True, stable=True).indices[:, :width]  # (B, U)
+        kept = keeps.nonzero()  # (n, 2) sentence, id: row by row, ids ascending
+        starts = counts.cumsum(0) - counts  # (B,) where each sentence's ids begin in ``kept``
+        ids = torch.zeros(keeps.size(0), width, dtype=torch.long, device=keeps.device)  # (B, U)
+        ids[kept[:, 0], torch.arange(kept.size(0), device=keeps.device) - starts[kept[:, 0]]] = kept[:, 1]
         valid = torch.arange(width, device=ids.device)[None, :] < counts[:, None]  # (B, U)
         lists = [r[:c] for r, c in zip(ids.tolist(), counts.tolist())]
         return Restriction(sentence_model(model, ids, valid), lists)
+
+    def sentence_keeps(
+        self, sources: list[list[int]], prefix: list[list[int]] | None, device: torch.device
+    ) -> Tensor:
+        """(B, W) True on each source's own union (``keep`` of each, at once): the special ids,
+        the frequent pieces, the lists of its pieces and its ``prefix`` ids."""
+        table, base = self.tables(device)
+        width = max(map(len, sources), default=0)
+        src = torch.tensor([s + [PAD] * (width - len(s)) for s in sources], dtype=torch.long, device=device)
+        cand = table[src].flatten(1)  # (B, S*K) target ids of each source piece, -1 padding
+        keep = base.expand(len(sources), -1).clone()  # (B, W)
+        keep.scatter_(1, cand.clamp(min=PAD), True)  # -1 -> PAD, kept anyway (special)
+        for i, forced in enumerate(prefix or []):
+            if forced:
+                keep[i, torch.tensor(forced, device=device)] = True
+        return keep
 
     def group_keeps(
         self, sources: list[list[int]], groups: list, prefix: list[list[int]] | None, device: torch.device

@@ -173,10 +173,7 @@ class BatchedSearch:
         union (``keeps``), or None (its batch's union, or no shortlist)."""
         if self.shortlist is not None and self.shortlist.scope == "sentence":
             mine = None if prefix is None else [prefix[i] for i in ids]
-            own = self.shortlist.group_keeps(
-                [sources[i] for i in ids], list(range(len(ids))), mine, self.device
-            )
-            return torch.stack(own)  # (B, W)
+            return self.shortlist.sentence_keeps([sources[i] for i in ids], mine, self.device)  # (B, W)
         return None if keeps is None else torch.stack([keeps[i] for i in ids])  # (B, W)
 
     def batch(
