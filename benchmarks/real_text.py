@@ -227,13 +227,19 @@ def well_formed(out: str, src: str) -> bool:
     return Counter(tags_of(out)) == Counter(tags_of(src))
 
 
+# Chinese, Japanese and Korean characters: each one token (their text has no spaces between words)
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+TOKEN = re.compile(rf"[{CJK}]|[^\W{CJK}]+")
+
+
 def tag_contents(text: str) -> list[tuple[str, list[str]]]:
-    """(opening tag, the lower-cased word tokens it wraps) for each element of a fragment."""
+    """(opening tag, the lower-cased tokens it wraps) for each element of a fragment: words, and each
+    CJK character alone."""
     out, stack, pos = [], [], 0
     for t in scan(text):
         if t.kind == TEXT:
             continue
-        tokens = re.findall(r"\w+", re.sub(r"&\w+;", " ", text[pos : t.start]).lower())
+        tokens = TOKEN.findall(re.sub(r"&\w+;", " ", text[pos : t.start]).lower())
         for s in stack:
             s[1].extend(tokens)
         pos = t.end
@@ -288,11 +294,13 @@ class Tagged:
 
 
 def read_tagged(folder: Path, limit: int | None) -> Tagged:
-    """The tagged valid set of a libreoffice_help folder (its first ``limit`` lines)."""
+    """The tagged valid set of a libreoffice_help folder (en-de, en-zh: its first ``limit`` lines),
+    English to the folder's other language."""
     columns = [line.split("\t") for line in read(folder / "valid.tagged.src.tsv.gz")][:limit]
+    tgt = folder.name.split("-")[-1]
     return Tagged(
         read(folder / "valid.tagged.en.gz")[:limit],
-        read(folder / "valid.tagged.de.gz")[:limit],
+        read(folder / f"valid.tagged.{tgt}.gz")[:limit],
         [c[3] == "1" for c in columns],
         [c[0] for c in columns],
     )
@@ -578,7 +586,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None, help="a prepared DATA_DIR with test.{src,tgt}.txt (parts 1, 2, 5)")
     p.add_argument("--src-lang", default="en")
     p.add_argument("--tgt-lang", default="de")
-    p.add_argument("--tagged", default=None, help="a libreoffice_help/en-de folder")
+    p.add_argument("--tagged", default=None, help="a libreoffice_help/en-de (or en-zh) folder")
     p.add_argument("--limit", type=int, default=None, help="at most this many lines per set")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="the guard's rows (0: none)")

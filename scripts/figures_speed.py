@@ -544,10 +544,14 @@ def spans() -> str:
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, f"{t['what']}; model: {t['model']}")
 
 
-def tag_placement() -> str:
+def tag_placement(name: str = "tags-heldout") -> Callable[[], str]:
     """Where tags go with the reference forced as the output: the prior's width chosen on one half of
-    LibreOffice help valid.tagged, reported on the other (benchmarks/real_text.py --parts 3o)."""
-    t = load_json(RESULTS / "real-text" / "tags-heldout.json")
+    LibreOffice help valid.tagged, reported on the other (benchmarks/real_text.py --parts 3o), from
+    results/real-text/NAME.json (en-de: tags-heldout, en-zh: tags-heldout-en-zh)."""
+    return lambda: tag_placement_table(load_json(RESULTS / "real-text" / f"{name}.json"))
+
+
+def tag_placement_table(t: dict) -> str:
     chosen = f"Chosen: width {t['chosen']:g} (the best mean F1 of all tags on the choosing half)."
     return (
         "Choosing half:\n\n"

@@ -296,6 +296,10 @@ def test_real_text_benchmark_scores_loops_well_formedness_and_tag_placement():
     ref = '<b>Zwei Hunde</b> spielen im <a href="x">Schnee</a>.'
     assert bench.placement(ref, ref) == [1.0, 1.0]
     assert bench.placement('Zwei <b>Hunde</b> spielen im Schnee <a href="x"></a>.', ref) == [2 / 3, 0.0]
+    zh = "单击<b>保存</b>以保留<i>文件</i>。"  # no spaces: each CJK character a token
+    assert bench.placement(zh, zh) == [1.0, 1.0]
+    assert bench.placement("单击<b>保</b>存以保留文<i>件</i>。", zh) == [2 / 3, 2 / 3]
+    assert bench.tag_contents("<b>Save 文件 now</b>") == [("<b>", ["save", "文", "件", "now"])]
 
 
 def real_text_bench():
