@@ -632,8 +632,9 @@ def main() -> None:
         if args.json:
             from machine import write_table  # benchmarks/machine.py (the script's folder)
 
+            pair = Path(args.tagged).resolve().name  # en-de, en-zh
             what = (
-                "LibreOffice help en-de valid.tagged, the reference forced as the output, format html, fp32"
+                f"LibreOffice help {pair} valid.tagged, the reference forced as the output, format html, fp32"
             )
             write_table(args.json, "real_text", what=what, model=args.model_note, **tables)
     if out is not None:
