@@ -98,9 +98,7 @@ class Beams:
             self.cache = self.cache.reorder(torch.div(rows, k, rounding_mode="floor"))
         elif len(going) < b:
             self.cache = reorder_owned(self.cache, rows)
-        elif (
-            k > 1
-        ):  # hypotheses change rows within their sentence's (with one each, rows only change by dropping)
+        elif k > 1:  # rows move within their sentence's only (one row each: only dropping moves rows)
             self.cache = reorder_owned(self.cache, rows, beams_only=True)
 
     def drop(self, rows: Tensor, going: list[int]) -> Tensor:
