@@ -70,6 +70,27 @@ def test_nested_tags_stay_nested_when_the_alignment_reorders_words():
     assert sorted(t for t in ("<b>", "</b>", "<i>", "</i>") if t in out) == ["</b>", "</i>", "<b>", "<i>"]
 
 
+def test_a_tag_wraps_the_characters_of_a_chinese_run_aligned_to_its_words():
+    # "Click <b>Save</b> to keep the <i>file</i>." -> "点击保存以保留文件。" (no spaces between words):
+    # each CJK character is a token, so a tag can wrap part of a run of them
+    job = TextJob(["Click <b>Save</b> to keep the <i>file</i>."], HTML)
+    assert job.units == ["Click Save to keep the file."]
+    pairs = [(0, 5, 0, 2), (6, 10, 2, 4), (11, 13, 4, 5), (14, 18, 5, 7), (23, 27, 7, 9), (27, 28, 9, 10)]
+    out = job.finish([UnitOutput("点击保存以保留文件。", pairs)])[0].text
+    assert out == "点击<b>保存</b>以保留<i>文件</i>。"
+    assert TOKEN.findall("保存 files, ひらがな 한국어") == [
+        "保",
+        "存",
+        "files",
+        ",",
+        "ひ",
+        "ら",
+        "が",
+        "な",
+        "한국어",
+    ]
+
+
 def test_a_tag_with_no_aligned_word_is_kept_empty_after_the_word_before_it():
     job = TextJob(['Two dogs <a name="x"></a>play.'], HTML)
     out = job.finish([UnitOutput("Zwei Hunde spielen.", [(0, 3, 0, 4), (4, 8, 5, 10), (9, 13, 11, 18)])])

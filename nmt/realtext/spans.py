@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 
 Pair = tuple[int, int, int, int]  # source [a, b) aligned with output [c, d), character offsets
-TOKEN = re.compile(r"\w+|[^\w\s]")  # a word, or one punctuation mark
+# scripts written without spaces between words (Chinese, Japanese: kana and CJK ideographs): each
+# character is a token, so that a tag can wrap part of a run of them (Korean spaces its words)
+UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+TOKEN = re.compile(rf"[{UNSPACED}]|[^\W{UNSPACED}]+|[^\w\s]")  # a word, a CJK character or a punctuation mark
 
 
 def byte_to_char(text: str) -> list[int]:
