@@ -1,4 +1,4 @@
-"""`nmt distill` (nmt.train.distill, nmt.train.distill_command) end to end on a tiny teacher: the five
+"""`nmt distill` (nmt.train.distill, nmt.train.distill_command) end to end on a tiny teacher: the six
 stages, their outputs, and a rerun that resumes where the run stopped and never redoes a finished
 chunk or stage."""
 
@@ -99,7 +99,7 @@ def test_a_rerun_of_a_finished_distillation_redoes_nothing(teacher, distilled, m
     before = {p: p.stat().st_mtime_ns for p in distilled.rglob("*") if p.is_file()}
     assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
     out = capsys.readouterr().out
-    assert out.count("(skipped)") == 5, out
+    assert out.count("(skipped)") == 6, out
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
@@ -128,7 +128,8 @@ def test_an_interrupted_distillation_translates_only_the_shards_not_finished(tea
     monkeypatch.setattr(Translator, "translate_nbest", counted)
     assert main(["distill", str(teacher), "--out", str(out), *STUDENT, *greedy]) == 0
     assert len((out / "train.distilled.de").read_text().splitlines()) == 600
-    assert len(translated) == 3  # chunk 1 once, then chunks 2 and 3 only
+    # chunk 1 once, then chunks 2 and 3 only; then the student's validation pairs (stage 6)
+    assert len(translated) == 4
     assert first.stat().st_mtime_ns == written
     assert (out / "average" / "MANIFEST.json").exists()
 
@@ -225,6 +226,23 @@ def test_the_student_gets_a_shortlist_of_its_own_data_and_searches_with_it_by_de
     assert student.shortlist == listed and full.shortlist is None
     assert main(["distill", str(teacher), "--out", str(distilled), *STUDENT]) == 0
     assert f"--beam 4  # searches with its shortlist {path}; --no-shortlist" in capsys.readouterr().out
+
+
+def test_the_student_is_calibrated_on_its_datas_validation_pairs(distilled):
+    """Stage 6: confidence.json beside the student's weights, fitted on the data's valid split with
+    beam 4 as the student searches by default; the student's translations then carry it."""
+    from nmt.infer.confidence import Calibration
+
+    calibration = Calibration.load(distilled / "average")
+    fitted = calibration.fitted_on
+    assert (fitted["src"], fitted["ref"], fitted["beam"], fitted["alpha"]) == (
+        "valid.en.txt",
+        "valid.de.txt",
+        4,
+        0.6,
+    )
+    assert 0 < fitted["sentences"] <= 40 and "spearman" in fitted
+    assert Translator.load(distilled / "average", precision="fp32").calibration == calibration
 
 
 def test_no_shortlist_writes_none(teacher, distilled, tmp_path, capsys):

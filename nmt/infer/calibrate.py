@@ -3,6 +3,8 @@
     samples = validation_samples(translator, sources, references, options)
     calibration = fit(samples, fitted_on={...})
     calibration.save(checkpoint_dir)          # confidence.json, read by Translator.load
+    path, fitted = calibrate(translator, sources, references, options, directory=checkpoint_dir,
+                             fitted_on={...})  # the three steps and a Report (`nmt calibrate`, `nmt distill`)
 
 Each validation source is translated as a sentence (the search ``options``: the paper's beam 4
 and alpha 0.6 by default) and scored by teacher forcing; its chrF against the reference, its
@@ -13,9 +15,10 @@ the calibration is fitted to. Use a validation set, never a test set.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from .confidence import Sample, spearman, word_log_probs
+from .confidence import Sample, fit, spearman, word_log_probs
 from .options import SearchOptions
 from .search import reading_order
 
@@ -78,6 +81,27 @@ def report(calibration, samples: list[Sample]) -> Report:
     confidences = [calibration.sentence(s.log_probs) for s in samples]
     chrfs = [s.chrf for s in samples]
     return Report(len(samples), spearman(confidences, chrfs), worst_caught(confidences, chrfs))
+
+
+def calibrate(
+    translator,
+    sources: list[str],
+    references: list[str],
+    options: SearchOptions,
+    *,
+    directory: Path,
+    fitted_on: dict,
+    batch_tokens: int = 2048,
+) -> tuple[Path, Report]:
+    """The translator's confidences fitted on the validation pairs and written as confidence.json
+    into ``directory`` (``fitted_on``: what they were, recorded with the fit's Report); returns the
+    file and the Report."""
+    samples = validation_samples(translator, sources, references, options, batch_tokens=batch_tokens)
+    calibration = fit(samples, fitted_on={**fitted_on, "sentences": len(samples)})
+    fitted = report(calibration, samples)
+    calibration.fitted_on.update({k: round(v, 4) for k, v in asdict(fitted).items() if k != "sentences"})
+    directory.mkdir(parents=True, exist_ok=True)
+    return calibration.save(directory), fitted
 
 
 def worst_caught(confidences: list[float], qualities: list[float], share: float = 0.1) -> float:

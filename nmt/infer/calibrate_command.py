@@ -5,12 +5,11 @@ Translator.load reads. User errors are TranslateError, printed as one line (nmt/
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from pathlib import Path
 
 from ..checkpoint import resolve_checkpoint
-from .calibrate import report, validation_samples
-from .confidence import CALIBRATION, fit
+from .calibrate import calibrate
+from .confidence import CALIBRATION
 from .options import SearchOptions
 from .results import TranslateError
 from .translate import Translator, read_text_lines
@@ -37,21 +36,21 @@ def run_calibrate(args: argparse.Namespace, overrides: dict) -> int:
     directory = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)
     translator = Translator.load(args.checkpoint, device=args.device)
     options = SearchOptions(beam=args.beam, alpha=args.alpha)
-    samples = validation_samples(translator, sources, references, options, batch_tokens=args.batch_tokens)
-    calibration = fit(
-        samples,
-        fitted_on={
-            "src": Path(args.src).name,
-            "ref": Path(args.ref).name,
-            "sentences": len(samples),
-            "beam": args.beam,
-            "alpha": args.alpha,
-        },
+    fitted_on = {
+        "src": Path(args.src).name,
+        "ref": Path(args.ref).name,
+        "beam": args.beam,
+        "alpha": args.alpha,
+    }
+    path, fitted = calibrate(
+        translator,
+        sources,
+        references,
+        options,
+        directory=directory,
+        fitted_on=fitted_on,
+        batch_tokens=args.batch_tokens,
     )
-    fitted = report(calibration, samples)
-    calibration.fitted_on.update({k: round(v, 4) for k, v in asdict(fitted).items() if k != "sentences"})
-    directory.mkdir(parents=True, exist_ok=True)
-    path = calibration.save(directory)
     print(
         f"{path}: fitted on {fitted.sentences:,} sentences of {args.src}; Spearman of confidence and "
         f"sentence chrF {fitted.spearman:.3f}; the 10% least confident hold "

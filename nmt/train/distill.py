@@ -16,7 +16,10 @@ The stages, each of which a rerun of the same command skips once its output is c
   4. its last checkpoints are averaged (``OUT/average``, section 6.1);
   5. a vocabulary shortlist of the student's data is written beside its weights
      (``OUT/average/shortlist.txt``, nmt.infer.shortlist), which the student translates with by
-     default (a student's output projection over the whole vocabulary is much of its time at beam 4).
+     default (a student's output projection over the whole vocabulary is much of its time at beam 4);
+  6. its confidences are calibrated on the data's validation split (``OUT/average/confidence.json``,
+     `nmt calibrate`'s beam 4 and alpha 0.6, searched as the student searches by default), so that
+     its translations carry calibrated confidences and the low-confidence guard, as a recipe's do.
 ``OUT/distill.json`` records the settings that the finished stages depend on; a rerun with other
 settings is refused, naming the first that differs.
 """
@@ -186,12 +189,12 @@ def distill_targets(
     out = Path(options.out)
     joined = out / f"train.distilled.{corpus.tgt_lang}"
     if joined.exists():
-        log(f"1/5 teacher translations: {joined} is complete (skipped)")
+        log(f"1/6 teacher translations: {joined} is complete (skipped)")
         return joined
     source = Path(corpus.splits["train"][0])
     plural = "s" if len(teachers) > 1 else ""
     log(
-        f"1/5 teacher translations: {source} in shards of {options.chunk_sentences:,} lines "
+        f"1/6 teacher translations: {source} in shards of {options.chunk_sentences:,} lines "
         f"({out / 'distilled'}; beam {options.beam}, {len(teachers)} teacher{plural})"
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -208,7 +211,7 @@ def student_data(
     out = Path(options.out)
     data = out / "data"
     if (data / "meta.json").exists():
-        log(f"2/5 student data: {data} is prepared (skipped)")
+        log(f"2/6 student data: {data} is prepared (skipped)")
         return data
     src, tgt = corpus.splits["train"]
     mixed = (out / f".train.{corpus.src_lang}", out / f".train.{corpus.tgt_lang}")
@@ -219,7 +222,7 @@ def student_data(
         fs.writelines(line + "\n" for line in read_lines(src))
         ft.writelines(line + "\n" for line in read_lines(distilled))
     what = "distilled pairs only" if options.distilled_only else "original + distilled pairs"
-    log(f"2/5 student data: {what}, the teacher's vocabulary ({teacher}/spm.model)")
+    log(f"2/6 student data: {what}, the teacher's vocabulary ({teacher}/spm.model)")
     splits = {"train": mixed, **{s: p for s, p in corpus.splits.items() if s != "train"}}
     prepare(
         {s: (Path(a), Path(b)) for s, (a, b) in splits.items()},
@@ -247,13 +250,13 @@ def average_student(options: DistillOptions, *, log=print) -> Path:
     out = Path(options.out)
     average = out / "average"
     if (average / ckpt.MANIFEST).exists():
-        log(f"4/5 average: {average} is written (skipped)")
+        log(f"4/6 average: {average} is written (skipped)")
         return average
     steps = ckpt.list_step_checkpoints(out / "student")
     if not steps:
         raise DistillError(f"{out}/student: the student wrote no checkpoint (a training budget too short?)")
     chosen = average_run(out / "student", last=min(options.average_last, len(steps)), out=average)
-    log(f"4/5 average: {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {average}")
+    log(f"4/6 average: {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) -> {average}")
     return average
 
 
@@ -268,9 +271,47 @@ def student_shortlist(options: DistillOptions, data: Path, *, log=print) -> Path
         return None
     path = Path(options.out) / "average" / shortlist.CHECKPOINT_FILE
     if path.exists():
-        log(f"5/5 shortlist: {path} is written (skipped)")
+        log(f"5/6 shortlist: {path} is written (skipped)")
         return path
     built = shortlist.build(data, log=lambda m: None)
     shortlist.save(built, path)
-    log(f"5/5 shortlist: {path} ({len(built.candidates):,} source pieces, from {data})")
+    log(f"5/6 shortlist: {path} ({len(built.candidates):,} source pieces, from {data})")
+    return path
+
+
+def student_calibration(options: DistillOptions, data: Path, *, log=print) -> Path | None:
+    """Stage 6: OUT/average/confidence.json, the student's confidences fitted on its data's
+    validation pairs (nmt.infer.calibrate; beam 4, alpha 0.6, with its shortlist when it has one);
+    None where the data has no validation text."""
+    from ..infer.calibrate import calibrate
+    from ..infer.confidence import CALIBRATION
+    from ..infer.options import SearchOptions
+    from ..infer.translate import Translator, read_text_lines
+
+    average = Path(options.out) / "average"
+    path = average / CALIBRATION
+    if path.exists():
+        log(f"6/6 calibration: {path} is written (skipped)")
+        return path
+    meta = json.loads((data / "meta.json").read_text(encoding="utf-8"))
+    text = meta.get("splits", {}).get("valid", {}).get("text")
+    if not text:
+        log(f"6/6 calibration: {data} has no validation text (skipped; `nmt calibrate` calibrates)")
+        return None
+    src, ref = (data / name for name in text)
+    translator = Translator.load(average, device=options.device)
+    search = SearchOptions(beam=4, alpha=0.6)
+    fitted_on = {"src": src.name, "ref": ref.name, "beam": 4, "alpha": 0.6}
+    path, fitted = calibrate(
+        translator,
+        read_text_lines(str(src)),
+        read_text_lines(str(ref)),
+        search,
+        directory=average,
+        fitted_on=fitted_on,
+    )
+    log(
+        f"6/6 calibration: {path} (fitted on {fitted.sentences:,} sentences of {src}; Spearman of "
+        f"confidence and sentence chrF {fitted.spearman:.3f})"
+    )
     return path

@@ -18,6 +18,7 @@ from .distill import (
     check_record,
     distill_targets,
     settings,
+    student_calibration,
     student_data,
     student_shortlist,
     teacher_corpus,
@@ -169,18 +170,19 @@ def run_distill(args: argparse.Namespace, overrides: dict) -> int:
         return 1 if options.workers else 0
     data = student_data(options, corpus, distilled, teachers[0])
     if (out / "average" / ckpt.MANIFEST).exists():
-        print(f"3/5 student: {out / 'student'} is averaged (skipped)")
+        print(f"3/6 student: {out / 'student'} is averaged (skipped)")
     else:
         init = None
         if options.shrink:
             init, overrides = shrunk_student(teachers[0], out / "student-init", overrides)
         shape = " + ".join(x for x in (options.preset, options.config, init and "the shrunk teacher") if x)
-        print(f"3/5 student: {shape} on {data} -> {out / 'student'}")
+        print(f"3/6 student: {shape} on {data} -> {out / 'student'}")
         status = train_student(options, data, overrides, init=init)
         if status:
             return status
     average = average_student(options)
     listed = student_shortlist(options, data)
+    student_calibration(options, data)
     searched = (
         f"  # searches with its shortlist {listed}; --no-shortlist: the full vocabulary" if listed else ""
     )
@@ -207,7 +209,7 @@ def shrunk_student(teacher: Path, init: Path, overrides: dict) -> tuple[Path, di
         d_ff = int(shape["d_ff"] or cfg.d_ff)
         write_shrunk(teacher, init, n_encoder_layers=enc, n_decoder_layers=dec, d_ff=d_ff)
         print(
-            f"3/5 student: the teacher shrunk to {enc} encoder and {dec} decoder layers, d_ff {d_ff} "
+            f"3/6 student: the teacher shrunk to {enc} encoder and {dec} decoder layers, d_ff {d_ff} "
             f"-> {init}"
         )
     return init, {**overrides, "model": model}
