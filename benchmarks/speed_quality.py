@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode_timing import Rows, Search, Work, measure  # noqa: E402
-from machine import command_line, data_dir, public_command  # noqa: E402
+from machine import command_line, cpu_path, data_dir, public_command  # noqa: E402
 
 from nmt.checkpoint import model_config, read_config, resolve_checkpoint  # noqa: E402
 from nmt.data.lines import read_lines  # noqa: E402
@@ -404,10 +404,11 @@ def main() -> int:
         command=command_line("speed_quality"),
         cpu_detail=f"{c.get('Model name', '?')} ({c.get('Hypervisor vendor', 'no')} hypervisor; "
         f"flags {', '.join(c.get('flags', []))})",
+        cpu_path=cpu_path(),  # the ISA variables forced (ATEN_CPU_CAPABILITY, ...) and torch's kernels
         torch=torch.__version__,
         date=time.strftime("%Y-%m-%d"),
         timing=f"search only (token ids in and out, benchmarks/decode_timing.py: each engine in its own "
-        f"process), each row after the same search untimed ({args.warmup or 'every'} test sentences), "
+        f"process), each row after the same search untimed ({args.warmup or 'every'} sentences), "
         f"the fastest of {args.repeat} rounds; "
         f"--batch-tokens {args.batch_tokens}; nmt's stopping rule {args.stopping}",
         source="this file, written by benchmarks/speed_quality.py --json",
