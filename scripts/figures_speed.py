@@ -699,6 +699,9 @@ SCOPE_RUNS = (  # (set, the run at the scope "sentence", the run at the scope "b
 )
 
 
+SCOPE_AVX2_RUN = "distill/valid-sentence-scope-avx2"  # valid at the scope "sentence" on the AVX2 path
+
+
 def listed_over_teacher(t: dict, student: str, precision: str) -> tuple[float, float, float]:
     """A speed-quality run's student (in ``precision``) with its shortlist against the teacher without
     (fp32), nmt at beam 4: (speed ratio, the student's BLEU, the teacher's BLEU)."""
@@ -724,6 +727,11 @@ def shortlist_scope() -> str:
             fp32, int8 = ratio(t, name, "fp32"), ratio(t, name, "int8")
             rows.append([split, scope, fp32[0], fp32[1], int8[0], int8[1], f"{t['commit']}, {t['date']}"])
         notes.append(f"`results/speed/{sentence_run}.json` and `results/speed/{batch_run}.json`")
+    forced = speed_table(SCOPE_AVX2_RUN)  # the same run with every library held to its AVX2 kernels
+    fp32, int8 = ratio(forced, "student", "fp32"), ratio(forced, "student", "int8")
+    path = ", ".join(f"{k}={v}" for k, v in forced["cpu_path"]["forced"].items())
+    rows.append(["valid", f"sentence ({path})", *fp32, *int8, f"{forced['commit']}, {forced['date']}"])
+    notes.append(f"`results/speed/{SCOPE_AVX2_RUN}.json`")
     return (
         table(
             [
