@@ -69,6 +69,7 @@ from nmt.realtext.markup import parse  # noqa: E402
 from nmt.realtext.pipeline import Plan, TranslationRequest, align_results, translate_request  # noqa: E402
 from nmt.realtext.scan import TAG_KIND, TEXT, scan  # noqa: E402
 from nmt.realtext.segment import split_text  # noqa: E402
+from nmt.realtext.spans import UNSPACED  # noqa: E402
 
 PLAIN = TextOptions(split=False, recase=False, max_words=0, protect=False)  # each line one sentence, as given
 
@@ -227,14 +228,13 @@ def well_formed(out: str, src: str) -> bool:
     return Counter(tags_of(out)) == Counter(tags_of(src))
 
 
-# Chinese, Japanese and Korean characters: each one token (their text has no spaces between words)
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-TOKEN = re.compile(rf"[{CJK}]|[^\W{CJK}]+")
+# words, each character of a script written without spaces a word of its own (as nmt places tags)
+TOKEN = re.compile(rf"[{UNSPACED}]|[^\W{UNSPACED}]+")
 
 
 def tag_contents(text: str) -> list[tuple[str, list[str]]]:
     """(opening tag, the lower-cased tokens it wraps) for each element of a fragment: words, and each
-    CJK character alone."""
+    Chinese or Japanese character alone."""
     out, stack, pos = [], [], 0
     for t in scan(text):
         if t.kind == TEXT:
