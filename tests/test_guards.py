@@ -17,6 +17,7 @@ from nmt.infer.guards import (
     Sentence,
     check,
     copies,
+    deletion_candidates,
     repeats,
     retry_options,
     word_coverage,
@@ -140,6 +141,21 @@ def test_punctuation_and_attended_words_are_not_omissions():
     coverage = [0.9, 1.2, 0.8, 0.7, OMISSION_MASS, 1.1, 0.0, 0.001]  # at the threshold: attended
     assert check(sentence(source_words=source, word_coverage=coverage), RATIO) == []
     assert check(sentence(source_words=source, word_coverage=None), RATIO) == []  # not known
+
+
+def test_a_long_word_the_output_does_not_depend_on_is_an_omission():
+    """Attended, yet deleting it from the source leaves the output as likely: left out."""
+    assert check(sentence(word_drops={6: guards.UNUSED_DROP + 0.1}), RATIO) == ["omission"]
+    assert check(sentence(word_drops={6: guards.UNUSED_DROP - 0.1}), RATIO) == []
+    assert check(sentence(word_drops={}), RATIO) == []
+    coverage = [0.9, 1.2, 0.8, 0.7, OMISSION_MASS / 2, 1.1, 0.9, 0.9, 0.9, 0.9]  # both: flagged once
+    assert check(sentence(word_coverage=coverage, word_drops={6: 1.0}), RATIO) == ["omission"]
+
+
+def test_the_words_tested_by_deletion_are_long_and_little_attended():
+    words = ["a", "cotton", "onto", "truck", "men", "loading"]
+    coverage = [0.01, 0.1, 0.5, OMISSION_MASS / 2, 0.1, guards.UNUSED_COVERAGE]
+    assert deletion_candidates(words, coverage) == [1]  # "truck": the attention check's; "men": short
 
 
 def test_word_coverage_sums_the_pieces_of_each_word():

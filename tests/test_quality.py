@@ -136,8 +136,32 @@ def test_judge_flags_a_loop_a_copy_and_an_unattended_word(run_dir_translator):
     last = max(k for k, p in enumerate(pieces) if p.startswith("▁"))  # where "ball" starts
     t.coverage = [0.0 if k >= last else 1.0 for k in range(len(pieces))]  # "ball" never read
     assert judge(tr, source, t).flags == ["omission"]
-    t.coverage = [1.0] * len(pieces)
+    t.coverage, t.word_drops = [1.0] * len(pieces), {}
     assert judge(tr, source, t).flags == []
+    t.word_drops = {5: guards.UNUSED_DROP + 0.5}  # "ball": the output as likely without it
+    assert judge(tr, source, t).flags == ["omission"]
+    t.word_drops = {5: guards.UNUSED_DROP - 2.0}
+    assert judge(tr, source, t).flags == []
+
+
+def test_scoring_deletes_each_long_little_attended_source_word_and_rescores_the_output(
+    run_dir_translator, monkeypatch
+):
+    """word_drops: the tested words (every long word, at a coverage bound no word reaches) each
+    deleted from the source, the output's log-probability then less its own."""
+    tr = run_dir_translator
+    monkeypatch.setattr(guards, "UNUSED_COVERAGE", 1e9)
+    source = "the dog sees a red ball"
+    [t] = scored(tr, [source], ["deren goden"])
+    assert sorted(t.word_drops) == [2, 5]  # "sees", "ball": 4 letters or more
+    [ids], _ = tr.encode([source])
+    pieces = tr.sp.encode(source, out_type=str)
+    starts = [k for k, p in enumerate(pieces) if p.startswith("▁")] + [len(pieces)]
+    without_sees = ids[: starts[2]] + ids[starts[3] :]
+    [alone], [base] = tr.forced_scores([without_sees], [t.tokens]), tr.forced_scores([ids], [t.tokens])
+    assert t.word_drops[2] == pytest.approx(sum(alone.log_probs) - sum(base.log_probs), abs=1e-4)
+    [unscored] = scored(tr, [source], ["deren goden"], coverage=False)
+    assert unscored.word_drops is None  # the check's pass comes with the coverage's
 
 
 def test_judge_leaves_the_target_tag_out_of_the_checks(run_dir_translator):

@@ -10,8 +10,11 @@ translated. Each check that fires is a flag, named:
   languages;
 - ``omission``: a source word that the output never attends to: the attention mass its pieces
   received (nmt.infer.confidence coverage: the last layer's encoder-decoder attention summed over
-  the output pieces) is under OMISSION_MASS. The torch engine only (CTranslate2 does not give the
-  attention after the search);
+  the output pieces) is under OMISSION_MASS; or a word of UNUSED_LETTERS letters or more that the
+  output attends to little (under UNUSED_COVERAGE) and does not depend on: deleting it from the
+  source does not make the output less likely (nmt.infer.omission, a drop above UNUSED_DROP). A
+  model attends to words it leaves out, so the attention alone misses most omissions of its own
+  outputs. The torch engine only (CTranslate2 does not give the attention after the search);
 - ``low-confidence``: a calibrated sentence confidence (nmt calibrate) under LOW_CONFIDENCE, an
   expected chrF under 25 (an uncalibrated checkpoint: never).
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .omission import word_spans
 from .options import SearchOptions
 
 FLAGS = ("repetition", "length", "copy", "omission", "low-confidence")
@@ -34,6 +38,9 @@ MIN_PIECES = 5
 MIN_WORDS = 4
 COPY_SHARE = 0.8
 OMISSION_MASS = 0.04
+UNUSED_LETTERS = 4
+UNUSED_COVERAGE = 0.2
+UNUSED_DROP = 0.0  # log p(y | x without the word) - log p(y | x) above this: not needed
 LOW_CONFIDENCE = 0.25
 WORD = re.compile(r"\w", re.UNICODE)
 
@@ -50,6 +57,7 @@ class Sentence:
     word_coverage: list[float] | None = None
     output_piece_texts: tuple[str, ...] = ()
     confidence: float | None = None  # calibrated; None: uncalibrated or not known
+    word_drops: dict[int, float] | None = None  # deletion_candidates' (by index): nmt.infer.omission
 
 
 def repeats(words, times: int = 3, longest: int = 4, *, pieces: bool = False) -> bool:
@@ -94,23 +102,28 @@ def check(s: Sentence, length_ratio: tuple[float, float], *, translates: bool = 
         c < OMISSION_MASS for w, c in zip(s.source_words, s.word_coverage) if WORD.search(w)
     ):
         flags.append("omission")
+    elif s.word_drops and any(d > UNUSED_DROP for d in s.word_drops.values()):
+        flags.append("omission")
     if s.confidence is not None and s.confidence < LOW_CONFIDENCE:
         flags.append("low-confidence")
     return flags
 
 
 def word_coverage(pieces: list[str], coverage: list[float]) -> tuple[list[str], list[float]]:
-    """Source words (a word starts at a piece beginning with "▁") and the attention their pieces
-    received together."""
-    words: list[list] = []
-    for piece, c in zip(pieces, coverage):
-        if piece.startswith("▁") or not words:
-            words.append([piece.lstrip("▁"), c])
-        else:
-            words[-1][0] += piece
-            words[-1][1] += c
-    pairs = [(w, c) for w, c in words if w]
-    return [w for w, _ in pairs], [c for _, c in pairs]
+    """Source words (nmt.infer.omission.word_spans) and the attention their pieces received
+    together."""
+    spans = word_spans(pieces[: len(coverage)])
+    return [w for w, _, _ in spans], [sum(coverage[a:b]) for _, a, b in spans]
+
+
+def deletion_candidates(words: list[str], coverage: list[float]) -> list[int]:
+    """The words the omission check deletes one at a time (nmt.infer.omission): UNUSED_LETTERS
+    letters or more, attended under UNUSED_COVERAGE (and not already under OMISSION_MASS)."""
+    return [
+        k
+        for k, (w, c) in enumerate(zip(words, coverage))
+        if sum(ch.isalpha() for ch in w) >= UNUSED_LETTERS and OMISSION_MASS <= c < UNUSED_COVERAGE
+    ]
 
 
 def retry_options(options: SearchOptions, flags: list[str], *, torch_engine: bool) -> SearchOptions:

@@ -26,9 +26,11 @@ class Translation:
     score: float  # sum of log-probabilities / lp(|Y|), |Y| counting EOS (see nmt.infer.search)
     tokens: list[int]  # output ids in the model's order (a right-to-left model's: last piece first)
     # by teacher forcing (nmt.infer.confidence), where asked: each piece's log-probability then
-    # EOS's; the attention each source piece received
+    # EOS's; the attention each source piece received; the omission check's words (by index among
+    # the source's words) and how the output's log-probability changes without each (nmt.infer.omission)
     log_probs: list[float] | None = None
     coverage: list[float] | None = None
+    word_drops: dict[int, float] | None = None
 
 
 def check_strings(items, *, item: str, expected: str) -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..data.lines import clean_line
 from ..infer.confidence import Calibration, WordConfidence, word_log_probs
-from ..infer.guards import Sentence, check, word_coverage
+from ..infer.guards import Sentence, check, deletion_candidates, word_coverage
+from ..infer.omission import word_drops, word_spans
 from ..infer.results import Translation
 from ..infer.search import reading_order
 
@@ -75,6 +77,32 @@ def score_results(translator, inputs: list[str], results: list[list[Translation]
     )
     for (_, t), s in zip(flat, scored):
         t.log_probs, t.coverage = s.log_probs, s.coverage
+    if coverage:
+        mark_drops(
+            translator, [inputs[i] for i, _ in flat], [sources[i] for i, _ in flat], [t for _, t in flat]
+        )
+
+
+def mark_drops(
+    translator, inputs: list[str], sources: list[list[int]], translations: list[Translation]
+) -> None:
+    """Sets ``word_drops`` on each scored translation: its source's deletion_candidates
+    (nmt.infer.guards) deleted one at a time, the change of the output's log-probability
+    (nmt.infer.omission); none for a source of one word or an empty output."""
+    spans, tested = [], []
+    for text, t in zip(inputs, translations):
+        n = len(t.coverage or [])  # the source pieces the model read (EOS aside)
+        words = word_spans(translator.sp.encode(clean_line(text), out_type=str)[:n])
+        spans.append(words)
+        coverage = [sum(t.coverage[a:b]) for _, a, b in words] if n else []
+        asked = t.tokens and len(words) > 1
+        tested.append(deletion_candidates([w for w, _, _ in words], coverage) if asked else [])
+    bases = [sum(t.log_probs or []) for t in translations]
+    outputs = [t.tokens for t in translations]
+    for t, drops in zip(
+        translations, word_drops(translator.forced_scores, sources, outputs, bases, spans, tested)
+    ):
+        t.word_drops = drops
 
 
 def judge(translator, source: str, t: Translation, *, tag: str | None = None) -> SentenceQuality:
@@ -91,8 +119,10 @@ def judge(translator, source: str, t: Translation, *, tag: str | None = None) ->
     src_words, coverage = word_coverage(src_pieces, t.coverage) if t.coverage is not None else ([], None)
     if coverage is None:
         src_words = [w for w in source.split()]
+    drops = t.word_drops
     if tag and src_words and src_words[0] == tag:
         src_words, coverage = src_words[1:], None if coverage is None else coverage[1:]
+        drops = None if drops is None else {k - 1: d for k, d in drops.items() if k}
     sentence = Sentence(
         source_words=src_words,
         output_words=[w.word for w in words],
@@ -101,6 +131,7 @@ def judge(translator, source: str, t: Translation, *, tag: str | None = None) ->
         word_coverage=coverage,
         output_piece_texts=tuple(pieces),
         confidence=calibration.sentence(t.log_probs) if calibration.calibrated else None,
+        word_drops=drops,
     )
     data = getattr(translator, "data", None) or {}
     translates = data.get("src_lang") is None or data.get("src_lang") != data.get("tgt_lang")
