@@ -304,7 +304,7 @@ def trust_row() -> list[str]:
         "`nmt calibrate`; `nmt translate --quality FILE`; `python benchmarks/quality.py`, "
         "`benchmarks/spans.py`",
         f"test2016: confidence's Spearman with sentence chrF **{rho}** (the 10% least confident hold "
-        f"{caught} of the 10% worst); {flagged} of clean sentences flagged; caught: {loops} of forced loops, "
+        f"{caught} of the 10% worst); {flagged} of its own outputs flagged; caught: {loops} of forced loops, "
         f"{clauses} of dropped clauses, {caps} of ALL CAPS without recasing; spans kept **{on[1]}**, "
         f"BLEU around them {on[2]} against {clean[2]} clean",
         f"{cpu_kind(q['cpu_detail'])}, fp32, beam 4, {q['commit']}, {q['date']}",
