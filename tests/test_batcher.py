@@ -89,8 +89,9 @@ def test_batching_never_changes_a_translation(run_dir_translator):
 
 def test_a_batch_is_scored_in_one_pass_with_the_scores_each_request_gets_alone(run_dir_translator):
     """The teacher-forced pass after a batch's search (confidences, and the coverage the omission
-    guard reads) runs once over every request of the batch, not once per request, and gives each
-    translation the log-probabilities and coverage it gets when scored alone."""
+    guard reads) runs once over every request of the batch, not once per request (and the omission
+    check's deletions once more), and gives each translation the log-probabilities, coverage and
+    word drops it gets when scored alone."""
     from nmt.realtext.quality import score_results
 
     calls: list[int] = []
@@ -111,7 +112,8 @@ def test_a_batch_is_scored_in_one_pass_with_the_scores_each_request_gets_alone(r
         batched = asyncio.run(all_at_once())
     finally:
         batcher.stop()
-    assert calls == [2 * len(sentences)]  # one pass over every request's 2-best
+    # one pass over every request's 2-best, and at most one over the omission check's sources
+    assert calls[0] == 2 * len(sentences) and len(calls) <= 2
     for s, got in zip(sentences, batched):
         alone = run_dir_translator.translate_nbest([s], beam=4, alpha=0.6, nbest=2)
         score_results(run_dir_translator, [s], alone, coverage=True)
@@ -119,6 +121,7 @@ def test_a_batch_is_scored_in_one_pass_with_the_scores_each_request_gets_alone(r
             assert mine.tokens == own.tokens
             assert mine.log_probs == pytest.approx(own.log_probs, abs=1e-4)
             assert mine.coverage == pytest.approx(own.coverage, abs=1e-4)
+            assert mine.word_drops == pytest.approx(own.word_drops, abs=1e-3)
 
 
 def test_with_a_shortlist_batching_never_changes_a_translation(run_dir, tiny_data, tmp_path):
