@@ -16,7 +16,9 @@ share of deliberately broken outputs caught (flagged before any retry):
 - clause: the clean output with a stretch of its words removed (after its first comma, else its
   last 40%), scored by teacher forcing as if the model had written it; sentences of 8 words or more.
 ``--sweep`` prints, for omission thresholds, the false alarms and the clauses caught (choose on a
-validation set, never on a test set).
+validation set, never on a test set), and for the deletion test's coverage bound
+(guards.UNUSED_COVERAGE) the share of the references, forced as outputs, flagged `omission` (a
+reference translates every word: false alarms) and of the references less a clause (caught).
 """
 
 from __future__ import annotations
@@ -101,6 +103,25 @@ def flag_share(translator, src: list[str], outs: list[Translation]) -> tuple[flo
     return sum(bool(fl) for fl in flags) / len(flags), by
 
 
+def deletion_sweep(translator, src: list[str], ref: list[str]) -> None:
+    """The deletion test's coverage bound against the references forced as outputs and the
+    references less a clause (each bound scored anew: it chooses the words tested)."""
+    sp, default = translator.sp, guards.UNUSED_COVERAGE
+    pairs = [(s, c) for s, c in ((s, without_clause(r)) for s, r in zip(src, ref)) if c]
+    try:
+        for bound in (0.0, 0.1, 0.2, 0.3, 0.5):
+            guards.UNUSED_COVERAGE = bound
+            _, fa = flag_share(translator, src, scored(translator, src, [sp.encode(r) for r in ref]))
+            cut = scored(translator, [s for s, _ in pairs], [sp.encode(c) for _, c in pairs])
+            _, hit = flag_share(translator, [s for s, _ in pairs], cut)
+            print(
+                f"deletion test under coverage {bound}: references flagged omission "
+                f"{100 * fa['omission']:.1f}%, references less a clause caught {100 * hit['omission']:.1f}%"
+            )
+    finally:
+        guards.UNUSED_COVERAGE = default
+
+
 def guard_rows(translator, src, clean: list[str], beam: int, sweep: bool) -> list[list[str]]:
     rows = []
     loops = loop_outputs(translator, src, beam)
@@ -125,11 +146,13 @@ def guard_rows(translator, src, clean: list[str], beam: int, sweep: bool) -> lis
         )
     rows.append(["caps", str(len(src)), f"{100 * caught_caps / len(src):.1f}%"] + ["" for _ in guards.FLAGS])
     if sweep:
+        shipped = guards.OMISSION_MASS
         for mass in (0.02, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3):
             guards.OMISSION_MASS = mass
             fa, _ = flag_share(translator, src, clean_outs)
             hit, _ = flag_share(translator, [s for s, _ in pairs], cut_outs)
             print(f"omission mass {mass}: clean flagged {100 * fa:.1f}%, clause caught {100 * hit:.1f}%")
+        guards.OMISSION_MASS = shipped
     return rows
 
 
@@ -161,6 +184,8 @@ def main() -> int:
     guard_table = (
         guard_rows(translator, src, [t.text for t in out], args.beam, args.sweep) if args.guards else []
     )
+    if args.guards and args.sweep:
+        deletion_sweep(translator, src, ref)
     for r in guard_table:
         print(" | ".join(r), flush=True)
     if args.json:

@@ -106,3 +106,31 @@ def test_the_worst_cases_of_the_scanners_are_answered_through_the_server(
     if status == 200 and body.get("format") == "xml":
         out = r.json()["translations"][0]["text"]
         assert out.startswith("<!DOCTYPE x [<!ENTITY e 'y'>]><p>") and out.endswith("</p>")
+
+
+def test_a_retry_refused_by_a_full_queue_answers_the_first_output_with_its_flags(run_dir, monkeypatch):
+    """Every sentence flagged (a check stubbed to fire): the retry's search finds the queue full
+    (503); the request is answered 200 with the first outputs, still flagged, not refused."""
+    import nmt.realtext.quality as quality
+    import nmt.serve.real_text as real_text
+    from nmt.serve.errors import ApiError
+
+    monkeypatch.setattr(quality, "check", lambda *a, **k: ["omission"])
+    searches, real_search = [], real_text.search
+
+    async def search(*args):
+        searches.append(len(args[4]))  # the units searched
+        if len(searches) > 1:
+            raise ApiError(503, "queue full; retry later")
+        return await real_search(*args)
+
+    monkeypatch.setattr(real_text, "search", search)
+    parser = argparse.ArgumentParser()
+    add_serve_args(parser)
+    args = parser.parse_args([f"tiny={run_dir}"])
+    with TestClient(create_app(build_models({"tiny": run_dir}, args))) as c:
+        r = c.post("/translate", json={"text": ["the dog sees a red ball", "a cat"], "beam": 2})
+    assert r.status_code == 200 and len(searches) == 2  # the first search and the refused retry
+    out = r.json()["translations"]
+    assert [t["flags"] for t in out] == [["omission"], ["omission"]]
+    assert all(t["text"] for t in out)

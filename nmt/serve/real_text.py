@@ -51,7 +51,8 @@ async def run_request(
     request: Request, state: ServeState, m: ServedModel, treq: TranslationRequest
 ) -> Answered:
     """``treq`` planned and finished off the event loop, its units searched on the model's batcher
-    (the MBR choice there; alignments where tags are placed or asked for)."""
+    (the MBR choice there; alignments where tags are placed or asked for); a flagged unit's retry
+    that finds the queue full is left out (its first output and flags are answered)."""
     plan, measured = await asyncio.to_thread(plan_request, treq, m, state)
     results = []
     if plan.inputs:
@@ -61,7 +62,12 @@ async def run_request(
         if plan.retries:
             qualities = await asyncio.to_thread(plan.qualities, results)
             for options, units in plan.retry_groups(suspects(qualities), qualities):
-                again = await search(request, state, m, plan, units, (options, False), measured)
+                try:
+                    again = await search(request, state, m, plan, units, (options, False), measured)
+                except ApiError as e:
+                    if e.status != 503:
+                        raise
+                    break  # no room in the queue for a second search: the first outputs stay, flagged
                 await asyncio.to_thread(plan.take_retries, results, units, again, qualities)
     texts = await asyncio.to_thread(plan.finish, results, measured.truncated)
     return Answered(texts, plan, measured)
