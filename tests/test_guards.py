@@ -158,6 +158,14 @@ def test_the_words_tested_by_deletion_are_long_and_little_attended():
     assert deletion_candidates(words, coverage) == [1]  # "truck": the attention check's; "men": short
 
 
+def test_a_sentence_tests_at_most_its_least_attended_words():
+    words = ["word"] * (guards.UNUSED_MOST + 3)
+    coverage = [0.1 + 0.001 * ((7 * k) % len(words)) for k in range(len(words))]  # all under the bound
+    got = deletion_candidates(words, coverage)
+    least = sorted(range(len(words)), key=lambda k: coverage[k])[: guards.UNUSED_MOST]
+    assert got == sorted(least) and len(got) == guards.UNUSED_MOST
+
+
 def test_word_coverage_sums_the_pieces_of_each_word():
     pieces = ["▁a", "▁r", "ed", "▁shirt", ".", "▁", "5"]
     words, coverage = word_coverage(pieces, [0.5, 0.1, 0.2, 0.6, 0.05, 0.01, 0.3])

@@ -41,6 +41,7 @@ OMISSION_MASS = 0.04
 UNUSED_LETTERS = 4
 UNUSED_COVERAGE = 0.2
 UNUSED_DROP = 0.0  # log p(y | x without the word) - log p(y | x) above this: not needed
+UNUSED_MOST = 8  # words tested per sentence at most (each one teacher-forced pass)
 LOW_CONFIDENCE = 0.25
 WORD = re.compile(r"\w", re.UNICODE)
 
@@ -118,12 +119,15 @@ def word_coverage(pieces: list[str], coverage: list[float]) -> tuple[list[str], 
 
 def deletion_candidates(words: list[str], coverage: list[float]) -> list[int]:
     """The words the omission check deletes one at a time (nmt.infer.omission): UNUSED_LETTERS
-    letters or more, attended under UNUSED_COVERAGE (and not already under OMISSION_MASS)."""
-    return [
+    letters or more, attended under UNUSED_COVERAGE (and not already under OMISSION_MASS); of
+    more than UNUSED_MOST, the least attended (in source order), so that a sentence costs a
+    bounded number of passes whatever its text."""
+    found = [
         k
         for k, (w, c) in enumerate(zip(words, coverage))
         if sum(ch.isalpha() for ch in w) >= UNUSED_LETTERS and OMISSION_MASS <= c < UNUSED_COVERAGE
     ]
+    return sorted(sorted(found, key=lambda k: coverage[k])[:UNUSED_MOST])
 
 
 def retry_options(options: SearchOptions, flags: list[str], *, torch_engine: bool) -> SearchOptions:
