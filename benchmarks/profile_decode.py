@@ -130,7 +130,7 @@ def main() -> int:
         f"{torch.get_num_threads()} threads: {plain:.2f} s unprofiled ({len(sources) / plain:.1f} sent/s)"
     )
     if args.steps:
-        print(f"CPU: {cpu_detail()}; torch {torch.__version__}; {command_line("profile_decode")}")
+        print(f"CPU: {cpu_detail()}; torch {torch.__version__}; {command_line('profile_decode')}")
         timed_parts(t, search, sources, kw)
         return 0
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
