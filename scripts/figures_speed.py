@@ -533,7 +533,8 @@ def guards() -> str:
     """The guards on broken outputs (benchmarks/quality.py --guards)."""
     t = quality_tables()[0]
     clean = [
-        ["the model's own outputs (flagged after the retry)", t["rows"][0][1], t["rows"][0][4]] + ["" for _ in t["guard_columns"][3:]]
+        ["the model's own outputs (flagged after the retry)", t["rows"][0][1], t["rows"][0][4]]
+        + ["" for _ in t["guard_columns"][3:]]
     ]
     return table(t["guard_columns"], clean + t["guard_rows"]) + "\n" + footnote(t, t["what"])
 
