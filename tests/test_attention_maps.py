@@ -12,7 +12,7 @@ import torch
 from nmt.checkpoint import save
 from nmt.cli import main
 from nmt.config import tiny
-from nmt.infer.attention_maps import attention_maps, format_alignment, hard_alignment
+from nmt.infer.attention_maps import attention_maps, format_alignment, hard_alignment, unaligned_sources
 from nmt.infer.translate import Translator
 from nmt.model import Transformer
 from nmt.vocab import EOS
@@ -147,6 +147,19 @@ def test_the_diagonal_prior_moves_an_off_diagonal_peak_only_when_the_diagonal_is
     assert hard_alignment(cross, src, tgt, diagonal=0.1) == [(0, 0), (1, 1), (2, 2), (3, 3)]
     # a wide prior keeps a clear peak: output 2 stays with source 0
     assert hard_alignment(cross, src, tgt, diagonal=1.0) == [(0, 0), (1, 1), (0, 2), (3, 3)]
+
+
+def test_a_source_piece_no_output_piece_chose_gets_the_output_piece_attending_to_it_most():
+    src, tgt = [10, 11, 12, 13, EOS], [20, 21, 22, 23]
+    cross = torch.full((1, 1, 5, 5), 0.1)  # (L, H, T=4+1, S=4+EOS)
+    for j in range(4):
+        cross[0, 0, j, j] = 0.5
+    cross[0, 0, 2, 0], cross[0, 0, 3, 4] = 0.9, 2.0  # output 2 -> source 0; EOS's column never counts
+    pairs = hard_alignment(cross, src, tgt)  # source 2 chosen by no output piece
+    assert pairs == [(0, 0), (1, 1), (0, 2), (3, 3)]
+    assert unaligned_sources(cross, src, tgt, pairs) == [(2, 2)]  # column 2's largest weight: row 2
+    assert unaligned_sources(cross, src, tgt, pairs + [(2, 0)]) == []
+    assert unaligned_sources(cross, [EOS], tgt, []) == [] and unaligned_sources(cross, src, [], []) == []
 
 
 def test_translate_alignment_output(four_head_checkpoint, tmp_path, capsys):

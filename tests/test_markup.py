@@ -70,6 +70,20 @@ def test_nested_tags_stay_nested_when_the_alignment_reorders_words():
     assert sorted(t for t in ("<b>", "</b>", "<i>", "</i>") if t in out) == ["</b>", "</i>", "<b>", "<i>"]
 
 
+def test_a_tag_whose_words_no_pair_names_wraps_the_output_its_fallback_pairs_give():
+    # "Click <b>Save</b> ..." -> "点击「保存文件」。": the prior's alignment gave 保存 to "keep" and
+    # nothing to "Save"; the fallback pairs (where each such word's attention peaks) place <b>
+    job = TextJob(["Click <b>Save</b> to keep the <span>file</span>."], HTML)
+    pairs = [(0, 5, 0, 2), (11, 13, 2, 3), (14, 18, 3, 5), (23, 27, 5, 7), (27, 28, 7, 9)]
+    fallback = [(6, 10, 3, 5), (19, 22, 0, 2), (23, 27, 0, 2)]  # Save, the, file (file has a pair)
+    assert (
+        job.finish([UnitOutput("点击「保存文件」。", pairs)])[0].text
+        == "点击<b></b>「保存<span>文件</span>」。"
+    )
+    out = job.finish([UnitOutput("点击「保存文件」。", pairs, fallback)])[0].text
+    assert out == "点击「<b>保存</b><span>文件</span>」。"
+
+
 def test_a_tag_wraps_the_characters_of_a_chinese_run_aligned_to_its_words():
     # "Click <b>Save</b> to keep the <i>file</i>." -> "点击保存以保留文件。" (no spaces between words):
     # each CJK character is a token, so a tag can wrap part of a run of them

@@ -138,13 +138,45 @@ def format_alignment(pairs: list[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in pairs)
 
 
+def unaligned_sources(
+    cross: Tensor, src: list[int], tgt: list[int], pairs: list[tuple[int, int]], *, layer: int = -1
+) -> list[tuple[int, int]]:
+    """For each source piece (EOS and padding excluded) that no pair of ``pairs`` names: (i, j),
+    the output piece j that attends to it most (the ``layer``'s weights averaged over heads, no
+    prior): where a tag around that piece goes when the alignment gives it no output piece."""
+    n_src = sum(1 for x in src if x not in (EOS, PAD))
+    if n_src == 0 or not tgt:
+        return []
+    named = {i for i, _ in pairs}
+    best = cross[layer].mean(dim=0)[: len(tgt), :n_src].argmax(dim=0).tolist()  # (|src|,) output piece
+    return [(i, j) for i, j in enumerate(best) if i not in named]
+
+
+def reading_cross(model, src: list[int], tgt: list[int]) -> Tensor:
+    """The encoder-decoder attention (L, H, T, S) of a source and its translation with its rows in
+    reading order (a right-to-left model's position j is reading position |tgt|-1-j)."""
+    cross = attention_maps(model, src, tgt).cross  # (L, H, T, S), T in the model's order
+    if right_to_left(model):
+        cross = torch.cat([cross[:, :, : len(tgt)].flip(2), cross[:, :, len(tgt) :]], dim=2)
+    return cross
+
+
 def align(model, src: list[int], tgt: list[int], *, diagonal: float | None = None) -> list[tuple[int, int]]:
     """Hard alignment of a source (ids + EOS) and its translation (ids without BOS/EOS, in the
     model's order; ``diagonal``: hard_alignment's prior). A right-to-left model's target positions
     are given in reading order (the position of a piece in the text), as for a left-to-right one."""
     if not src or not tgt:
         return []
-    cross = attention_maps(model, src, tgt).cross  # (L, H, T, S), T in the model's order
-    if right_to_left(model):  # rows in reading order: model position j is reading position |tgt|-1-j
-        cross = torch.cat([cross[:, :, : len(tgt)].flip(2), cross[:, :, len(tgt) :]], dim=2)
-    return hard_alignment(cross, src, tgt, diagonal=diagonal)
+    return hard_alignment(reading_cross(model, src, tgt), src, tgt, diagonal=diagonal)
+
+
+def align_with_fallback(
+    model, src: list[int], tgt: list[int], *, diagonal: float | None
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``align``'s pairs and, from the same attention, ``unaligned_sources``' (what places a tag
+    whose words the first left without an output piece)."""
+    if not src or not tgt:
+        return [], []
+    cross = reading_cross(model, src, tgt)
+    pairs = hard_alignment(cross, src, tgt, diagonal=diagonal)
+    return pairs, unaligned_sources(cross, src, tgt, pairs)

@@ -101,6 +101,7 @@ class UnitOutput:
 
     text: str
     pairs: list[Pair] | None = None
+    fallback: list[Pair] = field(default_factory=list)  # Projected.fallback's, of this unit
 
 
 @dataclass
@@ -239,19 +240,21 @@ class TextJob:
     def _join(self, paragraph: Paragraph, outputs: list[UnitOutput]) -> Projected:
         """A paragraph's translation (its gaps kept) and its character pairs with its source."""
         gaps = paragraph.parts.gaps
-        text, pairs = [gaps[0]], []
+        text, pairs, fallback = [gaps[0]], [], []
         src_at = tgt_at = len(gaps[0])
         for plan, gap in zip(paragraph.sentences, gaps[1:]):
-            sentence, sentence_pairs = self._sentence(plan, outputs)
+            sentence, sentence_pairs, sentence_fallback = self._sentence(plan, outputs)
             pairs += shift(sentence_pairs, src_at, tgt_at)
+            fallback += shift(sentence_fallback, src_at, tgt_at)
             text += [sentence, gap]
             src_at += len(plan.source) + len(gap)
             tgt_at += len(sentence) + len(gap)
-        return Projected("".join(text), pairs)
+        return Projected("".join(text), pairs, fallback)
 
-    def _sentence(self, plan: SentencePlan, outputs: list[UnitOutput]) -> tuple[str, list[Pair]]:
-        """A sentence's translation (its parts joined, recased) and its pairs with the sentence."""
-        pieces, pairs, at = [], [], 0
+    def _sentence(self, plan: SentencePlan, outputs: list[UnitOutput]) -> tuple[str, list[Pair], list[Pair]]:
+        """A sentence's translation (its parts joined, recased) and its pairs (and fallback pairs)
+        with the sentence."""
+        pieces, pairs, fallback, at = [], [], [], 0
         for k, ((a, b), u) in enumerate(zip(plan.spans, plan.units)):
             out = outputs[u]
             src = plan.source[a:b]
@@ -264,12 +267,11 @@ class TextJob:
                 at += 1  # the space before this part
             lead = len(out.text) - len(out.text.lstrip())
             unit_pairs = out.pairs if out.pairs is not None else monotone_pairs(src, out.text)
-            for p in shift(unit_pairs, a, at - lead):
-                if p[2] >= at and p[3] <= at + len(tgt):
-                    pairs.append(p)
+            for kept, given in ((pairs, unit_pairs), (fallback, out.fallback)):
+                kept += [p for p in shift(given, a, at - lead) if p[2] >= at and p[3] <= at + len(tgt)]
             pieces.append(tgt)
             at += len(tgt)
-        return recase(" ".join(pieces), plan.case), pairs
+        return recase(" ".join(pieces), plan.case), pairs, fallback
 
 
 def touched(spans: list[Span], starts: list[int], start: int, end: int) -> bool:
@@ -301,19 +303,31 @@ def render_restored(doc: Document, done: list[Projected], spans: list[list[Span]
 
 # ----------------------------------------------------------------------------- with a Translator
 def unit_output(
-    translator, source: str, translation, piece_pairs: list[tuple[int, int]] | None, *, skip: int = 0
+    translator,
+    source: str,
+    translation,
+    piece_pairs: list[tuple[int, int]] | None,
+    *,
+    skip: int = 0,
+    fallback: list[tuple[int, int]] | None = None,
 ) -> UnitOutput:
     """A Translation of ``source`` (what the model read) with its piece alignment
-    (nmt.infer.attention_maps, reading order) as character pairs, less the first ``skip``
-    characters of the source (a target-language tag); without pairs when its pieces cannot be
-    traced to characters."""
+    (nmt.infer.attention_maps, reading order) and ``fallback`` pairs as character pairs, less the
+    first ``skip`` characters of the source (a target-language tag); without pairs when its pieces
+    cannot be traced to characters."""
     if piece_pairs is None or clean_line(source) != source:
         return UnitOutput(translation.text, None)
     text, tgt_spans = decoded_spans(translator.tgt_sp, reading_order(translator.model, translation.tokens))
     if text != translation.text:
         return UnitOutput(translation.text, None)
-    pairs = char_pairs(piece_spans(translator.sp, source), tgt_spans, piece_pairs)
-    return UnitOutput(text, [(a - skip, b - skip, c, d) for a, b, c, d in pairs if a >= skip])
+    src_spans = piece_spans(translator.sp, source)
+
+    def chars(pairs):
+        return [
+            (a - skip, b - skip, c, d) for a, b, c, d in char_pairs(src_spans, tgt_spans, pairs) if a >= skip
+        ]
+
+    return UnitOutput(text, chars(piece_pairs), chars(fallback or []))
 
 
 # the width of the diagonal prior on the cross-attention that places tags (attention_maps.align),

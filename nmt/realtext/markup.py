@@ -142,6 +142,9 @@ class Projected:
 
     text: str
     pairs: list[Pair]
+    # where a mark goes whose characters no pair names (the output piece attending most to one of
+    # them, nmt.infer.attention_maps.unaligned_sources): read only for such a mark
+    fallback: list[Pair] = field(default_factory=list)
 
 
 @dataclass
@@ -364,16 +367,21 @@ class Placement:
         self.run, self.text = run, projected.text
         self.tokens = [m.span() for m in TOKEN.finditer(self.text)]
         ranges = token_ranges(self.tokens, projected.pairs)
-        self.hits = overlap_hits(ranges, [m for m in all_marks(run.marks) if m.start < m.end])
+        marks = [m for m in all_marks(run.marks) if m.start < m.end]
+        self.hits = overlap_hits(ranges, marks)
+        unplaced = [m for m in marks if id(m) not in self.hits]
+        self.fallback_hits = (
+            overlap_hits(token_ranges(self.tokens, projected.fallback), unplaced) if unplaced else {}
+        )
         by_b = sorted((b, last + 1) for _, b, _, last in ranges)
         self.ends = [b for b, _ in by_b]  # the source ends of the ranges, ascending
         self.after = list(accumulate((j for _, j in by_b), max))  # the tokens up to them
 
     def tokens_of(self, mark: Mark, lo: int, hi: int) -> tuple[int, int]:
         """The mark's output tokens [first, last) within [lo, hi) (first == last: empty, before
-        token first): those aligned to its characters, else after the last one aligned to source
-        text before it."""
-        hits = self.hits.get(id(mark))
+        token first): those aligned to its characters, else those its fallback pairs give, else
+        after the last one aligned to source text before it."""
+        hits = self.hits.get(id(mark)) or self.fallback_hits.get(id(mark))
         if hits is not None:
             first, last = max(hits[0], lo), min(hits[1] + 1, hi)
             if first >= last:  # its tokens lie outside the room its parent and siblings leave

@@ -349,9 +349,11 @@ class Plan:
 
     def unit_output(self, unit: int, t: Translation):
         """A unit's translation with its character pairs (the model input's, the tag's left out)."""
-        pairs = getattr(t, "alignment", None) if self.markup or unit in self.protected_units else None
+        placed = self.markup or unit in self.protected_units
+        pairs = getattr(t, "alignment", None) if placed else None
+        fallback = getattr(t, "fallback_alignment", None) if placed else None
         skip = len(self.inputs[unit]) - len(self.units[unit])
-        return unit_output(self.translator, self.inputs[unit], t, pairs, skip=skip)
+        return unit_output(self.translator, self.inputs[unit], t, pairs, skip=skip, fallback=fallback)
 
 
 def unit_constraints(request: TranslationRequest, units: list[str], translator) -> list | None:
@@ -406,18 +408,24 @@ def align_results(
 ) -> None:
     """Sets ``.alignment`` on every translation of ``results`` (the n-best of ``inputs``; ``only``:
     of those units): the piece alignment from the model's cross-attention
-    (nmt.infer.attention_maps.align with the prior ``diagonal``); the torch engine only (others:
-    none, a monotone guess places tags)."""
+    (nmt.infer.attention_maps.align with the prior ``diagonal``), and with a prior
+    ``.fallback_alignment`` (attention_maps.unaligned_sources: where a tag around a piece the
+    alignment left out goes); the torch engine only (others: none, a monotone guess places tags)."""
     if getattr(translator, "engine", None) != "torch":
         return
-    from ..infer.attention_maps import align
+    from ..infer.attention_maps import align, align_with_fallback
 
     sources, _ = translator.encode(inputs)
     for u, (src, nbest) in enumerate(zip(sources, results)):
         if only is not None and u not in only:
             continue
         for t in nbest:
-            t.alignment = align(translator.model, src, t.tokens, diagonal=diagonal) if src else []
+            if diagonal is None:  # the alignment asked for: fairseq's
+                t.alignment = align(translator.model, src, t.tokens) if src else []
+            else:  # placing tags or spans: the prior's, and a place for the pieces it leaves out
+                t.alignment, t.fallback_alignment = align_with_fallback(
+                    translator.model, src, t.tokens, diagonal=diagonal
+                )
 
 
 def search_units(

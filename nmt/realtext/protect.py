@@ -171,13 +171,13 @@ def restore(
         token = where.after[k - 1] if k else 0  # the output tokens up to those aligned before the span
         at = where.tokens[token - 1][1] if token else 0
         inserts.append((at, span))
-    text, pairs = inserted(projected, sorted(inserts, key=lambda x: x[0]))
-    return Projected(text, pairs), Restored([t for _, t in sorted(inserts)])
+    text, pairs, fallback = inserted(projected, sorted(inserts, key=lambda x: x[0]))
+    return Projected(text, pairs, fallback), Restored([t for _, t in sorted(inserts)])
 
 
-def inserted(projected: Projected, inserts: list[tuple[int, str]]) -> tuple[str, list]:
+def inserted(projected: Projected, inserts: list[tuple[int, str]]) -> tuple[str, list, list]:
     """The translation with each (position, text) of ``inserts`` (by position) put in, a space on
-    a side that touches a word, and its pairs shifted to match; one pass."""
+    a side that touches a word, and its pairs and fallback pairs shifted to match; one pass."""
     text, out, prev, at_of, added = projected.text, [], 0, [], []
     for at, piece in inserts:
         out.append(text[prev:at])
@@ -194,5 +194,7 @@ def inserted(projected: Projected, inserts: list[tuple[int, str]]) -> tuple[str,
         k = (bisect_left if at_end else bisect_right)(at_of, x)
         return added[k - 1] if k else 0
 
-    pairs = [(a, b, c + shift(c, at_end=False), d + shift(d, at_end=True)) for a, b, c, d in projected.pairs]
-    return "".join(out), pairs
+    def moved(pairs: list) -> list:
+        return [(a, b, c + shift(c, at_end=False), d + shift(d, at_end=True)) for a, b, c, d in pairs]
+
+    return "".join(out), moved(projected.pairs), moved(projected.fallback)
