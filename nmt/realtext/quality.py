@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..data.lines import clean_line
 from ..infer.confidence import Calibration, WordConfidence, word_log_probs
 from ..infer.guards import Sentence, check, deletion_candidates, word_coverage
 from ..infer.omission import word_drops, word_spans
@@ -78,23 +77,20 @@ def score_results(translator, inputs: list[str], results: list[list[Translation]
     for (_, t), s in zip(flat, scored):
         t.log_probs, t.coverage = s.log_probs, s.coverage
     if coverage:
-        mark_drops(
-            translator, [inputs[i] for i, _ in flat], [sources[i] for i, _ in flat], [t for _, t in flat]
-        )
+        mark_drops(translator, [sources[i] for i, _ in flat], [t for _, t in flat])
 
 
-def mark_drops(
-    translator, inputs: list[str], sources: list[list[int]], translations: list[Translation]
-) -> None:
+def mark_drops(translator, sources: list[list[int]], translations: list[Translation]) -> None:
     """Sets ``word_drops`` on each scored translation: its source's deletion_candidates
     (nmt.infer.guards) deleted one at a time, the change of the output's log-probability
-    (nmt.infer.omission); none for a source of one word or an empty output."""
+    (nmt.infer.omission); none for a source of one word or an empty output. The words are those
+    of the pieces the model read (``sources``: ids + EOS)."""
     spans, tested = [], []
-    for text, t in zip(inputs, translations):
+    for src, t in zip(sources, translations):
         n = len(t.coverage or [])  # the source pieces the model read (EOS aside)
-        words = word_spans(translator.sp.encode(clean_line(text), out_type=str)[:n])
+        words = word_spans([translator.sp.id_to_piece(x) for x in src[:n]])
         spans.append(words)
-        coverage = [sum(t.coverage[a:b]) for _, a, b in words] if n else []
+        coverage = [sum(t.coverage[a:b]) for _, a, b in words]
         asked = t.tokens and len(words) > 1
         tested.append(deletion_candidates([w for w, _, _ in words], coverage) if asked else [])
     bases = [sum(t.log_probs or []) for t in translations]
