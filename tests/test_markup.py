@@ -105,6 +105,18 @@ def test_a_tag_wraps_the_characters_of_a_chinese_run_aligned_to_its_words():
     ]
 
 
+def test_a_tag_never_parts_a_letter_from_its_combining_accent_or_vowel_sign():
+    # the monotone guess over 3 source and 3 output tokens; with each mark a token of its own, <b>
+    # closed inside the Hindi word and between "e" and its accent
+    job = TextJob(["<b>Hindi</b> language."], HTML)
+    assert job.finish([UnitOutput("हिन्दी भाषा.", None)])[0].text == "<b>हिन्दी</b> भाषा."
+    job = TextJob(["The <b>cafe</b> is open."], HTML)
+    assert (
+        job.finish([UnitOutput("Das Cafe\u0301 ist offen.", None)])[0].text
+        == "Das <b>Cafe\u0301</b> ist offen."
+    )
+
+
 def test_a_tag_with_no_aligned_word_is_kept_empty_after_the_word_before_it():
     job = TextJob(['Two dogs <a name="x"></a>play.'], HTML)
     out = job.finish([UnitOutput("Zwei Hunde spielen.", [(0, 3, 0, 4), (4, 8, 5, 10), (9, 13, 11, 18)])])

@@ -11,12 +11,34 @@ nmt.realtext.markup places each tag around the output words aligned to the words
 from __future__ import annotations
 
 import re
+import unicodedata
 
 Pair = tuple[int, int, int, int]  # source [a, b) aligned with output [c, d), character offsets
 # scripts written without spaces between words (Chinese, Japanese: kana and CJK ideographs): each
 # character is a token, so that a tag can wrap part of a run of them (Korean spaces its words)
 UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-TOKEN = re.compile(rf"[{UNSPACED}]|[^\W{UNSPACED}]+|[^\w\s]")  # a word, a CJK character or a punctuation mark
+
+
+def combining_marks() -> str:
+    """The combining marks (Unicode categories Mn, Mc, Me: accents, vowel signs, viramas) as the ranges of
+    a character class. All of them lie in planes 0, 1 and 14 (variation selectors)."""
+    points = [
+        c for c in [*range(0x20000), *range(0xE0000, 0xE1000)] if unicodedata.category(chr(c))[0] == "M"
+    ]
+    ranges, start = [], points[0]
+    for prev, c in zip(points, points[1:] + [-1]):
+        if c != prev + 1:
+            ranges.append(f"\\U{start:08x}-\\U{prev:08x}")
+            start = c
+    return "".join(ranges)
+
+
+# Python's \w leaves out combining marks: each follows the character before it into its token, so that a
+# tag placed between tokens never parts a letter from its accent (e + U+0301) or a Devanagari consonant
+# from its vowel sign
+MARKS = combining_marks()
+# a word, a CJK character or a punctuation mark, each with the combining marks after it
+TOKEN = re.compile(rf"[{UNSPACED}][{MARKS}]*|(?:[^\W{UNSPACED}]|[{MARKS}])+|[^\w\s{MARKS}][{MARKS}]*")
 
 
 def byte_to_char(text: str) -> list[int]:
