@@ -297,7 +297,6 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "nmt/realtext/command.py": "nmt translate's real-text options: tests/test_job.py",
     "nmt/infer/results.py": "a leaf of dataclasses; TranslateError a UserError: tests/test_errors.py",
     "nmt/infer/shortlist_command.py": "`nmt shortlist`, with the shortlists: tests/test_shortlist.py",
-    "nmt/realtext/spans.py": "character alignment under the tag projection: tests/test_markup.py",
     "nmt/infer/text.py": "text in and out of the engines: tests/test_job.py",
     "nmt/infer/topk.py": "the n best extensions of each beam: tests/test_search.py",
     "nmt/languages.py": "language names: tests/test_libretranslate.py, tests/test_argos.py",
