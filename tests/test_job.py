@@ -1,5 +1,9 @@
 """nmt.realtext.job: paragraphs, capitals and long sentences through one batch, nothing dropped
-(a fake translator as fragile as a single-sentence model: tests/real_text_fixtures.py)."""
+(a fake translator as fragile as a single-sentence model: tests/real_text_fixtures.py); a trained
+model's alignment as character pairs (unit_output) placing tags after non-ASCII characters."""
+
+import re
+import xml.etree.ElementTree as ET
 
 import pytest
 from real_text_fixtures import FakeTranslator, translate_text
@@ -131,8 +135,6 @@ def run(*argv: str) -> int:
 
 
 def test_nmt_translate_keeps_every_tag_and_line_of_an_html_file(tiny_checkpoint, tmp_path, capsys):
-    import xml.etree.ElementTree as ET
-
     page = tmp_path / "a.html"
     page.write_text('<p>der <b>hund</b> &amp; <a href="x?a=1&amp;b">die katze</a>.</p>\n\n<p>ein baum.</p>\n')
     assert (
@@ -263,3 +265,23 @@ def test_a_part_that_starts_in_lower_case_gets_its_first_word_lower_case_where_t
         [UnitOutput("Zwei Hunde spielen nahe einem Haus."), UnitOutput("Während ein Mann Rad fährt.")]
     )
     assert out[0].text == "Zwei Hunde spielen nahe einem Haus, während ein Mann Rad fährt."
+
+
+# -------------------------------------------------- a trained model's alignment (run_dir, serve_fixtures)
+# SentencePiece gives byte offsets; a tag after ü (2 bytes) or 東京 (3 each) is placed by character offsets.
+# The tiny model never saw these characters nor q and x: each run of them is one unknown piece, so the
+# ASCII twin is the same ids, the same translation and the same alignment, and its tags go to the same words.
+NON_ASCII = "the 東京 <b>red</b> dog sees a <i>ball</i>. a man sits on the grün <b>street</b>."
+ASCII_TWIN = "the qq <b>red</b> dog sees a <i>ball</i>. a man sits on the grxn <b>street</b>."
+TAG = re.compile(r"</?[bi]>")
+
+
+def test_tags_after_umlauts_and_cjk_characters_go_where_they_go_after_ascii_ones(run_dir_translator):
+    tr, html = run_dir_translator, TextOptions(format="html")
+    plain, twin_plain = TAG.sub("", NON_ASCII), TAG.sub("", ASCII_TWIN)
+    assert tr.sp.encode_as_ids(plain) == tr.sp.encode_as_ids(twin_plain)  # the model reads the same
+    out = translate_text(tr, NON_ASCII, options=html).text
+    ET.fromstring(f"<x>{out}</x>")  # well nested
+    assert out.count("<b>") == out.count("</b>") == 2 and out.count("<i>") == out.count("</i>") == 1
+    assert TAG.sub("", out) == translate_text(tr, plain).text
+    assert out == translate_text(tr, ASCII_TWIN, options=html).text
