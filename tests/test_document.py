@@ -220,3 +220,42 @@ def test_outputs_are_written_whole_or_not_at_all(tmp_path: Path):
     translate_document(str(page), str(out), shout)
     assert out.read_text() == "<p>A <b>B</b>.</p>"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.html", "p.html"]  # no temporary left
+
+
+# ------------------------------------------------------------- `nmt translate` (a tiny random model)
+def nmt_translate(checkpoint: Path, source: Path, output: Path) -> int:
+    from nmt.cli import main
+
+    return main(
+        ["translate", str(checkpoint), "-i", str(source), "-o", str(output), "--quiet", "--max-len-b", "3"]
+    )
+
+
+def test_an_empty_html_or_markdown_file_gives_an_empty_document(tiny_checkpoint, tmp_path: Path, capsys):
+    for name in ("empty.html", "empty.md", "newline.md"):
+        (tmp_path / name).write_text("\n" if name == "newline.md" else "")
+        assert nmt_translate(tiny_checkpoint, tmp_path / name, tmp_path / f"out.{name}") == 0
+        assert (tmp_path / f"out.{name}").read_text() == (tmp_path / name).read_text()
+    assert capsys.readouterr().err == ""
+
+
+def test_an_html_file_holding_only_tags_is_copied_as_it_is(tiny_checkpoint, tmp_path: Path, capsys):
+    (tmp_path / "tags.html").write_text("<p></p><b></b>\n")
+    assert nmt_translate(tiny_checkpoint, tmp_path / "tags.html", tmp_path / "out.html") == 0
+    assert (tmp_path / "out.html").read_text() == "<p></p><b></b>\n"
+    assert capsys.readouterr().err == ""
+
+
+def test_the_entities_a_doctype_declares_are_never_expanded(tiny_checkpoint, tmp_path: Path):
+    """The DOCTYPE and its internal subset are copied; .xml copies a reference to a declared entity
+    as written; .html, which knows no declared entities, reads &a; as text (as a browser shows it)."""
+    doctype = '<!DOCTYPE x [<!ENTITY a "aaaa">]>'
+    for name in ("ent.html", "ent.xml"):
+        (tmp_path / name).write_text(f"{doctype}<p>&a;</p>")
+        assert nmt_translate(tiny_checkpoint, tmp_path / name, tmp_path / f"out.{name}") == 0
+        out = (tmp_path / f"out.{name}").read_text()
+        assert out.startswith(f"{doctype}<p>") and out.endswith("</p>")
+    assert (tmp_path / "out.ent.xml").read_text() == f"{doctype}<p>&a;</p>"
+    assert TextJob([f"{doctype}<p>&a;</p>"], TextOptions(format="html")).units == [
+        "&a;"
+    ]  # what the model reads

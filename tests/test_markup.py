@@ -133,6 +133,14 @@ def test_every_tag_of_the_source_is_in_the_output_whatever_the_alignment():
             assert out.count(tag) == 1, (pairs, out)
 
 
+def test_a_run_of_empty_tags_and_white_space_is_copied_as_written():
+    # nothing to translate: the white space stays after the tags and the entity as written
+    for src in ["<p></p><b></b>\n", "<br>\n", " <i> </i>\t<x/>", "<b>&nbsp;</b>\n"]:
+        for fmt in ("html", "xml"):
+            job = TextJob([src], TextOptions(format=fmt))
+            assert job.units == [] and job.finish([])[0].text == src, (src, fmt)
+
+
 def test_xml_format_knows_no_html_blocks():
     out = translate_text(FakeTranslator(), "<p>Two <x/>dogs.</p>", options=TextOptions(format="xml")).text
     assert out == "<p>Zwei <x/>Hunde.</p>"

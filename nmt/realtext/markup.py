@@ -193,7 +193,7 @@ class RunBuilder:
         self.open_names: Counter[str] = Counter()  # how many of each name are open
         self.keeps = 0  # open tags whose content is kept
         self.entities: dict[str, str] = {}
-        self.raw: list[str] = []  # the source's text, as written
+        self.raw: list[str] = []  # the source's text and tags, as written
 
     def add_text(self, raw: str) -> None:
         self.raw.append(raw)
@@ -234,6 +234,7 @@ class RunBuilder:
         """An opening tag: a zero-width mark until its closing tag comes (``close``); inside a
         kept one, kept too."""
         keep = keep or self.keeps > 0
+        self.raw.append(raw)
         self.stack.append((name, self._add(Mark(raw, "", self.length, self.length, keep=keep))))
         self.open_names[name] += 1
         self.keeps += keep
@@ -251,6 +252,7 @@ class RunBuilder:
                 break
         mark = self.marks[k]
         mark.close, mark.end = raw, self.length
+        self.raw.append(raw)
         self.events.append(~k)
         return True
 
@@ -269,10 +271,10 @@ class RunBuilder:
         return top
 
     def finish(self) -> list[str | Run]:
-        """The run, or the source's text as written when there is nothing to translate in it
-        (nothing at all for an empty run)."""
+        """The run, or the source's text and tags as written when there is nothing to translate in
+        it (nothing at all for an empty run): white space around empty tags stays where it was."""
         text = "".join(self.text)
-        if not text.strip() and not self.marks:
+        if not text.strip():
             raw = "".join(self.raw)
             return [raw] if raw else []
         stripped = text.strip()
