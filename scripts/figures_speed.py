@@ -272,16 +272,15 @@ def best_of_threads(tables: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def ct2_today() -> str:
-    """nmt against CTranslate2 on the make demo recipe's model, each engine in a process of its own,
-    at 2 threads and at 1 (the commit in each footnote)."""
-    tables = [speed_table(name) for name in DEMO_SPEED]
+def thread_tables(names: tuple[str, ...]) -> str:
+    """One machine's tables of the demo model, one per thread count, each with its ratios, after
+    the ratios with each engine at its faster thread count (the commit in each footnote)."""
+    tables = [speed_table(name) for name in names]
     out = [
         "Each engine at its faster thread count (nmt's default exact stop; the engines' sent/s of the "
         f"two tables below): {best_of_threads(tables)}.\n"
     ]
-    for name in DEMO_SPEED:
-        t = speed_table(name)
+    for t in tables:
         out.append(
             f"{t['threads']} thread{'s' if t['threads'] > 1 else ''}, nmt / CTranslate2: {ct2_ratios(t)}.\n\n"
             + table(t["columns"], t["rows"])
@@ -291,24 +290,27 @@ def ct2_today() -> str:
     return "\n".join(out)
 
 
+def ct2_today() -> str:
+    """nmt against CTranslate2 on the make demo recipe's model, each engine in a process of its own,
+    at 2 threads and at 1."""
+    return thread_tables(DEMO_SPEED)
+
+
 def ct2_base() -> str:
     t = speed_table("translate-ct2-base")
     return table(t["columns"], t["rows"]) + "\n" + footnote(t, t["model"] + "; " + t["timing"])
 
 
-FORCED_SPEED = "translate-ct2-demo-xeon-avx2"  # the 2-thread table's run, every library held to AVX2
+FORCED_SPEED = (  # the 2- and 1-thread tables' runs, every library held to AVX2
+    "translate-ct2-demo-xeon-avx2",
+    "translate-ct2-demo-xeon-avx2-1thread",
+)
 
 
 def ct2_forced() -> str:
-    """The demo model's table on this CPU held to another ISA's code path (the footnote names the
-    variables and the kernels torch ran)."""
-    t = speed_table(FORCED_SPEED)
-    return (
-        f"nmt / CTranslate2: {ct2_ratios(t)}.\n\n"
-        + table(t["columns"], t["rows"])
-        + "\n"
-        + footnote(t, "model: " + t["model"] + "; " + t["timing"])
-    )
+    """The demo model's tables on this CPU held to another ISA's code path, at 2 threads and at 1
+    (the footnotes name the variables and the kernels torch ran)."""
+    return thread_tables(FORCED_SPEED)
 
 
 def shortlist(name: str) -> Callable[[], str]:
