@@ -6,7 +6,9 @@ int8 with one scale per output row and quantizes the activations on the fly per 
 too: with tied embeddings (section 3.4) it is copied into its own ``nn.Linear`` first, so that it
 is quantized while the input embeddings keep their float32 table. Self-attention's q/k/v and
 cross-attention's k/v projections are also fused into one layer each (``FusedLinear``,
-nmt.fused_projections).
+nmt.fused_projections). Each int8 layer then becomes an ``Int8Linear`` (nmt.infer.int8_linear):
+the same int8 weights, multiplied by fbgemm at few rows and oneDNN at many, with 8-bit activations
+where the CPU's int8 products cannot saturate.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import Tensor, nn
 
 from ..fused_projections import fuse_projections, fused_weights
 from ..model import Transformer
+from .int8_linear import swap_into
 
 
 class FusedLinear(nn.Module):
@@ -66,9 +69,10 @@ def quantize_int8(model: Transformer) -> Transformer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(
+        model = torch.ao.quantization.quantize_dynamic(
             model,
             {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig},
             dtype=torch.qint8,
             inplace=True,
         )
+    return swap_into(model)  # fbgemm's kernel at few rows, oneDNN's at many

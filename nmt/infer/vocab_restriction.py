@@ -90,6 +90,7 @@ def restricted_projection(decoder, rows: Tensor) -> nn.Module:
     """The decoder's output layer for the target ids ``rows`` (U,) only: a packed float32 layer
     (nmt.infer.packed) is packed again over those rows, an int8 layer (nmt.infer.quantize) keeps
     the int8 rows and their scales, a plain or tied one copies the rows."""
+    from .int8_linear import Int8Linear
     from .packed import PackedLinear
 
     proj = decoder.output_projection
@@ -111,8 +112,11 @@ def restricted_projection(decoder, rows: Tensor) -> nn.Module:
             0,
             torch.qint8,
         )  # same int8 values
+        sub_bias = None if bias is None else bias.index_select(0, rows)
+        if isinstance(proj, Int8Linear):  # the same kernels and activation range as the full layer
+            return Int8Linear(sub, sub_bias, reduce_range=proj.reduce_range)
         layer = DynamicLinear(weight.size(1), rows.numel(), bias_=bias is not None, dtype=torch.qint8)
-        layer.set_weight_bias(sub, None if bias is None else bias.index_select(0, rows))
+        layer.set_weight_bias(sub, sub_bias)
         return layer
     bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
     return RowLinear(proj.weight.detach().index_select(0, rows), bias)
