@@ -75,7 +75,7 @@ def main() -> int:
         if layer.many is None:
             print("this torch has no oneDNN int8 engine: nothing to compare")
             return 1
-        switch = many_from(i, o)
+        switch = many_from(i, o, args.threads)
         for n, (fb, on) in zip(rows, time_shape(layer, rows, args.repeat)):
             uses = "oneDNN" if n >= switch else "fbgemm"
             table.append([f"{i} x {o}", str(n), f"{fb:.0f}", f"{on:.0f}", f"{fb / on:.2f}", uses])

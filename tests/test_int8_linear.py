@@ -136,6 +136,7 @@ def test_many_from_sends_wide_outputs_earlier_and_deep_inputs_never(monkeypatch)
     monkeypatch.setattr(int8_linear, "full_range", lambda: True)
     assert [many_from(256, o) for o in (256, 1024, 8000)] == [512, 128, 64]
     assert many_from(512, 37000) == 64 and many_from(1024, 256) == NEVER
+    assert many_from(256, 1024, threads=2) == 256  # rows a thread
     monkeypatch.setattr(int8_linear, "full_range", lambda: False)  # no VNNI: fbgemm at every row count
     assert many_from(256, 8000) == NEVER
     monkeypatch.setenv(int8_linear.KERNEL_ENV, "onednn")

@@ -66,11 +66,12 @@ def prepack(weight: Tensor, bias: Tensor | None, engine: str):
         torch.backends.quantized.engine = previous
 
 
-def many_from(in_features: int, out_features: int) -> int:
+def many_from(in_features: int, out_features: int, threads: int = 1) -> int:
     """The fewest rows a layer multiplies through oneDNN (``NMT_INT8_KERNEL``: auto, the rule below;
     fbgemm or onednn, that kernel at every row count). The rule is the crossover
     benchmarks/int8_kernels.py measured per shape on a Xeon with AVX-512 VNNI, at 1 and 2 threads:
-    64-512 rows, the fewer the wider the output (256 -> 512, 1,024 -> 128, 8,000 -> 64); never
+    64-512 rows a thread, the fewer the wider the output (256 -> 512, 1,024 -> 128, 8,000 -> 64),
+    times ``threads`` (at 2 threads the crossover was about twice the rows of 1); never
     for an input of 1,024 or more, where fbgemm kept up at 2,000 rows, and never without AVX-512
     VNNI (``full_range`` False), where oneDNN's int8 ran at 0.3-0.5x fbgemm's at every row count
     (the same Xeon held to AVX2). A fixed rule, not a timing
@@ -82,7 +83,7 @@ def many_from(in_features: int, out_features: int) -> int:
         return 0 if kernel == "onednn" else NEVER
     if in_features >= 1024 or not full_range():
         return NEVER
-    return max(64, min(512, 1 << (131072 // out_features).bit_length() - 1))
+    return max(64, min(512, 1 << (131072 // out_features).bit_length() - 1)) * max(1, threads)
 
 
 class Int8Linear(nn.Module):
@@ -97,7 +98,10 @@ class Int8Linear(nn.Module):
         self.few = prepack(weight, bias, "fbgemm")
         engines = torch.backends.quantized.supported_engines
         self.many = prepack(weight, bias, "onednn") if "onednn" in engines else None
-        self.many_from = NEVER if self.many is None else many_from(self.in_features, self.out_features)
+        threads = torch.get_num_threads()  # at load: `nmt translate --threads` sets it before
+        self.many_from = (
+            NEVER if self.many is None else many_from(self.in_features, self.out_features, threads)
+        )
 
     def _weight_bias(self) -> tuple[Tensor, Tensor | None]:
         """The int8 weight (out, in) with its per-row scales, and the bias (out,) or None."""
