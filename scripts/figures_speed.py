@@ -313,6 +313,29 @@ def ct2_forced() -> str:
     return thread_tables(FORCED_SPEED)
 
 
+INT8_KERNELS = ("int8-kernels-1thread", "int8-kernels-2threads", "int8-kernels-avx2-1thread")
+
+
+def int8_kernels() -> str:
+    """fbgemm's time over oneDNN's per int8 layer shape and row count (above 1: oneDNN faster), one
+    line per shape and thread count, with the rows from which nmt takes oneDNN."""
+    tables = [speed_table(name) for name in INT8_KERNELS]
+    counts = list(dict.fromkeys(r[1] for r in tables[0]["rows"]))
+    rows = []
+    for t in tables:
+        for shape in dict.fromkeys(r[0] for r in t["rows"]):
+            mine = [r for r in t["rows"] if r[0] == shape]
+            ratio = {r[1]: r[4] for r in mine}
+            first = next((r[1] for r in mine if r[5] == "oneDNN"), "never")
+            path = "AVX2 (forced)" if (t.get("cpu_path") or {}).get("forced") else "its own"
+            rows.append([shape, path, str(t["threads"]), *[ratio.get(n, "") for n in counts], first])
+    columns = ["weight (in x out)", "CPU path", "threads", *[f"{n} rows" for n in counts], "nmt: oneDNN from"]
+    out = [table(columns, rows)]
+    for t in tables:
+        out.append(footnote(t, t["what"] + f"; activations over 8 bits: {t['full_range']}"))
+    return "\n".join(out)
+
+
 def shortlist(name: str) -> Callable[[], str]:
     def render() -> str:
         t = speed_table(name)
