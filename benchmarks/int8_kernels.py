@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_detail, write_table  # noqa: E402
 
-from nmt.infer.int8_linear import NEVER, Int8Linear, full_range, many_from  # noqa: E402
+from nmt.infer.int8_linear import NEVER, Int8Linear, full_range, many_from, prepack  # noqa: E402
 
 SCRIPT = "int8_kernels"
 
@@ -39,11 +39,12 @@ def shapes_of(checkpoint: str) -> list[tuple[int, int]]:
 def time_shape(layer: Int8Linear, rows: list[int], repeat: int) -> list[tuple[float, float]]:
     """(fbgemm us, oneDNN us) at each row count, the best of ``repeat`` alternating calls."""
     x = torch.randn(max(rows), layer.in_features)  # (R, in)
+    kernels = (layer.few, prepack(*layer._weight_bias(), "onednn"))
     out = []
     for n in rows:
         best = [float("inf"), float("inf")]
         for _ in range(repeat):
-            for i, packed in enumerate((layer.few, layer.many)):
+            for i, packed in enumerate(kernels):
                 start = time.perf_counter()
                 torch.ops.quantized.linear_dynamic(x[:n], packed, layer.reduce_range)
                 best[i] = min(best[i], time.perf_counter() - start)
@@ -72,7 +73,7 @@ def main() -> int:
             torch.qint8,
         )  # (out, in)
         layer = Int8Linear(weight, torch.randn(o), reduce_range=not full_range())
-        if layer.many is None:
+        if "onednn" not in torch.backends.quantized.supported_engines:
             print("this torch has no oneDNN int8 engine: nothing to compare")
             return 1
         switch = many_from(i, o, args.threads)

@@ -61,7 +61,8 @@ def test_a_swapped_layer_keeps_torch_ao_s_int8_weights_and_at_seven_bits_its_out
 
 @torch.no_grad()
 @pytest.mark.skipif(not ONEDNN, reason="this torch has no oneDNN int8 engine")
-def test_a_layer_multiplies_rows_from_many_from_on_through_its_second_kernel():
+def test_a_layer_multiplies_rows_from_many_from_on_through_its_second_kernel(monkeypatch):
+    monkeypatch.setenv(int8_linear.KERNEL_ENV, "onednn")
     weight, other = int8_weight(32, 16, seed=1), int8_weight(32, 16, seed=2)
     layer = Int8Linear(weight, None, reduce_range=True)
     layer.many = Int8Linear(other, None, reduce_range=True).few  # tell the kernels apart by their weights
@@ -80,9 +81,10 @@ def test_a_layer_multiplies_rows_from_many_from_on_through_its_second_kernel():
 @pytest.mark.skipif(not ONEDNN, reason="this torch has no oneDNN int8 engine")
 @pytest.mark.parametrize("reduce_range", [True, False])
 @pytest.mark.parametrize("rows", [1, 3, 64, 300])
-def test_both_kernels_compute_the_same_product_to_the_last_bits(reduce_range, rows):
+def test_both_kernels_compute_the_same_product_to_the_last_bits(reduce_range, rows, monkeypatch):
     """The same int32 sums of the same int8 values; only the float scaling's order may differ:
     a few units in the last place of float32 (2^-23 relative), not int8's rounding (~1e-2)."""
+    monkeypatch.setenv(int8_linear.KERNEL_ENV, "onednn")  # both kernels packed on every CPU path
     layer = Int8Linear(int8_weight(96, 256, seed=3), torch.randn(96), reduce_range=reduce_range)
     x = torch.randn(rows, 256) * 3
     few = torch.ops.quantized.linear_dynamic(x, layer.few, reduce_range)
@@ -126,7 +128,8 @@ def test_eight_bit_activations_do_not_saturate_where_nmt_uses_them():
     x = torch.zeros(3, 64)
     x[:, 0], x[:, 1:] = -1.0, 1.0  # scale 2/255: 1.0 quantizes to 255, -1.0 to 0 (zero point 128)
     exact = (x.sum(dim=1, keepdim=True) * 127).expand(3, 8)  # (3, 8): 62 * 127 = 7,874
-    for packed in [p for p in (layer.few, layer.many) if p is not None]:
+    packed_both = (layer.few, int8_linear.prepack(*layer._weight_bias(), "onednn") if ONEDNN else None)
+    for packed in [p for p in packed_both if p is not None]:
         got = torch.ops.quantized.linear_dynamic(x, packed, False)
         torch.testing.assert_close(got, exact, rtol=1e-2, atol=0.0)  # x rounds by 1/255; saturation halves
 
@@ -161,3 +164,12 @@ def test_full_range_needs_avx512_vnni_and_onednn_not_held_below_it(monkeypatch):
         int8_linear, "cpu_flags", lambda: frozenset({"avx2", "avx_vnni"})
     )  # fbgemm: AVX2 kernels
     assert not full_range()
+
+
+@torch.no_grad()
+def test_a_layer_keeps_onednn_s_copy_only_where_it_may_use_it(monkeypatch):
+    monkeypatch.setattr(int8_linear, "full_range", lambda: False)  # no VNNI: fbgemm at every row count
+    monkeypatch.delenv(int8_linear.KERNEL_ENV, raising=False)
+    layer = Int8Linear(int8_weight(64, 32), None, reduce_range=True)
+    assert layer.many is None and layer.many_from == NEVER
+    assert layer(torch.randn(5000, 32)).shape == (5000, 64)

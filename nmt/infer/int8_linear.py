@@ -96,12 +96,12 @@ class Int8Linear(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.reduce_range = reduce_range
         self.few = prepack(weight, bias, "fbgemm")
-        engines = torch.backends.quantized.supported_engines
-        self.many = prepack(weight, bias, "onednn") if "onednn" in engines else None
         threads = torch.get_num_threads()  # at load: `nmt translate --threads` sets it before
-        self.many_from = (
-            NEVER if self.many is None else many_from(self.in_features, self.out_features, threads)
-        )
+        self.many_from = many_from(self.in_features, self.out_features, threads)
+        if "onednn" not in torch.backends.quantized.supported_engines:
+            self.many_from = NEVER
+        # oneDNN's copy of the weights only where it is used
+        self.many = prepack(weight, bias, "onednn") if self.many_from < NEVER else None
 
     def _weight_bias(self) -> tuple[Tensor, Tensor | None]:
         """The int8 weight (out, in) with its per-row scales, and the bias (out,) or None."""
