@@ -279,7 +279,7 @@ def distilled_row() -> list[str]:
         f"a distilled student ({enc} + {dec} layers, d_ff {d_ff}) shrunk from the {teacher}-update demo "
         f"model, then trained {student} updates more than its teacher",
         f"`nmt distill TEACHER --out OUT --shrink --model.n_decoder_layers={dec} --model.d_ff={d_ff} "
-        "--train.max_steps=2000 --train.max_time=0`; `python benchmarks/speed_quality.py ...`",
+        "--train.max_steps=2000 --train.max_time=0`; " + shown(t["command"]),
         f"test2016 **{fp32.bleu[0]:.2f}** BLEU against the teacher's {fp32.bleu[1]:.2f} (the extra "
         f"updates, not distillation alone); {fp32.same}, both models: **{fp32.ratio:.2f}x** the "
         f"teacher's sentences/s; with the shortlist `nmt distill` writes (the teacher without), each "
