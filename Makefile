@@ -75,10 +75,10 @@ recipe-wmt14-en-fr-big: $(VENV)/.installed  # Transformer big, WMT14 en->fr (dro
 
 LINTED = nmt tests benchmarks scripts recipes
 # an AVX2-only CPU's path, taken by any x86 CPU: torch, oneDNN and CTranslate2 kernels, and `auto` -> fp32
-AVX2_ONLY = ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2 NMT_PRECISION=fp32
+AVX2_ONLY = ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2 NMT_PRECISION=fp32
 # the same CPU with `auto` forced to bf16: bf16 without bf16 instructions (emulated), whatever the CPU (the
 # suite's own pass takes native bf16 where the CPU has AMX/AVX512-BF16)
-AVX2_BF16 = ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2 NMT_PRECISION=bf16
+AVX2_BF16 = ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2 NMT_PRECISION=bf16
 test: $(VENV)/.installed  # lint and format check, the suite, its numerics again on the AVX2-only path in fp32 and in bf16, then the documentation site
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)

@@ -33,12 +33,19 @@ REPO = Path(__file__).resolve().parents[1]
 AVX2_ONLY = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL row-dependent there: nmt.infer.linear_kernel
     "CT2_FORCE_CPU_ISA": "AVX2",
     "NMT_PRECISION": "fp32",
 }
 # The same CPU with `auto` forced to bf16, which it lacks: emulated bf16 (Makefile: test-bf16)
 AVX2_BF16 = {**AVX2_ONLY, "NMT_PRECISION": "bf16"}
-CPU_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "CT2_FORCE_CPU_ISA", "NMT_PRECISION")
+CPU_PATH_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "CT2_FORCE_CPU_ISA",
+    "NMT_PRECISION",
+)
 OBSERVED_PATH = pytest.StashKey()  # cpu_path_fixtures.Observed of a run under a forced path
 
 

@@ -6,7 +6,10 @@ can pack a weight once into its blocked layout and then multiply with the CPU's 
 units (decoding speed: benchmarks/translate_speed.py; where a decode's time goes:
 benchmarks/profile_decode.py). The math is the same float32 product (results equal to ~1e-5
 relative, from another summation order; a row's result does not depend on the batch around it).
-CTranslate2 owes much of its CPU speed to the same library.
+CTranslate2 owes much of its CPU speed to the same library. Where MKL's sgemm over the weight
+stored (in, out) gives each row the same result at every row count on this machine (checked per
+weight shape at load, nmt.infer.linear_kernel), a layer uses it instead: it costs less a call at
+the few rows of a decoding step.
 
 ``pack_linears(model)`` swaps every ``nn.Linear`` of an inference model for a ``PackedLinear``
 that keeps the original parameters (same ``state_dict``, same parameter counts) plus the packed
@@ -31,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..fused_projections import fuse_projections, fused_weights
+from . import linear_kernel
 
 
 def onednn_available() -> bool:
@@ -44,16 +48,20 @@ def onednn_available() -> bool:
 
 
 class PackedLinear(nn.Module):
-    """``y = x W^T + b`` with W (out, in) also held in oneDNN's packed layout."""
+    """``y = x W^T + b`` with W (out, in) also held in oneDNN's packed layout, or transposed (in, out)
+    for MKL's sgemm where ``linear_kernel.choose`` takes MKL for its shape (``kernel``)."""
 
     def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None, *, relu: bool = False):
         super().__init__()
         self.weight, self.bias = weight, bias  # the original parameters (shared, not copied)
         self.relu = relu  # y = max(0, x W^T + b)
+        self.kernel = linear_kernel.choose(weight.size(1), weight.size(0), bias is not None)
         with torch.no_grad():
-            packed = torch.ops.mkldnn._reorder_linear_weight(
-                weight.detach().float().cpu()
-            )  # (out, in), blocked
+            w = weight.detach().float().cpu()  # (out, in)
+            if self.kernel == "mkl":
+                packed = w.t().contiguous()  # (in, out): MKL's sgemm reads it without a transpose
+            else:
+                packed = torch.ops.mkldnn._reorder_linear_weight(w)  # (out, in), blocked
         self.register_buffer("packed", packed, persistent=False)
 
     @property
@@ -81,6 +89,10 @@ class PackedLinear(nn.Module):
             y = F.linear(x, self.weight, self.bias)
             return F.relu(y) if self.relu else y
         bias = None if self.bias is None else self.bias.detach()
+        if self.kernel == "mkl":
+            y = linear_kernel.mkl_linear(x.reshape(-1, x.size(-1)), self.packed, bias)  # (R, out)
+            y = y.view(*x.shape[:-1], y.size(-1))  # (..., out)
+            return y.relu_() if self.relu else y
         return torch.ops.mkldnn._linear_pointwise(
             x, self.packed, bias, "relu" if self.relu else "none", [], ""
         )
@@ -89,6 +101,7 @@ class PackedLinear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
             + (", relu=True" if self.relu else "")
+            + f", kernel={self.kernel}"
         )
 
 
