@@ -75,6 +75,17 @@ def test_a_layer_on_mkl_computes_the_linear_layer_and_its_relu(monkeypatch):
 
 
 @pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
+def test_a_layer_given_its_kernel_is_not_probed(monkeypatch):
+    def refuse(*shape):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(linear_kernel, "choose", refuse)
+    weight = nn.Parameter(torch.randn(8, 16))
+    assert PackedLinear(weight, None, kernel="mkl").packed.shape == (16, 8)
+    assert PackedLinear(weight, None, kernel="onednn").kernel == "onednn"
+
+
+@pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
 def test_whichever_kernel_this_machine_takes_a_row_does_not_depend_on_the_rows_beside_it():
     """The property the choice keeps: on this CPU path (MKL where the probe passed, else oneDNN)
     each row of a demo-sized layer gets the same bits at every row count up to 300."""

@@ -29,6 +29,8 @@ def test_restricted_projection_gives_the_full_logits_of_the_union(trained_tiny_r
         part, _ = ShortlistModel(model, rows).decode_step(torch.tensor([[2], [2]]), model.encode(src), None)
         assert part.shape == (2, 1, len(rows))
         torch.testing.assert_close(part, full[:, :, rows], rtol=1e-5, atol=1e-5)
+        projection, layer = ShortlistModel(model, rows).projection, model.decoder.output_projection
+        assert getattr(projection, "kernel", None) == getattr(layer, "kernel", None)  # no new probe
         pos = torch.tensor([[4], [6]])  # positions 4, 6 of U = ids 7, 21
         _, cache = model.decode_step(torch.tensor([[2], [2]]), memory, None)
         full2, _ = model.decode_step(rows[pos], memory, cache)

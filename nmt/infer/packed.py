@@ -51,11 +51,19 @@ class PackedLinear(nn.Module):
     """``y = x W^T + b`` with W (out, in) also held in oneDNN's packed layout, or transposed (in, out)
     for MKL's sgemm where ``linear_kernel.choose`` takes MKL for its shape (``kernel``)."""
 
-    def __init__(self, weight: nn.Parameter, bias: nn.Parameter | None, *, relu: bool = False):
+    def __init__(
+        self,
+        weight: nn.Parameter,
+        bias: nn.Parameter | None,
+        *,
+        relu: bool = False,
+        kernel: str | None = None,
+    ):
         super().__init__()
         self.weight, self.bias = weight, bias  # the original parameters (shared, not copied)
         self.relu = relu  # y = max(0, x W^T + b)
-        self.kernel = linear_kernel.choose(weight.size(1), weight.size(0), bias is not None)
+        # "mkl" or "onednn"; None: chosen for this shape (a layer's rows, e.g. a shortlist's, take its kernel)
+        self.kernel = kernel or linear_kernel.choose(weight.size(1), weight.size(0), bias is not None)
         with torch.no_grad():
             w = weight.detach().float().cpu()  # (out, in)
             if self.kernel == "mkl":

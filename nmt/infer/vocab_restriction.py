@@ -100,7 +100,7 @@ def restricted_projection(decoder, rows: Tensor) -> nn.Module:
         return RowLinear(decoder.embed_tokens.weight.detach().index_select(0, rows), bias)
     if isinstance(proj, PackedLinear):
         bias = None if proj.bias is None else proj.bias.detach().index_select(0, rows)
-        return PackedLinear(proj.weight.detach().index_select(0, rows), bias)
+        return PackedLinear(proj.weight.detach().index_select(0, rows), bias, kernel=proj.kernel)
     if hasattr(proj, "_weight_bias"):  # torch.ao dynamic int8 Linear: per-row scales, int8 kept
         from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
