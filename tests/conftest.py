@@ -39,13 +39,7 @@ AVX2_ONLY = {
 }
 # The same CPU with `auto` forced to bf16, which it lacks: emulated bf16 (Makefile: test-bf16)
 AVX2_BF16 = {**AVX2_ONLY, "NMT_PRECISION": "bf16"}
-CPU_PATH_VARIABLES = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "MKL_ENABLE_INSTRUCTIONS",
-    "CT2_FORCE_CPU_ISA",
-    "NMT_PRECISION",
-)
+CPU_PATH_VARIABLES = tuple(AVX2_ONLY)  # the variables a forced run sets
 OBSERVED_PATH = pytest.StashKey()  # cpu_path_fixtures.Observed of a run under a forced path
 
 

@@ -71,11 +71,11 @@ def many_from(in_features: int, out_features: int, threads: int = 1) -> int:
     fbgemm or onednn, that kernel at every row count). The rule is the crossover
     benchmarks/int8_kernels.py measured per shape on a Xeon with AVX-512 VNNI, at 1 and 2 threads:
     64-512 rows a thread, the fewer the wider the output (256 -> 512, 1,024 -> 128, 8,000 -> 64),
-    times ``threads`` (at 2 threads the crossover was about twice the rows of 1); never
-    for an input of 1,024 or more, where fbgemm kept up at 2,000 rows, and never without AVX-512
-    VNNI (``full_range`` False), where oneDNN's int8 ran at 0.3-0.5x fbgemm's at every row count
-    (the same Xeon held to AVX2). A fixed rule, not a timing
-    at start-up, so that the same command gives the same translation."""
+    times ``threads`` (at 2 threads the crossover was about twice the rows of 1); never for an
+    input of 1,024 or more, where fbgemm kept up at 2,000 rows, and never without AVX-512 VNNI
+    (``full_range`` False), where oneDNN's int8 ran at 0.3-0.5x fbgemm's at every row count (the
+    same Xeon held to AVX2). A fixed rule, not a timing at start-up, so that the same command
+    gives the same translation."""
     kernel = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
     if kernel not in ("auto", "fbgemm", "onednn"):
         raise ValueError(f"{KERNEL_ENV}={kernel!r}: expected auto, fbgemm or onednn")
